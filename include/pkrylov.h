@@ -1,0 +1,428 @@
+/**
+ * @file pkrylov.h
+ * @brief Public C API of pkrylov: Krylov pressure solvers for weather, climate and ocean models.
+ *
+ * One header, opaque handles, every call returns a status code (::PKRYLOV_SUCCESS = 0, errors are
+ * negative, see ::pkrylov_error). Objects belong to a context (::pkrylov_context) which picks the
+ * backend and stores the message of the last error raised through it.
+ *
+ * Life cycle (plan once, solve every time step):
+ * @code
+ *   pkrylov_context ctx;   pkrylov_context_create(PKRYLOV_BACKEND_AUTO, &ctx);
+ *   pkrylov_operator A;    pkrylov_operator_create_stencil7(ctx, nx, ny, nz, aW, aS, aV, aC, mask, &A);
+ *   pkrylov_precond M;     pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M);
+ *   pkrylov_solver s;      pkrylov_solver_create(ctx, PKRYLOV_SOLVER_PIPECG, A, M, &s);
+ *   pkrylov_solver_set_tolerances(s, 1e-8, 0.0);
+ *   for (step = 0; step < nsteps; step++)
+ *     pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);   // check the result with pkrylov_solver_get_result
+ *   pkrylov_solver_destroy(&s); pkrylov_precond_destroy(&M); pkrylov_operator_destroy(&A);
+ *   pkrylov_context_destroy(&ctx);
+ * @endcode
+ *
+ * Conventions
+ * - Every array argument says where it lives: host (C pointer to host memory) or, where the call takes a
+ *   ::pkrylov_memtype, the memory space named by it. Until the CUDA backend exists only host memory is
+ *   accepted; ::PKRYLOV_MEM_DEVICE on the CPU backend is rejected with ::PKRYLOV_ERR_MEMTYPE.
+ * - Invalid arguments return an error and modify nothing; the message names the argument
+ *   (pkrylov_context_get_error_message()).
+ * - Not converging is an outcome, not an error: pkrylov_solver_solve() returns ::PKRYLOV_SUCCESS and the
+ *   result (::pkrylov_result) says why it stopped; x then holds the last good iterate.
+ * - Integers that count unknowns or nonzeros are int64_t; everything else is int32_t. No bool crosses
+ *   the interface (Fortran interoperability): flags are int32_t 0/1.
+ * - Enumerations use disjoint value ranges so that a swapped argument is detected.
+ * - Destroy functions take the address of the handle, set it to NULL, and accept NULL.
+ * - A context and its objects may be used by one thread at a time; different contexts are independent.
+ */
+#ifndef PKRYLOV_H
+#define PKRYLOV_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define PKRYLOV_EXTERN __declspec(dllexport)
+#else
+#define PKRYLOV_EXTERN __attribute__((visibility("default")))
+#endif
+
+/** @name Version */
+/**@{*/
+#define PKRYLOV_VERSION_MAJOR 0
+#define PKRYLOV_VERSION_MINOR 1
+#define PKRYLOV_VERSION_PATCH 0
+/** True when the library headers are at least version major.minor.patch. */
+#define PKRYLOV_VERSION_GE(major, minor, patch)                                                   \
+  (PKRYLOV_VERSION_MAJOR > (major) ||                                                             \
+   (PKRYLOV_VERSION_MAJOR == (major) &&                                                           \
+    (PKRYLOV_VERSION_MINOR > (minor) ||                                                           \
+     (PKRYLOV_VERSION_MINOR == (minor) && PKRYLOV_VERSION_PATCH >= (patch)))))
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/** @name Status codes */
+/**@{*/
+/** Every function returns one of these. 0 is success; errors are negative. */
+typedef enum {
+  PKRYLOV_SUCCESS = 0,
+  PKRYLOV_ERR_NULL_POINTER = -1,       /**< a required pointer argument is NULL */
+  PKRYLOV_ERR_INVALID_SIZE = -2,       /**< a size is <= 0 or too large */
+  PKRYLOV_ERR_INVALID_VALUE = -3,      /**< an enumeration or scalar argument is out of its range */
+  PKRYLOV_ERR_INDEX_OUT_OF_RANGE = -4, /**< a CSR column index or row pointer is out of range */
+  PKRYLOV_ERR_DUPLICATE_ENTRY = -5,    /**< the same (row, column) appears twice */
+  PKRYLOV_ERR_NOT_FINITE = -6,         /**< NaN or Inf in a matrix, coefficient or vector */
+  PKRYLOV_ERR_SIZE_MISMATCH = -7,      /**< sizes of two arguments do not agree */
+  PKRYLOV_ERR_LAYOUT = -8,             /**< levels/layout do not fit the operator (column preconditioner) */
+  PKRYLOV_ERR_SINGULAR = -9,           /**< a preconditioner could not be built: zero pivot, zero diagonal */
+  PKRYLOV_ERR_FILE_IO = -10,           /**< a file could not be opened, read or written */
+  PKRYLOV_ERR_FILE_FORMAT = -11,       /**< a Matrix Market file is malformed (message names the line) */
+  PKRYLOV_ERR_UNSUPPORTED = -12,       /**< valid input this build or version cannot handle */
+  PKRYLOV_ERR_BACKEND_UNAVAILABLE = -13, /**< the requested backend is not compiled in or has no device */
+  PKRYLOV_ERR_MEMTYPE = -14,           /**< memory type not accepted by this backend, or pointer in wrong space */
+  PKRYLOV_ERR_OUT_OF_MEMORY = -15,     /**< an allocation failed */
+  PKRYLOV_ERR_INCOMPATIBLE = -16,      /**< objects from different contexts, or of kinds that do not fit */
+  PKRYLOV_ERR_INVALID_STATE = -17,     /**< call not valid now, e.g. a result asked for before any solve */
+  PKRYLOV_ERR_ALIASING = -18,          /**< two arguments that must be distinct point to the same memory */
+  PKRYLOV_ERR_BACKEND = -19,           /**< a backend library (LAPACK, CUDA) reported a failure */
+  PKRYLOV_ERR_INTERNAL = -20           /**< a bug in pkrylov: please report it */
+} pkrylov_error;
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/** @name Enumerations (disjoint value ranges) */
+/**@{*/
+/** Backend a context runs on. AUTO picks CUDA when it is compiled in and a device is present. */
+typedef enum {
+  PKRYLOV_BACKEND_AUTO = 100,
+  PKRYLOV_BACKEND_CPU = 101,
+  PKRYLOV_BACKEND_CUDA = 102
+} pkrylov_backend;
+
+/** Where an array argument lives. */
+typedef enum { PKRYLOV_MEM_HOST = 200, PKRYLOV_MEM_DEVICE = 201 } pkrylov_memtype;
+
+/** Krylov method. */
+typedef enum {
+  PKRYLOV_SOLVER_CG = 300,    /**< preconditioned CG, fused two-loop form (two reductions/iteration) */
+  PKRYLOV_SOLVER_PIPECG = 301 /**< pipelined PCG (Ghysels-Vanroose), one reduction/iteration */
+} pkrylov_solver_type;
+
+/** Preconditioner. */
+typedef enum {
+  PKRYLOV_PRECOND_NONE = 400,
+  PKRYLOV_PRECOND_JACOBI = 401, /**< diagonal scaling */
+  PKRYLOV_PRECOND_COLUMN = 402  /**< block Jacobi over vertical columns, one tridiagonal solve each */
+} pkrylov_precond_type;
+
+/** Where the vertical levels of a column lie in a vector (column preconditioner on CSR). */
+typedef enum {
+  PKRYLOV_LAYOUT_AUTO = 500,  /**< take it from the operator (column stencil, thin shell) */
+  PKRYLOV_LAYOUT_KSLOW = 501, /**< index i + nx*(j + ny*k): levels farthest apart (model/GPU order) */
+  PKRYLOV_LAYOUT_KFAST = 502  /**< index k + nz*column: the levels of a column are contiguous */
+} pkrylov_layout;
+
+/** Horizontal geometry of the thin-shell model problem. */
+typedef enum {
+  PKRYLOV_GEOMETRY_GNOMONIC = 600, /**< one equiangular cubed-sphere panel */
+  PKRYLOV_GEOMETRY_UNIFORM = 601   /**< |T| = dx^2, alpha = 1 (quick tests) */
+} pkrylov_geometry;
+
+/** Operator kind, as reported by pkrylov_operator_get_info(). */
+typedef enum {
+  PKRYLOV_OPERATOR_CSR = 700,
+  PKRYLOV_OPERATOR_STENCIL7 = 701,
+  PKRYLOV_OPERATOR_THINSHELL = 702
+} pkrylov_operator_type;
+
+/** Why a solve stopped. Positive: converged. Negative: did not converge (not an error). */
+typedef enum {
+  PKRYLOV_REASON_NONE = 0,                  /**< no solve yet */
+  PKRYLOV_CONVERGED_RTOL = 1,               /**< ||r|| <= rtol * ||b|| */
+  PKRYLOV_CONVERGED_ATOL = 2,               /**< ||r|| <= atol (includes a zero initial residual) */
+  PKRYLOV_DIVERGED_MAX_ITERATIONS = -1,     /**< iteration cap reached */
+  PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX = -2, /**< (p, A p) zero or of changing sign */
+  PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND = -3, /**< (r, M^-1 r) zero or of changing sign */
+  PKRYLOV_DIVERGED_NAN = -4,                /**< NaN or Inf appeared in a reduction */
+  PKRYLOV_DIVERGED_STAGNATION = -5,         /**< no progress over the stagnation window */
+  PKRYLOV_STOPPED_BY_MONITOR = -6           /**< the monitor callback asked to stop */
+} pkrylov_reason;
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/** @name Opaque handles */
+/**@{*/
+typedef struct pkrylov_context_s *pkrylov_context;   /**< backend, error state */
+typedef struct pkrylov_operator_s *pkrylov_operator; /**< the matrix A (CSR, column stencil, thin shell) */
+typedef struct pkrylov_precond_s *pkrylov_precond;   /**< M ~ A, applied as M^-1 */
+typedef struct pkrylov_solver_s *pkrylov_solver;     /**< Krylov solver, reused for many right-hand sides */
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/** @name Library and context */
+/**@{*/
+/** Library version at run time. Any output pointer may be NULL. */
+PKRYLOV_EXTERN int pkrylov_get_version(int32_t *major, int32_t *minor, int32_t *patch);
+/** 1 when the CUDA backend was compiled in, else 0 (whether a device exists is checked at context creation). */
+PKRYLOV_EXTERN int32_t pkrylov_has_cuda(void);
+/** A static, human-readable description of a status code ("unknown status code" for others). */
+PKRYLOV_EXTERN const char *pkrylov_error_string(int code);
+/** A static name for a ::pkrylov_reason, e.g. "converged_rtol". */
+PKRYLOV_EXTERN const char *pkrylov_reason_string(int reason);
+
+/**
+ * Create a context on a backend. AUTO resolves to CUDA when compiled in and a device is present,
+ * otherwise to CPU. Asking for CUDA where it is not available returns ::PKRYLOV_ERR_BACKEND_UNAVAILABLE
+ * (the reason is in pkrylov_last_error_message(), since no context exists then).
+ * @param[in]  backend  ::pkrylov_backend
+ * @param[out] ctx      the new context
+ */
+PKRYLOV_EXTERN int pkrylov_context_create(int backend, pkrylov_context *ctx);
+/** Destroy a context. All objects created from it must be destroyed first. NULL is a no-op. */
+PKRYLOV_EXTERN int pkrylov_context_destroy(pkrylov_context *ctx);
+/** The backend the context resolved to (CPU or CUDA, never AUTO). */
+PKRYLOV_EXTERN int pkrylov_context_get_backend(pkrylov_context ctx, int32_t *backend);
+/** Number of CPU threads the CPU backend uses (OpenMP). n <= 0 restores the default. */
+PKRYLOV_EXTERN int pkrylov_context_set_num_threads(pkrylov_context ctx, int32_t n);
+/**
+ * Last error raised through this context: its code and message. The message is valid until the next
+ * call on the context. Both outputs may be NULL. A context with no error gives ::PKRYLOV_SUCCESS and "".
+ */
+PKRYLOV_EXTERN int pkrylov_context_get_last_error(pkrylov_context ctx, int32_t *code, const char **message);
+/** Copy the last error message into buf (length buflen, always NUL-terminated); for Fortran. */
+PKRYLOV_EXTERN int pkrylov_context_get_error_message(pkrylov_context ctx, char *buf, int32_t buflen);
+/** Forget the last error of the context. */
+PKRYLOV_EXTERN int pkrylov_context_clear_error(pkrylov_context ctx);
+/**
+ * Message of the last error raised on this thread by a call that had no context to store it in
+ * (pkrylov_context_create(), calls given a NULL handle). "" when there is none.
+ */
+PKRYLOV_EXTERN const char *pkrylov_last_error_message(void);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/** @name Operators */
+/**@{*/
+/**
+ * Square CSR matrix from host arrays with 32-bit indices (copied; the caller keeps ownership).
+ * Within a row the column indices may come in any order (the library sorts its copy); a repeated
+ * (row, column) is rejected with ::PKRYLOV_ERR_DUPLICATE_ENTRY. Explicit zeros are kept.
+ * @param[in] n           number of rows and columns, > 0
+ * @param[in] index_base  0 (C) or 1 (Fortran) for both rowptr and colind
+ * @param[in] rowptr      host, n+1 entries, rowptr[0] == index_base, non-decreasing
+ * @param[in] colind      host, nnz = rowptr[n] - index_base entries, each in [index_base, n + index_base)
+ * @param[in] values      host, nnz finite values
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_csr(pkrylov_context ctx, int32_t n, int32_t index_base,
+                                               const int32_t *rowptr, const int32_t *colind,
+                                               const double *values, pkrylov_operator *A);
+/** As pkrylov_operator_create_csr() with 64-bit indices, for n or nnz beyond 2^31-1. */
+PKRYLOV_EXTERN int pkrylov_operator_create_csr64(pkrylov_context ctx, int64_t n, int32_t index_base,
+                                                 const int64_t *rowptr, const int64_t *colind,
+                                                 const double *values, pkrylov_operator *A);
+
+/**
+ * The 7-point column stencil models store (MITgcm aW/aS/aV/aC face convention) on an nx x ny x nz grid,
+ * cell (i,j,k) at index i + nx*(j + ny*k) (Fortran a(nx,ny,nz)), all arrays host, nx*ny*nz values:
+ *
+ *     (A x)(i,j,k) = aC(i,j,k) x(i,j,k)
+ *                  + aW(i,j,k) x(i-1,j,k) + aW(i+1,j,k) x(i+1,j,k)
+ *                  + aS(i,j,k) x(i,j-1,k) + aS(i,j+1,k) x(i,j+1,k)
+ *                  + aV(i,j,k) x(i,j,k-1) + aV(i,j,k+1) x(i,j,k+1)
+ *
+ * so A is symmetric by construction. aW(0,j,k), aS(i,0,k) and aV(i,j,0) couple to cells outside the grid
+ * and are ignored. Optional mask (host, nx*ny*nz, NULL = all wet): a cell with mask 0 is dry; every
+ * coupling to or from it is dropped and its row is zero. The solvers ignore b at dry cells and leave x
+ * there at its initial value; the column preconditioner treats dry cells as identity rows.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny,
+                                                    int32_t nz, const double *aW, const double *aS,
+                                                    const double *aV, const double *aC,
+                                                    const int32_t *mask, pkrylov_operator *A);
+
+/** Parameters of the thin-shell model problem (docs/model-problem.md). */
+typedef struct {
+  double H;         /**< shell thickness in Earth radii, > 0 (default 0.01) */
+  double lambda;    /**< vertical/horizontal scaling, > 0 (default 1) */
+  double nu;        /**< Courant-like number: omega = nu * (pi/2)/nx, > 0 (default 10) */
+  int32_t nx, ny, nz; /**< grid, each >= 1 */
+  int32_t geometry; /**< ::pkrylov_geometry (default gnomonic) */
+} pkrylov_thinshell_params;
+
+/** Fill p with the defaults for an nx x ny x nz grid. */
+PKRYLOV_EXTERN int pkrylov_thinshell_params_default(int32_t nx, int32_t ny, int32_t nz,
+                                                    pkrylov_thinshell_params *p);
+/**
+ * The tensor-product thin-shell operator, matrix-free: stores four level vectors (a, b, c, d) and
+ * per-column scalars (cell area and face weights) only, and recomputes the stencil on the fly.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_thinshell(pkrylov_context ctx,
+                                                     const pkrylov_thinshell_params *p,
+                                                     pkrylov_operator *A);
+/**
+ * The thin-shell matrix as column-stencil face coefficients (host arrays of nx*ny*nz values each), so
+ * that pkrylov_operator_create_stencil7() with them gives the same A.
+ */
+PKRYLOV_EXTERN int pkrylov_thinshell_stencil_coefficients(const pkrylov_thinshell_params *p,
+                                                          double *aW, double *aS, double *aV,
+                                                          double *aC);
+
+/** Read a square sparse matrix from a Matrix Market file into a CSR operator. */
+PKRYLOV_EXTERN int pkrylov_operator_create_from_mtx(pkrylov_context ctx, const char *path,
+                                                    pkrylov_operator *A);
+
+/** Destroy an operator (NULL is a no-op). Preconditioners and solvers using it must be destroyed first. */
+PKRYLOV_EXTERN int pkrylov_operator_destroy(pkrylov_operator *A);
+
+/**
+ * Size, stored nonzeros of the equivalent CSR matrix, kind (::pkrylov_operator_type) and grid (nx, ny, nz;
+ * 0 for CSR). Any output may be NULL.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_get_info(pkrylov_operator A, int64_t *n, int64_t *nnz,
+                                             int32_t *type, int32_t *nx, int32_t *ny, int32_t *nz);
+/** y = A x. x and y in the memory space mem, n values each, distinct. */
+PKRYLOV_EXTERN int pkrylov_operator_apply(pkrylov_operator A, int32_t mem, const double *x, double *y);
+/**
+ * The operator as a 0-based CSR matrix with sorted columns, into host arrays the caller allocated:
+ * rowptr n+1, colind and values nnz (pkrylov_operator_get_info()). Stencil forms list the entries of
+ * the couplings that exist (lateral and vertical boundaries and dry cells drop out).
+ */
+PKRYLOV_EXTERN int pkrylov_operator_get_csr(pkrylov_operator A, int64_t *rowptr, int64_t *colind,
+                                            double *values);
+/** Write the operator to a Matrix Market file (coordinate real general, 1-based, 17 digits). */
+PKRYLOV_EXTERN int pkrylov_operator_write_mtx(pkrylov_operator A, const char *path);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/** @name Matrix Market vectors */
+/**@{*/
+/**
+ * Read a vector from a Matrix Market file ("array real/integer general" with one column, or
+ * "coordinate" with one column; missing coordinate entries are zero). With v == NULL only the length is
+ * returned in *n; otherwise capacity must be at least the length (::PKRYLOV_ERR_SIZE_MISMATCH if not).
+ * The context receives the error message (naming the line for malformed files); ctx may be NULL.
+ */
+PKRYLOV_EXTERN int pkrylov_mtx_read_vector(pkrylov_context ctx, const char *path, int64_t capacity,
+                                           double *v, int64_t *n);
+/** Write a host vector of n values as a Matrix Market "array real general" file (17 digits). */
+PKRYLOV_EXTERN int pkrylov_mtx_write_vector(pkrylov_context ctx, const char *path, int64_t n,
+                                            const double *v);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/** @name Preconditioners */
+/**@{*/
+/**
+ * Create and set up (factorise) a preconditioner for A; later changes to the caller's arrays do not
+ * affect it.
+ * - NONE: identity. JACOBI: 1/diag(A); a zero diagonal entry is ::PKRYLOV_ERR_SINGULAR.
+ * - COLUMN: block Jacobi over vertical columns: each column's tridiagonal part of A (its diagonal and its
+ *   couplings to the levels above and below) is factorised once (LAPACK dpttrf for symmetric definite
+ *   columns, dgttrf otherwise) and solved exactly at every application. Column-stencil and thin-shell
+ *   operators give levels and layout themselves (pass levels 0 or nz, layout AUTO or KSLOW). A CSR
+ *   operator needs levels (> 0, dividing n) and the layout (KSLOW or KFAST); entries outside the tridiagonal
+ *   are ignored. A column whose row in the tridiagonal is entirely zero (a dry cell) gets an identity row.
+ * @param[in] levels  number of vertical levels nz (COLUMN only; 0 = from the operator)
+ * @param[in] layout  ::pkrylov_layout (COLUMN only)
+ */
+PKRYLOV_EXTERN int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type,
+                                          int32_t levels, int32_t layout, pkrylov_precond *M);
+/** z = M^-1 r, n values each, in memory space mem. */
+PKRYLOV_EXTERN int pkrylov_precond_apply(pkrylov_precond M, int32_t mem, const double *r, double *z);
+/** Type (::pkrylov_precond_type), levels and layout actually used; outputs may be NULL. */
+PKRYLOV_EXTERN int pkrylov_precond_get_info(pkrylov_precond M, int32_t *type, int32_t *levels,
+                                            int32_t *layout);
+/** Destroy a preconditioner (NULL is a no-op). */
+PKRYLOV_EXTERN int pkrylov_precond_destroy(pkrylov_precond *M);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/** @name Solvers */
+/**@{*/
+/** Outcome of the last solve. Plain data; doubles first so the layout matches a Fortran bind(C) type. */
+typedef struct {
+  double initial_residual;  /**< ||b - A x0||_2 (dry cells excluded) */
+  double final_residual;    /**< ||b - A x||_2 recomputed after the solve */
+  double rel_residual;      /**< final_residual / ||b||_2 (final_residual when b = 0) */
+  double rhs_norm;          /**< ||b||_2 */
+  double solve_time_s;      /**< wall time of the solve */
+  int32_t iterations;       /**< iterations done */
+  int32_t reason;           /**< ::pkrylov_reason */
+  int32_t converged;        /**< 1 when reason > 0 */
+  int32_t breakdown_iteration; /**< iteration at which a breakdown was detected, else -1 */
+  int32_t residual_replacements; /**< pipelined CG: how many residual replacements were done */
+  int32_t true_residual_checks;  /**< how many times ||b - A x|| was recomputed during the solve */
+} pkrylov_result;
+
+/**
+ * Monitor callback, called with the iteration number and the recurrence residual 2-norm after every
+ * convergence test (iteration 0 = initial residual). Return 0 to continue, nonzero to stop the solve
+ * (reason ::PKRYLOV_STOPPED_BY_MONITOR).
+ */
+typedef int (*pkrylov_monitor_fn)(void *user, int32_t iteration, double residual_norm);
+
+/**
+ * Create a solver for A with preconditioner M (NULL = none). A and M must come from ctx and outlive the
+ * solver. Work vectors are allocated here, once.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
+                                         pkrylov_precond M, pkrylov_solver *s);
+/** Destroy a solver (NULL is a no-op). */
+PKRYLOV_EXTERN int pkrylov_solver_destroy(pkrylov_solver *s);
+/**
+ * Stopping test: ||r||_2 <= max(rtol * ||b||_2, atol), on the recurrence residual and then confirmed on
+ * the true residual b - A x (see pkrylov_solver_set_true_residual_interval()). Both >= 0 and finite, not
+ * both 0. Defaults: rtol 1e-8, atol 0.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_tolerances(pkrylov_solver s, double rtol, double atol);
+/** Iteration cap (>= 0; default 1000). Reaching it is reason ::PKRYLOV_DIVERGED_MAX_ITERATIONS. */
+PKRYLOV_EXTERN int pkrylov_solver_set_max_iterations(pkrylov_solver s, int32_t maxit);
+/** 1: x holds an initial guess on entry to solve. 0 (default): the solve starts from x = 0. */
+PKRYLOV_EXTERN int pkrylov_solver_set_initial_guess_nonzero(pkrylov_solver s, int32_t flag);
+/**
+ * Recompute the true residual b - A x every k iterations (k >= 0; 0, the default, = never during the
+ * iteration) and let it replace the recurrence residual (CG: r; pipelined CG: a full residual replacement).
+ * Independently of k, a solve only reports convergence when the true residual of the returned x meets the
+ * tolerance: when the recurrence residual says converged but the true one does not, the iteration restarts
+ * from x (at most 5 times; then reason ::PKRYLOV_DIVERGED_STAGNATION: the tolerance is below the accuracy
+ * the problem allows).
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_true_residual_interval(pkrylov_solver s, int32_t k);
+/**
+ * Pipelined CG: replace the recurrence vectors (r, u, w, s, q, z) by explicitly computed ones every k
+ * iterations (k >= 0; 0 = never; default 50), so the final accuracy matches classical CG. Ignored by CG.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_residual_replacement(pkrylov_solver s, int32_t k);
+/**
+ * Stop with ::PKRYLOV_DIVERGED_STAGNATION when the recurrence residual has not fallen below (1 - 1e-3)
+ * times its best value for `window` consecutive iterations (window >= 0; 0, the default, = off).
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_stagnation_window(pkrylov_solver s, int32_t window);
+/** Record the recurrence residual norm of every iteration (flag 1) or not (0, default). */
+PKRYLOV_EXTERN int pkrylov_solver_set_history(pkrylov_solver s, int32_t flag);
+/** Set (or with fn NULL remove) the monitor callback. */
+PKRYLOV_EXTERN int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user);
+/**
+ * Solve A x = b. b and x: n values in memory space mem, distinct. On return x holds the solution, or the
+ * last good iterate if the solve did not converge; the outcome is in pkrylov_solver_get_result().
+ * Errors (status < 0) are reserved for invalid input (NULL, NaN/Inf in b or in an initial guess, aliasing,
+ * memory type) and backend failures; then x is unchanged.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x);
+/** Outcome of the last solve (::PKRYLOV_ERR_INVALID_STATE before the first). */
+PKRYLOV_EXTERN int pkrylov_solver_get_result(pkrylov_solver s, pkrylov_result *result);
+/**
+ * Residual history of the last solve (needs pkrylov_solver_set_history(s, 1)): entry i is the recurrence
+ * residual norm after iteration i (entry 0 is the initial one). Copies min(capacity, length) values into
+ * hist (host; may be NULL to ask for the length only) and the full length into *length.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_get_history(pkrylov_solver s, int32_t capacity, double *hist,
+                                              int32_t *length);
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PKRYLOV_H */
