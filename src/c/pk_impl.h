@@ -1,0 +1,239 @@
+/**
+ * @file pk_impl.h
+ * @brief Private structures and internal functions of pkrylov (not installed).
+ *
+ * Layers:
+ *  - context.c   context, error state, version, thread-local error for calls without a context
+ *  - operator.c  CSR / column stencil / thin shell: creation, validation, row-range apply, diagonal,
+ *                column tridiagonal, CSR export; thinshell.c: model-problem geometry and coefficients
+ *  - precond.c   none / Jacobi / column (LAPACK factorisation, multi-column sweeps)
+ *  - reduce.c    THE global reduction layer: every global sum of the solvers goes through it
+ *  - cpu_kernels.c  the fused loops of the solvers on the CPU (OpenMP over fixed chunks)
+ *  - solver.c    solver objects and the host-side drivers (convergence, history, breakdowns)
+ *  - mmio.c      Matrix Market reader/writer
+ *
+ * Determinism: every parallel loop is cut into chunks whose boundaries depend on the problem only (not on
+ * the number of threads); each chunk writes its partial sums to its own slot and the slots are summed in
+ * chunk order, so results are bitwise identical for any thread count.
+ */
+#ifndef PK_IMPL_H
+#define PK_IMPL_H
+
+#include "pkrylov.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Errors                                                                                            */
+
+/**
+ * Record an error in ctx (or, with ctx NULL, in the thread-local slot read by
+ * pkrylov_last_error_message()) and return code. The message is "func: " followed by the formatted text.
+ */
+int pk_error(pkrylov_context ctx, int code, const char *func, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/** Return pk_error(...) from the current function when cond is false. */
+#define PK_CHECK(cond, ctx, code, ...)                                                             \
+  do {                                                                                             \
+    if (!(cond)) return pk_error((ctx), (code), __func__, __VA_ARGS__);                           \
+  } while (0)
+
+/** Check a pointer argument by name. */
+#define PK_CHECK_PTR(ptr, ctx)                                                                     \
+  PK_CHECK((ptr) != NULL, (ctx), PKRYLOV_ERR_NULL_POINTER, "argument '%s' is NULL", #ptr)
+
+/** Propagate a nonzero status. */
+#define PK_CALL(expr)                                                                              \
+  do {                                                                                             \
+    int pk_call_ierr_ = (expr);                                                                    \
+    if (pk_call_ierr_ != PKRYLOV_SUCCESS) return pk_call_ierr_;                                    \
+  } while (0)
+
+/** Allocate n elements of type T into p (calloc, zeroed) or return PKRYLOV_ERR_OUT_OF_MEMORY. */
+#define PK_CALLOC(p, n, ctx)                                                                       \
+  do {                                                                                             \
+    size_t pk_n_ = (size_t)(n);                                                                    \
+    (p) = calloc(pk_n_ ? pk_n_ : 1, sizeof(*(p)));                                                 \
+    if (!(p))                                                                                      \
+      return pk_error((ctx), PKRYLOV_ERR_OUT_OF_MEMORY, __func__,                                  \
+                      "cannot allocate %zu bytes for '%s'", pk_n_ * sizeof(*(p)), #p);             \
+  } while (0)
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Context                                                                                           */
+
+struct pkrylov_context_s {
+  int32_t backend;        /* resolved: PKRYLOV_BACKEND_CPU or PKRYLOV_BACKEND_CUDA */
+  int32_t num_threads;    /* 0 = OpenMP default */
+  int32_t last_code;      /* last error code raised through this context */
+  char last_message[1024];
+  int64_t live_objects;   /* operators + preconditioners + solvers not yet destroyed */
+};
+
+/** Number of threads for a parallel region of the CPU backend. */
+int pk_num_threads(pkrylov_context ctx);
+/** Wall clock in seconds. */
+double pk_wtime(void);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Operators                                                                                         */
+
+struct pkrylov_operator_s {
+  pkrylov_context ctx;
+  int32_t type;            /* pkrylov_operator_type */
+  int64_t n;               /* rows = columns */
+  int64_t nnz;             /* entries of the equivalent CSR matrix */
+  int32_t nx, ny, nz;      /* grid (stencil, thin shell); 0 for CSR */
+  int64_t refs;            /* preconditioners/solvers holding this operator */
+  const uint8_t *wet;      /* NULL = every row active; else wet[i] = 0 for dry cells (points into
+                              stencil.wet) */
+
+  struct {                 /* CSR, 0-based, columns sorted within each row */
+    int64_t *rowptr;       /* n+1 */
+    int32_t *colind32;     /* nnz, when n <= INT32_MAX */
+    int64_t *colind64;     /* nnz, otherwise */
+    double *values;        /* nnz */
+  } csr;
+
+  struct {                 /* 7-point column stencil, kslow layout, copies with the mask applied and
+                              the couplings across the grid boundary set to zero */
+    double *aW, *aS, *aV, *aC; /* nx*ny*nz each */
+    uint8_t *wet;          /* nx*ny*nz or NULL */
+  } st;
+
+  struct {                 /* thin shell, matrix-free */
+    pkrylov_thinshell_params p;
+    double *a, *b, *c, *d; /* level vectors, nz each: a = omega^2 h, b/c = vertical couplings, d = V */
+    double *area;          /* nx*ny   |T| per column */
+    double *ax;            /* (nx+1)*ny  face weight between columns (i-1,j) and (i,j) at ax[i + (nx+1)*j];
+                              0 on the lateral boundary faces */
+    double *ay;            /* nx*(ny+1)  face weight between (i,j-1) and (i,j) at ay[i + nx*j] */
+    double *asum;          /* nx*ny   sum of the face weights of a column */
+  } ts;
+};
+
+/**
+ * y[r] = (A x)[r] for rows r in [r0, r1). Reads x anywhere, writes only y[r0..r1). Serial (the caller
+ * parallelises over row chunks).
+ */
+void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, double *y, int64_t r0,
+                      int64_t r1);
+/** y = A x over all rows, OpenMP-parallel over fixed row chunks. */
+void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double *y);
+/** diag[i] = A[i][i] for all rows (0 where none is stored). */
+int pk_op_get_diagonal(const struct pkrylov_operator_s *A, double *diag);
+/**
+ * Column tridiagonal: with nz levels and the layout's index map cell(c, k), for every cell
+ * lo[cell] = A[cell][cell(c,k-1)], di[cell] = A[cell][cell], up[cell] = A[cell][cell(c,k+1)] (0 at the
+ * column ends and where no entry is stored). Arrays of n values, indexed by cell.
+ * layout: PKRYLOV_LAYOUT_KSLOW (cell = c + ncols*k) or PKRYLOV_LAYOUT_KFAST (cell = k + nz*c).
+ */
+int pk_op_get_tridiag(const struct pkrylov_operator_s *A, int32_t nz, int32_t layout, double *lo,
+                      double *di, double *up);
+
+/** Thin-shell geometry and level vectors into A->ts (thinshell.c); A->ts.p must be set. */
+int pk_thinshell_setup(pkrylov_context ctx, struct pkrylov_operator_s *A);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Preconditioners                                                                                   */
+
+struct pkrylov_precond_s {
+  pkrylov_context ctx;
+  pkrylov_operator A;
+  int32_t type;            /* pkrylov_precond_type */
+  int64_t n;
+  int64_t refs;            /* solvers holding this preconditioner (destroy refused while > 0) */
+  /* Columns: NONE and JACOBI are treated as nz = 1, ncols = n, kslow. */
+  int64_t ncols;
+  int32_t nz;
+  int32_t layout;          /* PKRYLOV_LAYOUT_KSLOW or PKRYLOV_LAYOUT_KFAST */
+  int64_t col_stride;      /* cell(c,k) = c*col_stride + k*lev_stride */
+  int64_t lev_stride;
+  int32_t symmetric;       /* COLUMN: 1 = every column symmetric definite: L D L^T (dpttrf) */
+  double *dinv;            /* JACOBI: 1/diag. COLUMN symmetric: signed 1/d of the LDL^T factor of
+                              s*T (s = +-1 per column segment between zero couplings, folded in), per
+                              cell */
+  double *lmul;            /* COLUMN symmetric: L multipliers (dpttrf e/d), per cell (level k holds the
+                              multiplier between k and k+1) */
+  /* COLUMN general (dgttrf), stored per column contiguously: column c at offset c*nz */
+  double *gdl, *gd, *gdu, *gdu2;
+  int32_t *ipiv;
+};
+
+/** z = M^-1 r on the columns [c0, c1) only (cells of those columns). Serial. */
+void pk_pc_apply_cols(const struct pkrylov_precond_s *M, const double *r, double *z, int64_t c0,
+                      int64_t c1);
+/** z = M^-1 r, OpenMP-parallel over fixed column chunks. */
+void pk_pc_apply_all(const struct pkrylov_precond_s *M, const double *r, double *z);
+/** Columns per chunk used by the fused CPU loops for this preconditioner. */
+int64_t pk_pc_chunk_cols(const struct pkrylov_precond_s *M);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Global reductions (reduce.c). Every global sum of a solver goes through these, so that MPI and a  */
+/* reproducible mode change one place.                                                               */
+
+/** Pending split-phase reduction. */
+typedef struct {
+  double *vals;
+  int count;
+  int active;
+} pk_reduce_request;
+
+/** vals[0..count) := global sums of the local values (blocking). */
+int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count);
+/** Start a global sum of vals[0..count) in place; finish with pk_allreduce_end() before reading vals. */
+int pk_allreduce_begin(pkrylov_context ctx, double *vals, int count, pk_reduce_request *req);
+/** Finish a reduction started by pk_allreduce_begin(). */
+int pk_allreduce_end(pkrylov_context ctx, pk_reduce_request *req);
+/** sums[j] = sum over chunks c in increasing order of partials[c*nvals + j] (deterministic local sum). */
+void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double *sums);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Fused CPU loops (cpu_kernels.c). "local" results: the caller reduces them with pk_allreduce_*.     */
+
+/** Row chunk length of the fused loops. */
+#define PK_ROW_CHUNK 4096
+
+/**
+ * Every function takes `part`, caller scratch of at least pk_cpu_scratch_size(n, M) doubles, for the
+ * per-chunk partial sums.
+ */
+int64_t pk_cpu_scratch_size(int64_t n, const struct pkrylov_precond_s *M);
+/** out[0] = (x, y) local, deterministic. */
+void pk_cpu_dot(pkrylov_context ctx, int64_t n, const double *x, const double *y, double *part,
+                double *out);
+/** r = b - A x (0 at dry cells); out[0] = (r, r) local. */
+void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const double *x, double *r,
+                     double *part, double *out);
+/**
+ * CG "preconditioner loop": r -= alpha q; z = M^-1 r (M NULL: z = r); out[0] = (r, z), out[1] = (r, r).
+ */
+void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s *M, int64_t n, double alpha, double *r,
+                            const double *q, double *z, double *part, double *out);
+/** CG "operator loop": x += alpha p; p = z + beta p; q = A z + beta q; out[0] = (p, q). */
+void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, double beta, double *x,
+                             double *p, const double *z, double *q, double *part, double *out);
+/**
+ * Pipelined CG update, fused with the operator: with n = A m computed chunk by chunk,
+ *   z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
+ *   x += alpha p;  r -= alpha s;  u -= alpha q;  w -= alpha z;
+ * out[0] = (r, u), out[1] = (w, u), out[2] = (r, r) of the updated vectors.
+ */
+void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double beta, const double *m,
+                        double *z, double *q, double *s, double *p, double *x, double *r, double *u,
+                        double *w, double *part, double *out);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Misc helpers                                                                                      */
+
+/** 1 when all n values are finite. */
+int pk_all_finite(const double *v, int64_t n);
+/** Index of the first non-finite value, or -1. */
+int64_t pk_first_nonfinite(const double *v, int64_t n);
+
+#endif /* PK_IMPL_H */
