@@ -1,0 +1,196 @@
+/**
+ * @file cpu_kernels.c
+ * @brief The fused loops of the solvers on the CPU backend.
+ *
+ * Each function is one pass over memory, written the way the GPU kernels fuse them: the vector updates
+ * that sit between two global reductions, the operator or preconditioner application, and the local
+ * partial sums of the next reduction. On the CPU a "fused" loop works chunk by chunk (a chunk of rows,
+ * or a chunk of vertical columns for the column preconditioner) so that the data a chunk touches stays
+ * in cache between the sub-steps and every vector is streamed from memory once.
+ *
+ * Determinism: chunk boundaries depend on the problem only; each chunk stores its partial sums in its
+ * own slot of the caller's scratch array and pk_sum_partials() adds the slots in chunk order, so results
+ * do not depend on the number of threads. The returned sums are local: the solver makes them global
+ * through reduce.c.
+ */
+#include <string.h>
+
+#include "pk_impl.h"
+
+int64_t pk_cpu_scratch_size(int64_t n, const struct pkrylov_precond_s *M) {
+  int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
+  if (M) {
+    const int64_t cw = pk_pc_chunk_cols(M), ncc = (M->ncols + cw - 1) / cw;
+    if (ncc > nch) nch = ncc;
+  }
+  return 3 * nch;
+}
+
+/** Row range of chunk c of PK_ROW_CHUNK rows. */
+static inline void pk_row_chunk(int64_t c, int64_t n, int64_t *i0, int64_t *i1) {
+  *i0 = c * PK_ROW_CHUNK;
+  *i1 = *i0 + PK_ROW_CHUNK < n ? *i0 + PK_ROW_CHUNK : n;
+}
+
+void pk_cpu_dot(pkrylov_context ctx, int64_t n, const double *x, const double *y, double *part,
+                double *out) {
+  const int nt = pk_num_threads(ctx);
+  const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t c = 0; c < nch; c++) {
+    int64_t i0, i1;
+    pk_row_chunk(c, n, &i0, &i1);
+    double t = 0;
+    for (int64_t i = i0; i < i1; i++) t += x[i] * y[i];
+    part[c] = t;
+  }
+  pk_sum_partials(part, nch, 1, out);
+}
+
+void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const double *x, double *r,
+                     double *part, double *out) {
+  const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
+  const uint8_t *wet = A->wet;
+  const int nt = pk_num_threads(A->ctx);
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t c = 0; c < nch; c++) {
+    int64_t i0, i1;
+    pk_row_chunk(c, n, &i0, &i1);
+    pk_op_apply_rows(A, x, r, i0, i1);
+    double t = 0;
+    for (int64_t i = i0; i < i1; i++) {
+      /* r = b - A x, zero at dry cells (b is ignored there) */
+      const double ri = (wet && !wet[i]) ? 0.0 : b[i] - r[i];
+      r[i] = ri;
+      t += ri * ri;
+    }
+    part[c] = t;
+  }
+  pk_sum_partials(part, nch, 1, out);
+}
+
+/**
+ * Visit the cells of columns [c0, c1) of M's column structure: levels outer for KSLOW (so the inner loop
+ * over neighbouring columns is contiguous), columns outer for KFAST (levels contiguous).
+ */
+#define PK_FOR_COLUMN_CELLS(M, c0, c1, cell, body)                                                 \
+  do {                                                                                             \
+    if ((M)->layout == PKRYLOV_LAYOUT_KFAST) {                                                     \
+      for (int64_t cell = (c0) * (M)->nz; cell < (c1) * (M)->nz; cell++) body;                     \
+    } else {                                                                                       \
+      for (int64_t k_ = 0; k_ < (M)->nz; k_++) {                                                   \
+        const int64_t base_ = k_ * (M)->lev_stride;                                                \
+        for (int64_t cell = base_ + (c0); cell < base_ + (c1); cell++) body;                       \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
+void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s *M, int64_t n, double alpha, double *r,
+                            const double *q, double *z, double *part, double *out) {
+  const int nt = pk_num_threads(ctx);
+  if (!M || M->type == PKRYLOV_PRECOND_NONE) {
+    const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t c = 0; c < nch; c++) {
+      int64_t i0, i1;
+      pk_row_chunk(c, n, &i0, &i1);
+      double t = 0;
+      for (int64_t i = i0; i < i1; i++) {
+        /* r -= alpha q; z = r; (r, z) = (r, r) */
+        const double ri = r[i] - alpha * q[i];
+        r[i] = ri;
+        z[i] = ri;
+        t += ri * ri;
+      }
+      part[2 * c] = part[2 * c + 1] = t;
+    }
+    pk_sum_partials(part, nch, 2, out);
+    return;
+  }
+  /* Column chunks: r -= alpha q on the chunk's cells, z = M^-1 r on those columns, partial dots. */
+  const int64_t cw = pk_pc_chunk_cols(M), nch = (M->ncols + cw - 1) / cw;
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t c = 0; c < nch; c++) {
+    const int64_t c0 = c * cw, c1 = c0 + cw < M->ncols ? c0 + cw : M->ncols;
+    PK_FOR_COLUMN_CELLS(M, c0, c1, i, { r[i] -= alpha * q[i]; });
+    pk_pc_apply_cols(M, r, z, c0, c1);
+    double t0 = 0, t1 = 0;
+    PK_FOR_COLUMN_CELLS(M, c0, c1, i, {
+      t0 += r[i] * z[i];
+      t1 += r[i] * r[i];
+    });
+    part[2 * c] = t0;
+    part[2 * c + 1] = t1;
+  }
+  pk_sum_partials(part, nch, 2, out);
+}
+
+void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, double beta, double *x,
+                             double *p, const double *z, double *q, double *part, double *out) {
+  const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
+  const int nt = pk_num_threads(A->ctx);
+#pragma omp parallel num_threads(nt)
+  {
+    double qold[PK_ROW_CHUNK];
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < nch; c++) {
+      int64_t i0, i1;
+      pk_row_chunk(c, n, &i0, &i1);
+      memcpy(qold, q + i0, sizeof(double) * (size_t)(i1 - i0));
+      pk_op_apply_rows(A, z, q, i0, i1); /* q = A z on the chunk */
+      double t = 0;
+      for (int64_t i = i0; i < i1; i++) {
+        /* x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
+        const double pi = p[i];
+        x[i] += alpha * pi;
+        const double pn = z[i] + beta * pi;
+        const double qn = q[i] + beta * qold[i - i0];
+        p[i] = pn;
+        q[i] = qn;
+        t += pn * qn;
+      }
+      part[c] = t;
+    }
+  }
+  pk_sum_partials(part, nch, 1, out);
+}
+
+void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double beta, const double *m,
+                        double *z, double *q, double *s, double *p, double *x, double *r, double *u,
+                        double *w, double *part, double *out) {
+  const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
+  const int nt = pk_num_threads(A->ctx);
+#pragma omp parallel num_threads(nt)
+  {
+    double zold[PK_ROW_CHUNK];
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < nch; c++) {
+      int64_t i0, i1;
+      pk_row_chunk(c, n, &i0, &i1);
+      memcpy(zold, z + i0, sizeof(double) * (size_t)(i1 - i0));
+      pk_op_apply_rows(A, m, z, i0, i1); /* z = n = A m on the chunk */
+      double t0 = 0, t1 = 0, t2 = 0;
+      for (int64_t i = i0; i < i1; i++) {
+        /* z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
+           x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z */
+        const double zi = z[i] + beta * zold[i - i0];
+        const double qi = m[i] + beta * q[i];
+        const double si = w[i] + beta * s[i];
+        const double pi = u[i] + beta * p[i];
+        const double ri = r[i] - alpha * si;
+        const double ui = u[i] - alpha * qi;
+        const double wi = w[i] - alpha * zi;
+        z[i] = zi, q[i] = qi, s[i] = si, p[i] = pi;
+        x[i] += alpha * pi;
+        r[i] = ri, u[i] = ui, w[i] = wi;
+        t0 += ri * ui;
+        t1 += wi * ui;
+        t2 += ri * ri;
+      }
+      part[3 * c] = t0;
+      part[3 * c + 1] = t1;
+      part[3 * c + 2] = t2;
+    }
+  }
+  pk_sum_partials(part, nch, 3, out);
+}

@@ -1,0 +1,593 @@
+/**
+ * @file solver.c
+ * @brief Solver objects and the host-side drivers of CG and pipelined CG.
+ *
+ * The drivers hold the scalar recurrences, the convergence test, breakdown detection, history and the
+ * monitor; every pass over vectors is one fused step of the backend (cpu_kernels.c), and every global
+ * sum goes through reduce.c.
+ *
+ * CG is the two-loop form of Mueller et al. (seed 002): a "preconditioner loop" (r -= alpha q; z = M^-1 r;
+ * partial (r,z), (r,r)) and an "operator loop" (x += alpha p; p = z + beta p; q = A z + beta q; partial
+ * (p,q)), with q = A p kept by recurrence so that A is applied to z while p is being formed. The update
+ * of x lags one loop behind and is completed when the iteration stops.
+ *
+ * Pipelined CG is Ghysels and Vanroose (2014), Algorithm 4: one reduction of (r,u), (w,u) and (r,r) per
+ * iteration, started after the fused vector update and finished after the preconditioner is applied to
+ * w (where MPI will overlap it). Recurrence vectors drift from their definitions in finite precision;
+ * residual replacement (Cools et al. 2018) recomputes r, u, w, s, q, z explicitly every k iterations.
+ *
+ * Negative definite operators (as ocean models store them) work: the signs of (p, A p) and (r, M^-1 r)
+ * are fixed by the first iteration and a breakdown is a zero or a change of sign.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pk_impl.h"
+
+/* Work vectors */
+enum { V_R, V_Z, V_P, V_Q, V_U, V_W, V_M, V_S, V_T, V_AT, PK_NVEC };
+
+struct pkrylov_solver_s {
+  pkrylov_context ctx;
+  int32_t type;
+  pkrylov_operator A;
+  pkrylov_precond Mobj; /* the caller's preconditioner (may be NULL or NONE), reference-counted */
+  pkrylov_precond M;    /* the one applied: NULL for none */
+  int64_t n;
+  double rtol, atol;
+  int32_t maxit, nonzero_guess, true_res_interval, replace_interval, stag_window, history_on;
+  pkrylov_monitor_fn monitor;
+  void *monitor_user;
+  double *work;           /* PK_NVEC * n */
+  double *v[PK_NVEC];
+  double *part;           /* per-chunk partial sums */
+  double *hist;
+  int32_t hist_len, hist_cap;
+  pkrylov_result res;
+  int32_t has_result;
+};
+
+/** A converged recurrence residual whose true residual is too large restarts the iteration this often
+ *  before the solve stops with PKRYLOV_DIVERGED_STAGNATION (the tolerance is below attainable accuracy). */
+#define PK_MAX_CONFIRM_FAILURES 5
+
+int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A, pkrylov_precond M,
+                          pkrylov_solver *s) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  PK_CHECK_PTR(s, ctx);
+  PK_CHECK_PTR(A, ctx);
+  PK_CHECK(type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG, ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'type' = %d is not a pkrylov_solver_type (CG %d, PIPECG %d)", type,
+           PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG);
+  PK_CHECK(A->ctx == ctx, ctx, PKRYLOV_ERR_INCOMPATIBLE, "operator 'A' belongs to another context");
+  if (M) {
+    PK_CHECK(M->ctx == ctx, ctx, PKRYLOV_ERR_INCOMPATIBLE,
+             "preconditioner 'M' belongs to another context");
+    PK_CHECK(M->n == A->n, ctx, PKRYLOV_ERR_SIZE_MISMATCH,
+             "preconditioner 'M' has size %lld but operator 'A' has size %lld", (long long)M->n,
+             (long long)A->n);
+  }
+  pkrylov_solver S;
+  PK_CALLOC(S, 1, ctx);
+  S->ctx = ctx;
+  S->type = type;
+  S->A = A;
+  S->Mobj = M;
+  S->M = (M && M->type != PKRYLOV_PRECOND_NONE) ? M : NULL;
+  S->n = A->n;
+  S->rtol = 1e-8;
+  S->atol = 0.0;
+  S->maxit = 1000;
+  S->replace_interval = 50;
+  /* CG: r z p q (+ t for true residuals); pipelined CG: all */
+  const int nvec = type == PKRYLOV_SOLVER_CG ? V_U + 1 : PK_NVEC;
+  S->work = calloc((size_t)nvec * (size_t)A->n, sizeof(double));
+  S->part = calloc((size_t)pk_cpu_scratch_size(A->n, S->M), sizeof(double));
+  if (!S->work || !S->part) {
+    free(S->work);
+    free(S->part);
+    free(S);
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
+                    "cannot allocate %d work vectors of %lld values", nvec, (long long)A->n);
+  }
+  for (int i = 0; i < nvec; i++) S->v[i] = S->work + (size_t)i * (size_t)A->n;
+  if (type == PKRYLOV_SOLVER_CG) S->v[V_T] = S->v[V_U]; /* scratch for true residuals */
+  A->refs++;
+  if (M) M->refs++;
+  ctx->live_objects++;
+  *s = S;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_destroy(pkrylov_solver *s) {
+  PK_CHECK(s != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 's' is NULL");
+  pkrylov_solver S = *s;
+  if (!S) return PKRYLOV_SUCCESS;
+  S->A->refs--;
+  if (S->Mobj) S->Mobj->refs--;
+  S->ctx->live_objects--;
+  free(S->work);
+  free(S->part);
+  free(S->hist);
+  free(S);
+  *s = NULL;
+  return PKRYLOV_SUCCESS;
+}
+
+#define PK_SOLVER_BEGIN(s)                                                                         \
+  PK_CHECK((s) != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 's' is NULL")
+
+int pkrylov_solver_set_tolerances(pkrylov_solver s, double rtol, double atol) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK(isfinite(rtol) && rtol >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'rtol' = %g must be finite and >= 0", rtol);
+  PK_CHECK(isfinite(atol) && atol >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'atol' = %g must be finite and >= 0", atol);
+  PK_CHECK(rtol > 0 || atol > 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "arguments 'rtol' and 'atol' are both 0: the solve could never stop on its own");
+  s->rtol = rtol;
+  s->atol = atol;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_max_iterations(pkrylov_solver s, int32_t maxit) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK(maxit >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'maxit' = %d must be >= 0", maxit);
+  s->maxit = maxit;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_initial_guess_nonzero(pkrylov_solver s, int32_t flag) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK(flag == 0 || flag == 1, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'flag' = %d must be 0 or 1", flag);
+  s->nonzero_guess = flag;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_true_residual_interval(pkrylov_solver s, int32_t k) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK(k >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'k' = %d must be >= 0", k);
+  s->true_res_interval = k;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_residual_replacement(pkrylov_solver s, int32_t k) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK(k >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'k' = %d must be >= 0", k);
+  s->replace_interval = k;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_stagnation_window(pkrylov_solver s, int32_t window) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK(window >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'window' = %d must be >= 0",
+           window);
+  s->stag_window = window;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_history(pkrylov_solver s, int32_t flag) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK(flag == 0 || flag == 1, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'flag' = %d must be 0 or 1", flag);
+  s->history_on = flag;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user) {
+  PK_SOLVER_BEGIN(s);
+  s->monitor = fn;
+  s->monitor_user = user;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_get_result(pkrylov_solver s, pkrylov_result *result) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK_PTR(result, s->ctx);
+  PK_CHECK(s->has_result, s->ctx, PKRYLOV_ERR_INVALID_STATE, "no solve has been done with this solver");
+  *result = s->res;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_get_history(pkrylov_solver s, int32_t capacity, double *hist, int32_t *length) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK_PTR(length, s->ctx);
+  PK_CHECK(capacity >= 0, s->ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'capacity' = %d must be >= 0",
+           capacity);
+  PK_CHECK(s->has_result, s->ctx, PKRYLOV_ERR_INVALID_STATE, "no solve has been done with this solver");
+  PK_CHECK(s->history_on, s->ctx, PKRYLOV_ERR_INVALID_STATE,
+           "history was not enabled (pkrylov_solver_set_history) for the last solve");
+  *length = s->hist_len;
+  if (hist) memcpy(hist, s->hist, sizeof(double) * (size_t)(capacity < s->hist_len ? capacity : s->hist_len));
+  return PKRYLOV_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Drivers                                                                                           */
+
+/** State shared by the drivers for one solve. */
+typedef struct {
+  pkrylov_solver s;
+  const double *b;
+  double *x;
+  double tol;        /* max(rtol ||b||, atol) */
+  double best;       /* best residual so far (stagnation) */
+  int32_t stalled;   /* iterations without progress */
+  int32_t confirm_failures;
+  int32_t restarts;  /* pipelined CG: restarts after a suspicious recurrence scalar */
+  double final_res;  /* ||b - A x|| of the returned x when have_final */
+  int32_t have_final;
+} pk_run;
+
+/** Restarts of pipelined CG after its recurrence (p, A p) lost the sign the true one has, before the solve
+ *  reports stagnation. */
+#define PK_MAX_RESTARTS 5
+
+/** Record the residual of iteration it; returns a stop reason (monitor, stagnation) or 0. */
+static int pk_record(pk_run *R, int32_t it, double res) {
+  pkrylov_solver s = R->s;
+  if (s->history_on && s->hist) {
+    if (it < s->hist_cap) s->hist[it] = res;
+    if (it + 1 > s->hist_len) s->hist_len = it + 1 <= s->hist_cap ? it + 1 : s->hist_cap;
+  }
+  if (s->monitor && s->monitor(s->monitor_user, it, res)) return PKRYLOV_STOPPED_BY_MONITOR;
+  if (s->stag_window > 0) {
+    if (res < R->best * (1.0 - 1e-3)) {
+      R->best = res;
+      R->stalled = 0;
+    } else if (++R->stalled >= s->stag_window) {
+      return PKRYLOV_DIVERGED_STAGNATION;
+    }
+  }
+  return 0;
+}
+
+/** Converged reason for residual res, or 0. */
+static int pk_converged(const pk_run *R, double res) {
+  if (!(res <= R->tol)) return 0;
+  return res <= R->s->atol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
+}
+
+/** Sign bookkeeping for a curvature-like scalar: 0 on breakdown (zero, non-finite or sign change). */
+static int pk_sign_ok(double v, double *sign) {
+  if (!isfinite(v) || v == 0.0) return 0;
+  const double sg = v > 0 ? 1.0 : -1.0;
+  if (*sign == 0.0) *sign = sg;
+  return sg == *sign;
+}
+
+/** r = b - A x; returns ||r|| (global). */
+static int pk_true_residual(pkrylov_solver s, const double *b, const double *x, double *r, double *res) {
+  double rr;
+  pk_cpu_residual(s->A, b, x, r, s->part, &rr);
+  PK_CALL(pk_allreduce_sum(s->ctx, &rr, 1));
+  *res = sqrt(rr);
+  return PKRYLOV_SUCCESS;
+}
+
+/**
+ * The recurrence residual says converged: check the true residual of x (which the result needs anyway).
+ * *accept = 1 when it meets the tolerance too; else the caller restarts from x, unless that happened
+ * too often, which *stagnated reports.
+ */
+static int pk_confirm(pk_run *R, pkrylov_result *res, int *accept, int *stagnated) {
+  pkrylov_solver s = R->s;
+  double tr;
+  PK_CALL(pk_true_residual(s, R->b, R->x, s->v[V_T], &tr));
+  res->true_residual_checks++;
+  R->final_res = tr;
+  R->have_final = 1;
+  *accept = pk_converged(R, tr) != 0;
+  *stagnated = !*accept && ++R->confirm_failures > PK_MAX_CONFIRM_FAILURES;
+  return PKRYLOV_SUCCESS;
+}
+
+/** z = M^-1 r (copy without a preconditioner). */
+static void pk_precond(pkrylov_solver s, const double *r, double *z) {
+  if (s->M)
+    pk_pc_apply_all(s->M, r, z);
+  else
+    memcpy(z, r, sizeof(double) * (size_t)s->n);
+}
+
+/**
+ * Two-loop fused CG. On return res->iterations, reason, breakdown_iteration are set and x holds the
+ * last good iterate.
+ */
+static int pk_solve_cg(pk_run *R, pkrylov_result *res) {
+  pkrylov_solver s = R->s;
+  const int64_t n = s->n;
+  double *r = s->v[V_R], *z = s->v[V_Z], *p = s->v[V_P], *q = s->v[V_Q];
+  double *x = R->x;
+  double d[2], sigma, rho, rnorm, alpha = 0.0, beta;
+  double sigma_sign = 0.0, rho_sign = 0.0;
+  int32_t it = 0;
+
+restart:
+  /* r = b - A x; z = M^-1 r; rho = (r, z) */
+  pk_cpu_residual(s->A, R->b, x, r, s->part, d);
+  memset(q, 0, sizeof(double) * (size_t)n);
+  pk_cpu_cg_precond_step(s->ctx, s->M, n, 0.0, r, q, z, s->part, d);
+  PK_CALL(pk_allreduce_sum(s->ctx, d, 2));
+  rho = d[0];
+  rnorm = sqrt(d[1]);
+  if (!isfinite(rho) || !isfinite(rnorm)) {
+    res->reason = PKRYLOV_DIVERGED_NAN;
+    res->breakdown_iteration = it + 1;
+    return PKRYLOV_SUCCESS;
+  }
+  if (it == 0) {
+    int stop = pk_record(R, 0, rnorm);
+    if ((res->reason = pk_converged(R, rnorm))) return PKRYLOV_SUCCESS;
+    if (stop) return res->reason = stop, PKRYLOV_SUCCESS;
+    if (s->maxit == 0) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
+  }
+  if (!pk_sign_ok(rho, &rho_sign)) {
+    res->reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND;
+    res->breakdown_iteration = it + 1;
+    return PKRYLOV_SUCCESS;
+  }
+  /* p = z; q = A p; sigma = (p, q) */
+  memset(p, 0, sizeof(double) * (size_t)n);
+  pk_cpu_cg_operator_step(s->A, 0.0, 0.0, x, p, z, q, s->part, &sigma);
+  PK_CALL(pk_allreduce_sum(s->ctx, &sigma, 1));
+  if (!pk_sign_ok(sigma, &sigma_sign)) {
+    res->reason = isfinite(sigma) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN;
+    res->breakdown_iteration = it + 1;
+    return PKRYLOV_SUCCESS;
+  }
+  alpha = rho / sigma;
+
+  for (;;) {
+    /* preconditioner loop: r -= alpha q; z = M^-1 r; (r, z), (r, r) */
+    pk_cpu_cg_precond_step(s->ctx, s->M, n, alpha, r, q, z, s->part, d);
+    PK_CALL(pk_allreduce_sum(s->ctx, d, 2));
+    if (!isfinite(d[0]) || !isfinite(d[1])) { /* x is still the previous iterate */
+      res->reason = PKRYLOV_DIVERGED_NAN;
+      res->breakdown_iteration = it + 1;
+      return PKRYLOV_SUCCESS;
+    }
+    it++;
+    res->iterations = it;
+    rnorm = sqrt(d[1]);
+    /* x_it = x + alpha p is due; it is applied in the operator loop or below when stopping */
+    int stop = pk_record(R, it, rnorm);
+    int conv = pk_converged(R, rnorm);
+    int brk = !conv && !pk_sign_ok(d[0], &rho_sign);
+    if (conv || stop || brk || it >= s->maxit) {
+      for (int64_t i = 0; i < n; i++) x[i] += alpha * p[i];
+      if (conv) {
+        int accept, stagnated;
+        PK_CALL(pk_confirm(R, res, &accept, &stagnated));
+        if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+        if (!accept && it < s->maxit) {
+          rho_sign = sigma_sign = 0.0; /* restart the recurrences from the current x */
+          goto restart;
+        }
+        if (!accept) conv = 0;
+      }
+      if (conv) res->reason = conv;
+      else if (brk) res->reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND, res->breakdown_iteration = it + 1;
+      else if (stop) res->reason = stop;
+      else res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS;
+      return PKRYLOV_SUCCESS;
+    }
+    beta = d[0] / rho;
+    rho = d[0];
+    /* operator loop: x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
+    pk_cpu_cg_operator_step(s->A, alpha, beta, x, p, z, q, s->part, &sigma);
+    PK_CALL(pk_allreduce_sum(s->ctx, &sigma, 1));
+    if (!pk_sign_ok(sigma, &sigma_sign)) {
+      res->reason = isfinite(sigma) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN;
+      res->breakdown_iteration = it + 1;
+      return PKRYLOV_SUCCESS;
+    }
+    alpha = rho / sigma;
+    if (s->true_res_interval > 0 && it % s->true_res_interval == 0) {
+      /* x and r are both at iteration it here: replace the recurrence residual by the true one */
+      double tr;
+      PK_CALL(pk_true_residual(s, R->b, x, r, &tr));
+      res->true_residual_checks++;
+    }
+  }
+}
+
+/**
+ * Pipelined CG: recompute r = b - A x, u = M^-1 r, w = A u, and (when have_p) s = A p, q = M^-1 s,
+ * z = A q; then the local partial sums (r,u), (w,u), (r,r) into d.
+ */
+static void pk_pipecg_replace(pkrylov_solver s, const double *b, const double *x, int have_p, double *d) {
+  double *r = s->v[V_R], *u = s->v[V_U], *w = s->v[V_W];
+  pk_cpu_residual(s->A, b, x, r, s->part, d);
+  pk_precond(s, r, u);
+  pk_op_apply_all(s->A, u, w);
+  if (have_p) {
+    pk_op_apply_all(s->A, s->v[V_P], s->v[V_S]);
+    pk_precond(s, s->v[V_S], s->v[V_Q]);
+    pk_op_apply_all(s->A, s->v[V_Q], s->v[V_Z]);
+  }
+  pk_cpu_dot(s->ctx, s->n, r, u, s->part, d);
+  pk_cpu_dot(s->ctx, s->n, w, u, s->part, d + 1);
+  pk_cpu_dot(s->ctx, s->n, r, r, s->part, d + 2);
+}
+
+/** Pipelined preconditioned CG (Ghysels-Vanroose) with residual replacement. */
+static int pk_solve_pipecg(pk_run *R, pkrylov_result *res) {
+  pkrylov_solver s = R->s;
+  const int64_t n = s->n;
+  double *r = s->v[V_R], *u = s->v[V_U], *w = s->v[V_W], *m = s->v[V_M], *z = s->v[V_Z];
+  double *q = s->v[V_Q], *sv = s->v[V_S], *p = s->v[V_P];
+  double *x = R->x;
+  double d[3], gamma_old = 0.0, alpha_old = 0.0, alpha, beta;
+  double sigma_sign = 0.0, rho_sign = 0.0;
+  int32_t it = 0, since_replace = 0;
+  pk_reduce_request req;
+
+restart:
+  for (int v = V_Z; v <= V_S; v++)
+    if (v != V_U && v != V_W && v != V_M) memset(s->v[v], 0, sizeof(double) * (size_t)n);
+  pk_pipecg_replace(s, R->b, x, 0, d);
+  PK_CALL(pk_allreduce_begin(s->ctx, d, 3, &req));
+  int first = 1;
+  for (;;) {
+    /* overlapped with the reduction: m = M^-1 w */
+    pk_precond(s, w, m);
+    PK_CALL(pk_allreduce_end(s->ctx, &req));
+    const double gamma = d[0], delta = d[1], rnorm = sqrt(d[2]);
+    if (!isfinite(gamma) || !isfinite(delta) || !isfinite(rnorm)) { /* x is the last good iterate */
+      res->reason = PKRYLOV_DIVERGED_NAN;
+      res->breakdown_iteration = it + 1;
+      return PKRYLOV_SUCCESS;
+    }
+    if (it == 0 && first) {
+      int stop = pk_record(R, 0, rnorm);
+      if ((res->reason = pk_converged(R, rnorm))) return PKRYLOV_SUCCESS;
+      if (stop) return res->reason = stop, PKRYLOV_SUCCESS;
+    } else if (!first) {
+      res->iterations = it;
+      int stop = pk_record(R, it, rnorm);
+      int conv = pk_converged(R, rnorm);
+      if (conv) {
+        int accept, stagnated;
+        PK_CALL(pk_confirm(R, res, &accept, &stagnated));
+        if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+        if (!accept && it < s->maxit) {
+          rho_sign = sigma_sign = 0.0;
+          goto restart;
+        }
+        if (!accept) conv = 0;
+      }
+      if (conv) return res->reason = conv, PKRYLOV_SUCCESS;
+      if (stop) return res->reason = stop, PKRYLOV_SUCCESS;
+    }
+    if (it >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
+    /* scalars: gamma = (r,u) = (r, M^-1 r); sigma = delta - beta gamma / alpha_old = (p, A p) */
+    if (!pk_sign_ok(gamma, &rho_sign)) {
+      res->reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND;
+      res->breakdown_iteration = it + 1;
+      return PKRYLOV_SUCCESS;
+    }
+    double sigma;
+    if (first) {
+      beta = 0.0;
+      sigma = delta;
+    } else {
+      beta = gamma / gamma_old;
+      sigma = delta - beta * gamma / alpha_old;
+    }
+    if (!pk_sign_ok(sigma, &sigma_sign)) {
+      if (!first && isfinite(sigma)) {
+        /* sigma came from the recurrence, which rounding can spoil near the attainable accuracy: compute
+           the curvature (p, A p) of the next direction p = u + beta p directly to tell the cases apart */
+        double *t = s->v[V_T], *at = s->v[V_AT], curv;
+        for (int64_t i = 0; i < n; i++) t[i] = u[i] + beta * p[i];
+        pk_op_apply_all(s->A, t, at);
+        pk_cpu_dot(s->ctx, n, t, at, s->part, &curv);
+        PK_CALL(pk_allreduce_sum(s->ctx, &curv, 1));
+        if (pk_sign_ok(curv, &sigma_sign)) { /* a sound matrix: restart the recurrences from x */
+          if (R->restarts++ >= PK_MAX_RESTARTS)
+            return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+          rho_sign = sigma_sign = 0.0;
+          goto restart;
+        }
+      }
+      res->reason = isfinite(sigma) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN;
+      res->breakdown_iteration = it + 1;
+      return PKRYLOV_SUCCESS;
+    }
+    alpha = gamma / sigma;
+    /* fused: n = A m; z,q,s,p; x,r,u,w; partial (r,u), (w,u), (r,r) */
+    pk_cpu_pipecg_step(s->A, alpha, beta, m, z, q, sv, p, x, r, u, w, s->part, d);
+    it++;
+    since_replace++;
+    first = 0;
+    gamma_old = gamma;
+    alpha_old = alpha;
+    int replace = s->replace_interval > 0 && since_replace >= s->replace_interval;
+    if (s->true_res_interval > 0 && it % s->true_res_interval == 0) {
+      replace = 1;
+      res->true_residual_checks++;
+    }
+    if (replace) {
+      pk_pipecg_replace(s, R->b, x, 1, d);
+      res->residual_replacements++;
+      since_replace = 0;
+    }
+    PK_CALL(pk_allreduce_begin(s->ctx, d, 3, &req));
+  }
+}
+
+int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
+  PK_SOLVER_BEGIN(s);
+  pkrylov_context ctx = s->ctx;
+  PK_CHECK_PTR(b, ctx);
+  PK_CHECK_PTR(x, ctx);
+  PK_CHECK(mem == PKRYLOV_MEM_HOST || mem == PKRYLOV_MEM_DEVICE, ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'mem' = %d is not a pkrylov_memtype (HOST %d, DEVICE %d)", mem, PKRYLOV_MEM_HOST,
+           PKRYLOV_MEM_DEVICE);
+  PK_CHECK(mem == PKRYLOV_MEM_HOST, ctx, PKRYLOV_ERR_MEMTYPE,
+           "argument 'mem' = PKRYLOV_MEM_DEVICE but the context runs on the CPU backend");
+  const int64_t n = s->n;
+  PK_CHECK((const void *)b != (const void *)x, ctx, PKRYLOV_ERR_ALIASING,
+           "arguments 'b' and 'x' are the same array");
+  int64_t bad = pk_first_nonfinite(b, n);
+  PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
+           bad >= 0 ? b[bad] : 0.0, (long long)bad);
+  if (s->nonzero_guess) {
+    bad = pk_first_nonfinite(x, n);
+    PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE,
+             "argument 'x' (initial guess) has a non-finite value (%g) at index %lld",
+             bad >= 0 ? x[bad] : 0.0, (long long)bad);
+  }
+  if (s->history_on) {
+    const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
+    if (cap > s->hist_cap) {
+      double *h = realloc(s->hist, sizeof(double) * (size_t)cap);
+      PK_CHECK(h != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the residual history (%d values)",
+               cap);
+      s->hist = h;
+      s->hist_cap = cap;
+    }
+  }
+  s->hist_len = 0;
+
+  const double t0 = pk_wtime();
+  pkrylov_result res;
+  memset(&res, 0, sizeof res);
+  res.breakdown_iteration = -1;
+  const uint8_t *wet = s->A->wet;
+  /* ||b|| over the wet cells */
+  double bb = 0.0;
+  if (wet) {
+    for (int64_t i = 0; i < n; i++)
+      if (wet[i]) bb += b[i] * b[i];
+  } else {
+    pk_cpu_dot(ctx, n, b, b, s->part, &bb);
+  }
+  PK_CALL(pk_allreduce_sum(ctx, &bb, 1));
+  res.rhs_norm = sqrt(bb);
+  PK_CHECK(isfinite(res.rhs_norm), ctx, PKRYLOV_ERR_NOT_FINITE,
+           "argument 'b': its 2-norm overflows (scale the system)");
+  if (!s->nonzero_guess) memset(x, 0, sizeof(double) * (size_t)n);
+  PK_CALL(pk_true_residual(s, b, x, s->v[V_R], &res.initial_residual));
+
+  pk_run R = {.s = s, .b = b, .x = x, .best = INFINITY};
+  R.tol = s->rtol * res.rhs_norm;
+  if (s->atol > R.tol) R.tol = s->atol;
+  int ierr = s->type == PKRYLOV_SOLVER_CG ? pk_solve_cg(&R, &res) : pk_solve_pipecg(&R, &res);
+  if (ierr) return ierr;
+
+  /* the true residual of the returned x (already known when convergence was confirmed) */
+  if (R.have_final && res.reason > 0)
+    res.final_residual = R.final_res;
+  else
+    PK_CALL(pk_true_residual(s, b, x, s->v[V_R], &res.final_residual));
+  res.rel_residual = res.rhs_norm > 0 ? res.final_residual / res.rhs_norm : res.final_residual;
+  res.converged = res.reason > 0;
+  res.solve_time_s = pk_wtime() - t0;
+  s->res = res;
+  s->has_result = 1;
+  return PKRYLOV_SUCCESS;
+}
