@@ -199,3 +199,22 @@ int64_t pk_first_nonfinite(const double *v, int64_t n) {
     if (!isfinite(v[i])) return i;
   return -1;
 }
+
+int pk_check_vectors(pkrylov_context ctx, const char *func, int32_t mem, const double *in, const char *in_name,
+                     const double *out, const char *out_name, int64_t n) {
+  if (mem != PKRYLOV_MEM_HOST && mem != PKRYLOV_MEM_DEVICE)
+    return pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, func,
+                    "argument 'mem' = %d is not a pkrylov_memtype (HOST %d, DEVICE %d)", mem, PKRYLOV_MEM_HOST,
+                    PKRYLOV_MEM_DEVICE);
+  if (mem != PKRYLOV_MEM_HOST)
+    return pk_error(ctx, PKRYLOV_ERR_MEMTYPE, func,
+                    "argument 'mem' = PKRYLOV_MEM_DEVICE but the CPU backend accepts host memory only");
+  if (!in) return pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument '%s' is NULL", in_name);
+  if (!out) return pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument '%s' is NULL", out_name);
+  const uintptr_t a = (uintptr_t)in, b = (uintptr_t)out, len = sizeof(double) * (uintptr_t)n;
+  if (!(b + len <= a || a + len <= b))
+    return pk_error(ctx, PKRYLOV_ERR_ALIASING, func,
+                    "arguments '%s' and '%s' overlap (they must be distinct arrays of n = %lld values)", in_name,
+                    out_name, (long long)n);
+  return PKRYLOV_SUCCESS;
+}

@@ -36,7 +36,7 @@ void pk_cpu_dot(pkrylov_context ctx, int64_t n, const double *x, const double *y
                 double *out) {
   const int nt = pk_num_threads(ctx);
   const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
   for (int64_t c = 0; c < nch; c++) {
     int64_t i0, i1;
     pk_row_chunk(c, n, &i0, &i1);
@@ -52,7 +52,7 @@ void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const 
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const uint8_t *wet = A->wet;
   const int nt = pk_num_threads(A->ctx);
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
   for (int64_t c = 0; c < nch; c++) {
     int64_t i0, i1;
     pk_row_chunk(c, n, &i0, &i1);
@@ -90,7 +90,7 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
   const int nt = pk_num_threads(ctx);
   if (!M || M->type == PKRYLOV_PRECOND_NONE) {
     const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
     for (int64_t c = 0; c < nch; c++) {
       int64_t i0, i1;
       pk_row_chunk(c, n, &i0, &i1);
@@ -109,7 +109,7 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
   }
   /* Column chunks: r -= alpha q on the chunk's cells, z = M^-1 r on those columns, partial dots. */
   const int64_t cw = pk_pc_chunk_cols(M), nch = (M->ncols + cw - 1) / cw;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
   for (int64_t c = 0; c < nch; c++) {
     const int64_t c0 = c * cw, c1 = c0 + cw < M->ncols ? c0 + cw : M->ncols;
     PK_FOR_COLUMN_CELLS(M, c0, c1, i, { r[i] -= alpha * q[i]; });
@@ -129,7 +129,7 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
                              double *p, const double *z, double *q, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (nch > 1)
   {
     double qold[PK_ROW_CHUNK];
 #pragma omp for schedule(static)
@@ -160,7 +160,7 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double
                         double *w, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (nch > 1)
   {
     double zold[PK_ROW_CHUNK];
 #pragma omp for schedule(static)

@@ -29,7 +29,7 @@
 /* Helpers                                                                                           */
 
 /** Free every array of an operator and the operator itself (any field may be NULL). */
-static void op_free(struct pkrylov_operator_s *A) {
+void pk_op_free(struct pkrylov_operator_s *A) {
   if (!A) return;
   free(A->csr.rowptr);
   free(A->csr.colind32);
@@ -220,7 +220,7 @@ static int csr_create(pkrylov_context ctx, const char *func, int64_t n, int32_t 
   else
     A->csr.colind64 = malloc(sizeof(int64_t) * (size_t)(nnz ? nnz : 1));
   if (!A->csr.rowptr || !A->csr.values || !(A->csr.colind32 || A->csr.colind64)) {
-    op_free(A);
+    pk_op_free(A);
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the CSR copy (nnz = %lld)",
                     (long long)nnz);
   }
@@ -245,7 +245,7 @@ static int csr_create(pkrylov_context ctx, const char *func, int64_t n, int32_t 
         tmp_len = p1 - p0;
         tmp = malloc(sizeof(csr_pair) * (size_t)tmp_len);
         if (!tmp) {
-          op_free(A);
+          pk_op_free(A);
           return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate %lld bytes to sort a row",
                           (long long)(sizeof(csr_pair) * (size_t)tmp_len));
         }
@@ -265,7 +265,7 @@ static int csr_create(pkrylov_context ctx, const char *func, int64_t n, int32_t 
       int64_t cq = A->csr.colind32 ? (int64_t)A->csr.colind32[p - 1] : A->csr.colind64[p - 1];
       if (cp == cq) {
         free(tmp);
-        op_free(A);
+        pk_op_free(A);
         return pk_error(ctx, PKRYLOV_ERR_DUPLICATE_ENTRY, func,
                         "arguments 'colind'/'rowptr': entry (row %lld, column %lld) (numbered from "
                         "index_base %d) appears more than once",
@@ -352,7 +352,7 @@ int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny
   B->st.aC = malloc(sizeof(double) * (size_t)n);
   if (mask) B->st.wet = malloc((size_t)n);
   if (!B->st.aW || !B->st.aS || !B->st.aV || !B->st.aC || (mask && !B->st.wet)) {
-    op_free(B);
+    pk_op_free(B);
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the stencil copy (%lld cells)",
                     (long long)n);
   }
@@ -377,7 +377,7 @@ int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny
   if (!ierr) ierr = st_check_finite(ctx, "aV", B->st.aV, n, nx, ny);
   if (!ierr) ierr = st_check_finite(ctx, "aC", B->st.aC, n, nx, ny);
   if (ierr) {
-    op_free(B);
+    pk_op_free(B);
     return ierr;
   }
   B->wet = B->st.wet;
@@ -402,7 +402,7 @@ int pkrylov_operator_destroy(pkrylov_operator *A) {
            "argument 'A' is still used by %lld preconditioner(s)/solver(s): destroy those first",
            (long long)B->refs);
   if (B->ctx) B->ctx->live_objects--;
-  op_free(B);
+  pk_op_free(B);
   *A = NULL;
   return PKRYLOV_SUCCESS;
 }
@@ -594,17 +594,7 @@ void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double
 int pkrylov_operator_apply(pkrylov_operator A, int32_t mem, const double *x, double *y) {
   PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
   pkrylov_context ctx = A->ctx;
-  PK_CHECK(mem == PKRYLOV_MEM_HOST || mem == PKRYLOV_MEM_DEVICE, ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'mem' = %d is not a pkrylov_memtype (HOST %d, DEVICE %d)", mem, PKRYLOV_MEM_HOST,
-           PKRYLOV_MEM_DEVICE);
-  PK_CHECK(mem == PKRYLOV_MEM_HOST, ctx, PKRYLOV_ERR_MEMTYPE,
-           "argument 'mem' = PKRYLOV_MEM_DEVICE is not accepted by the CPU backend");
-  PK_CHECK_PTR(x, ctx);
-  PK_CHECK_PTR(y, ctx);
-  const uintptr_t xa = (uintptr_t)x, ya = (uintptr_t)y, len = (uintptr_t)A->n * sizeof(double);
-  PK_CHECK(xa + len <= ya || ya + len <= xa, ctx, PKRYLOV_ERR_ALIASING,
-           "arguments 'x' and 'y' overlap (x = %p, y = %p, %lld values each)", (const void *)x, (void *)y,
-           (long long)A->n);
+  PK_CALL(pk_check_vectors(ctx, __func__, mem, x, "x", y, "y", A->n));
   pk_op_apply_all(A, x, y);
   return PKRYLOV_SUCCESS;
 }

@@ -75,6 +75,13 @@ struct pkrylov_context_s {
   int64_t live_objects;   /* operators + preconditioners + solvers not yet destroyed */
 };
 
+/**
+ * Check the two vector arguments of an apply or solve call: mem is a pkrylov_memtype the backend accepts,
+ * in/out are non-NULL and do not overlap (n values each). Errors name the arguments and come from func.
+ */
+int pk_check_vectors(pkrylov_context ctx, const char *func, int32_t mem, const double *in, const char *in_name,
+                     const double *out, const char *out_name, int64_t n);
+
 /** Number of threads for a parallel region of the CPU backend. */
 int pk_num_threads(pkrylov_context ctx);
 /** Wall clock in seconds. */
@@ -135,6 +142,9 @@ int pk_op_get_diagonal(const struct pkrylov_operator_s *A, double *diag);
  */
 int pk_op_get_tridiag(const struct pkrylov_operator_s *A, int32_t nz, int32_t layout, double *lo,
                       double *di, double *up);
+
+/** Free an operator's arrays and the operator itself (any member may be NULL). */
+void pk_op_free(struct pkrylov_operator_s *A);
 
 /** Thin-shell geometry and level vectors into A->ts (thinshell.c); A->ts.p must be set. */
 int pk_thinshell_setup(pkrylov_context ctx, struct pkrylov_operator_s *A);

@@ -601,17 +601,7 @@ int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type
 int pkrylov_precond_apply(pkrylov_precond M, int32_t mem, const double *r, double *z) {
   PK_CHECK(M != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'M' is NULL");
   pkrylov_context ctx = M->ctx;
-  PK_CHECK(mem == PKRYLOV_MEM_HOST || mem == PKRYLOV_MEM_DEVICE, ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'mem' = %d is not a pkrylov_memtype (HOST %d, DEVICE %d)", mem, PKRYLOV_MEM_HOST,
-           PKRYLOV_MEM_DEVICE);
-  PK_CHECK(mem == PKRYLOV_MEM_HOST, ctx, PKRYLOV_ERR_MEMTYPE,
-           "argument 'mem' = DEVICE: the CPU backend accepts host memory only");
-  PK_CHECK_PTR(r, ctx);
-  PK_CHECK_PTR(z, ctx);
-  const uintptr_t ra = (uintptr_t)r, za = (uintptr_t)z, len = sizeof(double) * (uintptr_t)M->n;
-  PK_CHECK(za + len <= ra || ra + len <= za, ctx, PKRYLOV_ERR_ALIASING,
-           "arguments 'r' and 'z' overlap (they must be distinct arrays of n = %lld values)",
-           (long long)M->n);
+  PK_CALL(pk_check_vectors(ctx, __func__, mem, r, "r", z, "z", M->n));
   pk_pc_apply_all(M, r, z);
   return PKRYLOV_SUCCESS;
 }

@@ -522,16 +522,8 @@ restart:
 int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   PK_SOLVER_BEGIN(s);
   pkrylov_context ctx = s->ctx;
-  PK_CHECK_PTR(b, ctx);
-  PK_CHECK_PTR(x, ctx);
-  PK_CHECK(mem == PKRYLOV_MEM_HOST || mem == PKRYLOV_MEM_DEVICE, ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'mem' = %d is not a pkrylov_memtype (HOST %d, DEVICE %d)", mem, PKRYLOV_MEM_HOST,
-           PKRYLOV_MEM_DEVICE);
-  PK_CHECK(mem == PKRYLOV_MEM_HOST, ctx, PKRYLOV_ERR_MEMTYPE,
-           "argument 'mem' = PKRYLOV_MEM_DEVICE but the context runs on the CPU backend");
   const int64_t n = s->n;
-  PK_CHECK((const void *)b != (const void *)x, ctx, PKRYLOV_ERR_ALIASING,
-           "arguments 'b' and 'x' are the same array");
+  PK_CALL(pk_check_vectors(ctx, __func__, mem, b, "b", x, "x", n));
   int64_t bad = pk_first_nonfinite(b, n);
   PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
            bad >= 0 ? b[bad] : 0.0, (long long)bad);

@@ -183,18 +183,6 @@ int pk_thinshell_setup(pkrylov_context ctx, struct pkrylov_operator_s *A) {
   return PKRYLOV_SUCCESS;
 }
 
-/** Free a half-built thin-shell operator (its ts arrays and itself). */
-static void ts_free(struct pkrylov_operator_s *A) {
-  free(A->ts.a);
-  free(A->ts.b);
-  free(A->ts.c);
-  free(A->ts.d);
-  free(A->ts.area);
-  free(A->ts.ax);
-  free(A->ts.ay);
-  free(A->ts.asum);
-  free(A);
-}
 
 /**
  * The equivalent CSR of the thin shell holds the diagonal of every cell and each lateral and vertical
@@ -217,7 +205,7 @@ int pkrylov_operator_create_thinshell(pkrylov_context ctx, const pkrylov_thinshe
   B->nnz = B->n + 2 * nz * ((nx - 1) * ny + nx * (ny - 1)) + 2 * (nz - 1) * nx * ny;
   int ierr = pk_thinshell_setup(ctx, B);
   if (ierr) {
-    ts_free(B);
+    pk_op_free(B);
     return ierr;
   }
   ctx->live_objects++;
