@@ -1,0 +1,662 @@
+/**
+ * @file t500-cli.c
+ * @brief The command-line programs pkrylov-solve and pkrylov-demo, run as child processes.
+ *
+ * Every number checked comes from an independent reference: the system the program saved
+ * (--save-system) and the solution it wrote (--out) are read back and the residual is recomputed here
+ * with a plain CSR loop (pk_test_csr_matvec), or the solution is compared with a dense LAPACK solve.
+ */
+#include "pk_test.h"
+
+#include <string.h>
+
+/** Capacity of the captured stdout / stderr of one run. */
+#define PK_CAP 16384
+/** Capacity of a scratch path and of a command line. */
+#define PK_PATH 1024
+#define PK_ARGS 16384
+
+/** A path in the scratch folder, "t500_<tag>_<name>", copied into buf. */
+static const char *tmp(char *buf, size_t cap, const char *tag, const char *name) {
+  char leaf[512];
+  snprintf(leaf, sizeof leaf, "t500_%s_%s", tag, name);
+  snprintf(buf, cap, "%s", pk_test_tmp_path(leaf));
+  return buf;
+}
+
+/** Read a whole (small) text file into buf (NUL-terminated, truncated at cap - 1). */
+static void slurp(const char *path, char *buf, size_t cap) {
+  buf[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  size_t len = fread(buf, 1, cap - 1, f);
+  buf[len] = '\0';
+  fclose(f);
+}
+
+/**
+ * Run "exe args" with stdout and stderr captured into out and err (each PK_CAP bytes, may be NULL).
+ * Returns the exit status of the program (-1 when it did not exit normally).
+ */
+static int run(const char *exe, const char *tag, const char *args, char *out, char *err) {
+  char po[PK_PATH], pe[PK_PATH];
+  tmp(po, sizeof po, tag, "stdout.txt");
+  tmp(pe, sizeof pe, tag, "stderr.txt");
+  size_t cap = strlen(exe) + strlen(args) + strlen(po) + strlen(pe) + 32;
+  char *cmd = malloc(cap);
+  if (!cmd) return -1;
+  snprintf(cmd, cap, "\"%s\" %s >\"%s\" 2>\"%s\"", exe, args, po, pe);
+  int rc = pk_test_system(cmd);
+  free(cmd);
+  if (out) slurp(po, out, PK_CAP);
+  if (err) slurp(pe, err, PK_CAP);
+  return rc;
+}
+
+/** Run pkrylov-solve (see run()). */
+static int solve(const char *tag, const char *args, char *out, char *err) {
+  return run(PK_SOLVE_EXE, tag, args, out, err);
+}
+
+/** The number after "key": in a JSON text; 0 when found and parsed. */
+static int json_num(const char *js, const char *key, double *v) {
+  char pat[128];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(js, pat);
+  if (!p) return 1;
+  p += strlen(pat);
+  while (*p == ' ') p++;
+  char *end = NULL;
+  *v = strtod(p, &end);
+  return end == p;
+}
+
+/** 1 if "key":true, 0 if "key":false, -1 otherwise. */
+static int json_bool(const char *js, const char *key) {
+  char pat[128];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(js, pat);
+  if (!p) return -1;
+  p += strlen(pat);
+  while (*p == ' ') p++;
+  if (strncmp(p, "true", 4) == 0) return 1;
+  if (strncmp(p, "false", 5) == 0) return 0;
+  return -1;
+}
+
+/** 1 when js contains "key":"value". */
+static int json_str_is(const char *js, const char *key, const char *value) {
+  char pat[256];
+  snprintf(pat, sizeof pat, "\"%s\":\"%s\"", key, value);
+  return strstr(js, pat) != NULL;
+}
+
+/**
+ * 1 when js is exactly one flat JSON object (optionally followed by a newline) with no nan/inf literals.
+ */
+static int json_one_object(const char *js) {
+  size_t len = strlen(js);
+  while (len > 0 && (js[len - 1] == '\n' || js[len - 1] == ' ')) len--;
+  if (len < 2 || js[0] != '{' || js[len - 1] != '}') return 0;
+  int open = 0, close = 0;
+  for (size_t i = 0; i < len; i++) open += js[i] == '{', close += js[i] == '}';
+  if (open != 1 || close != 1) return 0;
+  static const char *const bad[] = {":nan", ":-nan", ":inf", ":-inf", ":NaN", ":Infinity", NULL};
+  for (int i = 0; bad[i]; i++)
+    if (strstr(js, bad[i])) return 0;
+  return 1;
+}
+
+/** Read a Matrix Market vector written by the program; malloc'ed, length in *n; NULL on failure. */
+static double *read_vec(const char *path, int64_t *n) {
+  *n = 0;
+  if (pkrylov_mtx_read_vector(NULL, path, 0, NULL, n) != PKRYLOV_SUCCESS || *n <= 0) return NULL;
+  double *v = malloc(sizeof(double) * (size_t)*n);
+  int64_t got = 0;
+  if (!v || pkrylov_mtx_read_vector(NULL, path, *n, v, &got) != PKRYLOV_SUCCESS || got != *n) {
+    free(v);
+    return NULL;
+  }
+  return v;
+}
+
+/** 1 when all n values are finite. */
+static int all_finite(int64_t n, const double *v) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(v[i])) return 0;
+  return 1;
+}
+
+/** Count the lines of a text file (-1 when it cannot be opened). */
+static int count_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int c, lines = 0;
+  while ((c = fgetc(f)) != EOF) lines += c == '\n';
+  fclose(f);
+  return lines;
+}
+
+/**
+ * Independent check of a solve: read the matrix file A, the right-hand side file b (NULL: b = A * ones
+ * computed here with the plain CSR loop) and the solution x. Returns ||b - A x|| / ||b|| computed here,
+ * and in *round a bound for the difference between two computations of it in floating point:
+ * 32 eps || |b| + |A| |x| || / ||b|| (each entry of b - A x sums at most 8 terms, so one computation is
+ * off by at most 8 eps (|b_i| + sum_j |a_ij x_j|); two computations, plus a few ulps of difference in
+ * coefficients that a matrix-free operator recomputes, stay within 32 eps).
+ */
+static double indep_relres(const char *apath, const char *bpath, const char *xpath, double *round) {
+  double relres = INFINITY;
+  pkrylov_context ctx = NULL;
+  pkrylov_operator A = NULL;
+  double *b = NULL, *x = NULL, *vals = NULL, *ones = NULL;
+  int64_t *rp = NULL, *ci = NULL, n = 0, nx = 0, nnz = 0;
+  *round = INFINITY;
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx) ||
+      pkrylov_operator_create_from_mtx(ctx, apath, &A) ||
+      pkrylov_operator_get_info(A, &n, &nnz, NULL, NULL, NULL, NULL)) {
+    fprintf(stderr, "cannot read back %s\n", apath);
+    goto done;
+  }
+  x = read_vec(xpath, &nx);
+  if (!x || nx != n) {
+    fprintf(stderr, "cannot read back %s (n = %lld, expected %lld)\n", xpath, (long long)nx, (long long)n);
+    goto done;
+  }
+  if (bpath) {
+    int64_t nb = 0;
+    b = read_vec(bpath, &nb);
+    if (!b || nb != n) {
+      fprintf(stderr, "cannot read back %s\n", bpath);
+      goto done;
+    }
+  } else {
+    b = malloc(sizeof(double) * (size_t)n);
+    ones = malloc(sizeof(double) * (size_t)n);
+    if (!b || !ones) goto done;
+    for (int64_t i = 0; i < n; i++) ones[i] = 1.0;
+    if (pk_test_csr_matvec(A, ones, b)) goto done;
+  }
+  relres = pk_test_true_relres(A, b, x);
+  /* s_i = |b_i| + sum_j |a_ij x_j|: the size of the terms whose rounding errors enter r_i */
+  rp = malloc(sizeof(int64_t) * (size_t)(n + 1));
+  ci = malloc(sizeof(int64_t) * (size_t)nnz);
+  vals = malloc(sizeof(double) * (size_t)nnz);
+  if (!rp || !ci || !vals || pkrylov_operator_get_csr(A, rp, ci, vals)) goto done;
+  double s2 = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double s = fabs(b[i]); /* sum_j |a_ij x_j| + |b_i| */
+    for (int64_t k = rp[i]; k < rp[i + 1]; k++) s += fabs(vals[k] * x[ci[k]]);
+    s2 += s * s;
+  }
+  double nb = pk_test_norm(n, b);
+  *round = 32.0 * 2.220446049250313e-16 * sqrt(s2) / (nb > 0 ? nb : 1.0);
+done:
+  free(rp), free(ci), free(vals), free(ones), free(b), free(x);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  return relres;
+}
+
+/**
+ * Solve the thin shell 8x8x6 with the given extra options, save the system and the solution, and check
+ * the result independently by recomputing ||b - A x|| / ||b|| from the saved files with a plain CSR loop.
+ * converged = 1: the run must converge (exit 0, rel_residual <= 1e-8). At rtol 1e-8 the thin shell's
+ * residual is at its rounding level (|| |A| |x| || / ||b|| is about 6e6), so there the JSON value and
+ * the recomputed one can only be compared to rounding. converged = 0: the run is cut at --maxit 3
+ * (exit 1, x still written) where the residual is far above the rounding level, so the comparison is
+ * sharp (1e-6 relative) and the test checks that it is.
+ */
+static void check_thinshell(const char *tag, const char *extra, int converged) {
+  char out[PK_CAP], err[PK_CAP], args[PK_ARGS], px[PK_PATH], pp[PK_PATH];
+  char pa[PK_PATH + 16], pb[PK_PATH + 16];
+  tmp(px, sizeof px, tag, "x.mtx");
+  tmp(pp, sizeof pp, tag, "sys");
+  snprintf(pa, sizeof pa, "%s_A.mtx", pp);
+  snprintf(pb, sizeof pb, "%s_b.mtx", pp);
+  remove(px), remove(pa), remove(pb);
+  snprintf(args, sizeof args, "--problem thinshell:8,8,6 --json --out \"%s\" --save-system \"%s\" %s %s", px,
+           pp, converged ? "" : "--maxit 3", extra);
+  int rc = solve(tag, args, out, err);
+  PK_EXPECT(rc == (converged ? 0 : 1), "exit status %d; stderr: %s", rc, err);
+  PK_EXPECT(json_one_object(out), "stdout is not one JSON object: '%s'", out);
+  PK_EXPECT(json_bool(out, "converged") == converged, "converged not %d: %s", converged, out);
+  PK_EXPECT(json_str_is(out, "problem", "thinshell:8,8,6"), "%s", out);
+  double rel = NAN, n = 0, it = -1, rtol = 0;
+  PK_EXPECT(json_num(out, "rel_residual", &rel) == 0 && isfinite(rel), "rel_residual %g", rel);
+  PK_EXPECT(json_num(out, "n", &n) == 0 && n == 8 * 8 * 6, "n = %g", n);
+  PK_EXPECT(json_num(out, "iterations", &it) == 0 && it >= 1, "iterations = %g", it);
+  PK_EXPECT(json_num(out, "rtol", &rtol) == 0 && rtol == 1e-8, "rtol = %g", rtol);
+  double round = 0, mine = indep_relres(pa, pb, px, &round);
+  if (converged) {
+    PK_EXPECT(rel <= 1e-8, "JSON rel_residual %.3e > 1e-8", rel);
+    PK_EXPECT(mine <= 1e-8 * (1 + 1e-6), "independent relative residual %.3e > 1e-8", mine);
+  } else {
+    PK_EXPECT(it == 3, "iterations = %g, expected 3", it);
+    PK_EXPECT(round <= 1e-2 * mine, "comparison not sharp: residual %.3e, rounding %.3e", mine, round);
+  }
+  /* the two residuals are different computations of the same number: they agree to rounding */
+  PK_EXPECT(fabs(mine - rel) <= 1e-6 * mine + round, "JSON %.17g vs recomputed %.17g (rounding %.3g)", rel,
+            mine, round);
+}
+
+PK_TEST_CASE(thinshell_json) {
+  check_thinshell("thinshell_json", "", 1);
+  check_thinshell("thinshell_json_maxit", "", 0);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(thinshell_pipecg_options) {
+  static const char opts[] = "--solver pipecg --replace 10 --true-residual 5 --threads 2 --geometry uniform";
+  check_thinshell("thinshell_pipecg", opts, 1);
+  check_thinshell("thinshell_pipecg_maxit", opts, 0);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(text_report_and_quiet) {
+  char out[PK_CAP], err[PK_CAP];
+  int rc = solve("text", "--problem thinshell:6,6,4", out, err);
+  PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+  static const char *const words[] = {"solver", "precond", "backend", "n ", "nnz", "iterations",
+                                      "reason", "rel_residual", "time", NULL};
+  for (int i = 0; words[i]; i++)
+    PK_EXPECT(strstr(out, words[i]) != NULL, "'%s' missing in: %s", words[i], out);
+  PK_EXPECT(strchr(out, '{') == NULL, "text report holds JSON: %s", out);
+  rc = solve("text_quiet", "--problem thinshell:6,6,4 --quiet", out, err);
+  PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+  PK_EXPECT(out[0] == '\0', "--quiet printed: %s", out);
+  rc = solve("text_help", "--help", out, err);
+  PK_EXPECT(rc == 0 && strstr(out, "usage") && strstr(out, "--precond"), "--help: exit %d: %s", rc, out);
+  PK_TEST_END();
+}
+
+/**
+ * Solve gr_900_900_crg.mtx (b = A * ones) with the given solver and Jacobi, compare with a dense LAPACK
+ * solve. With cond(A) = 195 and rtol 1e-10 the forward error is at most about 2e-8.
+ */
+static int check_matrix_vs_dense(const char *tag, const char *solver) {
+  const char *mp = pk_test_matrix_path("gr_900_900_crg.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], out[PK_CAP], err[PK_CAP], args[PK_ARGS], px[PK_PATH];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  tmp(px, sizeof px, tag, "x.mtx");
+  remove(px);
+  snprintf(args, sizeof args, "\"%s\" --solver %s --precond jacobi --rtol 1e-10 --json --out \"%s\"", mpath,
+           solver, px);
+  int rc = solve(tag, args, out, err);
+  PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+  PK_EXPECT(json_one_object(out), "%s", out);
+  PK_EXPECT(json_bool(out, "converged") == 1, "%s", out);
+  PK_EXPECT(json_str_is(out, "solver", solver) && json_str_is(out, "precond", "jacobi"), "%s", out);
+  double rel = NAN;
+  PK_EXPECT(json_num(out, "rel_residual", &rel) == 0 && rel <= 1e-10, "rel_residual %g", rel);
+
+  pkrylov_context ctx = NULL;
+  pkrylov_operator A = NULL;
+  PK_REQUIRE_OK(ctx, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, mpath, &A));
+  int64_t n = 0, nx = 0;
+  pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL);
+  double *ones = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
+  double *xref = malloc(sizeof(double) * (size_t)n);
+  double *x = read_vec(px, &nx);
+  PK_EXPECT(x && nx == n, "solution file %s: n = %lld", px, (long long)nx);
+  if (x && nx == n && ones && b && xref) {
+    for (int64_t i = 0; i < n; i++) ones[i] = 1.0;
+    PK_EXPECT(pk_test_csr_matvec(A, ones, b) == 0, "csr matvec");
+    PK_EXPECT(pk_test_dense_solve(A, b, xref) == 0, "dense solve");
+    double d = pk_test_rel_diff(n, x, xref);
+    PK_EXPECT(d <= 1e-6, "||x - x_dense|| / ||x_dense|| = %.3e", d);
+    double round = 0, mine = indep_relres(mpath, NULL, px, &round);
+    PK_EXPECT(mine <= 1e-10 * (1 + 1e-6), "recomputed relative residual %.3e", mine);
+    /* cond 195: here the residual is far above its rounding level and the comparison is sharp */
+    PK_EXPECT(round <= 1e-2 * mine, "comparison not sharp: residual %.3e, rounding %.3e", mine, round);
+    PK_EXPECT(fabs(mine - rel) <= 1e-6 * mine + round, "JSON %.17g vs recomputed %.17g", rel, mine);
+  }
+  free(x), free(xref), free(b), free(ones);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(matrix_cg_dense) { return check_matrix_vs_dense("matrix_cg", "cg"); }
+
+PK_TEST_CASE(matrix_pipecg_dense) { return check_matrix_vs_dense("matrix_pipecg", "pipecg"); }
+
+PK_TEST_CASE(matrix_column_lap3d) {
+  const char *mp = pk_test_matrix_path("lap3D_7pt_n20.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], out[PK_CAP], err[PK_CAP], args[PK_ARGS], px[PK_PATH];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  tmp(px, sizeof px, "lap3d", "x.mtx");
+  remove(px);
+  snprintf(args, sizeof args, "\"%s\" --precond column --levels 20 --layout kslow --json --out \"%s\"",
+           mpath, px);
+  int rc = solve("lap3d", args, out, err);
+  PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+  PK_EXPECT(json_bool(out, "converged") == 1, "%s", out);
+  PK_EXPECT(json_str_is(out, "precond", "column"), "%s", out);
+  double rel = NAN, lev = 0;
+  PK_EXPECT(json_num(out, "rel_residual", &rel) == 0 && rel <= 1e-8, "rel_residual %g", rel);
+  PK_EXPECT(json_num(out, "levels", &lev) == 0 && lev == 20, "levels %g", lev);
+  double round = 0, mine = indep_relres(mpath, NULL, px, &round);
+  PK_EXPECT(mine <= 1e-8 * (1 + 1e-6), "recomputed relative residual %.3e", mine);
+  PK_EXPECT(round <= 1e-2 * mine, "comparison not sharp: residual %.3e, rounding %.3e", mine, round);
+  PK_EXPECT(fabs(mine - rel) <= 1e-6 * mine + round, "JSON %.17g vs recomputed %.17g", rel, mine);
+  PK_TEST_END();
+}
+
+/** Write a vector file of n pseudo-random values (seed) into path; 0 on success. */
+static int write_random(const char *path, int64_t n, uint64_t seed) {
+  double *v = malloc(sizeof(double) * (size_t)n);
+  if (!v) return 1;
+  for (int64_t i = 0; i < n; i++) v[i] = pk_test_rand(&seed);
+  int st = pkrylov_mtx_write_vector(NULL, path, n, v);
+  free(v);
+  return st;
+}
+
+PK_TEST_CASE(rhs_option) {
+  const char *mp = pk_test_matrix_path("gr_900_900_crg.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], out[PK_CAP], err[PK_CAP], args[PK_ARGS], px[PK_PATH], pb[PK_PATH];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  tmp(px, sizeof px, "rhs", "x.mtx");
+  tmp(pb, sizeof pb, "rhs", "b.mtx");
+  remove(px);
+  PK_REQUIRE_OK(NULL, write_random(pb, 900, 42));
+  snprintf(args, sizeof args, "\"%s\" --solver cg --rhs \"%s\" --json --out \"%s\"", mpath, pb, px);
+  int rc = solve("rhs", args, out, err);
+  PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+  /* the residual against the random b (not A * ones) must be small: --rhs was used */
+  double round = 0, mine = indep_relres(mpath, pb, px, &round), rel = NAN;
+  PK_EXPECT(mine <= 1e-8 * (1 + 1e-6), "relative residual against --rhs: %.3e", mine);
+  PK_EXPECT(round <= 1e-2 * mine, "comparison not sharp: residual %.3e, rounding %.3e", mine, round);
+  PK_EXPECT(json_num(out, "rel_residual", &rel) == 0 && fabs(mine - rel) <= 1e-6 * mine + round,
+            "JSON %.17g vs recomputed %.17g", rel, mine);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(x0_exact_zero_iterations) {
+  const char *mp = pk_test_matrix_path("gr_900_900_crg.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], out[PK_CAP], err[PK_CAP], args[PK_ARGS], px0[PK_PATH];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  tmp(px0, sizeof px0, "x0exact", "x0.mtx");
+  pkrylov_context ctx = NULL;
+  pkrylov_operator A = NULL;
+  PK_REQUIRE_OK(ctx, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, mpath, &A));
+  double *ones = malloc(900 * sizeof(double)), *b = malloc(900 * sizeof(double));
+  double *xref = malloc(900 * sizeof(double));
+  if (ones && b && xref) {
+    /* x0 = the dense LAPACK solution of A x = A * ones: its residual is at rounding level */
+    for (int i = 0; i < 900; i++) ones[i] = 1.0;
+    PK_EXPECT(pk_test_csr_matvec(A, ones, b) == 0, "matvec");
+    PK_EXPECT(pk_test_dense_solve(A, b, xref) == 0, "dense solve");
+    PK_EXPECT(pkrylov_mtx_write_vector(NULL, px0, 900, xref) == PKRYLOV_SUCCESS, "write x0");
+    snprintf(args, sizeof args, "\"%s\" --x0 \"%s\" --json", mpath, px0);
+    int rc = solve("x0exact", args, out, err);
+    double it = -1;
+    PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+    PK_EXPECT(json_bool(out, "converged") == 1, "%s", out);
+    PK_EXPECT(json_num(out, "iterations", &it) == 0 && it == 0, "iterations %g (expected 0): %s", it, out);
+    /* the same without --x0 needs iterations: the option made the difference */
+    snprintf(args, sizeof args, "\"%s\" --json", mpath);
+    rc = solve("x0exact_none", args, out, err);
+    PK_EXPECT(rc == 0 && json_num(out, "iterations", &it) == 0 && it > 0, "without --x0: %g", it);
+  }
+  free(ones), free(b), free(xref);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(x0_returned_with_maxit0) {
+  const char *mp = pk_test_matrix_path("gr_900_900_crg.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], out[PK_CAP], err[PK_CAP], args[PK_ARGS], px0[PK_PATH], px[PK_PATH];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  tmp(px0, sizeof px0, "x0maxit0", "x0.mtx");
+  tmp(px, sizeof px, "x0maxit0", "x.mtx");
+  remove(px);
+  PK_REQUIRE_OK(NULL, write_random(px0, 900, 7));
+  snprintf(args, sizeof args, "\"%s\" --x0 \"%s\" --maxit 0 --json --out \"%s\"", mpath, px0, px);
+  int rc = solve("x0maxit0", args, out, err);
+  PK_EXPECT(rc == 1, "exit %d (expected 1, not converged): %s", rc, err);
+  PK_EXPECT(json_bool(out, "converged") == 0, "%s", out);
+  int64_t n0 = 0, n1 = 0;
+  double *x0 = read_vec(px0, &n0), *x = read_vec(px, &n1);
+  PK_EXPECT(x0 && x && n0 == 900 && n1 == 900, "vectors %lld %lld", (long long)n0, (long long)n1);
+  if (x0 && x && n0 == n1) {
+    /* no iteration: the written x is the initial guess, to the last bit (17 digits round-trip) */
+    int same = 1;
+    for (int64_t i = 0; i < n0; i++) same &= x[i] == x0[i];
+    PK_EXPECT(same, "x differs from x0 after 0 iterations");
+    /* and the program's residual is that of x0, recomputed here */
+    double round = 0, mine = indep_relres(mpath, NULL, px0, &round), rel = NAN;
+    PK_EXPECT(json_num(out, "rel_residual", &rel) == 0 && fabs(rel - mine) <= 1e-6 * mine + round,
+              "JSON %.17g vs recomputed %.17g", rel, mine);
+  }
+  free(x0), free(x);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(maxit_not_converged) {
+  const char *mp = pk_test_matrix_path("gr_900_900_crg.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], out[PK_CAP], err[PK_CAP], args[PK_ARGS], px[PK_PATH];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  static const char *const solvers[] = {"cg", "pipecg"};
+  for (int k = 0; k < 2; k++) {
+    tmp(px, sizeof px, "maxit", solvers[k]);
+    remove(px);
+    snprintf(args, sizeof args, "\"%s\" --solver %s --precond none --maxit 2 --json --out \"%s\"", mpath,
+             solvers[k], px);
+    int rc = solve("maxit", args, out, err);
+    double it = -1;
+    PK_EXPECT(rc == 1, "%s: exit %d (expected 1): %s", solvers[k], rc, err);
+    PK_EXPECT(json_one_object(out), "%s", out);
+    PK_EXPECT(json_bool(out, "converged") == 0, "%s", out);
+    PK_EXPECT(json_str_is(out, "reason", "max_iterations"), "%s", out);
+    PK_EXPECT(json_num(out, "iterations", &it) == 0 && it == 2, "iterations %g", it);
+    int64_t n = 0;
+    double *x = read_vec(px, &n);
+    PK_EXPECT(x && n == 900 && all_finite(n, x), "x not written or not finite (n = %lld)", (long long)n);
+    if (x && n == 900) {
+      /* two iterations from zero reduce the residual below ||b|| but not to 1e-8 */
+      double round = 0, mine = indep_relres(mpath, NULL, px, &round);
+      PK_EXPECT(mine > 1e-8 && mine < 1.0, "relative residual after 2 iterations %.3e", mine);
+    }
+    free(x);
+  }
+  PK_TEST_END();
+}
+
+/** Check a history file: header, then lines "i,value" for i = 0..lines-1; returns the data lines. */
+static int check_history(const char *path, double *first, double *last) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[256];
+  int rows = 0, ok = fgets(line, sizeof line, f) && strcmp(line, "iteration,residual\n") == 0;
+  while (ok && fgets(line, sizeof line, f)) {
+    int i = -1;
+    double v = NAN;
+    ok = sscanf(line, "%d,%lf", &i, &v) == 2 && i == rows && isfinite(v) && v >= 0;
+    if (rows == 0) *first = v;
+    *last = v;
+    rows++;
+  }
+  fclose(f);
+  return ok ? rows : -1;
+}
+
+PK_TEST_CASE(history_lines) {
+  const char *mp = pk_test_matrix_path("gr_900_900_crg.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], out[PK_CAP], err[PK_CAP], args[PK_ARGS], ph[PK_PATH], px[PK_PATH];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  tmp(ph, sizeof ph, "history", "h.csv");
+  tmp(px, sizeof px, "history", "x.mtx");
+  /* ||b|| = ||A * ones|| computed here: the history starts there (x0 = 0) */
+  pkrylov_context ctx = NULL;
+  pkrylov_operator A = NULL;
+  PK_REQUIRE_OK(ctx, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, mpath, &A));
+  double ones[900], b[900];
+  for (int i = 0; i < 900; i++) ones[i] = 1.0;
+  PK_EXPECT(pk_test_csr_matvec(A, ones, b) == 0, "matvec");
+  double bnorm = pk_test_norm(900, b);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+
+  /* not converged: maxit + 1 entries */
+  remove(ph);
+  snprintf(args, sizeof args, "\"%s\" --precond none --maxit 5 --history \"%s\" --out \"%s\"", mpath, ph,
+           px);
+  int rc = solve("history", args, out, err);
+  PK_EXPECT(rc == 1, "exit %d: %s", rc, err);
+  double first = NAN, last = NAN;
+  int rows = check_history(ph, &first, &last);
+  PK_EXPECT(rows == 6, "%d history lines after 5 iterations (expected 6 plus the header)", rows);
+  PK_EXPECT(fabs(first - bnorm) <= 1e-12 * bnorm, "history[0] %.17g vs ||b|| %.17g", first, bnorm);
+  PK_EXPECT(count_lines(ph) == 7, "file has %d lines", count_lines(ph));
+
+  /* converged: iterations + 1 entries, the last one below rtol ||b|| */
+  remove(ph);
+  snprintf(args, sizeof args, "\"%s\" --solver pipecg --json --history \"%s\"", mpath, ph);
+  rc = solve("history_conv", args, out, err);
+  double it = -1;
+  PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+  PK_EXPECT(json_num(out, "iterations", &it) == 0 && it > 0, "%s", out);
+  rows = check_history(ph, &first, &last);
+  PK_EXPECT(rows == (int)it + 1, "%d history lines for %g iterations", rows, it);
+  PK_EXPECT(last <= 1e-8 * bnorm * (1 + 1e-9), "last history value %.3e > rtol ||b|| = %.3e", last,
+            1e-8 * bnorm);
+  PK_TEST_END();
+}
+
+/** Expect exit status 2, nothing on stdout, and every needle in the stderr text. */
+static void expect_usage(const char *tag, const char *args, const char *needle1, const char *needle2) {
+  char out[PK_CAP], err[PK_CAP];
+  int rc = solve(tag, args, out, err);
+  PK_EXPECT(rc == 2, "'%s': exit %d (expected 2); stderr: %s", args, rc, err);
+  PK_EXPECT(out[0] == '\0', "'%s': stdout not empty: %s", args, out);
+  PK_EXPECT(needle1 == NULL || strstr(err, needle1), "'%s': stderr lacks '%s': %s", args, needle1, err);
+  PK_EXPECT(needle2 == NULL || strstr(err, needle2), "'%s': stderr lacks '%s': %s", args, needle2, err);
+}
+
+PK_TEST_CASE(usage_options) {
+  expect_usage("u_unknown", "--problem thinshell:4,4,4 --json --frobnicate", "--frobnicate", NULL);
+  expect_usage("u_missing", "--problem thinshell:4,4,4 --json --rtol", "--rtol", "value");
+  expect_usage("u_none", "--json", "--problem", NULL);
+  expect_usage("u_both", "a.mtx --problem thinshell:4,4,4 --json", "a.mtx", NULL);
+  expect_usage("u_two", "a.mtx b.mtx --json", "b.mtx", NULL);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(usage_numbers) {
+  expect_usage("u_rtol", "--problem thinshell:4,4,4 --json --rtol abc", "--rtol", "abc");
+  expect_usage("u_rtol2", "--problem thinshell:4,4,4 --json --rtol 1e-8x", "--rtol", "1e-8x");
+  expect_usage("u_rtol3", "--problem thinshell:4,4,4 --json --rtol nan", "--rtol", NULL);
+  expect_usage("u_atol", "--problem thinshell:4,4,4 --json --atol -1", "--atol", NULL);
+  expect_usage("u_zero", "--problem thinshell:4,4,4 --json --rtol 0 --atol 0", "--rtol", NULL);
+  expect_usage("u_maxit", "--problem thinshell:4,4,4 --json --maxit -1", "--maxit", "-1");
+  expect_usage("u_maxit2", "--problem thinshell:4,4,4 --json --maxit 2.5", "--maxit", NULL);
+  expect_usage("u_maxit3", "--problem thinshell:4,4,4 --json --maxit 99999999999", "--maxit", NULL);
+  expect_usage("u_levels", "--problem thinshell:4,4,4 --json --levels 0", "--levels", NULL);
+  expect_usage("u_replace", "--problem thinshell:4,4,4 --json --replace x", "--replace", NULL);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(usage_problem) {
+  expect_usage("u_p1", "--problem thinshell:0,4,4 --json", "--problem", "thinshell:0,4,4");
+  expect_usage("u_p2", "--problem thinshell:4,4 --json", "--problem", "thinshell:4,4");
+  expect_usage("u_p3", "--problem thinshell:4,4,4,4 --json", "--problem", NULL);
+  expect_usage("u_p4", "--problem thinshell:4,-4,4 --json", "--problem", NULL);
+  expect_usage("u_p5", "--problem thinshell:4,4,4x --json", "--problem", NULL);
+  expect_usage("u_p6", "--problem cube:4,4,4 --json", "--problem", NULL);
+  expect_usage("u_p7", "--problem thinshell:4,4,4 --geometry sphere --json", "--geometry", "sphere");
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(usage_names) {
+  expect_usage("u_solver", "--problem thinshell:4,4,4 --json --solver foo", "--solver", "foo");
+  expect_usage("u_precond", "--problem thinshell:4,4,4 --json --precond ilu", "--precond", "ilu");
+  expect_usage("u_layout", "--problem thinshell:4,4,4 --json --layout kmid", "--layout", "kmid");
+  expect_usage("u_backend", "--problem thinshell:4,4,4 --json --backend opencl", "--backend", "opencl");
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(usage_column_levels) {
+  const char *mp = pk_test_matrix_path("gr_900_900_crg.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], args[PK_ARGS];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  snprintf(args, sizeof args, "\"%s\" --precond column --json", mpath);
+  expect_usage("u_col", args, "--levels", NULL);
+  /* 7 does not divide n = 900: the library refuses, its message names the levels */
+  snprintf(args, sizeof args, "\"%s\" --precond column --levels 7 --json", mpath);
+  expect_usage("u_col7", args, "levels", "7");
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(usage_files) {
+  char args[PK_ARGS], pbad[PK_PATH], pmiss[PK_PATH], pvec[PK_PATH], pvec2[PK_PATH];
+  tmp(pmiss, sizeof pmiss, "u_files", "no_such_matrix.mtx");
+  remove(pmiss);
+  snprintf(args, sizeof args, "\"%s\" --json", pmiss);
+  expect_usage("u_miss", args, "no_such_matrix.mtx", NULL);
+
+  /* a malformed matrix file: a non-numeric entry on line 3 */
+  tmp(pbad, sizeof pbad, "u_files", "bad.mtx");
+  FILE *f = fopen(pbad, "w");
+  PK_EXPECT(f != NULL, "cannot write %s", pbad);
+  if (f) {
+    fprintf(f, "%%%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 x\n2 2 1.0\n3 3 1.0\n");
+    fclose(f);
+  }
+  snprintf(args, sizeof args, "\"%s\" --json", pbad);
+  expect_usage("u_bad", args, "bad.mtx", NULL);
+
+  /* --rhs and --x0 with the wrong length (5 values for a 4x4x4 problem) */
+  tmp(pvec, sizeof pvec, "u_files", "short.mtx");
+  PK_REQUIRE_OK(NULL, write_random(pvec, 5, 1));
+  snprintf(args, sizeof args, "--problem thinshell:4,4,4 --rhs \"%s\" --json", pvec);
+  expect_usage("u_rhs", args, "--rhs", "5");
+  snprintf(args, sizeof args, "--problem thinshell:4,4,4 --x0 \"%s\" --json", pvec);
+  expect_usage("u_x0", args, "--x0", NULL);
+  tmp(pvec2, sizeof pvec2, "u_files", "no_such_rhs.mtx");
+  remove(pvec2);
+  snprintf(args, sizeof args, "--problem thinshell:4,4,4 --rhs \"%s\" --json", pvec2);
+  expect_usage("u_rhs_miss", args, "no_such_rhs.mtx", NULL);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(usage_cuda_unavailable) {
+  if (pkrylov_has_cuda()) return PK_SKIP;
+  expect_usage("u_cuda", "--problem thinshell:4,4,4 --backend cuda --json", "cuda", "CUDA");
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(demo_small) {
+  char out[PK_CAP], err[PK_CAP];
+  int rc = run(PK_DEMO_EXE, "demo", "16 16 8", out, err);
+  PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+  PK_EXPECT(strstr(out, "iterations") != NULL, "%s", out);
+  PK_EXPECT(strstr(out, "backend") != NULL && strstr(out, "16 x 16 x 8") != NULL, "%s", out);
+  rc = run(PK_DEMO_EXE, "demo_bad", "16 16", out, err);
+  PK_EXPECT(rc == 2, "demo with two sizes: exit %d", rc);
+  rc = run(PK_DEMO_EXE, "demo_bad0", "16 0 8", out, err);
+  PK_EXPECT(rc == 2, "demo with NY = 0: exit %d", rc);
+  PK_TEST_END();
+}
+
+PK_TEST_MAIN(PK_TEST_ENTRY(thinshell_json), PK_TEST_ENTRY(thinshell_pipecg_options),
+             PK_TEST_ENTRY(text_report_and_quiet), PK_TEST_ENTRY(matrix_cg_dense),
+             PK_TEST_ENTRY(matrix_pipecg_dense), PK_TEST_ENTRY(matrix_column_lap3d),
+             PK_TEST_ENTRY(rhs_option), PK_TEST_ENTRY(x0_exact_zero_iterations),
+             PK_TEST_ENTRY(x0_returned_with_maxit0), PK_TEST_ENTRY(maxit_not_converged),
+             PK_TEST_ENTRY(history_lines), PK_TEST_ENTRY(usage_options), PK_TEST_ENTRY(usage_numbers),
+             PK_TEST_ENTRY(usage_problem), PK_TEST_ENTRY(usage_names), PK_TEST_ENTRY(usage_column_levels),
+             PK_TEST_ENTRY(usage_files), PK_TEST_ENTRY(usage_cuda_unavailable), PK_TEST_ENTRY(demo_small))
