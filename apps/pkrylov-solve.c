@@ -1,0 +1,713 @@
+/**
+ * @file pkrylov-solve.c
+ * @brief Command-line solver: reads a Matrix Market matrix (or builds the thin-shell model problem),
+ *        solves A x = b with CG or pipelined CG and reports the outcome as text or one JSON object.
+ *
+ * Exit status: 0 converged, 1 did not converge or broke down (x is still written), 2 bad input or
+ * usage (the message on stderr names the bad option or value and quotes the library's message).
+ * Uses the public API of pkrylov.h only.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pkrylov.h"
+
+#define PROG "pkrylov-solve"
+
+/** Exit codes. */
+enum { EXIT_CONVERGED = 0, EXIT_NOT_CONVERGED = 1, EXIT_USAGE = 2 };
+
+/** Everything the command line sets. Strings point into argv. */
+typedef struct {
+  const char *matrix;      /* positional MATRIX.mtx */
+  const char *problem;     /* --problem text, as given */
+  int32_t nx, ny, nz;      /* parsed --problem grid */
+  int32_t geometry;        /* PKRYLOV_GEOMETRY_*; set_geometry says whether --geometry was given */
+  int set_geometry;
+  const char *rhs, *x0, *out, *history, *save_system;
+  int32_t solver, precond, layout, backend;
+  int set_precond, set_layout;
+  int32_t levels;          /* 0 = not given */
+  double rtol, atol;
+  int32_t maxit, replace, true_residual, threads;
+  int set_replace, set_true_residual, set_threads;
+  int json, quiet, help;
+} options;
+
+/** Print "pkrylov-solve: error: <message>" on stderr. */
+static void usage_error(const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "%s: error: ", PROG);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+}
+
+/** The usage text. */
+static void print_help(FILE *f) {
+  fprintf(f,
+          "usage: " PROG " [MATRIX.mtx | --problem thinshell:NX,NY,NZ] [options]\n"
+          "\n"
+          "Solve A x = b with a Krylov method of pkrylov.\n"
+          "\n"
+          "problem (exactly one):\n"
+          "  MATRIX.mtx                 square sparse matrix in Matrix Market format\n"
+          "  --problem thinshell:NX,NY,NZ  thin-shell pressure model problem on an NX x NY x NZ grid\n"
+          "  --geometry gnomonic|uniform   thin-shell horizontal geometry (default gnomonic)\n"
+          "\n"
+          "system:\n"
+          "  --rhs B.mtx                right-hand side vector (default b = A * ones)\n"
+          "  --x0 X0.mtx                initial guess (default zero)\n"
+          "\n"
+          "method:\n"
+          "  --solver cg|pipecg         Krylov method (default cg)\n"
+          "  --precond none|jacobi|column  preconditioner (default column for --problem, jacobi for a\n"
+          "                             matrix file)\n"
+          "  --levels NZ                vertical levels per column (column preconditioner; required\n"
+          "                             for a matrix file)\n"
+          "  --layout kslow|kfast       where the levels of a column lie (default kslow)\n"
+          "  --backend cpu|cuda|auto    backend (default auto)\n"
+          "  --rtol R                   relative tolerance (default 1e-8)\n"
+          "  --atol A                   absolute tolerance (default 0)\n"
+          "  --maxit N                  iteration cap (default 1000)\n"
+          "  --replace K                pipelined CG: residual replacement every K iterations\n"
+          "  --true-residual K          recompute the true residual every K iterations\n"
+          "  --threads T                CPU threads (0 = default)\n"
+          "\n"
+          "output:\n"
+          "  --out X.mtx                write the solution (also when not converged)\n"
+          "  --history H.csv            write the residual history as iteration,residual lines\n"
+          "  --save-system PREFIX       write PREFIX_A.mtx and PREFIX_b.mtx before solving\n"
+          "  --json                     print one JSON object on stdout (text report goes to stderr)\n"
+          "  --quiet                    no text report\n"
+          "  --help                     this text\n"
+          "\n"
+          "exit status: 0 converged, 1 not converged or breakdown, 2 bad input or usage\n");
+}
+
+/** Parse a whole string as a finite double; 0 on success. */
+static int parse_double(const char *s, double *v) {
+  char *end = NULL;
+  if (!s || !*s) return 1;
+  errno = 0;
+  double d = strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !isfinite(d)) return 1;
+  *v = d;
+  return 0;
+}
+
+/** Parse a whole string as a base-10 int32; 0 on success. */
+static int parse_int(const char *s, int32_t *v) {
+  char *end = NULL;
+  if (!s || !*s) return 1;
+  errno = 0;
+  long l = strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || l < INT32_MIN || l > INT32_MAX) return 1;
+  *v = (int32_t)l;
+  return 0;
+}
+
+/** Parse "thinshell:NX,NY,NZ" (each a positive integer); 0 on success. */
+static int parse_problem(const char *s, int32_t *nx, int32_t *ny, int32_t *nz) {
+  static const char prefix[] = "thinshell:";
+  if (strncmp(s, prefix, sizeof prefix - 1) != 0) return 1;
+  const char *p = s + sizeof prefix - 1;
+  int32_t dims[3];
+  for (int d = 0; d < 3; d++) {
+    char *end = NULL;
+    if (*p < '0' || *p > '9') return 1; /* no sign, no blank */
+    errno = 0;
+    long l = strtol(p, &end, 10);
+    if (errno != 0 || end == p || l < 1 || l > INT32_MAX) return 1;
+    dims[d] = (int32_t)l;
+    if (d < 2) {
+      if (*end != ',') return 1;
+      p = end + 1;
+    } else if (*end != '\0') {
+      return 1;
+    }
+  }
+  *nx = dims[0], *ny = dims[1], *nz = dims[2];
+  return 0;
+}
+
+/** Look name up in a NULL-terminated list of names; the matching value or -1. */
+static int32_t lookup(const char *name, const char *const *names, const int32_t *values) {
+  for (int i = 0; names[i]; i++)
+    if (strcmp(name, names[i]) == 0) return values[i];
+  return -1;
+}
+
+/**
+ * Parse argv into o (defaults first). Returns 0 on success, otherwise prints a message naming the
+ * offending option and returns 1.
+ */
+static int parse_args(int argc, char **argv, options *o) {
+  static const char *const solver_names[] = {"cg", "pipecg", NULL};
+  static const int32_t solver_values[] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
+  static const char *const precond_names[] = {"none", "jacobi", "column", NULL};
+  static const int32_t precond_values[] = {PKRYLOV_PRECOND_NONE, PKRYLOV_PRECOND_JACOBI,
+                                           PKRYLOV_PRECOND_COLUMN};
+  static const char *const layout_names[] = {"kslow", "kfast", NULL};
+  static const int32_t layout_values[] = {PKRYLOV_LAYOUT_KSLOW, PKRYLOV_LAYOUT_KFAST};
+  static const char *const backend_names[] = {"cpu", "cuda", "auto", NULL};
+  static const int32_t backend_values[] = {PKRYLOV_BACKEND_CPU, PKRYLOV_BACKEND_CUDA,
+                                           PKRYLOV_BACKEND_AUTO};
+  static const char *const geometry_names[] = {"gnomonic", "uniform", NULL};
+  static const int32_t geometry_values[] = {PKRYLOV_GEOMETRY_GNOMONIC, PKRYLOV_GEOMETRY_UNIFORM};
+
+  memset(o, 0, sizeof *o);
+  o->geometry = PKRYLOV_GEOMETRY_GNOMONIC;
+  o->solver = PKRYLOV_SOLVER_CG;
+  o->layout = PKRYLOV_LAYOUT_KSLOW;
+  o->backend = PKRYLOV_BACKEND_AUTO;
+  o->rtol = 1e-8;
+  o->atol = 0.0;
+  o->maxit = 1000;
+
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (arg[0] != '-' || arg[1] == '\0') { /* positional (a lone "-" is not an option either) */
+      if (o->matrix) {
+        usage_error("more than one matrix file given ('%s' and '%s')", o->matrix, arg);
+        return 1;
+      }
+      o->matrix = arg;
+      continue;
+    }
+    /* flags without a value */
+    if (strcmp(arg, "--json") == 0) { o->json = 1; continue; }
+    if (strcmp(arg, "--quiet") == 0) { o->quiet = 1; continue; }
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) { o->help = 1; continue; }
+
+    /* options with a value: "--opt VALUE" or "--opt=VALUE" */
+    static const char *const valued[] = {
+        "--problem", "--geometry", "--rhs", "--x0", "--solver", "--precond", "--levels",
+        "--layout", "--backend", "--rtol", "--atol", "--maxit", "--replace", "--true-residual",
+        "--out", "--history", "--save-system", "--threads", NULL};
+    char name[64];
+    const char *val = NULL;
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    if (len >= sizeof name) len = sizeof name - 1;
+    memcpy(name, arg, len);
+    name[len] = '\0';
+    int known = 0;
+    for (int k = 0; valued[k]; k++) known |= strcmp(name, valued[k]) == 0;
+    if (!known) {
+      usage_error("unknown option '%s' (see --help)", arg);
+      return 1;
+    }
+    if (eq) {
+      val = eq + 1;
+    } else if (i + 1 < argc) {
+      val = argv[++i];
+    } else {
+      usage_error("option '%s' needs a value", name);
+      return 1;
+    }
+    if (*val == '\0') {
+      usage_error("option '%s' has an empty value", name);
+      return 1;
+    }
+
+    if (strcmp(name, "--problem") == 0) {
+      if (parse_problem(val, &o->nx, &o->ny, &o->nz)) {
+        usage_error("invalid value '%s' for option '--problem': expected thinshell:NX,NY,NZ with "
+                    "positive integers NX, NY, NZ", val);
+        return 1;
+      }
+      o->problem = val;
+    } else if (strcmp(name, "--geometry") == 0) {
+      o->geometry = lookup(val, geometry_names, geometry_values);
+      o->set_geometry = 1;
+      if (o->geometry < 0) {
+        usage_error("invalid value '%s' for option '--geometry' (gnomonic or uniform)", val);
+        return 1;
+      }
+    } else if (strcmp(name, "--solver") == 0) {
+      o->solver = lookup(val, solver_names, solver_values);
+      if (o->solver < 0) {
+        usage_error("invalid value '%s' for option '--solver' (cg or pipecg)", val);
+        return 1;
+      }
+    } else if (strcmp(name, "--precond") == 0) {
+      o->precond = lookup(val, precond_names, precond_values);
+      o->set_precond = 1;
+      if (o->precond < 0) {
+        usage_error("invalid value '%s' for option '--precond' (none, jacobi or column)", val);
+        return 1;
+      }
+    } else if (strcmp(name, "--layout") == 0) {
+      o->layout = lookup(val, layout_names, layout_values);
+      o->set_layout = 1;
+      if (o->layout < 0) {
+        usage_error("invalid value '%s' for option '--layout' (kslow or kfast)", val);
+        return 1;
+      }
+    } else if (strcmp(name, "--backend") == 0) {
+      o->backend = lookup(val, backend_names, backend_values);
+      if (o->backend < 0) {
+        usage_error("invalid value '%s' for option '--backend' (cpu, cuda or auto)", val);
+        return 1;
+      }
+    } else if (strcmp(name, "--rtol") == 0 || strcmp(name, "--atol") == 0) {
+      double *dst = name[2] == 'r' ? &o->rtol : &o->atol;
+      if (parse_double(val, dst) || *dst < 0.0) {
+        usage_error("invalid value '%s' for option '%s': expected a finite number >= 0", val, name);
+        return 1;
+      }
+    } else if (strcmp(name, "--rhs") == 0) {
+      o->rhs = val;
+    } else if (strcmp(name, "--x0") == 0) {
+      o->x0 = val;
+    } else if (strcmp(name, "--out") == 0) {
+      o->out = val;
+    } else if (strcmp(name, "--history") == 0) {
+      o->history = val;
+    } else if (strcmp(name, "--save-system") == 0) {
+      o->save_system = val;
+    } else {
+      /* the integer options: --levels (> 0), --maxit, --replace, --true-residual, --threads (>= 0) */
+      int is_levels = strcmp(name, "--levels") == 0;
+      int32_t v = 0;
+      if (parse_int(val, &v) || v < 0 || (is_levels && v == 0)) {
+        usage_error("invalid value '%s' for option '%s': expected an integer %s", val, name,
+                    is_levels ? "> 0" : ">= 0");
+        return 1;
+      }
+      if (is_levels) {
+        o->levels = v;
+      } else if (strcmp(name, "--maxit") == 0) {
+        o->maxit = v;
+      } else if (strcmp(name, "--replace") == 0) {
+        o->replace = v, o->set_replace = 1;
+      } else if (strcmp(name, "--true-residual") == 0) {
+        o->true_residual = v, o->set_true_residual = 1;
+      } else {
+        o->threads = v, o->set_threads = 1;
+      }
+    }
+  }
+  if (o->help) return 0;
+
+  if (!o->matrix && !o->problem) {
+    usage_error("no problem given: name a MATRIX.mtx file or use --problem thinshell:NX,NY,NZ");
+    return 1;
+  }
+  if (o->matrix && o->problem) {
+    usage_error("both a matrix file ('%s') and '--problem %s' given; use one", o->matrix, o->problem);
+    return 1;
+  }
+  if (o->matrix && o->set_geometry) {
+    usage_error("option '--geometry' applies to '--problem' only");
+    return 1;
+  }
+  if (!o->set_precond) o->precond = o->problem ? PKRYLOV_PRECOND_COLUMN : PKRYLOV_PRECOND_JACOBI;
+  if (o->matrix && o->precond == PKRYLOV_PRECOND_COLUMN && o->levels == 0) {
+    usage_error("'--precond column' on a matrix file needs '--levels NZ' (vertical levels per column)");
+    return 1;
+  }
+  if (!(o->rtol > 0.0 || o->atol > 0.0)) {
+    usage_error("options '--rtol' and '--atol' are both 0: nothing to converge to");
+    return 1;
+  }
+  return 0;
+}
+
+/** Monotonic wall clock in seconds. */
+static double wall_time(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/** The context's last error message (or the thread-local one when ctx is NULL). */
+static const char *lib_message(pkrylov_context ctx) {
+  const char *msg = NULL;
+  if (ctx) pkrylov_context_get_last_error(ctx, NULL, &msg);
+  if (!msg || !*msg) msg = pkrylov_last_error_message();
+  return msg ? msg : "";
+}
+
+/** Report a failed library call: what we tried, the status string and the library's message. */
+static void lib_error(pkrylov_context ctx, int status, const char *what) {
+  fprintf(stderr, "%s: error: %s: %s (%s)\n", PROG, what, lib_message(ctx), pkrylov_error_string(status));
+}
+
+/** Print a JSON number with %.17g, or null when it is not finite. */
+static void json_number(FILE *f, const char *key, double v, int comma) {
+  if (isfinite(v))
+    fprintf(f, "\"%s\":%.17g", key, v);
+  else
+    fprintf(f, "\"%s\":null", key);
+  if (comma) fputc(',', f);
+}
+
+/** Print a JSON string value with the characters JSON requires escaped. */
+static void json_string(FILE *f, const char *key, const char *s, int comma) {
+  fprintf(f, "\"%s\":\"", key);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+  fputc('"', f);
+  if (comma) fputc(',', f);
+}
+
+/** Name of an enumeration value for the report. */
+static const char *enum_name(int32_t v) {
+  switch (v) {
+  case PKRYLOV_SOLVER_CG: return "cg";
+  case PKRYLOV_SOLVER_PIPECG: return "pipecg";
+  case PKRYLOV_PRECOND_NONE: return "none";
+  case PKRYLOV_PRECOND_JACOBI: return "jacobi";
+  case PKRYLOV_PRECOND_COLUMN: return "column";
+  case PKRYLOV_BACKEND_CPU: return "cpu";
+  case PKRYLOV_BACKEND_CUDA: return "cuda";
+  case PKRYLOV_BACKEND_AUTO: return "auto";
+  case PKRYLOV_LAYOUT_KSLOW: return "kslow";
+  case PKRYLOV_LAYOUT_KFAST: return "kfast";
+  case PKRYLOV_LAYOUT_AUTO: return "auto";
+  case PKRYLOV_GEOMETRY_GNOMONIC: return "gnomonic";
+  case PKRYLOV_GEOMETRY_UNIFORM: return "uniform";
+  default: return "unknown";
+  }
+}
+
+/**
+ * Read a vector file that must hold exactly n values into a new array (*v). Returns 0 on success;
+ * otherwise prints a message naming the option and returns 1.
+ */
+static int read_vector(pkrylov_context ctx, const char *option, const char *path, int64_t n, double **v) {
+  int64_t len = 0;
+  int st = pkrylov_mtx_read_vector(ctx, path, 0, NULL, &len);
+  if (st != PKRYLOV_SUCCESS) {
+    char what[512];
+    snprintf(what, sizeof what, "cannot read %s '%s'", option, path);
+    lib_error(ctx, st, what);
+    return 1;
+  }
+  if (len != n) {
+    usage_error("%s '%s' has %lld values but the matrix has n = %lld rows", option, path, (long long)len,
+                (long long)n);
+    return 1;
+  }
+  *v = calloc((size_t)n, sizeof(double));
+  if (!*v) {
+    usage_error("out of memory reading %s '%s'", option, path);
+    return 1;
+  }
+  st = pkrylov_mtx_read_vector(ctx, path, n, *v, &len);
+  if (st != PKRYLOV_SUCCESS) {
+    char what[512];
+    snprintf(what, sizeof what, "cannot read %s '%s'", option, path);
+    lib_error(ctx, st, what);
+    return 1;
+  }
+  return 0;
+}
+
+/** Write the residual history as a CSV file with a header line "iteration,residual". 0 on success. */
+static int write_history(pkrylov_solver s, const char *path) {
+  int32_t len = 0;
+  if (pkrylov_solver_get_history(s, 0, NULL, &len) != PKRYLOV_SUCCESS || len < 0) return 1;
+  double *h = calloc((size_t)(len > 0 ? len : 1), sizeof(double));
+  if (!h) return 1;
+  int32_t got = 0;
+  if (pkrylov_solver_get_history(s, len, h, &got) != PKRYLOV_SUCCESS) {
+    free(h);
+    return 1;
+  }
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    free(h);
+    return 1;
+  }
+  fprintf(f, "iteration,residual\n");
+  for (int32_t i = 0; i < len && i < got; i++) fprintf(f, "%d,%.17g\n", (int)i, h[i]);
+  free(h);
+  return fclose(f) != 0;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  if (parse_args(argc, argv, &o)) {
+    fprintf(stderr, "%s: try '%s --help'\n", PROG, PROG);
+    return EXIT_USAGE;
+  }
+  if (o.help) {
+    print_help(stdout);
+    return 0;
+  }
+
+  int rc = EXIT_USAGE, st;
+  pkrylov_context ctx = NULL;
+  pkrylov_operator A = NULL;
+  pkrylov_precond M = NULL;
+  pkrylov_solver s = NULL;
+  double *b = NULL, *x = NULL, *y = NULL;
+  char what[1024];
+  /* the text report goes to stdout, or to stderr when stdout carries the JSON object */
+  FILE *rep = o.quiet ? NULL : (o.json ? stderr : stdout);
+
+  st = pkrylov_context_create(o.backend, &ctx);
+  if (st != PKRYLOV_SUCCESS) {
+    snprintf(what, sizeof what, "cannot create a context for '--backend %s'", enum_name(o.backend));
+    lib_error(NULL, st, what);
+    goto done;
+  }
+  int32_t backend = 0;
+  pkrylov_context_get_backend(ctx, &backend);
+  if (o.set_threads && (st = pkrylov_context_set_num_threads(ctx, o.threads)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "cannot set '--threads'");
+    goto done;
+  }
+
+  /* ---- the operator ---- */
+  if (o.problem) {
+    pkrylov_thinshell_params p;
+    st = pkrylov_thinshell_params_default(o.nx, o.ny, o.nz, &p);
+    if (st == PKRYLOV_SUCCESS) {
+      p.geometry = o.geometry;
+      st = pkrylov_operator_create_thinshell(ctx, &p, &A);
+    }
+    if (st != PKRYLOV_SUCCESS) {
+      snprintf(what, sizeof what, "cannot build '--problem %s'", o.problem);
+      lib_error(ctx, st, what);
+      goto done;
+    }
+  } else if ((st = pkrylov_operator_create_from_mtx(ctx, o.matrix, &A)) != PKRYLOV_SUCCESS) {
+    snprintf(what, sizeof what, "cannot read matrix file '%s'", o.matrix);
+    lib_error(ctx, st, what);
+    goto done;
+  }
+  int64_t n = 0, nnz = 0;
+  if ((st = pkrylov_operator_get_info(A, &n, &nnz, NULL, NULL, NULL, NULL)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "cannot query the operator");
+    goto done;
+  }
+
+  /* ---- right-hand side and initial guess ---- */
+  x = calloc((size_t)n, sizeof(double));
+  y = calloc((size_t)n, sizeof(double));
+  if (!x || !y) {
+    usage_error("out of memory for vectors of n = %lld", (long long)n);
+    goto done;
+  }
+  if (o.rhs) {
+    if (read_vector(ctx, "--rhs", o.rhs, n, &b)) goto done;
+  } else {
+    /* b = A * ones, so the exact solution is all ones */
+    b = calloc((size_t)n, sizeof(double));
+    if (!b) {
+      usage_error("out of memory for vectors of n = %lld", (long long)n);
+      goto done;
+    }
+    for (int64_t i = 0; i < n; i++) y[i] = 1.0;
+    if ((st = pkrylov_operator_apply(A, PKRYLOV_MEM_HOST, y, b)) != PKRYLOV_SUCCESS) {
+      lib_error(ctx, st, "cannot compute b = A * ones");
+      goto done;
+    }
+  }
+  if (o.x0) {
+    double *x0 = NULL;
+    if (read_vector(ctx, "--x0", o.x0, n, &x0)) goto done;
+    free(x);
+    x = x0;
+  }
+
+  if (o.save_system) {
+    size_t plen = strlen(o.save_system) + 8;
+    char *path = malloc(plen);
+    if (!path) {
+      usage_error("out of memory");
+      goto done;
+    }
+    snprintf(path, plen, "%s_A.mtx", o.save_system);
+    st = pkrylov_operator_write_mtx(A, path);
+    if (st == PKRYLOV_SUCCESS) {
+      snprintf(path, plen, "%s_b.mtx", o.save_system);
+      st = pkrylov_mtx_write_vector(ctx, path, n, b);
+    }
+    if (st != PKRYLOV_SUCCESS) {
+      snprintf(what, sizeof what, "'--save-system %s': cannot write '%s'", o.save_system, path);
+      lib_error(ctx, st, what);
+      free(path);
+      goto done;
+    }
+    free(path);
+  }
+
+  /* ---- preconditioner and solver (the setup) ---- */
+  double t0 = wall_time();
+  int32_t levels = o.levels, layout = o.layout;
+  if (o.problem && !o.set_layout) layout = PKRYLOV_LAYOUT_AUTO;
+  if (o.precond != PKRYLOV_PRECOND_COLUMN) levels = 0, layout = PKRYLOV_LAYOUT_AUTO;
+  if ((st = pkrylov_precond_create(ctx, A, o.precond, levels, layout, &M)) != PKRYLOV_SUCCESS) {
+    if (o.precond == PKRYLOV_PRECOND_COLUMN && o.levels > 0)
+      snprintf(what, sizeof what, "cannot build '--precond column' with '--levels %d --layout %s'",
+               (int)o.levels, enum_name(o.layout));
+    else if (o.precond == PKRYLOV_PRECOND_COLUMN)
+      snprintf(what, sizeof what, "cannot build '--precond column' with '--layout %s'", enum_name(o.layout));
+    else
+      snprintf(what, sizeof what, "cannot build '--precond %s'", enum_name(o.precond));
+    lib_error(ctx, st, what);
+    goto done;
+  }
+  pkrylov_precond_get_info(M, NULL, &levels, &layout);
+  if ((st = pkrylov_solver_create(ctx, o.solver, A, M, &s)) != PKRYLOV_SUCCESS) {
+    snprintf(what, sizeof what, "cannot create '--solver %s'", enum_name(o.solver));
+    lib_error(ctx, st, what);
+    goto done;
+  }
+  double setup_time = wall_time() - t0;
+  if ((st = pkrylov_solver_set_tolerances(s, o.rtol, o.atol)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "invalid '--rtol'/'--atol'");
+    goto done;
+  }
+  if ((st = pkrylov_solver_set_max_iterations(s, o.maxit)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "invalid '--maxit'");
+    goto done;
+  }
+  if (o.set_replace && (st = pkrylov_solver_set_residual_replacement(s, o.replace)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "invalid '--replace'");
+    goto done;
+  }
+  if (o.set_true_residual &&
+      (st = pkrylov_solver_set_true_residual_interval(s, o.true_residual)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "invalid '--true-residual'");
+    goto done;
+  }
+  if (o.x0 && (st = pkrylov_solver_set_initial_guess_nonzero(s, 1)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "cannot use '--x0'");
+    goto done;
+  }
+  if (o.history && (st = pkrylov_solver_set_history(s, 1)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "cannot record '--history'");
+    goto done;
+  }
+
+  /* ---- solve ---- */
+  t0 = wall_time();
+  st = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);
+  double solve_time = wall_time() - t0;
+  if (st != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "the solve failed");
+    goto done;
+  }
+  pkrylov_result res;
+  if ((st = pkrylov_solver_get_result(s, &res)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "cannot get the result");
+    goto done;
+  }
+
+  /* ---- our own check: rel_residual = ||b - A x||_2 / ||b||_2 (||b - A x|| when b = 0) ---- */
+  if ((st = pkrylov_operator_apply(A, PKRYLOV_MEM_HOST, x, y)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "cannot compute A x");
+    goto done;
+  }
+  double rr = 0.0, bb = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    double r = b[i] - y[i];
+    rr += r * r;
+    bb += b[i] * b[i];
+  }
+  double final_residual = sqrt(rr), rhs_norm = sqrt(bb);
+  double rel_residual = rhs_norm > 0.0 ? final_residual / rhs_norm : final_residual;
+
+  rc = res.converged ? EXIT_CONVERGED : EXIT_NOT_CONVERGED;
+  if (o.out && (st = pkrylov_mtx_write_vector(ctx, o.out, n, x)) != PKRYLOV_SUCCESS) {
+    snprintf(what, sizeof what, "cannot write '--out %s'", o.out);
+    lib_error(ctx, st, what);
+    rc = EXIT_USAGE;
+  }
+  if (o.history && write_history(s, o.history)) {
+    usage_error("cannot write '--history %s'", o.history);
+    rc = EXIT_USAGE;
+  }
+
+  double per_it = res.iterations > 0 ? solve_time / res.iterations : NAN;
+  if (rep) {
+    if (o.problem)
+      fprintf(rep, "problem       thinshell %d x %d x %d (%s)\n", (int)o.nx, (int)o.ny, (int)o.nz,
+              enum_name(o.geometry));
+    else
+      fprintf(rep, "matrix        %s\n", o.matrix);
+    fprintf(rep, "solver        %s\n", enum_name(o.solver));
+    if (o.precond == PKRYLOV_PRECOND_COLUMN)
+      fprintf(rep, "precond       column (levels %d, layout %s)\n", (int)levels, enum_name(layout));
+    else
+      fprintf(rep, "precond       %s\n", enum_name(o.precond));
+    fprintf(rep, "backend       %s\n", enum_name(backend));
+    fprintf(rep, "n             %lld\n", (long long)n);
+    fprintf(rep, "nnz           %lld\n", (long long)nnz);
+    fprintf(rep, "iterations    %d\n", (int)res.iterations);
+    fprintf(rep, "reason        %s\n", pkrylov_reason_string(res.reason));
+    fprintf(rep, "converged     %s\n", res.converged ? "yes" : "no");
+    fprintf(rep, "rel_residual  %.6e  (||b - A x|| / ||b||, recomputed; rtol %.3g)\n", rel_residual, o.rtol);
+    fprintf(rep, "setup time    %.6f s\n", setup_time);
+    fprintf(rep, "time          %.6f s (%.3e s per iteration)\n", solve_time,
+            res.iterations > 0 ? per_it : 0.0);
+  }
+  if (o.json) {
+    printf("{");
+    json_string(stdout, "solver", enum_name(o.solver), 1);
+    json_string(stdout, "precond", enum_name(o.precond), 1);
+    json_string(stdout, "backend", enum_name(backend), 1);
+    if (o.problem) {
+      char prob[96];
+      snprintf(prob, sizeof prob, "thinshell:%d,%d,%d", (int)o.nx, (int)o.ny, (int)o.nz);
+      json_string(stdout, "problem", prob, 1);
+      json_string(stdout, "geometry", enum_name(o.geometry), 1);
+    } else {
+      json_string(stdout, "matrix", o.matrix, 1);
+    }
+    if (o.precond == PKRYLOV_PRECOND_COLUMN) {
+      printf("\"levels\":%d,", (int)levels);
+      json_string(stdout, "layout", enum_name(layout), 1);
+    }
+    printf("\"n\":%lld,\"nnz\":%lld,", (long long)n, (long long)nnz);
+    printf("\"iterations\":%d,\"converged\":%s,", (int)res.iterations, res.converged ? "true" : "false");
+    json_string(stdout, "reason", pkrylov_reason_string(res.reason), 1);
+    json_number(stdout, "rel_residual", rel_residual, 1);
+    json_number(stdout, "time_s", solve_time, 1);
+    json_number(stdout, "setup_time_s", setup_time, 1);
+    json_number(stdout, "time_per_iteration_s", per_it, 1);
+    json_number(stdout, "initial_residual", res.initial_residual, 1);
+    json_number(stdout, "final_residual", final_residual, 1);
+    json_number(stdout, "rhs_norm", rhs_norm, 1);
+    json_number(stdout, "rtol", o.rtol, 1);
+    json_number(stdout, "atol", o.atol, 1);
+    printf("\"maxit\":%d,", (int)o.maxit);
+    printf("\"residual_replacements\":%d,\"true_residual_checks\":%d,\"breakdown_iteration\":%d",
+           (int)res.residual_replacements, (int)res.true_residual_checks, (int)res.breakdown_iteration);
+    printf("}\n");
+    fflush(stdout);
+  }
+
+done:
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  free(y);
+  free(x);
+  free(b);
+  if (rc == EXIT_USAGE) fflush(stdout);
+  return rc;
+}
