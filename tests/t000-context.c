@@ -34,8 +34,8 @@ PK_TEST_CASE(bad_backend) {
   PK_TEST_END();
 }
 
+/* Without CUDA compiled in, or (until the CUDA solvers land) with it, a CUDA context is refused clearly. */
 PK_TEST_CASE(cuda_unavailable) {
-  if (pkrylov_has_cuda()) return PK_SKIP; /* the CUDA tests cover this build */
   pkrylov_context ctx;
   PK_EXPECT_CODE(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx), PKRYLOV_ERR_BACKEND_UNAVAILABLE);
   PK_EXPECT(strstr(pkrylov_last_error_message(), "CUDA"), "message '%s'", pkrylov_last_error_message());

@@ -112,6 +112,7 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
   for (int64_t c = 0; c < nch; c++) {
     const int64_t c0 = c * cw, c1 = c0 + cw < M->ncols ? c0 + cw : M->ncols;
+    if (pk_pc_cg_step_cols(M, alpha, r, q, z, c0, c1, part + 2 * c)) continue; /* one sweep pair */
     PK_FOR_COLUMN_CELLS(M, c0, c1, i, { r[i] -= alpha * q[i]; });
     pk_pc_apply_cols(M, r, z, c0, c1);
     double t0 = 0, t1 = 0;

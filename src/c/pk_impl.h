@@ -178,6 +178,13 @@ struct pkrylov_precond_s {
 /** z = M^-1 r on the columns [c0, c1) only (cells of those columns). Serial. */
 void pk_pc_apply_cols(const struct pkrylov_precond_s *M, const double *r, double *z, int64_t c0,
                       int64_t c1);
+/**
+ * The CG preconditioner loop fused into the column sweeps where the preconditioner has such a form
+ * (column, symmetric, k-slow): r -= alpha q; z = M^-1 r; out[0] = (r, z), out[1] = (r, r) on the
+ * columns [c0, c1). Returns 1 when done, 0 when the caller must do it in separate passes.
+ */
+int pk_pc_cg_step_cols(const struct pkrylov_precond_s *M, double alpha, double *r, const double *q, double *z,
+                       int64_t c0, int64_t c1, double *out);
 /** z = M^-1 r, OpenMP-parallel over fixed column chunks. */
 void pk_pc_apply_all(const struct pkrylov_precond_s *M, const double *r, double *z);
 /** Columns per chunk used by the fused CPU loops for this preconditioner. */

@@ -389,6 +389,81 @@ static void pc_sym_kslow(const struct pkrylov_precond_s *P, const double *restri
   }
 }
 
+/** Widest column chunk the fused CG sweep handles (its per-column accumulators live on the stack). */
+#define PC_FUSED_MAX_COLS 8192
+
+/**
+ * The CG "preconditioner loop" in one sweep pair over the columns [c0, c1), symmetric k-slow path:
+ *   forward   r_k -= alpha q_k;  y_k = r_k - l_{k-1} y_{k-1};  rr += r_k^2;  rz += dinv_k y_k^2
+ *   backward  z_k = dinv_k y_k - l_k z_{k+1}
+ * using (r, M^-1 r) = (L^-1 r)^T D^-1 (L^-1 r), so r is not read again after the forward sweep.
+ * Partial sums per column, added in column order: out[0] = (r, z), out[1] = (r, r).
+ */
+static void pc_sym_kslow_cg(const struct pkrylov_precond_s *P, double alpha, double *restrict r,
+                            const double *restrict q, double *restrict z, int64_t c0, int64_t c1,
+                            double *out) {
+  const int64_t nc = P->ncols, w = c1 - c0;
+  const int32_t nz = P->nz;
+  const double *restrict lmul = P->lmul;
+  const double *restrict dinv = P->dinv;
+  double arz[PC_FUSED_MAX_COLS], arr[PC_FUSED_MAX_COLS];
+  {
+    double *restrict rk = r + c0;
+    const double *restrict qk = q + c0, *restrict dk = dinv + c0;
+    double *restrict zk = z + c0;
+    for (int64_t c = 0; c < w; c++) {
+      const double rv = rk[c] - alpha * qk[c];
+      rk[c] = rv;
+      zk[c] = rv;
+      arr[c] = rv * rv;
+      arz[c] = dk[c] * rv * rv;
+    }
+  }
+  for (int32_t k = 1; k < nz; k++) {
+    const int64_t o = (int64_t)k * nc + c0, p = o - nc;
+    double *restrict rk = r + o;
+    const double *restrict qk = q + o, *restrict dk = dinv + o;
+    const double *restrict lp = lmul + p;
+    const double *restrict zp = z + p;
+    double *restrict zk = z + o;
+    for (int64_t c = 0; c < w; c++) {
+      const double rv = rk[c] - alpha * qk[c];
+      const double y = rv - lp[c] * zp[c];
+      rk[c] = rv;
+      zk[c] = y;
+      arr[c] += rv * rv;
+      arz[c] += dk[c] * y * y;
+    }
+  }
+  {
+    const int64_t o = (int64_t)(nz - 1) * nc + c0;
+    const double *restrict dk = dinv + o;
+    double *restrict zk = z + o;
+    for (int64_t c = 0; c < w; c++) zk[c] *= dk[c];
+  }
+  for (int32_t k = nz - 2; k >= 0; k--) {
+    const int64_t o = (int64_t)k * nc + c0, qo = o + nc;
+    const double *restrict dk = dinv + o;
+    const double *restrict lk = lmul + o;
+    const double *restrict zq = z + qo;
+    double *restrict zk = z + o;
+    for (int64_t c = 0; c < w; c++) zk[c] = dk[c] * zk[c] - lk[c] * zq[c];
+  }
+  double rz = 0.0, rr = 0.0;
+  for (int64_t c = 0; c < w; c++) rz += arz[c], rr += arr[c];
+  out[0] = rz;
+  out[1] = rr;
+}
+
+int pk_pc_cg_step_cols(const struct pkrylov_precond_s *M, double alpha, double *r, const double *q, double *z,
+                       int64_t c0, int64_t c1, double *out) {
+  if (M->type != PKRYLOV_PRECOND_COLUMN || !M->symmetric || M->layout != PKRYLOV_LAYOUT_KSLOW ||
+      c1 - c0 > PC_FUSED_MAX_COLS)
+    return 0;
+  pc_sym_kslow_cg(M, alpha, r, q, z, c0, c1, out);
+  return 1;
+}
+
 /** Symmetric path, k-fast layout: the same sweeps column by column (levels contiguous). */
 static void pc_sym_kfast(const struct pkrylov_precond_s *P, const double *restrict r, double *restrict z,
                          int64_t c0, int64_t c1) {

@@ -52,6 +52,9 @@ struct pkrylov_solver_s {
  *  before the solve stops with PKRYLOV_DIVERGED_STAGNATION (the tolerance is below attainable accuracy). */
 #define PK_MAX_CONFIRM_FAILURES 5
 
+/** Extra doubles between consecutive work vectors (5 cache lines), see pkrylov_solver_create. */
+#define PK_VEC_SHIFT 40
+
 int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A, pkrylov_precond M,
                           pkrylov_solver *s) {
   PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
@@ -82,7 +85,10 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   S->replace_interval = 50;
   /* CG: r z p q (+ t for true residuals); pipelined CG: all */
   const int nvec = type == PKRYLOV_SOLVER_CG ? V_U + 1 : PK_NVEC;
-  S->work = calloc((size_t)nvec * (size_t)A->n, sizeof(double));
+  /* Work vectors in one block, each start shifted by 5 more cache lines than the previous one: large
+     power-of-two strides would map every vector of a fused loop to the same cache sets. */
+  const size_t stride = ((size_t)A->n + 7) / 8 * 8 + PK_VEC_SHIFT;
+  S->work = calloc((size_t)nvec * stride, sizeof(double));
   S->part = calloc((size_t)pk_cpu_scratch_size(A->n, S->M), sizeof(double));
   if (!S->work || !S->part) {
     free(S->work);
@@ -91,7 +97,7 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
                     "cannot allocate %d work vectors of %lld values", nvec, (long long)A->n);
   }
-  for (int i = 0; i < nvec; i++) S->v[i] = S->work + (size_t)i * (size_t)A->n;
+  for (int i = 0; i < nvec; i++) S->v[i] = S->work + (size_t)i * stride;
   if (type == PKRYLOV_SOLVER_CG) S->v[V_T] = S->v[V_U]; /* scratch for true residuals */
   A->refs++;
   if (M) M->refs++;
