@@ -1,0 +1,232 @@
+/**
+ * @file pk_cuda.h
+ * @brief Internal interface of the CUDA backend: device views of the objects, the device-resident solver
+ *        state, and the kernel launchers (C linkage; implemented in the .cu files of src/cuda).
+ *
+ * Conventions
+ * - Every pointer in the views and every vector argument is DEVICE memory.
+ * - Every launcher enqueues work on `stream` and returns a cudaError_t (as int): the result of
+ *   cudaGetLastError() after its launches. None of them synchronises.
+ * - Kernels that take `st` (the device state) do nothing when st->status != PK_ST_RUNNING, so a CUDA graph
+ *   holding several iterations becomes a chain of no-ops once the solve has stopped.
+ * - Reductions are deterministic: a kernel that produces partial sums writes one slot per thread block
+ *   (part[block * nvals + j]) using a fixed-shape tree inside the block; a 1-block "scalar" kernel adds the
+ *   slots in block order with a fixed-shape tree. Grid sizes depend on the problem only, never on the device.
+ *   No floating-point atomics.
+ * - Arithmetic per cell is written exactly as in the CPU backend (cpu_kernels.c, operator.c, precond.c) and
+ *   compiled with -fmad=false, so a kernel and its CPU twin give the same value per cell; only the order of
+ *   the global sums differs.
+ * - fp32 views (mixed precision): coefficient/factor arrays in float, vectors and sums in double.
+ *
+ * Ownership: pk_cuda_kernels.cu implements the data-parallel launchers (operators, preconditioners, fused
+ * steps, reductions); pk_cuda_solver.cu implements the scalar kernels and the solve drivers;
+ * pk_cuda_backend.cu the device memory, streams and uploads.
+ */
+#ifndef PK_CUDA_H
+#define PK_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Device view of an operator. Fields not used by the operator type are NULL. */
+typedef struct {
+  int32_t type;            /* PKRYLOV_OPERATOR_CSR / _STENCIL7 / _THINSHELL */
+  int64_t n;
+  int32_t nx, ny, nz;      /* grid (stencil, thin shell) */
+  int32_t fp32;            /* 1: use the float copies of the coefficients (CSR values, stencil) */
+  /* CSR, 0-based, sorted columns */
+  const int64_t *rowptr;   /* n+1 */
+  const int32_t *col32;    /* nnz, or NULL when col64 is used */
+  const int64_t *col64;
+  const double *val;
+  const float *valf;
+  /* column stencil, index i + nx*(j + ny*k), boundary and dry couplings already zero */
+  const double *aW, *aS, *aV, *aC;
+  const float *aWf, *aSf, *aVf, *aCf;
+  const uint8_t *wet;      /* NULL = all wet */
+  /* thin shell (always fp64; these arrays are tiny): level vectors (nz) and per-column geometry */
+  const double *ta, *tb, *tc, *td;
+  const double *area;      /* nx*ny */
+  const double *ax;        /* (nx+1)*ny, ax[i + (nx+1)*j] couples (i-1,j)-(i,j), 0 on the boundary */
+  const double *ay;        /* nx*(ny+1), ay[i + nx*j] couples (i,j-1)-(i,j), 0 on the boundary */
+} pk_cuda_op;
+
+/** Device view of a preconditioner. */
+typedef struct {
+  int32_t type;            /* PKRYLOV_PRECOND_NONE / _JACOBI / _COLUMN */
+  int64_t n, ncols;
+  int32_t nz;
+  int32_t layout;          /* PKRYLOV_LAYOUT_KSLOW (cell = c + ncols*k) or _KFAST (cell = k + nz*c) */
+  int32_t symmetric;       /* COLUMN: 1 = LDL^T factors lmul/dinv; 0 = LU factors with pivoting */
+  int32_t fp32;            /* 1: use the float copies of the factors */
+  /* JACOBI: dinv = 1/diag per cell. COLUMN symmetric: per cell, as in precond.c:
+     forward  y_0 = r_0, y_k = r_k - lmul[cell(c,k-1)] y_{k-1}
+     backward z_{nz-1} = dinv y_{nz-1}, z_k = dinv[cell(c,k)] y_k - lmul[cell(c,k)] z_{k+1} */
+  const double *dinv, *lmul;
+  const float *dinvf, *lmulf;
+  /* COLUMN general (dgttrf factors), stored per CELL (re-laid out from the host's per-column storage):
+     gdl[cell(c,k)] = dl_k (k < nz-1), gd = d_k, gdu = du_k (k < nz-1), gdu2 = du2_k (k < nz-2),
+     ipiv[cell(c,k)] = LAPACK ipiv_k (1-based, within the column) */
+  const double *gdl, *gd, *gdu, *gdu2;
+  const int32_t *ipiv;
+  /* Matrix-free factors: set when the column tridiagonal comes from a thin-shell or column-stencil
+     operator, layout k-slow, no dry cells, and every column is one positive definite segment (all dinv > 0,
+     no zero coupling). The kernels may then recompute lmul/dinv from `op` with the arithmetic of LAPACK
+     dpttrf (e_k / d_k, d_{k+1} - l_k e_k) instead of reading them; the values are the same.
+     1: the kernels pick the variant that pays (set by the backend); 2 and 3 force the on-chip and the
+     resident variant (tests only); 0: stored factors. */
+  int32_t onthefly;
+  pk_cuda_op op;
+} pk_cuda_pc;
+
+/** Device status of a solve (pk_cuda_state.status). */
+enum {
+  PK_ST_RUNNING = 0,
+  PK_ST_CONVERGED = 1,         /* recurrence residual <= tol: the host confirms on the true residual */
+  PK_ST_MAXIT = 2,             /* it == maxit */
+  PK_ST_BREAKDOWN_MATRIX = 3,  /* (p, A p) zero or sign change */
+  PK_ST_BREAKDOWN_PRECOND = 4, /* (r, M^-1 r) zero or sign change */
+  PK_ST_NAN = 5,               /* a reduction gave NaN/Inf */
+  PK_ST_SUSPECT = 6            /* pipelined CG: the recurrence (p, A p) lost its sign; the host checks */
+};
+
+/**
+ * Device-resident scalars of CG / pipelined CG. The host initialises it (cudaMemcpyAsync), the scalar
+ * kernels update it, the host reads it back every sync interval.
+ */
+typedef struct {
+  double rho;        /* CG: (r, z); pipelined CG: gamma = (r, u) of the current iteration */
+  double rho_old;    /* pipelined CG: gamma of the previous iteration */
+  double sigma;      /* (p, A p) (CG: from the operator loop; pipelined CG: delta - beta gamma / alpha_old) */
+  double delta;      /* pipelined CG: (w, u) */
+  double alpha, alpha_old, beta;
+  double rnorm;      /* recurrence residual 2-norm of the current iteration */
+  double tol;        /* max(rtol ||b||, atol) */
+  double rho_sign, sigma_sign; /* 0 until fixed by the first value, then +-1 */
+  int32_t it;        /* iterations done */
+  int32_t maxit;
+  int32_t status;    /* PK_ST_* */
+  int32_t first;     /* pipelined CG: 1 right after a (re)start: beta = 0, sigma = delta */
+  int32_t breakdown_it; /* iteration at which status became a breakdown, else -1 */
+  int32_t pad;
+} pk_cuda_state;
+
+/* ---- sizes -------------------------------------------------------------------------------------- */
+
+/** Number of partial-sum slots (blocks) the fused launchers below write for n cells / this pc. */
+int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_pc *pc);
+
+/* ---- building blocks (used outside the iteration and by the public apply calls) ------------------- */
+
+/** y = A x. */
+int pk_cuda_op_apply(void *stream, const pk_cuda_op *op, const double *x, double *y);
+/** z = M^-1 r (pc NULL or type NONE: copy). st may be NULL; else nothing happens unless running. */
+int pk_cuda_pc_apply(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, const double *r, double *z);
+/** r = b - A x, 0 at dry cells; part gets per-block partial (r, r); *nblocks the number of slots. */
+int pk_cuda_residual(void *stream, const pk_cuda_op *op, const double *b, const double *x, double *r,
+                     double *part, int64_t *nblocks);
+/**
+ * nv dot products (x[j], y[j]) of n values; part[block * nv + j] per block; *nblocks slots.
+ * nv <= 4.
+ */
+int pk_cuda_dots(void *stream, int64_t n, int nv, const double *const *x, const double *const *y,
+                 double *part, int64_t *nblocks);
+/** out[j] = sum over blocks (in order) of part[block * nvals + j], j < nvals, one block, deterministic. */
+int pk_cuda_sum_partials(void *stream, const double *part, int64_t nblocks, int nvals, double *out);
+/** y += a x with the scalar a read from device memory (e.g. &st->alpha); always runs. */
+int pk_cuda_axpy_dev(void *stream, int64_t n, const double *a, const double *x, double *y);
+/** x[i] = 0 where wet[i] == 0 (wet may be NULL: nothing). */
+int pk_cuda_zero_dry(void *stream, int64_t n, const uint8_t *wet, double *x);
+
+/* ---- CG, two loops per iteration (see solver.c) --------------------------------------------------- */
+
+/**
+ * CG preconditioner loop: r -= st->alpha q; z = M^-1 r; partial (r, z), (r, r) into part (2 per block).
+ * With pc NULL/NONE: z = r. Column symmetric: one thread per column, (r, z) accumulated as
+ * sum dinv * y^2 in the forward sweep as the CPU does. alpha_zero = 1 uses alpha = 0 (initialisation).
+ */
+int pk_cuda_cg_precond_step(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
+                            int64_t n, double *r, const double *q, double *z, double *part, int64_t *nblocks);
+/** Scalar kernel after the preconditioner loop: sums part (2 values), then as solver.c does:
+ *  it++, rnorm, hist[it] = rnorm (hist may be NULL), convergence (status CONVERGED), rho sign check
+ *  (BREAKDOWN_PRECOND), it == maxit (MAXIT), else beta = rho_new / rho, rho = rho_new.
+ *  init = 1: the initial call (it stays 0, hist[0], rho set, no beta). */
+int pk_cuda_cg_scalar_rho(void *stream, pk_cuda_state *st, const double *part, int64_t nblocks, double *hist,
+                          int init);
+/** CG operator loop: x += alpha p; p = z + beta p; q = A z + beta q; partial (p, q) (1 per block).
+ *  init = 1: alpha = beta = 0 (p = z, q = A z, x unchanged). */
+int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init, double *x,
+                             double *p, const double *z, double *q, double *part, int64_t *nblocks);
+/** Scalar kernel after the operator loop: sigma = sum; sign check (BREAKDOWN_MATRIX / NAN, breakdown_it =
+ *  it + 1); alpha = rho / sigma. */
+int pk_cuda_cg_scalar_sigma(void *stream, pk_cuda_state *st, const double *part, int64_t nblocks);
+
+/* ---- pipelined CG --------------------------------------------------------------------------------- */
+
+/** Scalar kernel of pipelined CG: sums part (3 values: (r,u), (w,u), (r,r)); first call after a (re)start
+ *  has st->first = 1. As solver.c: record (it, rnorm) unless first-after-restart with it > 0, convergence,
+ *  maxit, gamma sign (BREAKDOWN_PRECOND), sigma = first ? delta : delta - beta gamma / alpha_old with sign
+ *  check (first: BREAKDOWN_MATRIX; else SUSPECT), alpha = gamma / sigma; then rho_old = gamma,
+ *  alpha_old = alpha, first = 0, it++ (the iteration the following step completes). */
+int pk_cuda_pipecg_scalar(void *stream, pk_cuda_state *st, const double *part, int64_t nblocks, double *hist);
+/** Fused update with n = A m: z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
+ *  x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; partial (r,u), (w,u), (r,r) (3 per block). */
+int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m, double *z,
+                        double *q, double *s, double *p, double *x, double *r, double *u, double *w,
+                        double *part, int64_t *nblocks);
+
+/**
+ * Test hook: the LDL^T factors the matrix-free path recomputes from pc->op (pc->onthefly set), written to
+ * lmul and dinv (device, n values each) so a test can compare them with the stored LAPACK factors.
+ */
+int pk_cuda_pc_onthefly_factors(void *stream, const pk_cuda_pc *pc, double *lmul, double *dinv);
+
+/* ---- device, memory ------------------------------------------------------------------------------- */
+
+/** Number of visible CUDA devices (0 when none or the driver is missing). */
+int pk_cuda_device_count(void);
+
+/* ---- backend glue called from the C objects (pk_cuda_backend.cu, pk_cuda_solver.cu) --------------- */
+/* These return pkrylov status codes and record errors in the object's context. */
+
+struct pkrylov_context_s;
+struct pkrylov_operator_s;
+struct pkrylov_precond_s;
+struct pkrylov_solver_s;
+
+/** Pick the device, create the stream (ctx->cuda). */
+int pk_cuda_context_init(struct pkrylov_context_s *ctx);
+/** The context's stream (a cudaStream_t). */
+void *pk_cuda_context_stream(struct pkrylov_context_s *ctx);
+void pk_cuda_context_free(struct pkrylov_context_s *ctx);
+/** Upload an operator / preconditioner once (A->dev, M->dev); free them. */
+int pk_cuda_operator_upload(struct pkrylov_operator_s *A);
+void pk_cuda_operator_free(struct pkrylov_operator_s *A);
+int pk_cuda_precond_upload(struct pkrylov_precond_s *M);
+void pk_cuda_precond_free(struct pkrylov_precond_s *M);
+/** Device views (fp32 = 1 creates the float copies on first use). */
+int pk_cuda_operator_view(struct pkrylov_operator_s *A, int fp32, pk_cuda_op *view);
+int pk_cuda_precond_view(struct pkrylov_precond_s *M, int fp32, pk_cuda_pc *view);
+/** The public apply calls on a CUDA context (mem: host arrays are copied, device arrays used in place). */
+int pk_cuda_operator_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x, double *y);
+int pk_cuda_precond_apply_public(struct pkrylov_precond_s *M, int32_t mem, const double *r, double *z);
+/**
+ * Check that p lives where mem says (cudaPointerGetAttributes): a device pointer passed as host memory or a
+ * host pointer passed as device memory is PKRYLOV_ERR_MEMTYPE naming the argument.
+ */
+int pk_cuda_check_pointer(struct pkrylov_context_s *ctx, const char *func, int32_t mem, const void *p,
+                          const char *name);
+/** Solver work area and the device solve (pk_cuda_solver.cu). */
+int pk_cuda_solver_setup(struct pkrylov_solver_s *s);
+void pk_cuda_solver_free(struct pkrylov_solver_s *s);
+int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, const double *b, double *x);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PK_CUDA_H */

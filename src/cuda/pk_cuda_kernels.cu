@@ -1,0 +1,1536 @@
+/**
+ * @file pk_cuda_kernels.cu
+ * @brief Data-parallel launchers of the CUDA backend (pk_cuda.h): operators, preconditioners, the fused
+ *        CG / pipelined-CG steps and the deterministic reductions.
+ *
+ * Arithmetic: every cell is computed with the expressions of its CPU twin (operator.c: csr_apply_rows,
+ * st_line, ts_line; precond.c: pc_sym_kslow, pc_sym_kslow_cg, pc_sym_kfast, pc_general(_kslow);
+ * cpu_kernels.c: the fused loops), operands in the same order, compiled with -fmad=false, so a cell's value
+ * is bitwise the CPU's. Only the order of the global sums differs. fp32 views read float coefficients and
+ * convert each one to double before use, so they match the CPU run on coefficients rounded to float.
+ *
+ * Thread mappings (1-D blocks of PKC_BLOCK = 256 threads unless said otherwise):
+ *  - column stencil / thin shell (apply, residual, CG operator loop, pipelined-CG step): one thread per
+ *    column (i, j) (consecutive threads = consecutive i, coalesced) and a chunk of kc consecutive levels
+ *    (grid.y = level chunks: kc about 8, larger for big grids so that there are at most ~4096 blocks,
+ *    smaller, down to 1, for small grids so that there are about PKC_FILL_BLOCKS blocks). The thread walks
+ *    k upward keeping x_{k-1}, x_k, x_{k+1} and the vertical coupling aV_{k+1} in registers, so each of
+ *    those is loaded once; the 4 horizontal neighbours come through L1/L2. The thin shell loads its
+ *    per-column geometry (|T|, 4 face weights) once per thread, and for the CG operator loop
+ *    (Act::PREFETCH) issues the loads of level k+1 during level k.
+ *  - CSR: one thread per row (grid-stride, at most PKC_MAX_BLOCKS blocks), sequential sum in row order
+ *    (a warp-per-row split would change the order of the row sum, so it is not used).
+ *  - column preconditioner, symmetric, k-slow (pc_apply and the CG preconditioner loop): one thread per
+ *    column, consecutive threads = consecutive columns (every level access coalesced), one of
+ *      k_col_stage   (small problems, < PKC_OTF_MIN_CELLS cells) blocks of 32 columns; each thread first
+ *                    issues every load of its column (r, q, lmul, dinv) with cp.async into shared memory
+ *                    (one memory latency per column), then both sweeps run out of shared memory;
+ *      k_col_sm      (larger problems, stored factors) blocks of 32 columns; per level w = dinv y and l
+ *                    stay in shared memory between the sweeps; loads issued a chunk of levels ahead;
+ *      k_col_ts_res  (thin shell with pc->onthefly, >= 2^20 cells and 32768 columns) factors recomputed
+ *                    from the operator with the dpttrf arithmetic (bitwise the stored ones), all columns
+ *                    resident at once (256 per block), w through z, l recomputed in the backward sweep
+ *                    from per-chunk pivots;
+ *      k_col_sym     (fallback when a column does not fit in shared memory) w through z, factors read
+ *                    in both sweeps.
+ *    See "column sweeps with the column on chip" below for pc->onthefly and the choice.
+ *  - column preconditioner, k-fast or general (pivoting): one thread per column (grid-stride), walking k
+ *    forward then backward; k-fast columns are contiguous per thread (strided across the warp).
+ *  - none / Jacobi, vector kernels, dots: one thread per cell, grid-stride, at most PKC_MAX_BLOCKS blocks.
+ *
+ * Bytes per cell moved from DRAM in the ideal case (fp64 / fp32 coefficients; neighbours from cache):
+ *  - op_apply:       stencil 4 coeff + x + y = 48 / 32 B;  thin shell x + y = 16 B;
+ *                    CSR 12 B per nonzero (8 / 4 value + 4 index) + x gather + 8 (y) + rowptr 8.
+ *  - residual:       op bytes + b (8) [+ 1 B mask] : stencil 56 (57 masked) / 40, thin shell 24.
+ *  - cg_operator_step (x += a p; p = z + b p; q = A z + b q): reads z p x q, writes x p q = 56 B
+ *                    + coefficients: stencil 88 / 72 B, thin shell 56 B (init: z, q, p = 24 B + coeff).
+ *  - pipecg_step:    reads m z q s p x r u w (72), writes z q s p x r u w (64) = 136 B + coefficients:
+ *                    stencil 168 / 152 B, thin shell 136 B.
+ *  - cg_precond_step: none 32 B (r q in, r z out); Jacobi 40 / 36 B; column symmetric k-slow:
+ *                    stored factors (k_col_stage, k_col_sm) r q lmul dinv in, r z out = 48 / 40 B;
+ *                    thin shell recomputed (k_col_ts_res) r q in, r z out + the w round trip (w via z)
+ *                    = 48 B (32 B if it stayed on chip: k_col_sm); fallback k_col_sym
+ *                    80 / 64 B; column symmetric k-fast: forward r q lmul in, r z out; backward
+ *                    z dinv lmul r in, z out = 80 / 68 B; column general: forward r q dl ipiv in, r z out,
+ *                    backward z d du du2 r in, z out = 92 B. (alpha_zero: q not read, r not written.)
+ *  - pc_apply:       none 16 B; Jacobi 24 / 20 B; column symmetric k-slow stored 32 / 24 B, thin shell
+ *                    recomputed 32 B (16 B on chip), fallback 56 / 44 B; k-fast 56 / 44 B; column
+ *                    general 68 B.
+ *
+ * Measured on an H200 (device-to-device copy 4.25 TB/s), graph-replayed launches, thin shell 256 x 256 x
+ * 128 (8.4 M cells): column CG preconditioner loop, recomputed factors, 101 us (3.97 TB/s counting 48 B;
+ * the stored-factor k_col_sym it replaces: 189 us, k_col_sm 152 us); thin-shell pc_apply 69 us (old
+ * 124 us); thin-shell CG operator loop 148 us (3.2 TB/s; 177 us before the prefetch); pipelined-CG step
+ * 359 us (3.2 TB/s). 32 x 32 x 32: CG preconditioner loop (k_col_stage) 4.3 us (old 12 us), CG operator
+ * loop 2.5 us (old 7.5 us: 16 blocks, now 128), pipelined step 3.9 us (old 11 us); a 1-block kernel costs
+ * about 1.8 us there. Earlier measurements (8.4 M cells, stencil): apply 3.4 TB/s, residual 2.7,
+ * pipelined step 3.5 (fp32 3.1), CSR apply about 3.5; the k-fast column sweeps about 1.2-1.4 TB/s.
+ *
+ * Reductions: each thread accumulates its cells in order, then a fixed-shape tree (warp shuffles, then
+ * one warp over the 8 warp sums) gives one partial per block, stored at part[block * nv + j] with
+ * block = blockIdx.x + gridDim.x * blockIdx.y. Grid sizes depend on the problem only. No atomics.
+ */
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "pk_cuda.h"
+#include "pkrylov.h"
+
+namespace {
+
+/** Threads per block of every kernel here (the reductions assume it). */
+constexpr int PKC_BLOCK = 256;
+/** Cap on the blocks of the grid-stride kernels (1-D, columns): bounds the partial-sum slots. */
+constexpr int64_t PKC_MAX_BLOCKS = 4096;
+/** Levels per thread of the grid operators before the block cap is considered. */
+constexpr int PKC_KC = 8;
+/**
+ * Blocks the grid operators aim at on small grids (fewer than this with PKC_KC levels per thread): the
+ * level chunks shrink (to one level) so that the launch spreads over the GPU instead of leaving a few
+ * threads walking many levels each (latency: a 32 x 32 x 32 grid had 16 blocks, now 128).
+ */
+constexpr int64_t PKC_FILL_BLOCKS = 512;
+/**
+ * Minimum resident blocks per SM asked of the compiler (__launch_bounds__) for the pipelined-CG grid
+ * kernels and the column sweeps: it caps them at 85 registers (pipelined CG: down from 94-116, more warps
+ * resident) and lets the column sweeps keep more loads in flight; measured on an H200 at 8.4 M cells:
+ * stencil pipelined step 0.447 -> 0.399 ms, column k-slow apply 0.142 -> 0.125 ms. The other grid
+ * kernels and CSR were slower with it and keep the default.
+ */
+constexpr int PKC_MINB_HEAVY = 3;
+
+/* ---- launch shapes ---------------------------------------------------------------------------- */
+
+/** Blocks of a grid-stride kernel over m items (one thread per item). */
+int64_t blocks_1d(int64_t m) {
+  int64_t b = (m + PKC_BLOCK - 1) / PKC_BLOCK;
+  if (b > PKC_MAX_BLOCKS) b = PKC_MAX_BLOCKS;
+  return b < 1 ? 1 : b;
+}
+
+/** Shape of the grid-operator kernels: grid.x = column blocks, grid.y = level chunks of kc levels. */
+struct GridShape {
+  int64_t bx;
+  int by, kc;
+};
+
+GridShape grid_shape(int64_t ncols, int nz) {
+  GridShape g;
+  g.bx = (ncols + PKC_BLOCK - 1) / PKC_BLOCK;
+  if (g.bx < 1) g.bx = 1;
+  int64_t nzc = (nz + PKC_KC - 1) / PKC_KC; /* chunks of ~PKC_KC levels */
+  if (g.bx * nzc < PKC_FILL_BLOCKS) { /* small grid: shorter chunks, down to one level, to fill the GPU */
+    nzc = (PKC_FILL_BLOCKS + g.bx - 1) / g.bx;
+    if (nzc > nz) nzc = nz;
+  }
+  if (g.bx * nzc > PKC_MAX_BLOCKS) nzc = PKC_MAX_BLOCKS / g.bx;
+  if (nzc < 1) nzc = 1;
+  g.kc = (int)((nz + nzc - 1) / nzc);
+  if (g.kc < 1) g.kc = 1;
+  g.by = (nz + g.kc - 1) / g.kc; /* no empty chunk */
+  if (g.by < 1) g.by = 1;
+  return g;
+}
+
+/** Number of partial-sum slots a launch over op writes. */
+int64_t op_blocks(const pk_cuda_op *op) {
+  if (op->type == PKRYLOV_OPERATOR_CSR) return blocks_1d(op->n);
+  const GridShape g = grid_shape((int64_t)op->nx * op->ny, op->nz);
+  return g.bx * g.by;
+}
+
+/* ---- deterministic block reduction ------------------------------------------------------------- */
+
+/**
+ * part[slot * NV + j] = sum of acc[j] over the block's threads, by a fixed tree: shuffle-down within each
+ * warp (16, 8, 4, 2, 1), then warp 0 over the 8 warp sums (4, 2, 1). Every thread of the block must call it.
+ */
+template <int NV>
+__device__ __forceinline__ void block_store(const double (&acc)[NV], double *part, int64_t slot) {
+  __shared__ double sh[NV][PKC_BLOCK / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    double v = acc[j];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) sh[j][warp] = v;
+  }
+  __syncthreads();
+  if (warp == 0) {
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+      double v = lane < PKC_BLOCK / 32 ? sh[j][lane] : 0.0;
+#pragma unroll
+      for (int o = (PKC_BLOCK / 32) / 2; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+      if (lane == 0) part[slot * NV + j] = v;
+    }
+  }
+}
+
+/** Linear block index (slot) of a 2-D grid. */
+__device__ __forceinline__ int64_t block_slot() {
+  return (int64_t)blockIdx.x + (int64_t)gridDim.x * blockIdx.y;
+}
+
+/** 1 when a kernel given st must run (st NULL: always). */
+__device__ __forceinline__ bool running(const pk_cuda_state *st) {
+  return !st || st->status == PK_ST_RUNNING;
+}
+
+/* ---- per-cell actions of the operator kernels ----------------------------------------------------
+ * An action gets (cell, (A x)[cell], x[cell], in, acc) for each cell, where in = load(cell) holds the
+ * action's own per-cell inputs (loaded ahead by the thin-shell kernel: one level early, so their latency
+ * overlaps the level before); NV partial sums per block (0: none). begin() is called by every thread
+ * first; false = the solve has stopped: the kernel returns at once. MINB: minimum resident blocks per SM
+ * asked of the compiler for the grid kernels (__launch_bounds__; 0 = none, the compiler's choice). */
+
+/** y = A x. */
+struct ActApply {
+  static constexpr int NV = 0;
+  static constexpr int MINB = 0;
+  static constexpr bool PREFETCH = false;
+  struct In {};
+  double *y;
+  __device__ bool begin() { return true; }
+  __device__ In load(int64_t) const { return In{}; }
+  __device__ void operator()(int64_t c, double ax, double, const In &, double *) const { y[c] = ax; }
+};
+
+/** r = b - A x, 0 at dry cells; acc[0] += r^2 (cpu_kernels.c: pk_cpu_residual). */
+struct ActResidual {
+  static constexpr int NV = 1;
+  static constexpr int MINB = 0;
+  static constexpr bool PREFETCH = false;
+  struct In {
+    double b;
+  };
+  const double *b;
+  double *r;
+  const uint8_t *wet;
+  __device__ bool begin() { return true; }
+  __device__ In load(int64_t c) const { return In{b[c]}; }
+  __device__ void operator()(int64_t c, double ax, double, const In &in, double *acc) const {
+    const double ri = (wet && !wet[c]) ? 0.0 : in.b - ax;
+    r[c] = ri;
+    acc[0] += ri * ri;
+  }
+};
+
+/**
+ * CG operator loop (pk_cpu_cg_operator_step): x += alpha p; p = z + beta p; q = A z + beta q; acc (p, q).
+ * init: alpha = beta = 0 with p and q not read (the CPU's zeroed p, q: p = z + 0, q = A z + 0) and x not
+ * touched.
+ */
+struct ActCgOp {
+  static constexpr int NV = 1;
+  /* measured on an H200 (thin shell; 32^3, 64^3, 128^2 x 64, 256^2 x 128 cells, us): no prefetch and the
+     default budget (74 registers) 2.97 6.9 17.5 177; no prefetch, 4 blocks (64) 2.99 5.1 11.8 154;
+     prefetch, 2 blocks (110) 2.53 5.7 13.6 148; prefetch, 3 blocks (80 + spills) 3.09 7.5 19.4 148 */
+  static constexpr int MINB = 2;
+  static constexpr bool PREFETCH = true;
+  struct In {
+    double p, q, x;
+  };
+  const pk_cuda_state *st;
+  int init;
+  double *x, *p, *q;
+  double alpha, beta;
+  __device__ bool begin() {
+    if (!running(st)) return false;
+    alpha = init ? 0.0 : st->alpha;
+    beta = init ? 0.0 : st->beta;
+    return true;
+  }
+  __device__ In load(int64_t c) const {
+    In in = {0.0, 0.0, 0.0};
+    if (!init) in.p = p[c], in.q = q[c], in.x = x[c];
+    return in;
+  }
+  __device__ void operator()(int64_t c, double az, double zc, const In &in, double *acc) const {
+    double pn, qn;
+    if (init) {
+      pn = zc + 0.0; /* z + 0 * 0 as on the CPU (turns -0 into +0 like it) */
+      qn = az + 0.0;
+    } else {
+      const double pi = in.p;
+      x[c] = in.x + alpha * pi;
+      pn = zc + beta * pi;
+      qn = az + beta * in.q;
+    }
+    p[c] = pn;
+    q[c] = qn;
+    acc[0] += pn * qn;
+  }
+};
+
+/**
+ * Pipelined CG update (pk_cpu_pipecg_step) with n = A m: z = n + beta z; q = m + beta q; s = w + beta s;
+ * p = u + beta p; x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; acc (r,u), (w,u), (r,r).
+ */
+struct ActPipe {
+  static constexpr int NV = 3;
+  static constexpr int MINB = PKC_MINB_HEAVY;
+  static constexpr bool PREFETCH = false; /* 8 inputs: ahead they would cost 16 more registers (spills) */
+  struct In {};
+  const pk_cuda_state *st;
+  double *z, *q, *s, *p, *x, *r, *u, *w;
+  double alpha, beta;
+  __device__ bool begin() {
+    if (!running(st)) return false;
+    alpha = st->alpha;
+    beta = st->beta;
+    return true;
+  }
+  __device__ In load(int64_t) const { return In{}; }
+  __device__ void operator()(int64_t c, double an, double mc, const In &, double *acc) const {
+    const double uo = u[c], wo = w[c];
+    const double zi = an + beta * z[c];
+    const double qi = mc + beta * q[c];
+    const double si = wo + beta * s[c];
+    const double pi = uo + beta * p[c];
+    const double ri = r[c] - alpha * si;
+    const double ui = uo - alpha * qi;
+    const double wi = wo - alpha * zi;
+    z[c] = zi, q[c] = qi, s[c] = si, p[c] = pi;
+    x[c] = x[c] + alpha * pi;
+    r[c] = ri, u[c] = ui, w[c] = wi;
+    acc[0] += ri * ui;
+    acc[1] += wi * ui;
+    acc[2] += ri * ri;
+  }
+};
+
+/** Accumulator array of an action (at least one element). */
+template <class Act> struct Acc { double v[Act::NV > 0 ? Act::NV : 1]; };
+
+template <class Act> __device__ __forceinline__ void finish(const Acc<Act> &a, double *part) {
+  if constexpr (Act::NV > 0) {
+    double t[Act::NV];
+#pragma unroll
+    for (int j = 0; j < Act::NV; j++) t[j] = a.v[j];
+    block_store<Act::NV>(t, part, block_slot());
+  }
+}
+
+/* ---- operator kernels --------------------------------------------------------------------------- */
+
+/** CSR, one thread per row (grid-stride): y_r = sum_p val[p] x[col[p]] in row order (csr_apply_rows). */
+template <typename V, typename I, class Act>
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_csr(const int64_t *__restrict__ rp, const I *__restrict__ ci, const V *__restrict__ val, int64_t n,
+          const double *__restrict__ x, Act act, double *part) {
+  if (!act.begin()) return;
+  Acc<Act> acc = {};
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t r = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; r < n; r += stride) {
+    double s = 0.0;
+    const int64_t p1 = rp[r + 1];
+    for (int64_t p = rp[r]; p < p1; p++) s += (double)val[p] * x[ci[p]];
+    act(r, s, x[r], act.load(r), acc.v);
+  }
+  finish<Act>(acc, part);
+}
+
+/**
+ * Column stencil: thread = column (i, j), levels [k0, k0 + kc). Per cell, st_line's expression:
+ *   i = 0:       aC x + cs xs + cn xn + cd xd + cu xu (+ aW_{i+1} x_{i+1} when nx > 1)
+ *   0 < i < nx-1: aC x + aW x_{i-1} + aW_{i+1} x_{i+1} + cs xs + cn xn + cd xd + cu xu
+ *   i = nx-1:    aC x + aW x_{i-1} + cs xs + cn xn + cd xd + cu xu
+ * with cs = aS, cn = aS_{j+1}, cd = aV, cu = aV_{k+1}; a missing neighbour has coefficient 0 (the zeroed
+ * copies; 0.0 here where the CPU points at a zeroed line) and the own value as x.
+ */
+template <typename T, class Act>
+__device__ __forceinline__ void stencil_body(const T *__restrict__ aW, const T *__restrict__ aS,
+                                             const T *__restrict__ aV, const T *__restrict__ aC, int nx,
+                                             int ny, int nz, int kc, const double *__restrict__ x, Act act,
+                                             double *part) {
+  if (!act.begin()) return;
+  Acc<Act> acc = {};
+  const int64_t ncols = (int64_t)nx * ny;
+  const int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
+  const int k0 = blockIdx.y * kc, k1 = min(nz, k0 + kc);
+  if (col < ncols) {
+    const int j = (int)(col / nx), i = (int)(col - (int64_t)j * nx);
+    const bool has_w = i > 0, has_e = i<nx - 1, has_s = j> 0, has_n = j < ny - 1;
+    int64_t c = col + ncols * k0;
+    double xc = x[c];
+    double xd = k0 > 0 ? x[c - ncols] : xc;
+    double cd = (double)aV[c];
+    for (int k = k0; k < k1; k++, c += ncols) {
+      const bool has_u = k < nz - 1;
+      const double xu = has_u ? x[c + ncols] : xc;
+      const double cu = has_u ? (double)aV[c + ncols] : 0.0;
+      const double cs = (double)aS[c], xs = has_s ? x[c - nx] : xc;
+      const double cn = has_n ? (double)aS[c + nx] : 0.0, xn = has_n ? x[c + nx] : xc;
+      const double ac = (double)aC[c];
+      double y;
+      if (!has_w) {
+        double s = ac * xc + cs * xs + cn * xn + cd * xd + cu * xu;
+        if (has_e) s += (double)aW[c + 1] * x[c + 1];
+        y = s;
+      } else if (has_e) {
+        y = ac * xc + (double)aW[c] * x[c - 1] + (double)aW[c + 1] * x[c + 1] + cs * xs + cn * xn + cd * xd +
+            cu * xu;
+      } else {
+        y = ac * xc + (double)aW[c] * x[c - 1] + cs * xs + cn * xn + cd * xd + cu * xu;
+      }
+      act(c, y, xc, act.load(c), acc.v);
+      xd = xc;
+      xc = xu;
+      cd = cu;
+    }
+  }
+  finish<Act>(acc, part);
+}
+
+/**
+ * Thin shell in flux form (ts_line): thread = column (i, j), levels [k0, k0 + kc):
+ *   y = |T| (d x + b (x - x_d) + c (x - x_u)) + a (ax_w (x - x_w) + ax_e (x - x_e) + ay_s (x - x_s)
+ *       + ay_n (x - x_n)), with i = 0 and i = nx-1 written as the CPU peels them.
+ */
+template <class Act>
+__device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, const double *__restrict__ tb,
+                                               const double *__restrict__ tc, const double *__restrict__ td,
+                                               const double *__restrict__ area, const double *__restrict__ ax,
+                                               const double *__restrict__ ay, int nx, int ny, int nz, int kc,
+                                               const double *__restrict__ x, Act act, double *part) {
+  if (!act.begin()) return;
+  Acc<Act> acc = {};
+  const int64_t ncols = (int64_t)nx * ny;
+  const int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
+  const int k0 = blockIdx.y * kc, k1 = min(nz, k0 + kc);
+  if (col < ncols) {
+    const int j = (int)(col / nx), i = (int)(col - (int64_t)j * nx);
+    const bool has_w = i > 0, has_e = i<nx - 1, has_s = j> 0, has_n = j < ny - 1;
+    const double ar = area[col];
+    const double axw = ax[i + (int64_t)(nx + 1) * j], axe = ax[i + 1 + (int64_t)(nx + 1) * j];
+    const double ays = ay[i + (int64_t)nx * j], ayn = ay[i + (int64_t)nx * (j + 1)];
+    int64_t c = col + ncols * k0;
+    double xc = x[c];
+    double xd = k0 > 0 ? x[c - ncols] : xc;
+    if constexpr (Act::PREFETCH) {
+      /* the loads of level k (x above, the 4 neighbours, the action's inputs) are issued during level k-1,
+         so their latency overlaps it */
+      struct Nb {
+        double xu, xs, xn, xw, xe;
+      };
+      auto nb_load = [&](int k, int64_t cc, double xk) { /* xk = x[cc]: stands in for a missing neighbour */
+        Nb o;
+        o.xu = k < nz - 1 ? x[cc + ncols] : xk;
+        o.xs = has_s ? x[cc - nx] : xk;
+        o.xn = has_n ? x[cc + nx] : xk;
+        o.xw = has_w ? x[cc - 1] : xk;
+        o.xe = has_e ? x[cc + 1] : xk;
+        return o;
+      };
+      Nb cur = nb_load(k0, c, xc);
+      typename Act::In in = act.load(c);
+      for (int k = k0; k < k1; k++, c += ncols) {
+        Nb nxt = cur;
+        typename Act::In inn = in;
+        if (k + 1 < k1) {
+          nxt = nb_load(k + 1, c + ncols, cur.xu);
+          inn = act.load(c + ncols);
+        }
+        const double xu = cur.xu, xs = cur.xs, xn = cur.xn;
+        const double ak = ta[k], bk = tb[k], ck = tc[k], dk = td[k];
+        const double xi = xc;
+        const double vert = ar * (dk * xi + bk * (xi - xd) + ck * (xi - xu));
+        double y;
+        if (!has_w) {
+          const double e = has_e ? axe * (xi - cur.xe) : 0.0;
+          y = vert + ak * (e + ays * (xi - xs) + ayn * (xi - xn));
+        } else if (has_e) {
+          y = vert + ak * (axw * (xi - cur.xw) + axe * (xi - cur.xe) + ays * (xi - xs) + ayn * (xi - xn));
+        } else {
+          y = vert + ak * (axw * (xi - cur.xw) + ays * (xi - xs) + ayn * (xi - xn));
+        }
+        act(c, y, xc, in, acc.v);
+        xd = xc;
+        xc = xu;
+        cur = nxt;
+        in = inn;
+      }
+    } else {
+      for (int k = k0; k < k1; k++, c += ncols) {
+        const double xu = k < nz - 1 ? x[c + ncols] : xc;
+        const double xs = has_s ? x[c - nx] : xc, xn = has_n ? x[c + nx] : xc;
+        const double ak = ta[k], bk = tb[k], ck = tc[k], dk = td[k];
+        const double xi = xc;
+        const double vert = ar * (dk * xi + bk * (xi - xd) + ck * (xi - xu));
+        double y;
+        if (!has_w) {
+          const double e = has_e ? axe * (xi - x[c + 1]) : 0.0;
+          y = vert + ak * (e + ays * (xi - xs) + ayn * (xi - xn));
+        } else if (has_e) {
+          y = vert + ak * (axw * (xi - x[c - 1]) + axe * (xi - x[c + 1]) + ays * (xi - xs) + ayn * (xi - xn));
+        } else {
+          y = vert + ak * (axw * (xi - x[c - 1]) + ays * (xi - xs) + ayn * (xi - xn));
+        }
+        act(c, y, xc, act.load(c), acc.v);
+        xd = xc;
+        xc = xu;
+      }
+    }
+  }
+  finish<Act>(acc, part);
+}
+
+/* The grid kernels: the compiler's register budget (k_stencil, k_thinshell) or that of Act::MINB resident
+   blocks (the _minb variants, for Act::MINB > 0). */
+#define PKC_STENCIL_PARAMS                                                                                \
+  const T *__restrict__ aW, const T *__restrict__ aS, const T *__restrict__ aV, const T *__restrict__ aC, \
+      int nx, int ny, int nz, int kc, const double *__restrict__ x, Act act, double *part
+#define PKC_THINSHELL_PARAMS                                                                                \
+  const double *__restrict__ ta, const double *__restrict__ tb, const double *__restrict__ tc,              \
+      const double *__restrict__ td, const double *__restrict__ area, const double *__restrict__ ax,        \
+      const double *__restrict__ ay, int nx, int ny, int nz, int kc, const double *__restrict__ x, Act act, \
+      double *part
+
+template <typename T, class Act> __global__ void __launch_bounds__(PKC_BLOCK) k_stencil(PKC_STENCIL_PARAMS) {
+  stencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part);
+}
+template <typename T, class Act>
+__global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_stencil_minb(PKC_STENCIL_PARAMS) {
+  stencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part);
+}
+template <class Act> __global__ void __launch_bounds__(PKC_BLOCK) k_thinshell(PKC_THINSHELL_PARAMS) {
+  thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part);
+}
+template <class Act>
+__global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_thinshell_minb(PKC_THINSHELL_PARAMS) {
+  thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part);
+}
+#undef PKC_STENCIL_PARAMS
+#undef PKC_THINSHELL_PARAMS
+
+/** Launch act over the cells of op with input vector x; *nblocks (may be NULL) = slots written. */
+template <class Act>
+int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, double *part,
+              int64_t *nblocks) {
+  if (op->type == PKRYLOV_OPERATOR_CSR) {
+    const int64_t nb = blocks_1d(op->n);
+    if (nblocks) *nblocks = nb;
+    const unsigned g = (unsigned)nb;
+    if (op->fp32) {
+      if (op->col32)
+        k_csr<float, int32_t, Act>
+            <<<g, PKC_BLOCK, 0, s>>>(op->rowptr, op->col32, op->valf, op->n, x, act, part);
+      else
+        k_csr<float, int64_t, Act>
+            <<<g, PKC_BLOCK, 0, s>>>(op->rowptr, op->col64, op->valf, op->n, x, act, part);
+    } else {
+      if (op->col32)
+        k_csr<double, int32_t, Act>
+            <<<g, PKC_BLOCK, 0, s>>>(op->rowptr, op->col32, op->val, op->n, x, act, part);
+      else
+        k_csr<double, int64_t, Act>
+            <<<g, PKC_BLOCK, 0, s>>>(op->rowptr, op->col64, op->val, op->n, x, act, part);
+    }
+    return (int)cudaGetLastError();
+  }
+  const GridShape gs = grid_shape((int64_t)op->nx * op->ny, op->nz);
+  if (nblocks) *nblocks = gs.bx * gs.by;
+  const dim3 grid((unsigned)gs.bx, (unsigned)gs.by);
+  if (op->type == PKRYLOV_OPERATOR_STENCIL7) {
+    auto kd = Act::MINB > 0 ? k_stencil_minb<double, Act> : k_stencil<double, Act>;
+    auto kf = Act::MINB > 0 ? k_stencil_minb<float, Act> : k_stencil<float, Act>;
+    if (op->fp32)
+      kf<<<grid, PKC_BLOCK, 0, s>>>(op->aWf, op->aSf, op->aVf, op->aCf, op->nx, op->ny, op->nz, gs.kc, x, act,
+                                    part);
+    else
+      kd<<<grid, PKC_BLOCK, 0, s>>>(op->aW, op->aS, op->aV, op->aC, op->nx, op->ny, op->nz, gs.kc, x, act,
+                                    part);
+  } else {
+    auto kt = Act::MINB > 0 ? k_thinshell_minb<Act> : k_thinshell<Act>;
+    kt<<<grid, PKC_BLOCK, 0, s>>>(op->ta, op->tb, op->tc, op->td, op->area, op->ax, op->ay, op->nx, op->ny,
+                                  op->nz, gs.kc, x, act, part);
+  }
+  return (int)cudaGetLastError();
+}
+
+/* ---- preconditioner kernels --------------------------------------------------------------------- */
+
+/**
+ * One thread per cell (grid-stride), none (T = void: z = r) or Jacobi (z = dinv r).
+ * STEP = 0: z = M^-1 r. STEP = 1: CG preconditioner loop r -= alpha q; z = M^-1 r; acc (r, z), (r, r)
+ * (alpha_zero: r unchanged and q not read).
+ */
+template <typename T, int STEP>
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_pointwise(const T *__restrict__ dinv, int64_t n, const pk_cuda_state *st, int alpha_zero,
+                double *__restrict__ r, const double *__restrict__ q, double *__restrict__ z, double *part) {
+  if (!running(st)) return;
+  const double alpha = (STEP && !alpha_zero) ? st->alpha : 0.0;
+  double acc[2] = {0.0, 0.0};
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t i = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; i < n; i += stride) {
+    double ri = r[i];
+    if (STEP && !alpha_zero) {
+      ri = ri - alpha * q[i];
+      r[i] = ri;
+    }
+    double zi;
+    if constexpr (sizeof(T) == 1)
+      zi = ri; /* none */
+    else
+      zi = (double)dinv[i] * ri;
+    z[i] = zi;
+    if (STEP) {
+      acc[0] += ri * zi;
+      acc[1] += ri * ri;
+    }
+  }
+  if (STEP) block_store<2>(acc, part, blockIdx.x);
+}
+
+/**
+ * Column symmetric (L D L^T), one thread per column (grid-stride), cell(c, k) = c*cs + k*ls:
+ *   forward  y_0 = r_0, y_k = r_k - lmul_{k-1} y_{k-1}
+ *   backward z_{nz-1} = y dinv, z_k = dinv_k y_k - lmul_k z_{k+1}
+ * MODE 0: z = M^-1 r. MODE 1 (pk_cpu_cg_precond_step's separate passes, k-fast): r -= alpha q first, then
+ * the sweeps, acc (r, z) as sum r z and (r, r). MODE 2 (pc_sym_kslow_cg, k-slow): the same with
+ * (r, z) = sum dinv y^2 accumulated in the forward sweep.
+ */
+template <typename T, int MODE>
+__global__ void __launch_bounds__(PKC_BLOCK, PKC_MINB_HEAVY)
+    k_col_sym(const T *__restrict__ lmul, const T *__restrict__ dinv, int64_t ncols, int nz, int64_t cs,
+              int64_t ls, const pk_cuda_state *st, int alpha_zero, double *__restrict__ r,
+              const double *__restrict__ q, double *__restrict__ z, double *part) {
+  if (!running(st)) return;
+  const bool upd = MODE != 0 && !alpha_zero;
+  const double alpha = upd ? st->alpha : 0.0;
+  double acc[2] = {0.0, 0.0}; /* (r, z), (r, r) */
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; col < ncols; col += stride) {
+    int64_t c = col * cs;
+    double y = 0.0, rv = 0.0;
+    for (int k = 0; k < nz; k++, c += ls) {
+      rv = r[c];
+      if (upd) {
+        rv = rv - alpha * q[c];
+        r[c] = rv;
+      }
+      y = k == 0 ? rv : rv - (double)lmul[c - ls] * y;
+      z[c] = y;
+      if (MODE != 0) acc[1] += rv * rv;
+      if (MODE == 2) acc[0] += (double)dinv[c] * y * y;
+    }
+    c -= ls; /* level nz-1 */
+    double zn = y * (double)dinv[c];
+    z[c] = zn;
+    if (MODE == 1) acc[0] += rv * zn;
+    for (int k = nz - 2; k >= 0; k--) {
+      c -= ls;
+      zn = (double)dinv[c] * z[c] - (double)lmul[c] * zn;
+      z[c] = zn;
+      if (MODE == 1) acc[0] += r[c] * zn;
+    }
+  }
+  if (MODE != 0) block_store<2>(acc, part, blockIdx.x);
+}
+
+/**
+ * Column general (dgttrf factors per cell), one thread per column (grid-stride), the arithmetic of
+ * pc_general / LAPACK dgtts2: L with the interchanges of ipiv (forward, streaming), then U with du, du2
+ * (backward). MODE 0: z = M^-1 r. MODE 1: r -= alpha q first, acc (r, z), (r, r).
+ */
+template <int MODE>
+__global__ void __launch_bounds__(PKC_BLOCK, PKC_MINB_HEAVY)
+    k_col_gen(const double *__restrict__ gdl, const double *__restrict__ gd, const double *__restrict__ gdu,
+              const double *__restrict__ gdu2, const int32_t *__restrict__ ipiv, int64_t ncols, int nz,
+              int64_t cs, int64_t ls, const pk_cuda_state *st, int alpha_zero, double *__restrict__ r,
+              const double *__restrict__ q, double *__restrict__ z, double *part) {
+  if (!running(st)) return;
+  const bool upd = MODE != 0 && !alpha_zero;
+  const double alpha = upd ? st->alpha : 0.0;
+  double acc[2] = {0.0, 0.0};
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; col < ncols; col += stride) {
+    int64_t c = col * cs;
+    double carry = r[c]; /* b_i as modified by the previous elimination step */
+    if (upd) {
+      carry = carry - alpha * q[c];
+      r[c] = carry;
+    }
+    if (MODE != 0) acc[1] += carry * carry;
+    for (int i = 0; i + 1 < nz; i++, c += ls) {
+      double b1 = r[c + ls];
+      if (upd) {
+        b1 = b1 - alpha * q[c + ls];
+        r[c + ls] = b1;
+      }
+      if (MODE != 0) acc[1] += b1 * b1;
+      const double l = gdl[c];
+      const bool keep = ipiv[c] == i + 1; /* 1-based: no interchange */
+      z[c] = keep ? carry : b1;
+      carry = keep ? b1 - l * carry : carry - l * b1;
+    }
+    /* c is level nz-1: U x = y backward */
+    double x1 = carry / gd[c], x2 = 0.0;
+    z[c] = x1;
+    if (MODE != 0) acc[0] += r[c] * x1;
+    if (nz > 1) {
+      c -= ls;
+      const double x0 = (z[c] - gdu[c] * x1) / gd[c];
+      z[c] = x0;
+      if (MODE != 0) acc[0] += r[c] * x0;
+      x2 = x1;
+      x1 = x0;
+    }
+    for (int i = nz - 3; i >= 0; i--) {
+      c -= ls;
+      const double x0 = (z[c] - gdu[c] * x1 - gdu2[c] * x2) / gd[c];
+      z[c] = x0;
+      if (MODE != 0) acc[0] += r[c] * x0;
+      x2 = x1;
+      x1 = x0;
+    }
+  }
+  if (MODE != 0) block_store<2>(acc, part, blockIdx.x);
+}
+
+/* ---- column sweeps with the column on chip (symmetric, k-slow) ------------------------------------
+ * k_col_sm: one warp per block, one thread per column, PKC_SM_COLS = 32 consecutive columns per block
+ * (coalesced). The forward sweep writes, per level, w_k = dinv_k y_k and l_k into shared memory (16 B per
+ * level and column); the backward sweep reads them back, so y never goes through device memory. The
+ * loads of the forward sweep are issued a chunk of K levels ahead (register double buffer, all loads of a
+ * chunk before the dependent recurrence). k_col_stage (small problems) and k_col_ts_res (large thin
+ * shells) below are its two specialisations. The factors come from one of:
+ *  - FACT_STORED: lmul / dinv (fp64 or fp32 copies) read once per cell;
+ *  - FACT_THINSHELL: recomputed from the thin shell (level vectors staged in shared memory per block,
+ *    |T| and asum per column), nothing per cell;
+ *  - FACT_STENCIL: recomputed from aC and aV (the same 16 B per cell as the stored factors: used only when
+ *    forced, pc->onthefly = 2);
+ * with the arithmetic of LAPACK dpttrf (dpttrf_step), so the values are the stored ones bit for bit.
+ * pc->onthefly (set by the backend when every column is one positive definite segment): 1 = use the
+ * recomputation where it pays (thin shell from PKC_OTF_MIN_CELLS cells and PKC_RES_MIN_COLS columns:
+ * k_col_ts_res); 2 and 3 force the chunked on-chip (k_col_sm) and the resident (k_col_ts_res, thin shell
+ * only) recomputation (tests). The recomputation costs a correctly rounded division per level on each
+ * column's critical path (measured ~150 ns per level for a lone warp), which is why small problems read
+ * the stored factors. */
+
+/** Columns (threads) per block of the on-chip sweeps. */
+constexpr int PKC_SM_COLS = 32;
+/**
+ * Cells from which the thin shell's column factors are recomputed rather than read (pc->onthefly = 1).
+ * Below it the vectors live in L2, the sweep is latency-bound, and the division chain of the recomputation
+ * (one correctly rounded division per level on the critical path) costs more than reading the factors.
+ */
+constexpr int64_t PKC_OTF_MIN_CELLS = (int64_t)1 << 20;
+
+/** Where the column factors of the on-chip sweeps come from. */
+enum { FACT_STORED = 0, FACT_THINSHELL = 1, FACT_STENCIL = 2 };
+
+/** Levels per load chunk of the on-chip sweeps (registers: 4 arrays of 2 K doubles at most). */
+template <int FACT> struct SmChunk {
+  static constexpr int K = FACT == FACT_THINSHELL ? 16 : 8;
+};
+
+/** Inputs of the on-chip sweeps (only the arrays of the factor source are set). */
+struct ColArgs {
+  int64_t ncols;
+  int nz;
+  int nx;                     /* thin shell: column col = i + nx j */
+  const double *lmul, *dinv;  /* FACT_STORED, fp64 */
+  const float *lmulf, *dinvf; /* FACT_STORED, fp32 */
+  const double *aC, *aV;      /* FACT_STENCIL */
+  const double *ta, *tb, *tc, *td, *area, *ax, *ay; /* FACT_THINSHELL */
+};
+
+/** Blocks of the on-chip sweeps over ncols columns (grid-stride beyond PKC_MAX_BLOCKS). */
+int64_t sm_blocks(int64_t ncols) {
+  int64_t b = (ncols + PKC_SM_COLS - 1) / PKC_SM_COLS;
+  if (b > PKC_MAX_BLOCKS) b = PKC_MAX_BLOCKS;
+  return b < 1 ? 1 : b;
+}
+
+/** Dynamic shared memory of k_col_sm: w and l per level and column, plus the thin shell's level data. */
+size_t sm_bytes(int fact, int nz) {
+  const size_t levels = fact == FACT_THINSHELL ? 3 * (size_t)nz : 0;
+  return sizeof(double) * ((size_t)2 * (size_t)nz * PKC_SM_COLS + levels);
+}
+
+/**
+ * Thin-shell column scalars as thinshell.c builds them: |T| = area[col] and
+ * asum = ax_w + ax_e + ay_s + ay_n, added left to right (ts_columns).
+ */
+__device__ __forceinline__ void ts_column(const ColArgs &a, int64_t col, double &ar, double &asum) {
+  const int64_t nx = a.nx, j = col / nx, i = col - j * nx;
+  ar = a.area[col];
+  asum = a.ax[i + (nx + 1) * j] + a.ax[i + 1 + (nx + 1) * j] + a.ay[i + nx * j] + a.ay[i + nx * (j + 1)];
+}
+
+/**
+ * Thin-shell row k of a column's tridiagonal (pk_op_get_tridiag / ts_diag): diagonal
+ * D = |T| ((d_k + b_k) + c_k) + asum a_k (dbc = (d_k + b_k) + c_k), coupling to the level above
+ * e = -|T| c_k (0 at the top).
+ */
+__device__ __forceinline__ void ts_row(double ar, double asum, double dbc, double ak, double ck, bool top,
+                                       double &D, double &e) {
+  D = ar * dbc + asum * ak;
+  e = top ? 0.0 : -ar * ck;
+}
+
+/**
+ * One step of LAPACK dpttrf (reference: E(I) = EI / D(I); D(I+1) = D(I+1) - E(I) * EI) for level k of a
+ * column that is one positive definite segment (s = +1): with the row's diagonal D and coupling e,
+ *   d_k = D - l_{k-1} e_{k-1} (d_0 = D),  l_k = e / d_k (0 at the top),  dinv_k = 1 / d_k (precond.c: s / D).
+ * lraw, eprev carry l_{k-1}, e_{k-1} to the next level.
+ */
+__device__ __forceinline__ double dpttrf_step(int k, int nz, double D, double e, double &lraw, double &eprev,
+                                              double &l, double &dinv) {
+  const double d = k == 0 ? D : D - lraw * eprev;
+  lraw = k + 1 < nz ? e / d : 0.0;
+  eprev = e;
+  l = lraw;
+  dinv = 1.0 / d;
+  return d;
+}
+
+/** Per warp: part[slot * NV + j] = sum of acc[j] over the 32 lanes, fixed shuffle tree (16, 8, 4, 2, 1). */
+template <int NV>
+__device__ __forceinline__ void warp_store(const double (&acc)[NV], double *part, int64_t slot) {
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    double v = acc[j];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) part[slot * NV + j] = v;
+  }
+}
+
+/**
+ * Column symmetric sweep pair, k-slow, the column on chip (see above). MODE 0: z = M^-1 r (r read only).
+ * MODE 2 (pc_sym_kslow_cg): r -= alpha q (unless alpha_zero), then the sweeps, acc (r, z) = sum dinv y^2
+ * in the forward sweep and (r, r). Per cell, as precond.c:
+ *   forward  y_0 = r_0, y_k = r_k - l_{k-1} y_{k-1};  w_k = dinv_k y_k
+ *   backward z_{nz-1} = w_{nz-1}, z_k = w_k - l_k z_{k+1}
+ * F32: the factors used are rounded to float (as the fp32 copies; the recurrence of dpttrf stays fp64).
+ */
+template <int FACT, int MODE, bool F32>
+__global__ void __launch_bounds__(PKC_SM_COLS)
+    k_col_sm(ColArgs a, const pk_cuda_state *st, int alpha_zero, double *__restrict__ r,
+             const double *__restrict__ q, double *__restrict__ z, double *part) {
+  if (!running(st)) return;
+  constexpr int K = SmChunk<FACT>::K, W = PKC_SM_COLS;
+  extern __shared__ double smem[];
+  const int nz = a.nz, lane = threadIdx.x;
+  const int64_t ncols = a.ncols;
+  double *sw = smem, *sl = smem + (size_t)nz * W;
+  double *sdbc = sl + (size_t)nz * W, *sa = sdbc + nz, *sc = sa + nz; /* thin shell only */
+  if constexpr (FACT == FACT_THINSHELL) {
+    for (int k = lane; k < nz; k += W) {
+      sdbc[k] = a.td[k] + a.tb[k] + a.tc[k]; /* ts_diag: d + b + c */
+      sa[k] = a.ta[k];
+      sc[k] = a.tc[k];
+    }
+    __syncthreads();
+  }
+  const bool upd = MODE == 2 && !alpha_zero;
+  const double alpha = upd ? st->alpha : 0.0;
+  double acc[2] = {0.0, 0.0}; /* (r, z), (r, r) */
+  const int64_t ngroups = (ncols + W - 1) / W;
+  for (int64_t g = blockIdx.x; g < ngroups; g += gridDim.x) {
+    const int64_t col = g * W + lane;
+    if (col >= ncols) continue;
+    double ar = 0.0, asum = 0.0;
+    if constexpr (FACT == FACT_THINSHELL) ts_column(a, col, ar, asum);
+    /* next chunk: r, q, and the per-cell factor data (stored: l, dinv; stencil: aC, aV of the level above) */
+    double br[K], bq[K], b0[K], b1[K];
+    auto load = [&](int k0) {
+#pragma unroll
+      for (int i = 0; i < K; i++) {
+        const int k = k0 + i;
+        br[i] = bq[i] = b0[i] = b1[i] = 0.0;
+        if (k < nz) {
+          const int64_t c = col + ncols * k;
+          br[i] = r[c];
+          if (upd) bq[i] = q[c];
+          if constexpr (FACT == FACT_STORED) {
+            if constexpr (F32) {
+              if (k + 1 < nz) b0[i] = (double)a.lmulf[c];
+              b1[i] = (double)a.dinvf[c];
+            } else {
+              if (k + 1 < nz) b0[i] = a.lmul[c];
+              b1[i] = a.dinv[c];
+            }
+          } else if constexpr (FACT == FACT_STENCIL) {
+            b0[i] = a.aC[c];
+            if (k + 1 < nz) b1[i] = a.aV[c + ncols];
+          }
+        }
+      }
+    };
+    load(0);
+    double y = 0.0, lprev = 0.0, lraw = 0.0, eprev = 0.0;
+    for (int k0 = 0; k0 < nz; k0 += K) {
+      double cr[K], cq[K], c0[K], c1[K];
+#pragma unroll
+      for (int i = 0; i < K; i++) cr[i] = br[i], cq[i] = bq[i], c0[i] = b0[i], c1[i] = b1[i];
+      if (k0 + K < nz) load(k0 + K);
+#pragma unroll
+      for (int i = 0; i < K; i++) {
+        const int k = k0 + i;
+        if (k < nz) {
+          double rv = cr[i];
+          if (upd) {
+            rv = rv - alpha * cq[i];
+            r[col + ncols * k] = rv;
+          }
+          double lk, dk; /* the factors used at level k */
+          if constexpr (FACT == FACT_STORED) {
+            lk = c0[i];
+            dk = c1[i];
+          } else {
+            double D, e;
+            if constexpr (FACT == FACT_THINSHELL) {
+              ts_row(ar, asum, sdbc[k], sa[k], sc[k], k + 1 >= nz, D, e);
+            } else {
+              D = c0[i];
+              e = c1[i];
+              if (nz == 1 && D == 0.0) D = 1.0; /* an all-zero row (dry cell) is an identity row */
+            }
+            dpttrf_step(k, nz, D, e, lraw, eprev, lk, dk);
+            if constexpr (F32) lk = (double)(float)lk, dk = (double)(float)dk;
+          }
+          y = k == 0 ? rv : rv - lprev * y;
+          const double w = dk * y;
+          if (MODE == 2) {
+            acc[1] += rv * rv;
+            acc[0] += w * y; /* dinv y y, as (dinv y) y */
+          }
+          sw[k * W + lane] = w;
+          sl[k * W + lane] = lk;
+          lprev = lk;
+        }
+      }
+    }
+    /* backward, a chunk of K levels of w, l read before the dependent steps */
+    double zn = sw[(nz - 1) * W + lane];
+    z[col + ncols * (nz - 1)] = zn;
+    for (int k1 = nz - 2; k1 >= 0; k1 -= K) {
+      double cw[K], cl[K];
+#pragma unroll
+      for (int i = 0; i < K; i++) {
+        const int k = k1 - i;
+        cw[i] = cl[i] = 0.0;
+        if (k >= 0) cw[i] = sw[k * W + lane], cl[i] = sl[k * W + lane];
+      }
+#pragma unroll
+      for (int i = 0; i < K; i++) {
+        const int k = k1 - i;
+        if (k >= 0) {
+          zn = cw[i] - cl[i] * zn;
+          z[col + ncols * k] = zn;
+        }
+      }
+    }
+  }
+  if (MODE == 2) warp_store<2>(acc, part, blockIdx.x);
+}
+
+/**
+ * Factors of the on-the-fly sources, one thread per column (test hook: pk_cuda_pc_onthefly_factors):
+ * lmul[cell] = l_k (0 at the top), dinv[cell] = 1 / d_k, exactly as k_col_sm computes them (fp64).
+ */
+template <int FACT>
+__global__ void __launch_bounds__(PKC_BLOCK) k_otf_factors(ColArgs a, double *lmul, double *dinv) {
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; col < a.ncols; col += stride) {
+    const int nz = a.nz;
+    double ar = 0.0, asum = 0.0, lraw = 0.0, eprev = 0.0;
+    if constexpr (FACT == FACT_THINSHELL) ts_column(a, col, ar, asum);
+    for (int k = 0; k < nz; k++) {
+      const int64_t c = col + a.ncols * k;
+      double D, e, l, d;
+      if constexpr (FACT == FACT_THINSHELL) {
+        ts_row(ar, asum, a.td[k] + a.tb[k] + a.tc[k], a.ta[k], a.tc[k], k + 1 >= nz, D, e);
+      } else {
+        D = a.aC[c];
+        e = k + 1 < nz ? a.aV[c + a.ncols] : 0.0;
+        if (nz == 1 && D == 0.0) D = 1.0;
+      }
+      dpttrf_step(k, nz, D, e, lraw, eprev, l, d);
+      lmul[c] = l;
+      dinv[c] = d;
+    }
+  }
+}
+
+/** cp.async of 4 or 8 bytes from global src to shared dst (L1-allocating; sm_80 and later). */
+template <int BYTES> __device__ __forceinline__ void cp_async(void *dst, const void *src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(src), "n"(BYTES) : "memory");
+}
+/** Wait for every cp.async of the calling thread (its copies are then visible to it). */
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+/**
+ * Stored factors, the whole column staged in shared memory first (small problems: latency-bound). Each
+ * thread issues every load of its column at once with cp.async (r, q, lmul, dinv of all levels: one
+ * memory latency per column instead of one per chunk), waits, then runs the sweeps of k_col_sm out of
+ * shared memory (w overwrites r's slot; l stays in its slot). Shared memory per column and level: 8 (r)
+ * + 8 (q, CG step) + 2 sizeof(T) bytes. Same arithmetic and MODEs as k_col_sm.
+ */
+template <int MODE, bool F32>
+__global__ void __launch_bounds__(PKC_SM_COLS)
+    k_col_stage(ColArgs a, const pk_cuda_state *st, int alpha_zero, double *__restrict__ r,
+                const double *__restrict__ q, double *__restrict__ z, double *part) {
+  if (!running(st)) return;
+  using T = typename std::conditional<F32, float, double>::type;
+  constexpr int W = PKC_SM_COLS;
+  extern __shared__ double smem[];
+  const int nz = a.nz, lane = threadIdx.x;
+  const int64_t ncols = a.ncols;
+  const bool upd = MODE == 2 && !alpha_zero;
+  const double alpha = upd ? st->alpha : 0.0;
+  double *sr = smem, *sq = smem + (size_t)nz * W;                /* r (then w), q */
+  T *sl = (T *)(sq + (MODE == 2 ? (size_t)nz * W : 0)), *sd = sl + (size_t)nz * W; /* lmul, dinv */
+  const T *lm, *dv;
+  if constexpr (F32)
+    lm = a.lmulf, dv = a.dinvf;
+  else
+    lm = a.lmul, dv = a.dinv;
+  double acc[2] = {0.0, 0.0}; /* (r, z), (r, r) */
+  const int64_t ngroups = (ncols + W - 1) / W;
+  for (int64_t g = blockIdx.x; g < ngroups; g += gridDim.x) {
+    const int64_t col = g * W + lane;
+    if (col >= ncols) continue;
+    for (int k = 0; k < nz; k++) {
+      const int64_t c = col + ncols * k;
+      const int o = k * W + lane;
+      cp_async<8>(sr + o, r + c);
+      if (upd) cp_async<8>(sq + o, q + c);
+      if (k + 1 < nz) cp_async<sizeof(T)>(sl + o, lm + c);
+      cp_async<sizeof(T)>(sd + o, dv + c);
+    }
+    cp_async_wait_all();
+    double y = 0.0, lprev = 0.0, w = 0.0;
+#pragma unroll 4
+    for (int k = 0; k < nz; k++) {
+      const int o = k * W + lane;
+      double rv = sr[o];
+      if (upd) {
+        rv = rv - alpha * sq[o];
+        r[col + ncols * k] = rv;
+      }
+      y = k == 0 ? rv : rv - lprev * y;
+      w = (double)sd[o] * y;
+      if (MODE == 2) {
+        acc[1] += rv * rv;
+        acc[0] += w * y; /* dinv y y */
+      }
+      sr[o] = w;
+      if (k + 1 < nz) lprev = (double)sl[o];
+    }
+    double zn = w; /* level nz-1 */
+    z[col + ncols * (nz - 1)] = zn;
+#pragma unroll 4
+    for (int k = nz - 2; k >= 0; k--) {
+      const int o = k * W + lane;
+      zn = sr[o] - (double)sl[o] * zn;
+      z[col + ncols * k] = zn;
+    }
+  }
+  if (MODE == 2) warp_store<2>(acc, part, blockIdx.x);
+}
+
+/** Shared memory of k_col_stage per block. */
+size_t stage_bytes(int mode, bool f32, int nz) {
+  const size_t per = 8 + (mode == 2 ? 8 : 0) + 2 * (f32 ? 4 : 8);
+  return per * (size_t)nz * PKC_SM_COLS;
+}
+
+/**
+ * Columns from which the automatic choice (pc->onthefly = 1) takes the resident thin-shell sweeps: one
+ * thread per column, so fewer columns leave SMs idle while each thread's recomputation chain (about
+ * 0.2 us per level and sweep) sets the time. Measured on an H200: 128 x 128 x 64 (16384 columns) resident
+ * 30 us, stored factors 11.5 us; 256 x 256 x 128 (65536 columns) resident 101 us, stored 152 us.
+ */
+constexpr int64_t PKC_RES_MIN_COLS = 32768;
+
+/** Levels per chunk of the resident thin-shell sweeps: forward prefetch and backward checkpoint interval. */
+constexpr int PKC_RES_K = 8;
+
+/**
+ * Thin shell, factors recomputed, every column resident at once (large problems): one thread per column,
+ * PKC_BLOCK threads per block, grid-stride. Shared memory cannot hold a column of every resident thread,
+ * so w_k = dinv_k y_k goes through z (the output) between the sweeps, and the backward sweep recomputes
+ * l_k chunk by chunk (PKC_RES_K levels) from the pivot d saved at each chunk start in shared memory,
+ * with the same dpttrf arithmetic as the forward sweep. Bytes per cell: CG step r q in, r w out, w in,
+ * z out = 48 (part of the w round trip may stay in L2); apply 32. No factor is read from memory. The
+ * level data ((d + b) + c, a, c) are staged per block. MODE and F32 as k_col_sm. (Keeping the top levels
+ * of w in shared memory, 32 of 128 at 100 KiB per block, was measured slower on an H200: 101 -> 107 us.)
+ */
+template <int MODE, bool F32>
+__global__ void __launch_bounds__(PKC_BLOCK, 2)
+    k_col_ts_res(ColArgs a, const pk_cuda_state *st, int alpha_zero, double *__restrict__ r,
+                 const double *__restrict__ q, double *__restrict__ z, double *part) {
+  if (!running(st)) return;
+  constexpr int K = PKC_RES_K;
+  extern __shared__ double smem[];
+  const int nz = a.nz, tid = threadIdx.x, nch = (nz + K - 1) / K;
+  const int64_t ncols = a.ncols;
+  double *scp = smem;                                               /* [nch][PKC_BLOCK]: d at chunk starts */
+  double *sdbc = smem + (size_t)nch * PKC_BLOCK, *sa = sdbc + nz, *sc = sa + nz; /* level data */
+  for (int k = tid; k < nz; k += PKC_BLOCK) {
+    sdbc[k] = a.td[k] + a.tb[k] + a.tc[k]; /* ts_diag: d + b + c */
+    sa[k] = a.ta[k];
+    sc[k] = a.tc[k];
+  }
+  __syncthreads();
+  const bool upd = MODE == 2 && !alpha_zero;
+  const double alpha = upd ? st->alpha : 0.0;
+  double acc[2] = {0.0, 0.0}; /* (r, z), (r, r) */
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + tid; col < ncols; col += stride) {
+    double ar, asum;
+    ts_column(a, col, ar, asum);
+    double br[K], bq[K];
+    auto load = [&](int k0) {
+#pragma unroll
+      for (int i = 0; i < K; i++) {
+        const int k = k0 + i;
+        br[i] = bq[i] = 0.0;
+        if (k < nz) {
+          br[i] = r[col + ncols * k];
+          if (upd) bq[i] = q[col + ncols * k];
+        }
+      }
+    };
+    load(0);
+    double y = 0.0, lprev = 0.0, lraw = 0.0, eprev = 0.0, w = 0.0;
+    for (int j = 0; j < nch; j++) { /* forward */
+      const int k0 = j * K;
+      double cr[K], cq[K];
+#pragma unroll
+      for (int i = 0; i < K; i++) cr[i] = br[i], cq[i] = bq[i];
+      if (k0 + K < nz) load(k0 + K);
+#pragma unroll
+      for (int i = 0; i < K; i++) {
+        const int k = k0 + i;
+        if (k < nz) {
+          const int64_t c = col + ncols * k;
+          double rv = cr[i];
+          if (upd) {
+            rv = rv - alpha * cq[i];
+            r[c] = rv;
+          }
+          double D, e, lk, dk;
+          ts_row(ar, asum, sdbc[k], sa[k], sc[k], k + 1 >= nz, D, e);
+          const double d = dpttrf_step(k, nz, D, e, lraw, eprev, lk, dk);
+          if (i == 0) scp[j * PKC_BLOCK + tid] = d;
+          if constexpr (F32) lk = (double)(float)lk, dk = (double)(float)dk;
+          y = k == 0 ? rv : rv - lprev * y;
+          w = dk * y;
+          if (MODE == 2) {
+            acc[1] += rv * rv;
+            acc[0] += w * y; /* dinv y y */
+          }
+          if (k + 1 < nz) z[c] = w; /* the top level's w stays in w */
+          lprev = lk;
+        }
+      }
+    }
+    double zn = w; /* backward, chunks from the top */
+    z[col + ncols * (nz - 1)] = zn;
+    for (int j = nch - 1; j >= 0; j--) {
+      const int k0 = j * K;
+      double cw[K], cl[K];
+#pragma unroll
+      for (int i = 0; i < K; i++) { /* the loads first: they overlap the recomputation */
+        const int k = k0 + i;
+        cw[i] = 0.0;
+        if (k + 1 < nz) cw[i] = z[col + ncols * k];
+      }
+      double d = scp[j * PKC_BLOCK + tid], lr = 0.0, ep = 0.0;
+#pragma unroll
+      for (int i = 0; i < K; i++) { /* l_k of the chunk, as the forward sweep computed it */
+        const int k = k0 + i;
+        cl[i] = 0.0;
+        if (k + 1 < nz) {
+          double D, e;
+          ts_row(ar, asum, sdbc[k], sa[k], sc[k], false, D, e);
+          if (i > 0) d = D - lr * ep;
+          lr = e / d;
+          ep = e;
+          cl[i] = F32 ? (double)(float)lr : lr;
+        }
+      }
+#pragma unroll
+      for (int i = K - 1; i >= 0; i--) {
+        const int k = k0 + i;
+        if (k + 1 < nz) {
+          zn = cw[i] - cl[i] * zn;
+          z[col + ncols * k] = zn;
+        }
+      }
+    }
+  }
+  if (MODE == 2) block_store<2>(acc, part, blockIdx.x);
+}
+
+/** Blocks of k_col_ts_res (grid-stride beyond PKC_MAX_BLOCKS): those of the 1-D column kernels. */
+int64_t res_blocks(int64_t ncols) { return blocks_1d(ncols); }
+
+/** Shared memory of k_col_ts_res per block: the chunk pivots of every thread and the level data. */
+size_t res_bytes(int nz) {
+  const size_t nch = ((size_t)nz + PKC_RES_K - 1) / PKC_RES_K;
+  return sizeof(double) * (nch * PKC_BLOCK + 3 * (size_t)nz);
+}
+
+/** Sweep kernels of the symmetric k-slow column preconditioner (launch_col_sym_kslow picks one). */
+enum { SW_OLD = 0, SW_STAGE, SW_CHUNK, SW_RESIDENT };
+
+/**
+ * Kernel and factor source for pc. pc->onthefly: 0 stored factors; 1 (the backend's setting) the choice
+ * that pays: the resident thin-shell recomputation from PKC_OTF_MIN_CELLS cells and PKC_RES_MIN_COLS
+ * columns, else stored; 2 (tests) the chunked on-chip recomputation (thin shell or stencil); 3 (tests)
+ * the resident thin-shell one.
+ * Stored factors: whole columns staged below PKC_OTF_MIN_CELLS cells, else chunked. A kernel whose shared
+ * memory does not fit falls back to the next one (finally k_col_sym, SW_OLD).
+ */
+void sweep_choice(const pk_cuda_pc *pc, int mode, size_t limit, int *kernel, int *fact, size_t *bytes) {
+  const int t = pc->op.type;
+  const bool ts = pc->onthefly && t == PKRYLOV_OPERATOR_THINSHELL;
+  const bool st = pc->onthefly && t == PKRYLOV_OPERATOR_STENCIL7;
+  const bool big = pc->n >= PKC_OTF_MIN_CELLS && pc->ncols >= PKC_RES_MIN_COLS;
+  if (ts && (pc->onthefly >= 3 || (pc->onthefly == 1 && big)) &&
+      res_bytes(pc->nz) <= limit) {
+    *kernel = SW_RESIDENT, *fact = FACT_THINSHELL, *bytes = res_bytes(pc->nz);
+    return;
+  }
+  if (pc->onthefly >= 2 && (ts || st)) {
+    const int f = ts ? FACT_THINSHELL : FACT_STENCIL;
+    if (sm_bytes(f, pc->nz) <= limit) {
+      *kernel = SW_CHUNK, *fact = f, *bytes = sm_bytes(f, pc->nz);
+      return;
+    }
+  }
+  *fact = FACT_STORED;
+  const size_t sb = stage_bytes(mode, pc->fp32 != 0, pc->nz);
+  if (pc->n < PKC_OTF_MIN_CELLS && sb <= limit) {
+    *kernel = SW_STAGE, *bytes = sb;
+  } else if (sm_bytes(FACT_STORED, pc->nz) <= limit) {
+    *kernel = SW_CHUNK, *bytes = sm_bytes(FACT_STORED, pc->nz);
+  } else {
+    *kernel = SW_OLD, *bytes = 0;
+  }
+}
+
+/** Arguments of the on-chip sweeps for pc with factor source fact. */
+ColArgs sm_args(const pk_cuda_pc *pc, int fact) {
+  ColArgs a = {};
+  a.ncols = pc->ncols;
+  a.nz = pc->nz;
+  a.nx = pc->op.nx;
+  if (fact == FACT_STORED) {
+    a.lmul = pc->lmul, a.dinv = pc->dinv, a.lmulf = pc->lmulf, a.dinvf = pc->dinvf;
+  } else if (fact == FACT_STENCIL) {
+    a.aC = pc->op.aC, a.aV = pc->op.aV;
+  } else {
+    a.ta = pc->op.ta, a.tb = pc->op.tb, a.tc = pc->op.tc, a.td = pc->op.td;
+    a.area = pc->op.area, a.ax = pc->op.ax, a.ay = pc->op.ay;
+  }
+  return a;
+}
+
+/**
+ * Largest shared memory a block may opt in to on the current device (0 on error), less a margin for the
+ * static shared memory of the sweep kernels (block_store: 128 bytes).
+ */
+size_t sm_optin_limit() {
+  int dev = 0, v = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return v > 1024 ? (size_t)v - 1024 : 0;
+}
+
+/** Launch kern<<<nb, threads, bytes>>> after raising its shared-memory limit when bytes > 48 KiB. */
+template <class Kern>
+int launch_sweep(cudaStream_t s, Kern kern, int64_t nb, int threads, size_t bytes, size_t limit,
+                 const ColArgs &a, const pk_cuda_state *st, int alpha_zero, double *r, const double *q,
+                 double *z, double *part) {
+  if (bytes > 48 * 1024) {
+    /* limit: the opt-in maximum less a margin for static shared memory, a constant of the device, so
+       concurrent launches set the same value */
+    const cudaError_t e =
+        cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit);
+    if (e != cudaSuccess) return (int)e;
+  }
+  kern<<<(unsigned)nb, threads, bytes, s>>>(a, st, alpha_zero, r, q, z, part);
+  return (int)cudaGetLastError();
+}
+
+/**
+ * The sweeps of a symmetric k-slow column preconditioner, MODE 0 (apply) or 2 (CG step), on the kernel
+ * sweep_choice picks. Returns -1 when only k_col_sym fits (the caller launches it), else the CUDA status
+ * of the launch; *nb = the partial-sum slots written.
+ */
+template <int MODE>
+int launch_col_sym_kslow(cudaStream_t s, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
+                         double *r, const double *q, double *z, double *part, int64_t *nb) {
+  const size_t limit = sm_optin_limit();
+  int kernel, fact;
+  size_t bytes;
+  sweep_choice(pc, MODE, limit, &kernel, &fact, &bytes);
+  if (kernel == SW_OLD) return -1;
+  const ColArgs a = sm_args(pc, fact);
+  const bool f = pc->fp32 != 0;
+#define PKC_SWEEP(K, NB, T) launch_sweep(s, K, NB, T, bytes, limit, a, st, alpha_zero, r, q, z, part)
+  if (kernel == SW_RESIDENT) {
+    *nb = res_blocks(pc->ncols);
+    return f ? PKC_SWEEP((k_col_ts_res<MODE, true>), *nb, PKC_BLOCK)
+             : PKC_SWEEP((k_col_ts_res<MODE, false>), *nb, PKC_BLOCK);
+  }
+  *nb = sm_blocks(pc->ncols);
+  if (kernel == SW_STAGE)
+    return f ? PKC_SWEEP((k_col_stage<MODE, true>), *nb, PKC_SM_COLS)
+             : PKC_SWEEP((k_col_stage<MODE, false>), *nb, PKC_SM_COLS);
+  if (fact == FACT_THINSHELL)
+    return f ? PKC_SWEEP((k_col_sm<FACT_THINSHELL, MODE, true>), *nb, PKC_SM_COLS)
+             : PKC_SWEEP((k_col_sm<FACT_THINSHELL, MODE, false>), *nb, PKC_SM_COLS);
+  if (fact == FACT_STENCIL)
+    return f ? PKC_SWEEP((k_col_sm<FACT_STENCIL, MODE, true>), *nb, PKC_SM_COLS)
+             : PKC_SWEEP((k_col_sm<FACT_STENCIL, MODE, false>), *nb, PKC_SM_COLS);
+  return f ? PKC_SWEEP((k_col_sm<FACT_STORED, MODE, true>), *nb, PKC_SM_COLS)
+           : PKC_SWEEP((k_col_sm<FACT_STORED, MODE, false>), *nb, PKC_SM_COLS);
+#undef PKC_SWEEP
+}
+
+/** Launch the preconditioner kernel of pc with MODE (0 apply, 1 CG step) on n cells. */
+template <int STEP>
+int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero, int64_t n,
+              double *r, const double *q, double *z, double *part, int64_t *nblocks) {
+  if (!pc || pc->type == PKRYLOV_PRECOND_NONE || pc->type == PKRYLOV_PRECOND_JACOBI) {
+    const int64_t nb = blocks_1d(n);
+    if (nblocks) *nblocks = nb;
+    if (!pc || pc->type == PKRYLOV_PRECOND_NONE)
+      k_pointwise<char, STEP><<<(unsigned)nb, PKC_BLOCK, 0, s>>>(nullptr, n, st, alpha_zero, r, q, z, part);
+    else if (pc->fp32)
+      k_pointwise<float, STEP>
+          <<<(unsigned)nb, PKC_BLOCK, 0, s>>>(pc->dinvf, n, st, alpha_zero, r, q, z, part);
+    else
+      k_pointwise<double, STEP>
+          <<<(unsigned)nb, PKC_BLOCK, 0, s>>>(pc->dinv, n, st, alpha_zero, r, q, z, part);
+    return (int)cudaGetLastError();
+  }
+  const bool kslow = pc->layout == PKRYLOV_LAYOUT_KSLOW;
+  if (pc->symmetric && kslow) { /* the column on chip when it fits in shared memory */
+    int64_t nbs = 0;
+    const int rc = launch_col_sym_kslow<STEP == 0 ? 0 : 2>(s, pc, st, alpha_zero, r, q, z, part, &nbs);
+    if (rc >= 0) {
+      if (nblocks) *nblocks = nbs;
+      return rc;
+    }
+  }
+  const int64_t nb = blocks_1d(pc->ncols);
+  if (nblocks) *nblocks = nb;
+  const int64_t cs = kslow ? 1 : pc->nz, ls = kslow ? pc->ncols : 1;
+  const unsigned g = (unsigned)nb;
+  if (!pc->symmetric) {
+    k_col_gen<STEP><<<g, PKC_BLOCK, 0, s>>>(pc->gdl, pc->gd, pc->gdu, pc->gdu2, pc->ipiv, pc->ncols, pc->nz,
+                                            cs, ls, st, alpha_zero, r, q, z, part);
+  } else if (STEP == 0) {
+    if (pc->fp32)
+      k_col_sym<float, 0><<<g, PKC_BLOCK, 0, s>>>(pc->lmulf, pc->dinvf, pc->ncols, pc->nz, cs, ls, st,
+                                                  alpha_zero, r, q, z, part);
+    else
+      k_col_sym<double, 0><<<g, PKC_BLOCK, 0, s>>>(pc->lmul, pc->dinv, pc->ncols, pc->nz, cs, ls, st,
+                                                   alpha_zero, r, q, z, part);
+  } else if (kslow) {
+    if (pc->fp32)
+      k_col_sym<float, 2><<<g, PKC_BLOCK, 0, s>>>(pc->lmulf, pc->dinvf, pc->ncols, pc->nz, cs, ls, st,
+                                                  alpha_zero, r, q, z, part);
+    else
+      k_col_sym<double, 2><<<g, PKC_BLOCK, 0, s>>>(pc->lmul, pc->dinv, pc->ncols, pc->nz, cs, ls, st,
+                                                   alpha_zero, r, q, z, part);
+  } else {
+    if (pc->fp32)
+      k_col_sym<float, 1><<<g, PKC_BLOCK, 0, s>>>(pc->lmulf, pc->dinvf, pc->ncols, pc->nz, cs, ls, st,
+                                                  alpha_zero, r, q, z, part);
+    else
+      k_col_sym<double, 1><<<g, PKC_BLOCK, 0, s>>>(pc->lmul, pc->dinv, pc->ncols, pc->nz, cs, ls, st,
+                                                   alpha_zero, r, q, z, part);
+  }
+  return (int)cudaGetLastError();
+}
+
+/* ---- vector kernels ----------------------------------------------------------------------------- */
+
+/** The nv vector pairs of pk_cuda_dots, passed by value. */
+struct DotArgs {
+  const double *x[4];
+  const double *y[4];
+};
+
+/** part[block * NV + j] = block's partial of (x[j], y[j]). */
+template <int NV> __global__ void __launch_bounds__(PKC_BLOCK) k_dots(int64_t n, DotArgs a, double *part) {
+  double acc[NV];
+#pragma unroll
+  for (int j = 0; j < NV; j++) acc[j] = 0.0;
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t i = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; i < n; i += stride) {
+#pragma unroll
+    for (int j = 0; j < NV; j++) acc[j] += a.x[j][i] * a.y[j][i];
+  }
+  block_store<NV>(acc, part, blockIdx.x);
+}
+
+/** One block: out[j] = sum_b part[b * nvals + j]; thread t adds b = t, t + 256, ... in order, then a tree. */
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_sum_partials(const double *part, int64_t nb, int nvals, double *out) {
+  for (int j = 0; j < nvals; j++) {
+    double acc[1] = {0.0};
+    for (int64_t b = threadIdx.x; b < nb; b += PKC_BLOCK) acc[0] += part[b * nvals + j];
+    block_store<1>(acc, out, j); /* out[j] */
+    __syncthreads();             /* the shared scratch is reused for the next j */
+  }
+}
+
+/** y += a x, a read from device memory. */
+__global__ void __launch_bounds__(PKC_BLOCK) k_axpy(int64_t n, const double *a, const double *x, double *y) {
+  const double av = *a;
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t i = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; i < n; i += stride) y[i] = y[i] + av * x[i];
+}
+
+/** x = 0 at dry cells. */
+__global__ void __launch_bounds__(PKC_BLOCK) k_zero_dry(int64_t n, const uint8_t *wet, double *x) {
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t i = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; i < n; i += stride)
+    if (!wet[i]) x[i] = 0.0;
+}
+
+} // namespace
+
+/* ---- launchers (pk_cuda.h) ---------------------------------------------------------------------- */
+
+extern "C" int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_pc *pc) {
+  int64_t m = 1;
+  if (op) {
+    const int64_t a = op_blocks(op), b = blocks_1d(op->n);
+    m = a > m ? a : m;
+    m = b > m ? b : m;
+  }
+  if (pc) {
+    const int64_t a = blocks_1d(pc->n), b = blocks_1d(pc->ncols);
+    const int64_t c = pc->type == PKRYLOV_PRECOND_COLUMN ? sm_blocks(pc->ncols) : 1;
+    m = a > m ? a : m;
+    m = b > m ? b : m;
+    m = c > m ? c : m;
+  }
+  return m;
+}
+
+extern "C" int pk_cuda_op_apply(void *stream, const pk_cuda_op *op, const double *x, double *y) {
+  ActApply act;
+  act.y = y;
+  return launch_op((cudaStream_t)stream, op, x, act, nullptr, nullptr);
+}
+
+extern "C" int pk_cuda_pc_apply(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, const double *r,
+                                double *z) {
+  if (!pc) return (int)cudaErrorInvalidValue; /* no size without a view: pass a NONE view */
+  return launch_pc<0>((cudaStream_t)stream, pc, st, 1, pc->n, (double *)r, nullptr, z, nullptr, nullptr);
+}
+
+/**
+ * Test hook: the factors that the on-the-fly column sweeps compute for pc (pc->onthefly set, thin shell
+ * or column stencil), written per cell in the k-slow layout: lmul (0 on the top level) and dinv = 1 / d.
+ * They must equal the stored factors of precond.c bit for bit. Returns cudaErrorInvalidValue when pc has
+ * no on-the-fly source.
+ */
+extern "C" int pk_cuda_pc_onthefly_factors(void *stream, const pk_cuda_pc *pc, double *lmul, double *dinv) {
+  if (!pc || pc->type != PKRYLOV_PRECOND_COLUMN || !pc->symmetric || pc->layout != PKRYLOV_LAYOUT_KSLOW ||
+      !pc->onthefly ||
+      (pc->op.type != PKRYLOV_OPERATOR_THINSHELL && pc->op.type != PKRYLOV_OPERATOR_STENCIL7))
+    return (int)cudaErrorInvalidValue;
+  const int fact = pc->op.type == PKRYLOV_OPERATOR_THINSHELL ? FACT_THINSHELL : FACT_STENCIL;
+  const ColArgs a = sm_args(pc, fact);
+  const unsigned g = (unsigned)blocks_1d(pc->ncols);
+  if (fact == FACT_THINSHELL)
+    k_otf_factors<FACT_THINSHELL><<<g, PKC_BLOCK, 0, (cudaStream_t)stream>>>(a, lmul, dinv);
+  else
+    k_otf_factors<FACT_STENCIL><<<g, PKC_BLOCK, 0, (cudaStream_t)stream>>>(a, lmul, dinv);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_residual(void *stream, const pk_cuda_op *op, const double *b, const double *x,
+                                double *r, double *part, int64_t *nblocks) {
+  ActResidual act;
+  act.b = b;
+  act.r = r;
+  act.wet = op->wet;
+  return launch_op((cudaStream_t)stream, op, x, act, part, nblocks);
+}
+
+extern "C" int pk_cuda_dots(void *stream, int64_t n, int nv, const double *const *x, const double *const *y,
+                            double *part, int64_t *nblocks) {
+  if (nv < 1 || nv > 4) return (int)cudaErrorInvalidValue;
+  DotArgs a = {};
+  for (int j = 0; j < nv; j++) a.x[j] = x[j], a.y[j] = y[j];
+  const int64_t nb = blocks_1d(n);
+  if (nblocks) *nblocks = nb;
+  cudaStream_t s = (cudaStream_t)stream;
+  const unsigned g = (unsigned)nb;
+  switch (nv) {
+  case 1: k_dots<1><<<g, PKC_BLOCK, 0, s>>>(n, a, part); break;
+  case 2: k_dots<2><<<g, PKC_BLOCK, 0, s>>>(n, a, part); break;
+  case 3: k_dots<3><<<g, PKC_BLOCK, 0, s>>>(n, a, part); break;
+  default: k_dots<4><<<g, PKC_BLOCK, 0, s>>>(n, a, part); break;
+  }
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_sum_partials(void *stream, const double *part, int64_t nblocks, int nvals,
+                                    double *out) {
+  k_sum_partials<<<1, PKC_BLOCK, 0, (cudaStream_t)stream>>>(part, nblocks, nvals, out);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_axpy_dev(void *stream, int64_t n, const double *a, const double *x, double *y) {
+  k_axpy<<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(n, a, x, y);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_zero_dry(void *stream, int64_t n, const uint8_t *wet, double *x) {
+  if (!wet) return (int)cudaGetLastError();
+  k_zero_dry<<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(n, wet, x);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_cg_precond_step(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st,
+                                       int alpha_zero, int64_t n, double *r, const double *q, double *z,
+                                       double *part, int64_t *nblocks) {
+  return launch_pc<1>((cudaStream_t)stream, pc, st, alpha_zero, n, r, q, z, part, nblocks);
+}
+
+extern "C" int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init,
+                                        double *x, double *p, const double *z, double *q, double *part,
+                                        int64_t *nblocks) {
+  ActCgOp act;
+  act.st = st;
+  act.init = init;
+  act.x = x, act.p = p, act.q = q;
+  act.alpha = act.beta = 0.0;
+  return launch_op((cudaStream_t)stream, op, z, act, part, nblocks);
+}
+
+extern "C" int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st,
+                                   const double *m, double *z, double *q, double *s, double *p, double *x,
+                                   double *r, double *u, double *w, double *part, int64_t *nblocks) {
+  ActPipe act;
+  act.st = st;
+  act.z = z, act.q = q, act.s = s, act.p = p, act.x = x, act.r = r, act.u = u, act.w = w;
+  act.alpha = act.beta = 0.0;
+  return launch_op((cudaStream_t)stream, op, m, act, part, nblocks);
+}

@@ -1,0 +1,195 @@
+/**
+ * @file pk_cuda_test.h
+ * @brief Test-only helpers of the CUDA tests: device views (pk_cuda_op / pk_cuda_pc) of host operators and
+ *        preconditioners uploaded here with plain cudaMalloc/cudaMemcpy (independent of the backend's own
+ *        upload code), small device-vector helpers. Header-only (static inline), C.
+ */
+#ifndef PK_CUDA_TEST_H
+#define PK_CUDA_TEST_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pk_cuda.h"
+#include "pk_impl.h"
+
+/** Device buffers owned by a test view. */
+typedef struct {
+  void *buf[32];
+  int nbuf;
+  int failed; /* a cudaMalloc/cudaMemcpy failed */
+} pkt_mem;
+
+/** Free every buffer of m. */
+static inline void pkt_free(pkt_mem *m) {
+  for (int i = 0; i < m->nbuf; i++) cudaFree(m->buf[i]);
+  m->nbuf = 0;
+}
+
+/** Device copy of bytes from host src (NULL src: NULL). */
+static inline void *pkt_dev(pkt_mem *m, const void *src, size_t bytes) {
+  if (!src || m->nbuf >= 32) return NULL;
+  void *d = NULL;
+  if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) {
+    m->failed = 1;
+    return NULL;
+  }
+  m->buf[m->nbuf++] = d;
+  if (bytes && cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) m->failed = 1;
+  return d;
+}
+
+/** Device float copy of n doubles (each rounded to float). */
+static inline float *pkt_devf(pkt_mem *m, const double *src, int64_t n) {
+  if (!src) return NULL;
+  float *h = (float *)malloc(sizeof(float) * (size_t)(n ? n : 1));
+  if (!h) {
+    m->failed = 1;
+    return NULL;
+  }
+  for (int64_t i = 0; i < n; i++) h[i] = (float)src[i];
+  float *d = (float *)pkt_dev(m, h, sizeof(float) * (size_t)n);
+  free(h);
+  return d;
+}
+
+/**
+ * Device view of host operator A. fp32: float coefficients only (the double pointers stay NULL, so a
+ * kernel that read them would fault). col64: upload the CSR columns as 64-bit indices (the library keeps
+ * 32-bit ones up to 2^31 rows) to exercise that path. Returns 0 on success.
+ */
+static inline int pkt_upload_op(const struct pkrylov_operator_s *A, int fp32, int col64, pk_cuda_op *v,
+                                pkt_mem *m) {
+  memset(v, 0, sizeof *v);
+  v->type = A->type;
+  v->n = A->n;
+  v->nx = A->nx, v->ny = A->ny, v->nz = A->nz;
+  const int64_t n = A->n;
+  if (A->type == PKRYLOV_OPERATOR_CSR) {
+    v->fp32 = fp32;
+    v->rowptr = (const int64_t *)pkt_dev(m, A->csr.rowptr, sizeof(int64_t) * (size_t)(n + 1));
+    if (col64 || !A->csr.colind32) {
+      int64_t *c = (int64_t *)malloc(sizeof(int64_t) * (size_t)(A->nnz ? A->nnz : 1));
+      if (!c) return 1;
+      for (int64_t p = 0; p < A->nnz; p++) c[p] = A->csr.colind32 ? A->csr.colind32[p] : A->csr.colind64[p];
+      v->col64 = (const int64_t *)pkt_dev(m, c, sizeof(int64_t) * (size_t)A->nnz);
+      free(c);
+    } else {
+      v->col32 = (const int32_t *)pkt_dev(m, A->csr.colind32, sizeof(int32_t) * (size_t)A->nnz);
+    }
+    if (fp32)
+      v->valf = pkt_devf(m, A->csr.values, A->nnz);
+    else
+      v->val = (const double *)pkt_dev(m, A->csr.values, sizeof(double) * (size_t)A->nnz);
+  } else if (A->type == PKRYLOV_OPERATOR_STENCIL7) {
+    v->fp32 = fp32;
+    if (fp32) {
+      v->aWf = pkt_devf(m, A->st.aW, n);
+      v->aSf = pkt_devf(m, A->st.aS, n);
+      v->aVf = pkt_devf(m, A->st.aV, n);
+      v->aCf = pkt_devf(m, A->st.aC, n);
+    } else {
+      v->aW = (const double *)pkt_dev(m, A->st.aW, sizeof(double) * (size_t)n);
+      v->aS = (const double *)pkt_dev(m, A->st.aS, sizeof(double) * (size_t)n);
+      v->aV = (const double *)pkt_dev(m, A->st.aV, sizeof(double) * (size_t)n);
+      v->aC = (const double *)pkt_dev(m, A->st.aC, sizeof(double) * (size_t)n);
+    }
+    v->wet = (const uint8_t *)pkt_dev(m, A->st.wet, (size_t)n);
+  } else {
+    const size_t nz = (size_t)A->nz, nx = (size_t)A->nx, ny = (size_t)A->ny;
+    v->ta = (const double *)pkt_dev(m, A->ts.a, sizeof(double) * nz);
+    v->tb = (const double *)pkt_dev(m, A->ts.b, sizeof(double) * nz);
+    v->tc = (const double *)pkt_dev(m, A->ts.c, sizeof(double) * nz);
+    v->td = (const double *)pkt_dev(m, A->ts.d, sizeof(double) * nz);
+    v->area = (const double *)pkt_dev(m, A->ts.area, sizeof(double) * nx * ny);
+    v->ax = (const double *)pkt_dev(m, A->ts.ax, sizeof(double) * (nx + 1) * ny);
+    v->ay = (const double *)pkt_dev(m, A->ts.ay, sizeof(double) * nx * (ny + 1));
+  }
+  return m->failed;
+}
+
+/**
+ * Device view of host preconditioner M (pk_cuda.h layout): Jacobi dinv; column symmetric dinv, lmul;
+ * column general factors re-laid out from per-column (c*nz + k) to per-cell (cell(c, k)) storage.
+ * fp32: float dinv / lmul only (the general path has no fp32 copies). Returns 0 on success.
+ */
+static inline int pkt_upload_pc(const struct pkrylov_precond_s *M, int fp32, pk_cuda_pc *v, pkt_mem *m) {
+  memset(v, 0, sizeof *v);
+  v->type = M->type;
+  v->n = M->n;
+  v->ncols = M->ncols;
+  v->nz = M->nz;
+  v->layout = M->layout;
+  v->symmetric = M->symmetric;
+  const int64_t n = M->n;
+  if (M->type == PKRYLOV_PRECOND_JACOBI || (M->type == PKRYLOV_PRECOND_COLUMN && M->symmetric)) {
+    v->fp32 = fp32;
+    if (fp32) {
+      v->dinvf = pkt_devf(m, M->dinv, n);
+      v->lmulf = M->type == PKRYLOV_PRECOND_COLUMN ? pkt_devf(m, M->lmul, n) : NULL;
+    } else {
+      v->dinv = (const double *)pkt_dev(m, M->dinv, sizeof(double) * (size_t)n);
+      v->lmul = M->type == PKRYLOV_PRECOND_COLUMN
+                    ? (const double *)pkt_dev(m, M->lmul, sizeof(double) * (size_t)n)
+                    : NULL;
+    }
+  } else if (M->type == PKRYLOV_PRECOND_COLUMN) {
+    double *h = (double *)calloc(4 * (size_t)n, sizeof(double));
+    int32_t *hp = (int32_t *)calloc((size_t)n, sizeof(int32_t));
+    if (!h || !hp) {
+      free(h), free(hp);
+      return 1;
+    }
+    const double *src[4] = {M->gdl, M->gd, M->gdu, M->gdu2};
+    for (int64_t c = 0; c < M->ncols; c++)
+      for (int32_t k = 0; k < M->nz; k++) {
+        const int64_t cell = c * M->col_stride + (int64_t)k * M->lev_stride, o = c * M->nz + k;
+        for (int a = 0; a < 4; a++) h[(size_t)a * (size_t)n + (size_t)cell] = src[a][o];
+        hp[cell] = M->ipiv[o];
+      }
+    v->gdl = (const double *)pkt_dev(m, h, sizeof(double) * (size_t)n);
+    v->gd = (const double *)pkt_dev(m, h + n, sizeof(double) * (size_t)n);
+    v->gdu = (const double *)pkt_dev(m, h + 2 * n, sizeof(double) * (size_t)n);
+    v->gdu2 = (const double *)pkt_dev(m, h + 3 * n, sizeof(double) * (size_t)n);
+    v->ipiv = (const int32_t *)pkt_dev(m, hp, sizeof(int32_t) * (size_t)n);
+    free(h), free(hp);
+  }
+  return m->failed;
+}
+
+/**
+ * 1 when the backend marks the device view of M `onthefly` (pk_cuda_precond_upload's rule, restated here):
+ * column preconditioner, symmetric path, k-slow, on a thin-shell or unmasked column-stencil operator,
+ * every dinv > 0 and every lmul below the top level nonzero (each column one positive definite segment).
+ */
+static inline int pkt_onthefly_ok(const struct pkrylov_precond_s *M) {
+  const struct pkrylov_operator_s *A = M->A;
+  if (M->type != PKRYLOV_PRECOND_COLUMN || !M->symmetric || M->layout != PKRYLOV_LAYOUT_KSLOW) return 0;
+  if (!(A->type == PKRYLOV_OPERATOR_THINSHELL || (A->type == PKRYLOV_OPERATOR_STENCIL7 && !A->wet))) return 0;
+  for (int64_t i = 0; i < M->n; i++)
+    if (!(M->dinv[i] > 0.0)) return 0;
+  for (int64_t i = 0; i < M->n - M->ncols; i++)
+    if (M->lmul[i] == 0.0) return 0;
+  return 1;
+}
+
+/**
+ * Device view of M (as pkt_upload_pc) with the matrix-free column factors switched on: v->onthefly =
+ * onthefly (1: where the kernels find it pays, as the backend sets it; 2: always, the chunked on-chip
+ * sweeps; 3: always, the resident thin-shell sweeps) and v->op = the fp64 view of M->A.
+ * drop_factors: the stored factors (and their float copies) are left NULL in the view, so a kernel that
+ * read them would fault. Returns 0 on success.
+ */
+static inline int pkt_upload_pc_otf(const struct pkrylov_precond_s *M, int fp32, int onthefly,
+                                    int drop_factors, pk_cuda_pc *v, pkt_mem *m) {
+  if (pkt_upload_pc(M, fp32, v, m)) return 1;
+  if (pkt_upload_op(M->A, 0, 0, &v->op, m)) return 1;
+  v->onthefly = onthefly;
+  if (drop_factors) v->lmul = v->dinv = NULL, v->lmulf = v->dinvf = NULL;
+  return 0;
+}
+
+
+#endif /* PK_CUDA_TEST_H */

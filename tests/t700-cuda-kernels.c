@@ -1,0 +1,1001 @@
+/**
+ * @file t700-cuda-kernels.c
+ * @brief The CUDA launchers of pk_cuda_kernels.cu against their CPU twins (white box, links the internal
+ *        static library).
+ *
+ * Operators and preconditioners are built on the CPU through the public API and uploaded here
+ * (pk_cuda_test.h, plain cudaMemcpy, per-cell re-layout of the general column factors, float copies for
+ * the fp32 views with the double pointers left NULL). Every launcher gets random inputs of odd sizes that
+ * are not multiples of the block size, outputs poisoned with NaN, and is compared with the CPU function
+ * that the solvers use on the host (pk_op_apply_all, pk_pc_apply_all, pk_cpu_residual, pk_cpu_dot,
+ * pk_cpu_cg_precond_step, pk_cpu_cg_operator_step, pk_cpu_pipecg_step) or a plain loop written here:
+ *  - vectors bitwise equal (the kernels compute every cell with the CPU's expressions, -fmad=false);
+ *  - summed partials within 1e-13 relative to the sum of the magnitudes of the terms (only the order of
+ *    the global sum differs between the two backends; for sums with terms of both signs, e.g. (w, u),
+ *    the magnitude sum is the scale of the rounding error, not the possibly small sum itself).
+ * fp32 views are checked against the CPU run on the coefficients / factors rounded to float in place.
+ * Every case returns PK_SKIP (77) when no CUDA device is visible.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "pk_test.h"
+#include "pk_cuda_test.h"
+
+/** Skip the case without a device. */
+#define SKIP_WITHOUT_GPU()                                    \
+  do {                                                        \
+    int nd_ = 0;                                              \
+    if (cudaGetDeviceCount(&nd_) != cudaSuccess || nd_ < 1) { \
+      cudaGetLastError();                                     \
+      return PK_SKIP;                                         \
+    }                                                         \
+  } while (0)
+
+/** A launcher or CUDA call must return cudaSuccess (0). */
+#define CK(call)                                                                                             \
+  do {                                                                                                       \
+    int ck_e_ = (int)(call);                                                                                 \
+    PK_EXPECT(ck_e_ == 0, "%s -> CUDA error %d (%s)", #call, ck_e_, cudaGetErrorString((cudaError_t)ck_e_)); \
+  } while (0)
+
+/** Wait for the device and check that no kernel failed. */
+#define SYNC() CK(cudaDeviceSynchronize())
+
+/* ---- host and device vectors ------------------------------------------------------------------- */
+
+/** Host vector of n doubles (aborts the program on failure: tests only). */
+static double *hnew(int64_t n) {
+  double *h = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  if (!h) {
+    fprintf(stderr, "out of host memory\n");
+    exit(PK_FAIL);
+  }
+  return h;
+}
+
+/** Host copy. */
+static double *hdup(const double *h, int64_t n) {
+  double *c = hnew(n);
+  memcpy(c, h, sizeof(double) * (size_t)n);
+  return c;
+}
+
+/** Random host vector in [-1, 1). */
+static double *hrand(int64_t n, uint64_t seed) {
+  double *h = hnew(n);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 12345;
+  for (int64_t i = 0; i < n; i++) h[i] = pk_test_rand(&s);
+  return h;
+}
+
+/** Device vector of n doubles poisoned with NaN (all bits set). */
+static double *dnew(int64_t n) {
+  double *d = NULL;
+  if (cudaMalloc((void **)&d, sizeof(double) * (size_t)(n ? n : 1)) != cudaSuccess) {
+    fprintf(stderr, "out of device memory\n");
+    exit(PK_FAIL);
+  }
+  cudaMemset(d, 0xff, sizeof(double) * (size_t)(n ? n : 1));
+  return d;
+}
+
+/** Device copy of a host vector. */
+static double *dup_dev(const double *h, int64_t n) {
+  double *d = dnew(n);
+  cudaMemcpy(d, h, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice);
+  return d;
+}
+
+/** Host copy of a device vector (malloc'ed). */
+static double *dget(const double *d, int64_t n) {
+  double *h = hnew(n);
+  cudaMemcpy(h, d, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost);
+  return h;
+}
+
+/** 1 when every value of the device vector still has the NaN poison bits. */
+static int still_poisoned(const double *d, int64_t n) {
+  double *h = dget(d, n);
+  uint64_t poison;
+  memset(&poison, 0xff, sizeof poison);
+  int ok = 1;
+  for (int64_t i = 0; i < n && ok; i++) ok = memcmp(&h[i], &poison, sizeof poison) == 0;
+  free(h);
+  return ok;
+}
+
+/** Bitwise comparison of n values; prints the first difference. */
+static int same_bits(const char *tag, const char *what, int64_t n, const double *gpu, const double *cpu) {
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (memcmp(&gpu[i], &cpu[i], sizeof(double)) != 0) {
+      if (first < 0) first = i;
+      bad++;
+    }
+  if (bad) {
+    fprintf(stderr, "%s: %s differs in %lld of %lld values; first at %lld: gpu %.17g cpu %.17g\n", tag, what,
+            (long long)bad, (long long)n, (long long)first, gpu[first], cpu[first]);
+    pk_test_failures++;
+  }
+  return bad == 0;
+}
+
+/** Device vector d bitwise equal to host vector h. */
+static int dev_same(const char *tag, const char *what, int64_t n, const double *d, const double *h) {
+  double *g = dget(d, n);
+  int ok = same_bits(tag, what, n, g, h);
+  free(g);
+  return ok;
+}
+
+/** |gpu - cpu| <= 1e-13 max(scale, |cpu|), scale = sum of the magnitudes of the terms. */
+static void near_sum(const char *tag, const char *what, double gpu, double cpu, double scale) {
+  const double tol = 1e-13 * fmax(scale, fabs(cpu));
+  if (!(fabs(gpu - cpu) <= tol)) {
+    fprintf(stderr, "%s: %s gpu %.17g cpu %.17g (diff %.3g, tol %.3g)\n", tag, what, gpu, cpu,
+            fabs(gpu - cpu), tol);
+    pk_test_failures++;
+  }
+}
+
+/** sum |a_i b_i| */
+static double abs_dot(int64_t n, const double *a, const double *b) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += fabs(a[i] * b[i]);
+  return s;
+}
+
+/** out[0..nv) = pk_cuda_sum_partials of the device slots. */
+static void gpu_sums(const double *part, int64_t nb, int nv, double *out) {
+  double *d = dnew(nv);
+  CK(pk_cuda_sum_partials(NULL, part, nb, nv, d));
+  SYNC();
+  cudaMemcpy(out, d, sizeof(double) * (size_t)nv, cudaMemcpyDeviceToHost);
+  cudaFree(d);
+}
+
+/** Device solver state with the given scalars and status. */
+static pk_cuda_state *dstate(double alpha, double beta, int32_t status) {
+  pk_cuda_state h;
+  memset(&h, 0, sizeof h);
+  h.alpha = alpha;
+  h.beta = beta;
+  h.status = status;
+  h.breakdown_it = -1;
+  pk_cuda_state *d = NULL;
+  if (cudaMalloc((void **)&d, sizeof h) != cudaSuccess) exit(PK_FAIL);
+  cudaMemcpy(d, &h, sizeof h, cudaMemcpyHostToDevice);
+  return d;
+}
+
+/** Partial-sum scratch for op/pc (4 values per slot, as the driver allocates), poisoned. */
+static double *dpart(const pk_cuda_op *op, const pk_cuda_pc *pc, int64_t *cap) {
+  *cap = pk_cuda_partials_needed(op, pc);
+  return dnew(4 * *cap);
+}
+
+/** 1 <= nb <= cap */
+static void check_nb(const char *tag, int64_t nb, int64_t cap) {
+  PK_EXPECT(nb >= 1 && nb <= cap, "%s: nblocks %lld outside [1, partials_needed = %lld]", tag, (long long)nb,
+            (long long)cap);
+}
+
+/* ---- host objects -------------------------------------------------------------------------------- */
+
+/**
+ * Random 7-point stencil: couplings in [-1, -0.1), aC = 6.5 + U[0, 1) (symmetric positive definite),
+ * times sign (-1: negative definite, as ocean models store it). masked: about 1 cell in 6 dry.
+ */
+static int make_stencil(pkrylov_context ctx, int nx, int ny, int nz, int masked, double sign, uint64_t seed,
+                        pkrylov_operator *A) {
+  const int64_t n = (int64_t)nx * ny * nz;
+  double *aW = hnew(n), *aS = hnew(n), *aV = hnew(n), *aC = hnew(n);
+  int32_t *mask = masked ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
+  uint64_t s = seed;
+  for (int64_t i = 0; i < n; i++) {
+    aW[i] = sign * (-0.55 + 0.45 * pk_test_rand(&s));
+    aS[i] = sign * (-0.55 + 0.45 * pk_test_rand(&s));
+    aV[i] = sign * (-0.55 + 0.45 * pk_test_rand(&s));
+    aC[i] = sign * (7.0 + 0.5 * pk_test_rand(&s));
+    if (mask) mask[i] = pk_test_rand(&s) > -2.0 / 3.0;
+  }
+  int rc = pkrylov_operator_create_stencil7(ctx, nx, ny, nz, aW, aS, aV, aC, mask, A);
+  free(aW), free(aS), free(aV), free(aC), free(mask);
+  return rc;
+}
+
+/** Thin-shell model problem on nx x ny x nz (geometry gnomonic or uniform). */
+static int make_thinshell(pkrylov_context ctx, int nx, int ny, int nz, int32_t geometry,
+                          pkrylov_operator *A) {
+  pkrylov_thinshell_params p;
+  int rc = pkrylov_thinshell_params_default(nx, ny, nz, &p);
+  if (rc) return rc;
+  p.geometry = geometry;
+  return pkrylov_operator_create_thinshell(ctx, &p, A);
+}
+
+/**
+ * Random CSR on n = ncols * nz cells with vertical columns in `layout`: diagonal d, the couplings to the
+ * levels above/below (sym: one value e shared by both rows, |e| < 1, d in [3, 5): the symmetric column
+ * path; else lo in [-4, 4), up in [-1, 1), d in [1, 3): the general path, with pivoting), plus `extra`
+ * random off-column entries per row. Rows are given unsorted (the library sorts them).
+ */
+static int make_csr(pkrylov_context ctx, int64_t ncols, int nz, int32_t layout, int sym, int extra,
+                    uint64_t seed, pkrylov_operator *A) {
+  const int64_t n = ncols * nz, maxr = 3 + extra;
+  int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  int32_t *ci = malloc(sizeof(int32_t) * (size_t)(n * maxr));
+  double *v = hnew(n * maxr);
+  double *ev = hrand(n, seed + 7); /* coupling between a cell and the level above (sym) */
+  if (!rp || !ci) exit(PK_FAIL);
+  const int64_t cs = layout == PKRYLOV_LAYOUT_KSLOW ? 1 : nz, ls = layout == PKRYLOV_LAYOUT_KSLOW ? ncols : 1;
+  uint64_t s = seed;
+  int64_t pos = 0;
+  rp[0] = 0;
+  for (int64_t row = 0; row < n; row++) {
+    const int64_t c = layout == PKRYLOV_LAYOUT_KSLOW ? row % ncols : row / nz;
+    const int k = (int)(layout == PKRYLOV_LAYOUT_KSLOW ? row / ncols : row % nz);
+    const int64_t p0 = pos;
+    /* extra entries first (unsorted), then the column couplings, then the diagonal */
+    for (int e = 0; e < extra; e++) {
+      int64_t col = (int64_t)((pk_test_rand(&s) + 1.0) * 0.5 * (double)n);
+      if (col >= n) col = n - 1;
+      int dup = col == row || (k > 0 && col == c * cs + (k - 1) * ls) ||
+                (k < nz - 1 && col == c * cs + (k + 1) * ls);
+      for (int64_t q = p0; q < pos && !dup; q++) dup = ci[q] == col;
+      if (dup) continue;
+      ci[pos] = (int32_t)col;
+      v[pos++] = 0.3 * pk_test_rand(&s);
+    }
+    if (k < nz - 1) {
+      ci[pos] = (int32_t)(c * cs + (k + 1) * ls);
+      v[pos++] = sym ? 0.9 * ev[row] : pk_test_rand(&s);
+    }
+    if (k > 0) {
+      ci[pos] = (int32_t)(c * cs + (k - 1) * ls);
+      v[pos++] = sym ? 0.9 * ev[c * cs + (k - 1) * ls] : 4.0 * pk_test_rand(&s);
+    }
+    ci[pos] = (int32_t)row;
+    v[pos++] = sym ? 4.0 + pk_test_rand(&s) : 2.0 + pk_test_rand(&s);
+    rp[row + 1] = (int32_t)pos;
+  }
+  int rc = pkrylov_operator_create_csr(ctx, (int32_t)n, 0, rp, ci, v, A);
+  free(rp), free(ci), free(v), free(ev);
+  return rc;
+}
+
+/** Round the coefficients of a host operator to float in place (CPU twin of an fp32 view). */
+static void round_op(struct pkrylov_operator_s *A) {
+  if (A->type == PKRYLOV_OPERATOR_CSR) {
+    for (int64_t p = 0; p < A->nnz; p++) A->csr.values[p] = (double)(float)A->csr.values[p];
+  } else if (A->type == PKRYLOV_OPERATOR_STENCIL7) {
+    double *arr[4] = {A->st.aW, A->st.aS, A->st.aV, A->st.aC};
+    for (int a = 0; a < 4; a++)
+      for (int64_t i = 0; i < A->n; i++) arr[a][i] = (double)(float)arr[a][i];
+  }
+}
+
+/** Round the factors of a host preconditioner (Jacobi / column symmetric) to float in place. */
+static void round_pc(struct pkrylov_precond_s *M) {
+  for (int64_t i = 0; i < M->n; i++) {
+    if (M->dinv) M->dinv[i] = (double)(float)M->dinv[i];
+    if (M->lmul) M->lmul[i] = (double)(float)M->lmul[i];
+  }
+}
+
+/* ---- checks of one launcher on one object ------------------------------------------------------- */
+
+/** y = A x. */
+static void check_apply(const char *tag, const struct pkrylov_operator_s *A, const pk_cuda_op *v,
+                        uint64_t seed) {
+  const int64_t n = A->n;
+  double *x = hrand(n, seed), *y = hnew(n);
+  pk_op_apply_all(A, x, y);
+  double *dx = dup_dev(x, n), *dy = dnew(n);
+  CK(pk_cuda_op_apply(NULL, v, dx, dy));
+  SYNC();
+  dev_same(tag, "A x", n, dy, y);
+  dev_same(tag, "x (input)", n, dx, x);
+  cudaFree(dx), cudaFree(dy);
+  free(x), free(y);
+}
+
+/** r = b - A x (0 at dry cells), (r, r). */
+static void check_residual(const char *tag, const struct pkrylov_operator_s *A, const pk_cuda_op *v,
+                           uint64_t seed) {
+  const int64_t n = A->n;
+  double *b = hrand(n, seed), *x = hrand(n, seed + 1), *r = hnew(n);
+  double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), rr;
+  pk_cpu_residual(A, b, x, r, cpart, &rr);
+  int64_t cap, nb = -1;
+  double *db = dup_dev(b, n), *dx = dup_dev(x, n), *dr = dnew(n), *part = dpart(v, NULL, &cap);
+  CK(pk_cuda_residual(NULL, v, db, dx, dr, part, &nb));
+  SYNC();
+  check_nb(tag, nb, cap);
+  double *g = dget(dr, n);
+  same_bits(tag, "r = b - A x", n, g, r);
+  if (A->wet)
+    for (int64_t i = 0; i < n; i++)
+      if (!A->wet[i] && g[i] != 0.0) {
+        PK_EXPECT(0, "%s: r[%lld] = %g at a dry cell", tag, (long long)i, g[i]);
+        break;
+      }
+  double s;
+  gpu_sums(part, nb, 1, &s);
+  near_sum(tag, "(r, r)", s, rr, rr);
+  cudaFree(db), cudaFree(dx), cudaFree(dr), cudaFree(part);
+  free(b), free(x), free(r), free(cpart), free(g);
+}
+
+/** CG operator loop; init = 1: alpha = beta = 0 and p, q, x not read (poisoned / untouched here). */
+static void check_cg_op(const char *tag, const struct pkrylov_operator_s *A, const pk_cuda_op *v, int init,
+                        uint64_t seed) {
+  const int64_t n = A->n;
+  const double alpha = init ? 0.0 : 0.3721, beta = init ? 0.0 : -0.6143;
+  double *x = hrand(n, seed), *p = hrand(n, seed + 1), *z = hrand(n, seed + 2), *q = hrand(n, seed + 3);
+  double *x0 = hdup(x, n), *p0 = hdup(p, n), *z0 = hdup(z, n), *q0 = hdup(q, n);
+  if (init) memset(p, 0, sizeof(double) * (size_t)n), memset(q, 0, sizeof(double) * (size_t)n);
+  double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), pq;
+  pk_cpu_cg_operator_step(A, alpha, beta, x, p, z, q, cpart, &pq);
+  int64_t cap, nb = -1;
+  double *dx = dup_dev(x0, n), *dz = dup_dev(z0, n), *part = dpart(v, NULL, &cap);
+  double *dp = init ? dnew(n) : dup_dev(p0, n), *dq = init ? dnew(n) : dup_dev(q0, n);
+  /* init must ignore the state's scalars */
+  pk_cuda_state *st = init ? dstate(1e300, -7.0, PK_ST_RUNNING) : dstate(alpha, beta, PK_ST_RUNNING);
+  CK(pk_cuda_cg_operator_step(NULL, v, st, init, dx, dp, dz, dq, part, &nb));
+  SYNC();
+  check_nb(tag, nb, cap);
+  dev_same(tag, "x", n, dx, x);
+  dev_same(tag, "p", n, dp, p);
+  dev_same(tag, "q", n, dq, q);
+  dev_same(tag, "z (input)", n, dz, z0);
+  double s;
+  gpu_sums(part, nb, 1, &s);
+  near_sum(tag, "(p, q)", s, pq, abs_dot(n, p, q));
+  cudaFree(dx), cudaFree(dp), cudaFree(dz), cudaFree(dq), cudaFree(part), cudaFree(st);
+  free(x), free(p), free(z), free(q), free(x0), free(p0), free(z0), free(q0), free(cpart);
+}
+
+/** Pipelined CG fused step. */
+static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, const pk_cuda_op *v,
+                       uint64_t seed) {
+  const int64_t n = A->n;
+  const double alpha = 0.5813, beta = 0.2719;
+  double *h[9], *d[9]; /* m z q s p x r u w */
+  for (int i = 0; i < 9; i++) {
+    h[i] = hrand(n, seed + (uint64_t)i);
+    d[i] = dup_dev(h[i], n);
+  }
+  double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), out[3];
+  pk_cpu_pipecg_step(A, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], cpart, out);
+  int64_t cap, nb = -1;
+  double *part = dpart(v, NULL, &cap);
+  pk_cuda_state *st = dstate(alpha, beta, PK_ST_RUNNING);
+  CK(pk_cuda_pipecg_step(NULL, v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
+  SYNC();
+  check_nb(tag, nb, cap);
+  static const char *names[9] = {"m (input)", "z", "q", "s", "p", "x", "r", "u", "w"};
+  for (int i = 0; i < 9; i++) dev_same(tag, names[i], n, d[i], h[i]);
+  double g[3];
+  gpu_sums(part, nb, 3, g);
+  near_sum(tag, "(r, u)", g[0], out[0], abs_dot(n, h[6], h[7]));
+  near_sum(tag, "(w, u)", g[1], out[1], abs_dot(n, h[8], h[7]));
+  near_sum(tag, "(r, r)", g[2], out[2], out[2]);
+  for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
+  cudaFree(part), cudaFree(st);
+  free(cpart);
+}
+
+/** z = M^-1 r, with st NULL and with a running state. */
+static void check_pc_apply(const char *tag, const struct pkrylov_precond_s *M, const pk_cuda_pc *v,
+                           uint64_t seed) {
+  const int64_t n = M->n;
+  double *r = hrand(n, seed), *z = hnew(n);
+  pk_pc_apply_all(M, r, z);
+  double *dr = dup_dev(r, n);
+  pk_cuda_state *st = dstate(1.0, 1.0, PK_ST_RUNNING);
+  for (int with_st = 0; with_st < 2; with_st++) {
+    double *dz = dnew(n);
+    CK(pk_cuda_pc_apply(NULL, v, with_st ? st : NULL, dr, dz));
+    SYNC();
+    dev_same(tag, with_st ? "z = M^-1 r (state running)" : "z = M^-1 r", n, dz, z);
+    cudaFree(dz);
+  }
+  dev_same(tag, "r (input)", n, dr, r);
+  cudaFree(dr), cudaFree(st);
+  free(r), free(z);
+}
+
+/** CG preconditioner loop; alpha_zero: alpha = 0, q not read (poisoned), r unchanged. M NULL: none. */
+static void check_cg_pc(const char *tag, pkrylov_context ctx, const struct pkrylov_precond_s *M,
+                        const pk_cuda_pc *v, int64_t n, int alpha_zero, uint64_t seed) {
+  const double alpha = alpha_zero ? 0.0 : 0.7319;
+  double *r = hrand(n, seed), *q = hrand(n, seed + 1), *z = hnew(n);
+  double *r0 = hdup(r, n), *q0 = hdup(q, n);
+  if (alpha_zero) memset(q, 0, sizeof(double) * (size_t)n);
+  double *cpart = hnew(pk_cpu_scratch_size(n, (struct pkrylov_precond_s *)M)), out[2];
+  pk_cpu_cg_precond_step(ctx, M, n, alpha, r, q, z, cpart, out);
+  int64_t cap = pk_cuda_partials_needed(NULL, v), nb = -1;
+  if (!v) {
+    pk_cuda_op o; /* no view: the size comes from n */
+    memset(&o, 0, sizeof o);
+    o.type = PKRYLOV_OPERATOR_CSR;
+    o.n = n;
+    cap = pk_cuda_partials_needed(&o, NULL);
+  }
+  double *part = dnew(4 * cap);
+  double *dr = dup_dev(r0, n), *dq = alpha_zero ? dnew(n) : dup_dev(q0, n), *dz = dnew(n);
+  pk_cuda_state *st = dstate(alpha_zero ? 1e300 : alpha, 3.0, PK_ST_RUNNING);
+  CK(pk_cuda_cg_precond_step(NULL, v, st, alpha_zero, n, dr, dq, dz, part, &nb));
+  SYNC();
+  check_nb(tag, nb, cap);
+  dev_same(tag, "r", n, dr, r);
+  dev_same(tag, "z", n, dz, z);
+  if (alpha_zero)
+    PK_EXPECT(still_poisoned(dq, n), "%s: q was written", tag);
+  else
+    dev_same(tag, "q (input)", n, dq, q0);
+  double g[2];
+  gpu_sums(part, nb, 2, g);
+  near_sum(tag, "(r, z)", g[0], out[0], abs_dot(n, r, z));
+  near_sum(tag, "(r, r)", g[1], out[1], out[1]);
+  cudaFree(dr), cudaFree(dq), cudaFree(dz), cudaFree(part), cudaFree(st);
+  free(r), free(q), free(z), free(r0), free(q0), free(cpart);
+}
+
+/** Every operator launcher on A, fp64 then (except thin shell) fp32 (A rounded in place after that). */
+static void op_suite(const char *name, struct pkrylov_operator_s *A, int col64, uint64_t seed) {
+  for (int fp32 = 0; fp32 < 2; fp32++) {
+    if (fp32 && A->type == PKRYLOV_OPERATOR_THINSHELL) break;
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s %s", name, fp32 ? "fp32" : "fp64");
+    pkt_mem mem = {0};
+    pk_cuda_op v;
+    PK_EXPECT(pkt_upload_op(A, fp32, col64, &v, &mem) == 0, "%s: upload failed", tag);
+    if (fp32) round_op(A);
+    check_apply(tag, A, &v, seed);
+    check_residual(tag, A, &v, seed + 10);
+    check_cg_op(tag, A, &v, 0, seed + 20);
+    check_cg_op(tag, A, &v, 1, seed + 30);
+    check_pipe(tag, A, &v, seed + 40);
+    pkt_free(&mem);
+  }
+}
+
+/** Preconditioner launchers on M (fp64, then fp32 where the path has float factors: M rounded after). */
+static void pc_suite(const char *name, pkrylov_context ctx, struct pkrylov_precond_s *M, uint64_t seed) {
+  for (int fp32 = 0; fp32 < 2; fp32++) {
+    if (fp32 && (M->type == PKRYLOV_PRECOND_NONE || (M->type == PKRYLOV_PRECOND_COLUMN && !M->symmetric)))
+      break;
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s %s", name, fp32 ? "fp32" : "fp64");
+    pkt_mem mem = {0};
+    pk_cuda_pc v;
+    PK_EXPECT(pkt_upload_pc(M, fp32, &v, &mem) == 0, "%s: upload failed", tag);
+    if (fp32) round_pc(M);
+    check_pc_apply(tag, M, &v, seed);
+    check_cg_pc(tag, ctx, M, &v, M->n, 0, seed + 10);
+    check_cg_pc(tag, ctx, M, &v, M->n, 1, seed + 20);
+    pkt_free(&mem);
+  }
+}
+
+/** Column preconditioner on A (levels 0 = the operator's), the expected path, then pc_suite. */
+static int column_suite(const char *name, pkrylov_context ctx, pkrylov_operator A, int32_t levels,
+                        int32_t layout, int expect_sym, uint64_t seed) {
+  pkrylov_precond M;
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, levels, layout, &M));
+  PK_EXPECT(M->symmetric == expect_sym, "%s: symmetric = %d, expected %d", name, M->symmetric, expect_sym);
+  if (!M->symmetric) { /* the test is only meaningful with row interchanges somewhere */
+    int64_t swaps = 0;
+    for (int64_t c = 0; c < M->ncols; c++)
+      for (int k = 0; k + 1 < M->nz; k++) swaps += M->ipiv[c * M->nz + k] != k + 1;
+    PK_EXPECT(swaps > 0, "%s: no pivoting in the general factors", name);
+  }
+  pc_suite(name, ctx, M, seed);
+  pkrylov_precond_destroy(&M);
+  return PK_PASS;
+}
+
+/* ---- cases --------------------------------------------------------------------------------------- */
+
+/** pk_cuda_dots (nv 1..4, grid-stride beyond the block cap), pk_cuda_sum_partials, axpy_dev, zero_dry. */
+PK_TEST_CASE(vector_kernels) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  const int64_t sizes[3] = {1001, 37 * 29 * 11, 1234567};
+  for (int si = 0; si < 3; si++) {
+    const int64_t n = sizes[si];
+    char tag[64];
+    snprintf(tag, sizeof tag, "dots n=%lld", (long long)n);
+    double *h[4], *d[4];
+    for (int i = 0; i < 4; i++)
+      h[i] = hrand(n, 100 + 4 * (uint64_t)si + (uint64_t)i), d[i] = dup_dev(h[i], n);
+    const double *xs[4] = {d[0], d[1], d[2], d[0]}, *ys[4] = {d[1], d[2], d[2], d[3]};
+    const double *hx[4] = {h[0], h[1], h[2], h[0]}, *hy[4] = {h[1], h[2], h[2], h[3]};
+    pk_cuda_op o;
+    memset(&o, 0, sizeof o);
+    o.type = PKRYLOV_OPERATOR_CSR;
+    o.n = n;
+    int64_t cap;
+    double *part = dpart(&o, NULL, &cap), *cpart = hnew(pk_cpu_scratch_size(n, NULL));
+    for (int nv = 1; nv <= 4; nv++) {
+      int64_t nb = -1;
+      CK(pk_cuda_dots(NULL, n, nv, xs, ys, part, &nb));
+      SYNC();
+      check_nb(tag, nb, cap);
+      double g[4];
+      gpu_sums(part, nb, nv, g);
+      for (int j = 0; j < nv; j++) {
+        double ref;
+        pk_cpu_dot(ctx, n, hx[j], hy[j], cpart, &ref);
+        near_sum(tag, "dot", g[j], ref, abs_dot(n, hx[j], hy[j]));
+      }
+    }
+    /* y += a x with a on the device, bitwise against the plain loop */
+    double a = -0.8125 + 1e-3 * (double)si, *da = dup_dev(&a, 1);
+    CK(pk_cuda_axpy_dev(NULL, n, da, d[0], d[1]));
+    SYNC();
+    for (int64_t i = 0; i < n; i++) h[1][i] = h[1][i] + a * h[0][i];
+    dev_same(tag, "axpy", n, d[1], h[1]);
+    dev_same(tag, "axpy x (input)", n, d[0], h[0]);
+    /* zero_dry: NULL mask is a no-op, else zeros exactly the dry cells */
+    uint8_t *wet = malloc((size_t)n);
+    uint64_t s = 77 + (uint64_t)si;
+    for (int64_t i = 0; i < n; i++) wet[i] = pk_test_rand(&s) > -0.6;
+    uint8_t *dwet = NULL;
+    cudaMalloc((void **)&dwet, (size_t)n);
+    cudaMemcpy(dwet, wet, (size_t)n, cudaMemcpyHostToDevice);
+    CK(pk_cuda_zero_dry(NULL, n, NULL, d[2]));
+    SYNC();
+    dev_same(tag, "zero_dry(NULL)", n, d[2], h[2]);
+    CK(pk_cuda_zero_dry(NULL, n, dwet, d[2]));
+    SYNC();
+    for (int64_t i = 0; i < n; i++)
+      if (!wet[i]) h[2][i] = 0.0;
+    dev_same(tag, "zero_dry", n, d[2], h[2]);
+    cudaFree(dwet), cudaFree(da), cudaFree(part);
+    free(wet), free(cpart);
+    for (int i = 0; i < 4; i++) cudaFree(d[i]), free(h[i]);
+  }
+  /* sum_partials: several slot counts and widths against the in-order host sum */
+  const int64_t nbs[4] = {1, 5, 257, 5003};
+  for (int bi = 0; bi < 4; bi++)
+    for (int nv = 1; nv <= 4; nv++) {
+      const int64_t nb = nbs[bi];
+      double *hp = hrand(nb * nv, 500 + (uint64_t)(bi * 4 + nv)), ref[4], g[4], scale[4] = {0, 0, 0, 0};
+      pk_sum_partials(hp, nb, nv, ref);
+      for (int64_t b = 0; b < nb; b++)
+        for (int j = 0; j < nv; j++) scale[j] += fabs(hp[b * nv + j]);
+      double *dp = dup_dev(hp, nb * nv);
+      gpu_sums(dp, nb, nv, g);
+      for (int j = 0; j < nv; j++) near_sum("sum_partials", "slot sum", g[j], ref[j], scale[j]);
+      if (nb == 1)
+        for (int j = 0; j < nv; j++) PK_EXPECT(g[j] == ref[j], "one slot: %.17g vs %.17g", g[j], ref[j]);
+      cudaFree(dp);
+      free(hp);
+    }
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** CSR (32- and 64-bit columns, fp64 and fp32): apply, residual, CG operator loop (both), pipelined step. */
+PK_TEST_CASE(csr_operator) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 143, 7, PKRYLOV_LAYOUT_KSLOW, 0, 6, 11, &A)); /* n = 1001 */
+  op_suite("csr n=1001 col32", A, 0, 1000);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 259, 3, PKRYLOV_LAYOUT_KFAST, 1, 4, 12, &A)); /* n = 777 */
+  op_suite("csr n=777 col64", A, 1, 1100);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 1, 1, PKRYLOV_LAYOUT_KSLOW, 1, 0, 13, &A)); /* n = 1 */
+  op_suite("csr n=1", A, 0, 1200);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** Column stencil, unmasked, on odd grids incl. nx = 1, ny = 1, nz = 1 and many level chunks. */
+PK_TEST_CASE(stencil_operator) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  static const int g[7][3] = {{37, 29, 11}, {5, 3, 7}, {1, 1, 5},  {1, 6, 1},
+                              {3, 2, 40},   {7, 1, 3}, {300, 7, 2}};
+  for (int t = 0; t < 7; t++) {
+    pkrylov_operator A;
+    char name[64];
+    snprintf(name, sizeof name, "stencil %dx%dx%d", g[t][0], g[t][1], g[t][2]);
+    PK_REQUIRE_OK(ctx,
+                  make_stencil(ctx, g[t][0], g[t][1], g[t][2], 0, t % 2 ? -1.0 : 1.0, 20 + (uint64_t)t, &A));
+    op_suite(name, A, 0, 2000 + 100 * (uint64_t)t);
+    pkrylov_operator_destroy(&A);
+  }
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** Masked column stencil: r = 0 at dry cells (residual), every operator launcher. */
+PK_TEST_CASE(stencil_masked) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  static const int g[3][3] = {{37, 29, 11}, {5, 3, 7}, {1, 4, 9}};
+  for (int t = 0; t < 3; t++) {
+    pkrylov_operator A;
+    char name[64];
+    snprintf(name, sizeof name, "masked stencil %dx%dx%d", g[t][0], g[t][1], g[t][2]);
+    PK_REQUIRE_OK(ctx, make_stencil(ctx, g[t][0], g[t][1], g[t][2], 1, 1.0, 40 + (uint64_t)t, &A));
+    PK_EXPECT(A->wet != NULL, "%s: no mask", name);
+    op_suite(name, A, 0, 3000 + 100 * (uint64_t)t);
+    pkrylov_operator_destroy(&A);
+  }
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** Thin shell (difference form), gnomonic and uniform geometry, odd grids. */
+PK_TEST_CASE(thinshell_operator) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  static const int g[5][3] = {{37, 29, 11}, {5, 3, 7}, {1, 1, 5}, {2, 3, 40}, {9, 1, 1}};
+  for (int t = 0; t < 5; t++)
+    for (int geo = 0; geo < 2; geo++) {
+      pkrylov_operator A;
+      char name[80];
+      snprintf(name, sizeof name, "thinshell %dx%dx%d %s", g[t][0], g[t][1], g[t][2],
+               geo ? "uniform" : "gnomonic");
+      PK_REQUIRE_OK(ctx, make_thinshell(ctx, g[t][0], g[t][1], g[t][2],
+                                        geo ? PKRYLOV_GEOMETRY_UNIFORM : PKRYLOV_GEOMETRY_GNOMONIC, &A));
+      op_suite(name, A, 0, 4000 + 100 * (uint64_t)t + 50 * (uint64_t)geo);
+      pkrylov_operator_destroy(&A);
+    }
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** None (a NONE view, and pc NULL in the CG step) and Jacobi (fp64, fp32), stencil and CSR. */
+PK_TEST_CASE(precond_pointwise) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator As, Ac;
+  PK_REQUIRE_OK(ctx, make_stencil(ctx, 37, 29, 11, 1, 1.0, 60, &As));
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 143, 7, PKRYLOV_LAYOUT_KSLOW, 0, 5, 61, &Ac));
+  pkrylov_operator ops[2] = {As, Ac};
+  for (int o = 0; o < 2; o++) {
+    pkrylov_precond M;
+    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, ops[o], PKRYLOV_PRECOND_NONE, 0, PKRYLOV_LAYOUT_AUTO, &M));
+    pc_suite(o ? "none (csr)" : "none (masked stencil)", ctx, M, 5000 + 10 * (uint64_t)o);
+    pkrylov_precond_destroy(&M);
+    PK_REQUIRE_OK(ctx,
+                  pkrylov_precond_create(ctx, ops[o], PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M));
+    pc_suite(o ? "jacobi (csr)" : "jacobi (masked stencil)", ctx, M, 5100 + 10 * (uint64_t)o);
+    pkrylov_precond_destroy(&M);
+    /* CG step with no preconditioner at all (pc NULL) */
+    check_cg_pc("pc NULL", ctx, NULL, NULL, ops[o]->n, 0, 5200 + 10 * (uint64_t)o);
+    check_cg_pc("pc NULL alpha_zero", ctx, NULL, NULL, ops[o]->n, 1, 5300 + 10 * (uint64_t)o);
+  }
+  pkrylov_operator_destroy(&As);
+  pkrylov_operator_destroy(&Ac);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** Column symmetric, k-slow: stencil (positive and negative definite, masked), thin shell, CSR. */
+PK_TEST_CASE(column_sym_kslow) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, make_stencil(ctx, 37, 29, 11, 0, 1.0, 70, &A));
+  column_suite("column stencil 37x29x11", ctx, A, 0, PKRYLOV_LAYOUT_AUTO, 1, 6000);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, make_stencil(ctx, 5, 3, 7, 1, -1.0, 71, &A));
+  column_suite("column masked negative stencil 5x3x7", ctx, A, 0, PKRYLOV_LAYOUT_AUTO, 1, 6100);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, make_stencil(ctx, 300, 1, 1, 0, 1.0, 72, &A));
+  column_suite("column stencil nz=1", ctx, A, 0, PKRYLOV_LAYOUT_AUTO, 1, 6200);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, make_thinshell(ctx, 37, 29, 11, PKRYLOV_GEOMETRY_GNOMONIC, &A));
+  column_suite("column thinshell 37x29x11", ctx, A, 0, PKRYLOV_LAYOUT_AUTO, 1, 6300);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 143, 7, PKRYLOV_LAYOUT_KSLOW, 1, 4, 73, &A));
+  column_suite("column csr kslow sym", ctx, A, 7, PKRYLOV_LAYOUT_KSLOW, 1, 6400);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** Column symmetric, k-fast (CSR): the separate-pass CG step. */
+PK_TEST_CASE(column_sym_kfast) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 91, 11, PKRYLOV_LAYOUT_KFAST, 1, 4, 80, &A)); /* n = 1001 */
+  column_suite("column csr kfast sym nz=11", ctx, A, 11, PKRYLOV_LAYOUT_KFAST, 1, 7000);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 3, 333, PKRYLOV_LAYOUT_KFAST, 1, 2, 81, &A)); /* few long columns */
+  column_suite("column csr kfast sym nz=333", ctx, A, 333, PKRYLOV_LAYOUT_KFAST, 1, 7100);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** Column general (nonsymmetric columns, LU with pivoting), k-slow and k-fast. */
+PK_TEST_CASE(column_general) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 143, 7, PKRYLOV_LAYOUT_KSLOW, 0, 5, 90, &A));
+  column_suite("column csr kslow general nz=7", ctx, A, 7, PKRYLOV_LAYOUT_KSLOW, 0, 8000);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 77, 13, PKRYLOV_LAYOUT_KFAST, 0, 5, 91, &A));
+  column_suite("column csr kfast general nz=13", ctx, A, 13, PKRYLOV_LAYOUT_KFAST, 0, 8100);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 301, 2, PKRYLOV_LAYOUT_KSLOW, 0, 3, 92, &A));
+  column_suite("column csr kslow general nz=2", ctx, A, 2, PKRYLOV_LAYOUT_KSLOW, 0, 8200);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** The on-the-fly factors of pk_cuda_pc_onthefly_factors against the stored ones (dpttrf), bitwise. */
+static void check_otf_factors(const char *tag, const struct pkrylov_precond_s *M, const pk_cuda_pc *v) {
+  const int64_t n = M->n;
+  double *dl = dnew(n), *dd = dnew(n);
+  CK(pk_cuda_pc_onthefly_factors(NULL, v, dl, dd));
+  SYNC();
+  dev_same(tag, "lmul recomputed", n, dl, M->lmul);
+  dev_same(tag, "dinv recomputed", n, dd, M->dinv);
+  cudaFree(dl), cudaFree(dd);
+}
+
+/**
+ * Matrix-free column factors on one operator: the recomputed factors bitwise equal to the stored ones,
+ * then pc_apply and the CG step (alpha and alpha_zero) with onthefly = mode (1 automatic, 2 chunked
+ * on-chip sweeps, 3 resident thin-shell sweeps), fp64 then fp32 (M's factors rounded in place after
+ * that). drop: the view carries no stored factors (a read would fault), which proves the path reads none;
+ * only where the column fits in shared memory (the kernels fall back to the stored factors otherwise).
+ */
+static void otf_suite(const char *name, pkrylov_context ctx, pkrylov_operator A, int mode, int drop,
+                      uint64_t seed) {
+  pkrylov_precond M;
+  if (pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M) != PKRYLOV_SUCCESS) {
+    PK_EXPECT(0, "%s: precond_create failed", name);
+    return;
+  }
+  PK_EXPECT(pkt_onthefly_ok(M), "%s: the column factors do not qualify for the on-the-fly path", name);
+  for (int fp32 = 0; fp32 < 2; fp32++) {
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s onthefly=%d%s %s", name, mode, drop ? " (no stored factors)" : "",
+             fp32 ? "fp32" : "fp64");
+    pkt_mem mem = {0};
+    pk_cuda_pc v;
+    PK_EXPECT(pkt_upload_pc_otf(M, fp32, mode, drop, &v, &mem) == 0, "%s: upload failed", tag);
+    if (!fp32) check_otf_factors(tag, M, &v);
+    if (fp32) round_pc(M);
+    check_pc_apply(tag, M, &v, seed);
+    check_cg_pc(tag, ctx, M, &v, M->n, 0, seed + 10);
+    check_cg_pc(tag, ctx, M, &v, M->n, 1, seed + 20);
+    pkt_free(&mem);
+  }
+  pkrylov_precond_destroy(&M);
+}
+
+/**
+ * Column preconditioner with factors recomputed from the operator (thin shell, unmasked stencil), every
+ * sweep kernel: onthefly = 2 (the chunked on-chip sweeps, thin shell and stencil), 3 (the resident
+ * thin-shell sweeps), 1 (automatic: resident from 2^20 cells, else the staged stored factors). Odd grids,
+ * nz = 1, nz = 256, nz = 300, nz = 700 (onthefly = 2: too long for shared memory, the stored-factor
+ * fallback), more than 4096 blocks (grid-stride) of each kernel, and partial level chunks.
+ */
+PK_TEST_CASE(column_onthefly) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  static const int g[7][3] = {{37, 29, 11}, {5, 3, 7},   {1, 1, 5}, {9, 1, 1},
+                              {2, 3, 256},  {3, 1, 300}, {2, 1, 700}};
+  for (int t = 0; t < 7; t++)
+    for (int kind = 0; kind < 3; kind++) { /* thin shell gnomonic, thin shell uniform, stencil */
+      pkrylov_operator A;
+      char name[96];
+      if (kind < 2) {
+        PK_REQUIRE_OK(ctx, make_thinshell(ctx, g[t][0], g[t][1], g[t][2],
+                                          kind ? PKRYLOV_GEOMETRY_UNIFORM : PKRYLOV_GEOMETRY_GNOMONIC, &A));
+      } else {
+        PK_REQUIRE_OK(ctx, make_stencil(ctx, g[t][0], g[t][1], g[t][2], 0, 1.0, 120 + (uint64_t)t, &A));
+      }
+      static const char *kinds[3] = {"thinshell", "thinshell uniform", "stencil"};
+      snprintf(name, sizeof name, "%s %dx%dx%d", kinds[kind], g[t][0], g[t][1], g[t][2]);
+      const uint64_t seed = 10000 + 100 * (uint64_t)t + 30 * (uint64_t)kind;
+      otf_suite(name, ctx, A, 2, g[t][2] <= 300, seed);
+      if (kind < 2) otf_suite(name, ctx, A, 3, g[t][2] <= 300, seed + 7);
+      pkrylov_operator_destroy(&A);
+    }
+  pkrylov_operator A;
+  /* 132400 columns: more than PKC_MAX_BLOCKS blocks of 32, forced and (below the threshold) stored */
+  PK_REQUIRE_OK(ctx, make_thinshell(ctx, 400, 331, 3, PKRYLOV_GEOMETRY_GNOMONIC, &A));
+  otf_suite("thinshell 400x331x3", ctx, A, 2, 1, 11000);
+  otf_suite("thinshell 400x331x3", ctx, A, 1, 0, 11100);
+  pkrylov_operator_destroy(&A);
+  /* over 2^20 cells: the automatic choice recomputes the thin shell's factors (none stored in the view);
+     17 levels: two chunks of 8 and a partial one */
+  PK_REQUIRE_OK(ctx, make_thinshell(ctx, 256, 256, 17, PKRYLOV_GEOMETRY_GNOMONIC, &A));
+  otf_suite("thinshell 256x256x17", ctx, A, 1, 1, 11200);
+  pkrylov_operator_destroy(&A);
+  /* 1.1 M columns of one level: the resident sweeps beyond 4096 blocks of 256 */
+  PK_REQUIRE_OK(ctx, make_thinshell(ctx, 1100, 1000, 1, PKRYLOV_GEOMETRY_UNIFORM, &A));
+  otf_suite("thinshell 1100x1000x1", ctx, A, 3, 1, 11300);
+  pkrylov_operator_destroy(&A);
+  /* stored factors, over 2^20 cells and 4096 blocks of 32 columns: the chunked on-chip sweeps */
+  PK_REQUIRE_OK(ctx, make_stencil(ctx, 400, 400, 7, 0, 1.0, 130, &A));
+  column_suite("column stencil 400x400x7", ctx, A, 0, PKRYLOV_LAYOUT_AUTO, 1, 11400);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** A state that is not RUNNING turns every launcher taking st into a no-op (all outputs untouched). */
+PK_TEST_CASE(stopped_state_noop) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A[3];
+  PK_REQUIRE_OK(ctx, make_stencil(ctx, 37, 29, 11, 1, 1.0, 100, &A[0]));
+  PK_REQUIRE_OK(ctx, make_thinshell(ctx, 5, 3, 7, PKRYLOV_GEOMETRY_UNIFORM, &A[1]));
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 143, 7, PKRYLOV_LAYOUT_KFAST, 0, 3, 101, &A[2]));
+  static const int32_t stops[3] = {PK_ST_CONVERGED, PK_ST_BREAKDOWN_MATRIX, PK_ST_NAN};
+  for (int o = 0; o < 3; o++) {
+    const int64_t n = A[o]->n;
+    pkt_mem mem = {0};
+    pk_cuda_op v;
+    PK_EXPECT(pkt_upload_op(A[o], 0, 0, &v, &mem) == 0, "upload");
+    /* preconditioners of this operator: none, Jacobi, column (general for the CSR) */
+    pkrylov_precond M[3];
+    PK_REQUIRE_OK(ctx,
+                  pkrylov_precond_create(ctx, A[o], PKRYLOV_PRECOND_NONE, 0, PKRYLOV_LAYOUT_AUTO, &M[0]));
+    PK_REQUIRE_OK(ctx,
+                  pkrylov_precond_create(ctx, A[o], PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M[1]));
+    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A[o], PKRYLOV_PRECOND_COLUMN, o == 2 ? 7 : 0,
+                                              o == 2 ? PKRYLOV_LAYOUT_KFAST : PKRYLOV_LAYOUT_AUTO, &M[2]));
+    pk_cuda_pc pv[5];
+    for (int i = 0; i < 3; i++) PK_EXPECT(pkt_upload_pc(M[i], 0, &pv[i], &mem) == 0, "upload pc");
+    pv[3] = pv[4] = pv[2]; /* thin shell: the column factors recomputed from the operator (both kernels) */
+    if (o == 1) {
+      PK_EXPECT(pkt_upload_pc_otf(M[2], 0, 2, 1, &pv[3], &mem) == 0, "upload pc onthefly");
+      PK_EXPECT(pkt_upload_pc_otf(M[2], 0, 3, 1, &pv[4], &mem) == 0, "upload pc onthefly");
+    }
+    double *h[9], *d[9];
+    for (int i = 0; i < 9; i++) h[i] = hrand(n, 900 + 9 * (uint64_t)o + (uint64_t)i), d[i] = dup_dev(h[i], n);
+    int64_t cap = pk_cuda_partials_needed(&v, &pv[2]);
+    double *part = dnew(4 * cap);
+    for (int si = 0; si < 3; si++) {
+      pk_cuda_state *st = dstate(0.5, 0.25, stops[si]);
+      int64_t nb;
+      for (int i = 0; i < 5; i++) {
+        CK(pk_cuda_pc_apply(NULL, &pv[i], st, d[0], d[1]));
+        CK(pk_cuda_cg_precond_step(NULL, &pv[i], st, 0, n, d[0], d[2], d[1], part, &nb));
+        CK(pk_cuda_cg_precond_step(NULL, &pv[i], st, 1, n, d[0], d[2], d[1], part, &nb));
+      }
+      CK(pk_cuda_cg_precond_step(NULL, NULL, st, 0, n, d[0], d[2], d[1], part, &nb));
+      CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb));
+      CK(pk_cuda_cg_operator_step(NULL, &v, st, 1, d[3], d[4], d[1], d[2], part, &nb));
+      CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
+      SYNC();
+      cudaFree(st);
+    }
+    for (int i = 0; i < 9; i++) dev_same("stopped state", "vector", n, d[i], h[i]);
+    PK_EXPECT(still_poisoned(part, 4 * cap), "stopped state: partial sums written (operator %d)", o);
+    for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
+    cudaFree(part);
+    for (int i = 0; i < 3; i++) pkrylov_precond_destroy(&M[i]);
+    pkt_free(&mem);
+  }
+  for (int o = 0; o < 3; o++) pkrylov_operator_destroy(&A[o]);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** More than 4096 * 256 rows / columns: the grid-stride loops of the capped 1-D and column kernels. */
+PK_TEST_CASE(large_grid_stride) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, make_csr(ctx, 1100003, 2, PKRYLOV_LAYOUT_KFAST, 1, 1, 110, &A)); /* n = 2200006 */
+  pkt_mem mem = {0};
+  pk_cuda_op v;
+  PK_EXPECT(pkt_upload_op(A, 0, 0, &v, &mem) == 0, "upload");
+  check_apply("large csr", A, &v, 9000);
+  check_cg_op("large csr", A, &v, 0, 9010);
+  check_pipe("large csr", A, &v, 9020);
+  pkrylov_precond M;
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 2, PKRYLOV_LAYOUT_KFAST, &M));
+  PK_EXPECT(M->symmetric == 1, "large: expected the symmetric path");
+  pk_cuda_pc pv;
+  PK_EXPECT(pkt_upload_pc(M, 0, &pv, &mem) == 0, "upload pc");
+  check_pc_apply("large column kfast", M, &pv, 9030);
+  check_cg_pc("large column kfast", ctx, M, &pv, M->n, 0, 9040);
+  pkrylov_precond_destroy(&M);
+  pkt_free(&mem);
+  pkrylov_operator_destroy(&A);
+  /* a big stencil (8.5 M cells): level chunks of 9 levels (the block cap), the last one partial */
+  PK_REQUIRE_OK(ctx, make_stencil(ctx, 257, 253, 131, 0, 1.0, 111, &A));
+  PK_EXPECT(pkt_upload_op(A, 0, 0, &v, &mem) == 0, "upload");
+  check_residual("large stencil", A, &v, 9050);
+  check_pipe("large stencil", A, &v, 9060);
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  PK_EXPECT(pkt_upload_pc(M, 0, &pv, &mem) == 0, "upload pc");
+  check_cg_pc("large column kslow", ctx, M, &pv, M->n, 0, 9070);
+  pkrylov_precond_destroy(&M);
+  pkt_free(&mem);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/**
+ * Launch shapes of huge problems (views without arrays, state stopped so that no kernel reads memory):
+ * every launch is valid (grid limits) and writes at most pk_cuda_partials_needed slots.
+ */
+PK_TEST_CASE(partials_needed_bounds) {
+  SKIP_WITHOUT_GPU();
+  pk_cuda_state *st = dstate(1.0, 1.0, PK_ST_MAXIT);
+  static const int g[5][3] = {{4001, 3001, 100}, {1, 1, 1000000}, {64, 64, 4000}, {1000, 1000, 1}, {3, 5, 7}};
+  for (int t = 0; t < 10; t++) {
+    pk_cuda_op v;
+    memset(&v, 0, sizeof v);
+    v.type = t < 5 ? PKRYLOV_OPERATOR_STENCIL7 : PKRYLOV_OPERATOR_THINSHELL;
+    v.nx = g[t % 5][0], v.ny = g[t % 5][1], v.nz = g[t % 5][2];
+    v.n = (int64_t)v.nx * v.ny * v.nz;
+    const int64_t cap = pk_cuda_partials_needed(&v, NULL);
+    int64_t nb1 = -1, nb2 = -1;
+    CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, NULL, NULL, NULL, NULL, NULL, &nb1));
+    CK(pk_cuda_pipecg_step(NULL, &v, st, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &nb2));
+    check_nb("grid shape", nb1, cap);
+    PK_EXPECT(nb1 == nb2, "operator launches disagree: %lld vs %lld", (long long)nb1, (long long)nb2);
+  }
+  const int64_t ns[3] = {3000000009LL, 1001, 1};
+  for (int t = 0; t < 3; t++) {
+    pk_cuda_op v;
+    memset(&v, 0, sizeof v);
+    v.type = PKRYLOV_OPERATOR_CSR;
+    v.n = ns[t];
+    pk_cuda_pc pc[3];
+    memset(pc, 0, sizeof pc);
+    pc[0].type = PKRYLOV_PRECOND_JACOBI;
+    pc[1].type = pc[2].type = PKRYLOV_PRECOND_COLUMN;
+    pc[1].symmetric = 1, pc[1].layout = PKRYLOV_LAYOUT_KSLOW;
+    pc[2].symmetric = 0, pc[2].layout = PKRYLOV_LAYOUT_KFAST;
+    for (int i = 0; i < 3; i++) {
+      pc[i].n = ns[t];
+      pc[i].nz = i == 0 ? 1 : (t == 0 ? 3 : 1);
+      pc[i].ncols = ns[t] / pc[i].nz;
+      const int64_t cap = pk_cuda_partials_needed(&v, &pc[i]);
+      int64_t nb = -1;
+      CK(pk_cuda_cg_precond_step(NULL, &pc[i], st, 0, ns[t], NULL, NULL, NULL, NULL, &nb));
+      check_nb("precond shape", nb, cap);
+      CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, NULL, NULL, NULL, NULL, NULL, &nb));
+      check_nb("csr shape", nb, cap);
+    }
+  }
+  SYNC();
+  cudaFree(st);
+  PK_TEST_END();
+}
+
+PK_TEST_MAIN(PK_TEST_ENTRY(vector_kernels), PK_TEST_ENTRY(csr_operator), PK_TEST_ENTRY(stencil_operator),
+             PK_TEST_ENTRY(stencil_masked), PK_TEST_ENTRY(thinshell_operator),
+             PK_TEST_ENTRY(precond_pointwise), PK_TEST_ENTRY(column_sym_kslow),
+             PK_TEST_ENTRY(column_sym_kfast), PK_TEST_ENTRY(column_general), PK_TEST_ENTRY(column_onthefly),
+             PK_TEST_ENTRY(stopped_state_noop), PK_TEST_ENTRY(large_grid_stride),
+             PK_TEST_ENTRY(partials_needed_bounds))
