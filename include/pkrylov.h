@@ -21,8 +21,11 @@
  *
  * Conventions
  * - Every array argument says where it lives: host (C pointer to host memory) or, where the call takes a
- *   ::pkrylov_memtype, the memory space named by it. Until the CUDA backend exists only host memory is
- *   accepted; ::PKRYLOV_MEM_DEVICE on the CPU backend is rejected with ::PKRYLOV_ERR_MEMTYPE.
+ *   ::pkrylov_memtype, the memory space named by it. On a CUDA context, host arrays are copied to the device
+ *   and back, device arrays are used in place (this is how OpenACC and CUDA Fortran models call us); a pointer
+ *   in the other space than `mem` says is rejected with ::PKRYLOV_ERR_MEMTYPE. The CPU backend accepts host
+ *   memory only (::PKRYLOV_ERR_MEMTYPE for ::PKRYLOV_MEM_DEVICE). Matrix arrays given at creation are always
+ *   host arrays; operators and factorisations are uploaded once.
  * - Invalid arguments return an error and modify nothing; the message names the argument
  *   (pkrylov_context_get_error_message()).
  * - Not converging is an outcome, not an error: pkrylov_solver_solve() returns ::PKRYLOV_SUCCESS and the
@@ -135,6 +138,13 @@ typedef enum {
   PKRYLOV_OPERATOR_STENCIL7 = 701,
   PKRYLOV_OPERATOR_THINSHELL = 702
 } pkrylov_operator_type;
+
+/** Precision of the stored coefficients (pkrylov_solver_set_precision()). */
+typedef enum {
+  PKRYLOV_PRECISION_FP64 = 800,
+  PKRYLOV_PRECISION_MIXED_PRECOND = 801, /**< fp32 preconditioner factors */
+  PKRYLOV_PRECISION_MIXED = 802          /**< fp32 preconditioner factors and operator coefficients */
+} pkrylov_precision;
 
 /** Why a solve stopped. Positive: converged. Negative: did not converge (not an error). */
 typedef enum {
@@ -401,6 +411,26 @@ PKRYLOV_EXTERN int pkrylov_solver_set_residual_replacement(pkrylov_solver s, int
 PKRYLOV_EXTERN int pkrylov_solver_set_stagnation_window(pkrylov_solver s, int32_t window);
 /** Record the recurrence residual norm of every iteration (flag 1) or not (0, default). */
 PKRYLOV_EXTERN int pkrylov_solver_set_history(pkrylov_solver s, int32_t flag);
+/**
+ * Precision of the stored coefficients (CUDA backend; the CPU accepts ::PKRYLOV_PRECISION_FP64 only and
+ * answers ::PKRYLOV_ERR_UNSUPPORTED otherwise). Vectors and reductions are always fp64.
+ * - ::PKRYLOV_PRECISION_FP64 (default).
+ * - ::PKRYLOV_PRECISION_MIXED_PRECOND: preconditioner factors in fp32. The preconditioner's precision only
+ *   changes the convergence rate, so the final accuracy is that of fp64.
+ * - ::PKRYLOV_PRECISION_MIXED: operator coefficients (CSR values, stencil coefficients) in fp32 as well. The
+ *   iteration then works with the fp32-rounded operator; residual replacement, the true-residual checks and
+ *   the convergence confirmation use the fp64 operator, so a reported convergence holds for the fp64
+ *   system. Where rounding the coefficients changes the matrix too much (rows that cancel to many digits,
+ *   as the thin-shell problem's do near the ground) the solve reports stagnation instead.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_precision(pkrylov_solver s, int32_t precision);
+/**
+ * CUDA backend: the iteration runs on the device without host involvement; the host reads the device state
+ * (convergence, breakdown) every k iterations (1..4096, default 32). The convergence test itself runs on the
+ * device every iteration, so the iteration count does not depend on k. A monitor or a stagnation window
+ * makes the host look at every iteration. No effect on the CPU backend.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_sync_interval(pkrylov_solver s, int32_t k);
 /** Set (or with fn NULL remove) the monitor callback. */
 PKRYLOV_EXTERN int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user);
 /**

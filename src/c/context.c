@@ -43,7 +43,7 @@ int pkrylov_get_version(int32_t *major, int32_t *minor, int32_t *patch) {
 }
 
 #ifdef PKRYLOV_HAVE_CUDA
-int pk_cuda_device_count(void); /* src/cuda */
+#include "pk_cuda.h"
 #endif
 
 int32_t pkrylov_has_cuda(void) {
@@ -103,16 +103,16 @@ int pkrylov_context_create(int backend, pkrylov_context *ctx) {
   switch (backend) {
   case PKRYLOV_BACKEND_CPU: resolved = PKRYLOV_BACKEND_CPU; break;
   case PKRYLOV_BACKEND_AUTO:
-    /* The CUDA solvers arrive with the CUDA backend; until then AUTO is the CPU. */
+#ifdef PKRYLOV_HAVE_CUDA
+    resolved = pk_cuda_device_count() > 0 ? PKRYLOV_BACKEND_CUDA : PKRYLOV_BACKEND_CPU;
+#else
     resolved = PKRYLOV_BACKEND_CPU;
+#endif
     break;
   case PKRYLOV_BACKEND_CUDA:
 #ifdef PKRYLOV_HAVE_CUDA
-    if (pk_cuda_device_count() <= 0)
-      return pk_error(NULL, PKRYLOV_ERR_BACKEND_UNAVAILABLE, __func__,
-                      "backend CUDA requested but no CUDA device is visible");
-    return pk_error(NULL, PKRYLOV_ERR_BACKEND_UNAVAILABLE, __func__,
-                    "backend CUDA requested but the CUDA solvers are not implemented in this version");
+    resolved = PKRYLOV_BACKEND_CUDA; /* pk_cuda_context_init reports a missing device */
+    break;
 #else
     return pk_error(NULL, PKRYLOV_ERR_BACKEND_UNAVAILABLE, __func__,
                     "backend CUDA requested but this build has no CUDA support "
@@ -126,6 +126,15 @@ int pkrylov_context_create(int backend, pkrylov_context *ctx) {
   pkrylov_context c = calloc(1, sizeof *c);
   PK_CHECK(c != NULL, NULL, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate a context");
   c->backend = resolved;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (resolved == PKRYLOV_BACKEND_CUDA) {
+    int ierr = pk_cuda_context_init(c);
+    if (ierr) {
+      free(c);
+      return ierr;
+    }
+  }
+#endif
   *ctx = c;
   return PKRYLOV_SUCCESS;
 }
@@ -136,6 +145,9 @@ int pkrylov_context_destroy(pkrylov_context *ctx) {
   PK_CHECK((*ctx)->live_objects == 0, *ctx, PKRYLOV_ERR_INVALID_STATE,
            "%lld objects created from this context are not destroyed yet",
            (long long)(*ctx)->live_objects);
+#ifdef PKRYLOV_HAVE_CUDA
+  pk_cuda_context_free(*ctx);
+#endif
   free(*ctx);
   *ctx = NULL;
   return PKRYLOV_SUCCESS;
@@ -206,7 +218,7 @@ int pk_check_vectors(pkrylov_context ctx, const char *func, int32_t mem, const d
     return pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, func,
                     "argument 'mem' = %d is not a pkrylov_memtype (HOST %d, DEVICE %d)", mem, PKRYLOV_MEM_HOST,
                     PKRYLOV_MEM_DEVICE);
-  if (mem != PKRYLOV_MEM_HOST)
+  if (mem != PKRYLOV_MEM_HOST && (!ctx || ctx->backend != PKRYLOV_BACKEND_CUDA))
     return pk_error(ctx, PKRYLOV_ERR_MEMTYPE, func,
                     "argument 'mem' = PKRYLOV_MEM_DEVICE but the CPU backend accepts host memory only");
   if (!in) return pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument '%s' is NULL", in_name);

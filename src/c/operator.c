@@ -24,12 +24,18 @@
 #include <string.h>
 
 #include "pk_impl.h"
+#ifdef PKRYLOV_HAVE_CUDA
+#include "pk_cuda.h"
+#endif
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                           */
 
 /** Free every array of an operator and the operator itself (any field may be NULL). */
 void pk_op_free(struct pkrylov_operator_s *A) {
+#ifdef PKRYLOV_HAVE_CUDA
+  if (A && A->dev) pk_cuda_operator_free(A);
+#endif
   if (!A) return;
   free(A->csr.rowptr);
   free(A->csr.colind32);
@@ -274,9 +280,7 @@ static int csr_create(pkrylov_context ctx, const char *func, int64_t n, int32_t 
     }
   }
   free(tmp);
-  ctx->live_objects++;
-  *Aout = A;
-  return PKRYLOV_SUCCESS;
+  return pk_op_register(ctx, A, Aout);
 }
 
 int pkrylov_operator_create_csr(pkrylov_context ctx, int32_t n, int32_t index_base, const int32_t *rowptr,
@@ -386,8 +390,21 @@ int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny
     for (int64_t j = 0; j < ny; j++)
       for (int64_t i = 0; i < nx; i++) nnz += grid_row(B, i, j, k, NULL, NULL);
   B->nnz = nnz;
+  return pk_op_register(ctx, B, A);
+}
+
+int pk_op_register(pkrylov_context ctx, struct pkrylov_operator_s *A, pkrylov_operator *out) {
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
+    int ierr = pk_cuda_operator_upload(A);
+    if (ierr) {
+      pk_op_free(A);
+      return ierr;
+    }
+  }
+#endif
   ctx->live_objects++;
-  *A = B;
+  *out = A;
   return PKRYLOV_SUCCESS;
 }
 
@@ -594,6 +611,9 @@ void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double
 int pkrylov_operator_apply(pkrylov_operator A, int32_t mem, const double *x, double *y) {
   PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
   pkrylov_context ctx = A->ctx;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_operator_apply_public(A, mem, x, y);
+#endif
   PK_CALL(pk_check_vectors(ctx, __func__, mem, x, "x", y, "y", A->n));
   pk_op_apply_all(A, x, y);
   return PKRYLOV_SUCCESS;

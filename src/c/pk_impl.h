@@ -73,6 +73,7 @@ struct pkrylov_context_s {
   int32_t last_code;      /* last error code raised through this context */
   char last_message[1024];
   int64_t live_objects;   /* operators + preconditioners + solvers not yet destroyed */
+  void *cuda;             /* CUDA backend state (device, stream), NULL on the CPU */
 };
 
 /**
@@ -122,6 +123,7 @@ struct pkrylov_operator_s {
     double *ay;            /* nx*(ny+1)  face weight between (i,j-1) and (i,j) at ay[i + nx*j] */
     double *asum;          /* nx*ny   sum of the face weights of a column */
   } ts;
+  void *dev;               /* CUDA: device copies (pk_cuda_backend.cu), NULL on the CPU */
 };
 
 /**
@@ -143,7 +145,12 @@ int pk_op_get_diagonal(const struct pkrylov_operator_s *A, double *diag);
 int pk_op_get_tridiag(const struct pkrylov_operator_s *A, int32_t nz, int32_t layout, double *lo,
                       double *di, double *up);
 
-/** Free an operator's arrays and the operator itself (any member may be NULL). */
+/**
+ * Finish creating an operator: upload it when the context runs on CUDA, count it, hand it out. On failure
+ * A is freed.
+ */
+int pk_op_register(pkrylov_context ctx, struct pkrylov_operator_s *A, pkrylov_operator *out);
+/** Free an operator's arrays (host and device) and the operator itself (any member may be NULL). */
 void pk_op_free(struct pkrylov_operator_s *A);
 
 /** Thin-shell geometry and level vectors into A->ts (thinshell.c); A->ts.p must be set. */
@@ -173,6 +180,7 @@ struct pkrylov_precond_s {
   /* COLUMN general (dgttrf), stored per column contiguously: column c at offset c*nz */
   double *gdl, *gd, *gdu, *gdu2;
   int32_t *ipiv;
+  void *dev;               /* CUDA: device copies (pk_cuda_backend.cu), NULL on the CPU */
 };
 
 /** z = M^-1 r on the columns [c0, c1) only (cells of those columns). Serial. */
@@ -189,6 +197,35 @@ int pk_pc_cg_step_cols(const struct pkrylov_precond_s *M, double alpha, double *
 void pk_pc_apply_all(const struct pkrylov_precond_s *M, const double *r, double *z);
 /** Columns per chunk used by the fused CPU loops for this preconditioner. */
 int64_t pk_pc_chunk_cols(const struct pkrylov_precond_s *M);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Solvers                                                                                           */
+
+/* Work vectors */
+enum { V_R, V_Z, V_P, V_Q, V_U, V_W, V_M, V_S, V_T, V_AT, PK_NVEC };
+
+struct pkrylov_solver_s {
+  pkrylov_context ctx;
+  int32_t type;
+  pkrylov_operator A;
+  pkrylov_precond Mobj; /* the caller's preconditioner (may be NULL or NONE), reference-counted */
+  pkrylov_precond M;    /* the one applied: NULL for none */
+  int64_t n;
+  double rtol, atol;
+  int32_t maxit, nonzero_guess, true_res_interval, replace_interval, stag_window, history_on;
+  pkrylov_monitor_fn monitor;
+  void *monitor_user;
+  double *work;           /* PK_NVEC * n */
+  double *v[PK_NVEC];
+  double *part;           /* per-chunk partial sums */
+  double *hist;
+  int32_t hist_len, hist_cap;
+  pkrylov_result res;
+  int32_t has_result;
+  int32_t mixed;          /* CUDA: 0 fp64, 1 fp32 preconditioner factors, 2 fp32 factors and operator */
+  int32_t sync_interval;  /* CUDA: iterations between reads of the device state */
+  void *dev;              /* CUDA: device work area (pk_cuda_solver.cu), NULL on the CPU */
+};
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Global reductions (reduce.c). Every global sum of a solver goes through these, so that MPI and a  */

@@ -19,6 +19,9 @@
 #include <string.h>
 
 #include "pk_impl.h"
+#ifdef PKRYLOV_HAVE_CUDA
+#include "pk_cuda.h"
+#endif
 
 /* LAPACK, Fortran calling convention (no character arguments are used, so no hidden lengths). */
 extern void dpttrf_(const int *n, double *d, double *e, int *info);
@@ -33,6 +36,9 @@ extern void dgttrf_(const int *n, double *dl, double *d, double *du, double *du2
 /** Free every array of a preconditioner and the struct itself. */
 static void pc_free(struct pkrylov_precond_s *P) {
   if (!P) return;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (P->dev) pk_cuda_precond_free(P);
+#endif
   free(P->dinv);
   free(P->lmul);
   free(P->gdl);
@@ -663,6 +669,9 @@ int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type
     P->lev_stride = A->n;
     ierr = type == PKRYLOV_PRECOND_JACOBI ? pc_setup_jacobi(P) : PKRYLOV_SUCCESS;
   }
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ierr == PKRYLOV_SUCCESS && ctx->backend == PKRYLOV_BACKEND_CUDA) ierr = pk_cuda_precond_upload(P);
+#endif
   if (ierr != PKRYLOV_SUCCESS) {
     pc_free(P);
     return ierr;
@@ -676,6 +685,9 @@ int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type
 int pkrylov_precond_apply(pkrylov_precond M, int32_t mem, const double *r, double *z) {
   PK_CHECK(M != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'M' is NULL");
   pkrylov_context ctx = M->ctx;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_precond_apply_public(M, mem, r, z);
+#endif
   PK_CALL(pk_check_vectors(ctx, __func__, mem, r, "r", z, "z", M->n));
   pk_pc_apply_all(M, r, z);
   return PKRYLOV_SUCCESS;

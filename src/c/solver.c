@@ -24,29 +24,10 @@
 #include <string.h>
 
 #include "pk_impl.h"
+#ifdef PKRYLOV_HAVE_CUDA
+#include "pk_cuda.h"
+#endif
 
-/* Work vectors */
-enum { V_R, V_Z, V_P, V_Q, V_U, V_W, V_M, V_S, V_T, V_AT, PK_NVEC };
-
-struct pkrylov_solver_s {
-  pkrylov_context ctx;
-  int32_t type;
-  pkrylov_operator A;
-  pkrylov_precond Mobj; /* the caller's preconditioner (may be NULL or NONE), reference-counted */
-  pkrylov_precond M;    /* the one applied: NULL for none */
-  int64_t n;
-  double rtol, atol;
-  int32_t maxit, nonzero_guess, true_res_interval, replace_interval, stag_window, history_on;
-  pkrylov_monitor_fn monitor;
-  void *monitor_user;
-  double *work;           /* PK_NVEC * n */
-  double *v[PK_NVEC];
-  double *part;           /* per-chunk partial sums */
-  double *hist;
-  int32_t hist_len, hist_cap;
-  pkrylov_result res;
-  int32_t has_result;
-};
 
 /** A converged recurrence residual whose true residual is too large restarts the iteration this often
  *  before the solve stops with PKRYLOV_DIVERGED_STAGNATION (the tolerance is below attainable accuracy). */
@@ -88,7 +69,8 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   /* Work vectors in one block, each start shifted by 5 more cache lines than the previous one: large
      power-of-two strides would map every vector of a fused loop to the same cache sets. */
   const size_t stride = ((size_t)A->n + 7) / 8 * 8 + PK_VEC_SHIFT;
-  S->work = calloc((size_t)nvec * stride, sizeof(double));
+  /* the CUDA backend keeps its vectors on the device (pk_cuda_solver_setup) */
+  S->work = ctx->backend == PKRYLOV_BACKEND_CPU ? calloc((size_t)nvec * stride, sizeof(double)) : malloc(1);
   S->part = calloc((size_t)pk_cpu_scratch_size(A->n, S->M), sizeof(double));
   if (!S->work || !S->part) {
     free(S->work);
@@ -97,8 +79,22 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
                     "cannot allocate %d work vectors of %lld values", nvec, (long long)A->n);
   }
-  for (int i = 0; i < nvec; i++) S->v[i] = S->work + (size_t)i * stride;
+  if (ctx->backend == PKRYLOV_BACKEND_CPU)
+    for (int i = 0; i < nvec; i++) S->v[i] = S->work + (size_t)i * stride;
+  S->sync_interval = 32;
   if (type == PKRYLOV_SOLVER_CG) S->v[V_T] = S->v[V_U]; /* scratch for true residuals */
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
+    int ierr = pk_cuda_solver_setup(S);
+    if (ierr) {
+      pk_cuda_solver_free(S);
+      free(S->work);
+      free(S->part);
+      free(S);
+      return ierr;
+    }
+  }
+#endif
   A->refs++;
   if (M) M->refs++;
   ctx->live_objects++;
@@ -113,6 +109,9 @@ int pkrylov_solver_destroy(pkrylov_solver *s) {
   S->A->refs--;
   if (S->Mobj) S->Mobj->refs--;
   S->ctx->live_objects--;
+#ifdef PKRYLOV_HAVE_CUDA
+  pk_cuda_solver_free(S);
+#endif
   free(S->work);
   free(S->part);
   free(S->hist);
@@ -137,49 +136,60 @@ int pkrylov_solver_set_tolerances(pkrylov_solver s, double rtol, double atol) {
   return PKRYLOV_SUCCESS;
 }
 
-int pkrylov_solver_set_max_iterations(pkrylov_solver s, int32_t maxit) {
-  PK_SOLVER_BEGIN(s);
-  PK_CHECK(maxit >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'maxit' = %d must be >= 0", maxit);
-  s->maxit = maxit;
+/** Shared body of the integer setters: value in [lo, hi] (the message names the argument) into *field. */
+static int pk_set_int(pkrylov_solver s, const char *func, const char *name, int32_t v, int32_t lo, int32_t hi,
+                      int32_t *field) {
+  if (!s) return pk_error(NULL, PKRYLOV_ERR_NULL_POINTER, func, "argument 's' is NULL");
+  if (v < lo || v > hi) {
+    if (hi == 1 && lo == 0)
+      return pk_error(s->ctx, PKRYLOV_ERR_INVALID_VALUE, func, "argument '%s' = %d must be 0 or 1", name, v);
+    if (hi == INT32_MAX)
+      return pk_error(s->ctx, PKRYLOV_ERR_INVALID_VALUE, func, "argument '%s' = %d must be >= %d", name, v, lo);
+    return pk_error(s->ctx, PKRYLOV_ERR_INVALID_VALUE, func, "argument '%s' = %d must be in %d..%d", name, v, lo, hi);
+  }
+  *field = v;
   return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_max_iterations(pkrylov_solver s, int32_t maxit) {
+  return pk_set_int(s, __func__, "maxit", maxit, 0, INT32_MAX, s ? &s->maxit : NULL);
 }
 
 int pkrylov_solver_set_initial_guess_nonzero(pkrylov_solver s, int32_t flag) {
-  PK_SOLVER_BEGIN(s);
-  PK_CHECK(flag == 0 || flag == 1, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'flag' = %d must be 0 or 1", flag);
-  s->nonzero_guess = flag;
-  return PKRYLOV_SUCCESS;
+  return pk_set_int(s, __func__, "flag", flag, 0, 1, s ? &s->nonzero_guess : NULL);
 }
 
 int pkrylov_solver_set_true_residual_interval(pkrylov_solver s, int32_t k) {
-  PK_SOLVER_BEGIN(s);
-  PK_CHECK(k >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'k' = %d must be >= 0", k);
-  s->true_res_interval = k;
-  return PKRYLOV_SUCCESS;
+  return pk_set_int(s, __func__, "k", k, 0, INT32_MAX, s ? &s->true_res_interval : NULL);
 }
 
 int pkrylov_solver_set_residual_replacement(pkrylov_solver s, int32_t k) {
-  PK_SOLVER_BEGIN(s);
-  PK_CHECK(k >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'k' = %d must be >= 0", k);
-  s->replace_interval = k;
-  return PKRYLOV_SUCCESS;
+  return pk_set_int(s, __func__, "k", k, 0, INT32_MAX, s ? &s->replace_interval : NULL);
 }
 
 int pkrylov_solver_set_stagnation_window(pkrylov_solver s, int32_t window) {
-  PK_SOLVER_BEGIN(s);
-  PK_CHECK(window >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'window' = %d must be >= 0",
-           window);
-  s->stag_window = window;
-  return PKRYLOV_SUCCESS;
+  return pk_set_int(s, __func__, "window", window, 0, INT32_MAX, s ? &s->stag_window : NULL);
 }
 
 int pkrylov_solver_set_history(pkrylov_solver s, int32_t flag) {
+  return pk_set_int(s, __func__, "flag", flag, 0, 1, s ? &s->history_on : NULL);
+}
+
+int pkrylov_solver_set_precision(pkrylov_solver s, int32_t precision) {
   PK_SOLVER_BEGIN(s);
-  PK_CHECK(flag == 0 || flag == 1, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'flag' = %d must be 0 or 1", flag);
-  s->history_on = flag;
+  PK_CHECK(precision >= PKRYLOV_PRECISION_FP64 && precision <= PKRYLOV_PRECISION_MIXED, s->ctx,
+           PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'precision' = %d is not a pkrylov_precision (FP64 %d, MIXED_PRECOND %d, MIXED %d)", precision,
+           PKRYLOV_PRECISION_FP64, PKRYLOV_PRECISION_MIXED_PRECOND, PKRYLOV_PRECISION_MIXED);
+  PK_CHECK(precision == PKRYLOV_PRECISION_FP64 || s->ctx->backend == PKRYLOV_BACKEND_CUDA, s->ctx,
+           PKRYLOV_ERR_UNSUPPORTED, "argument 'precision' = %d: mixed precision is implemented by the CUDA "
+           "backend only", precision);
+  s->mixed = precision - PKRYLOV_PRECISION_FP64; /* 0 fp64, 1 fp32 factors, 2 fp32 factors and operator */
   return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_sync_interval(pkrylov_solver s, int32_t k) {
+  return pk_set_int(s, __func__, "k", k, 1, 4096, s ? &s->sync_interval : NULL);
 }
 
 int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user) {
@@ -530,6 +540,21 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   pkrylov_context ctx = s->ctx;
   const int64_t n = s->n;
   PK_CALL(pk_check_vectors(ctx, __func__, mem, b, "b", x, "x", n));
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
+    if (s->history_on) {
+      const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
+      if (cap > s->hist_cap) {
+        double *h = realloc(s->hist, sizeof(double) * (size_t)cap);
+        PK_CHECK(h != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the residual history (%d values)",
+                 cap);
+        s->hist = h;
+        s->hist_cap = cap;
+      }
+    }
+    return pk_cuda_solver_solve(s, mem, b, x);
+  }
+#endif
   int64_t bad = pk_first_nonfinite(b, n);
   PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
            bad >= 0 ? b[bad] : 0.0, (long long)bad);

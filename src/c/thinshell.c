@@ -208,9 +208,7 @@ int pkrylov_operator_create_thinshell(pkrylov_context ctx, const pkrylov_thinshe
     pk_op_free(B);
     return ierr;
   }
-  ctx->live_objects++;
-  *A = B;
-  return PKRYLOV_SUCCESS;
+  return pk_op_register(ctx, B, A);
 }
 
 /**

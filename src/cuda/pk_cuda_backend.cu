@@ -1,0 +1,384 @@
+/**
+ * @file pk_cuda_backend.cu
+ * @brief CUDA backend glue: device and stream of a context, one-time uploads of operators and
+ *        preconditioners (with float copies for mixed precision on first use), pointer checks, and the
+ *        public apply calls on a CUDA context.
+ */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "pk_impl.h"
+}
+#include "pk_cuda.h"
+
+namespace {
+
+/** Per-context CUDA state. */
+struct CudaCtx {
+  int device;
+  cudaStream_t stream;
+};
+
+/** Device copies owned by an operator. */
+struct OpDev {
+  pk_cuda_op view;   /* fp64 view */
+  int have_fp32;
+  pk_cuda_op view32; /* fp32 view (float copies of CSR values / stencil coefficients) */
+  void *owned[16];   /* every cudaMalloc'ed array, for freeing */
+  int nowned;
+};
+
+/** Device copies owned by a preconditioner. */
+struct PcDev {
+  pk_cuda_pc view;
+  int have_fp32;
+  pk_cuda_pc view32;
+  void *owned[12];
+  int nowned;
+};
+
+int cuda_error(pkrylov_context ctx, const char *func, cudaError_t e, const char *what) {
+  int code = (e == cudaErrorMemoryAllocation) ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND;
+  return pk_error(ctx, code, func, "%s: CUDA error %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/** cudaMalloc + copy of `bytes` host bytes; records the allocation in owned[]. NULL src: just allocate. */
+template <typename T>
+cudaError_t upload(void **owned, int *nowned, const void *src, size_t bytes, T **dst, cudaStream_t stream) {
+  *dst = NULL;
+  void *d = NULL;
+  cudaError_t e = cudaMalloc(&d, bytes ? bytes : 1);
+  if (e != cudaSuccess) return e;
+  owned[(*nowned)++] = d;
+  if (src && bytes) e = cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, stream);
+  *dst = (T *)d;
+  return e;
+}
+
+/** Float copy of n host doubles, uploaded. */
+cudaError_t upload_float(void **owned, int *nowned, const double *src, int64_t n, float **dst,
+                         cudaStream_t stream) {
+  float *h = (float *)malloc(sizeof(float) * (size_t)(n ? n : 1));
+  if (!h) return cudaErrorMemoryAllocation;
+  for (int64_t i = 0; i < n; i++) h[i] = (float)src[i];
+  cudaError_t e = upload(owned, nowned, h, sizeof(float) * (size_t)n, dst, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream); /* h is freed next */
+  free(h);
+  return e;
+}
+
+cudaStream_t stream_of(pkrylov_context ctx) { return ((CudaCtx *)ctx->cuda)->stream; }
+
+} // namespace
+
+extern "C" int pk_cuda_context_init(pkrylov_context ctx) {
+  int count = pk_cuda_device_count();
+  if (count <= 0)
+    return pk_error(NULL, PKRYLOV_ERR_BACKEND_UNAVAILABLE, "pkrylov_context_create",
+                    "backend CUDA requested but no CUDA device is visible");
+  CudaCtx *c = (CudaCtx *)calloc(1, sizeof(CudaCtx));
+  if (!c) return pk_error(NULL, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_context_create", "cannot allocate");
+  cudaError_t e = cudaGetDevice(&c->device);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    free(c);
+    return cuda_error(NULL, "pkrylov_context_create", e, "creating the CUDA stream");
+  }
+  ctx->cuda = c;
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" void *pk_cuda_context_stream(pkrylov_context ctx) { return (void *)stream_of(ctx); }
+
+extern "C" void pk_cuda_context_free(pkrylov_context ctx) {
+  CudaCtx *c = (CudaCtx *)ctx->cuda;
+  if (!c) return;
+  cudaStreamDestroy(c->stream);
+  free(c);
+  ctx->cuda = NULL;
+}
+
+extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
+  pkrylov_context ctx = A->ctx;
+  cudaStream_t st = stream_of(ctx);
+  OpDev *d = (OpDev *)calloc(1, sizeof(OpDev));
+  if (!d) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the device view");
+  pk_cuda_op *v = &d->view;
+  v->type = A->type;
+  v->n = A->n;
+  v->nx = A->nx, v->ny = A->ny, v->nz = A->nz;
+  const int64_t n = A->n;
+  cudaError_t e = cudaSuccess;
+#define UP(src, bytes, dst)                                                                         \
+  if (e == cudaSuccess) e = upload(d->owned, &d->nowned, (src), (bytes), (dst), st)
+  switch (A->type) {
+  case PKRYLOV_OPERATOR_CSR: {
+    int64_t *rp;
+    UP(A->csr.rowptr, sizeof(int64_t) * (size_t)(n + 1), &rp);
+    v->rowptr = rp;
+    if (A->csr.colind32) {
+      int32_t *c32;
+      UP(A->csr.colind32, sizeof(int32_t) * (size_t)A->nnz, &c32);
+      v->col32 = c32;
+    } else {
+      int64_t *c64;
+      UP(A->csr.colind64, sizeof(int64_t) * (size_t)A->nnz, &c64);
+      v->col64 = c64;
+    }
+    double *val;
+    UP(A->csr.values, sizeof(double) * (size_t)A->nnz, &val);
+    v->val = val;
+    break;
+  }
+  case PKRYLOV_OPERATOR_STENCIL7: {
+    double *w, *s, *vv, *c;
+    UP(A->st.aW, sizeof(double) * (size_t)n, &w);
+    UP(A->st.aS, sizeof(double) * (size_t)n, &s);
+    UP(A->st.aV, sizeof(double) * (size_t)n, &vv);
+    UP(A->st.aC, sizeof(double) * (size_t)n, &c);
+    v->aW = w, v->aS = s, v->aV = vv, v->aC = c;
+    if (A->st.wet) {
+      uint8_t *wet;
+      UP(A->st.wet, (size_t)n, &wet);
+      v->wet = wet;
+    }
+    break;
+  }
+  default: { /* thin shell */
+    const int64_t nx = A->nx, ny = A->ny, nz = A->nz;
+    double *a, *b, *c, *dd, *area, *ax, *ay;
+    UP(A->ts.a, sizeof(double) * (size_t)nz, &a);
+    UP(A->ts.b, sizeof(double) * (size_t)nz, &b);
+    UP(A->ts.c, sizeof(double) * (size_t)nz, &c);
+    UP(A->ts.d, sizeof(double) * (size_t)nz, &dd);
+    UP(A->ts.area, sizeof(double) * (size_t)(nx * ny), &area);
+    UP(A->ts.ax, sizeof(double) * (size_t)((nx + 1) * ny), &ax);
+    UP(A->ts.ay, sizeof(double) * (size_t)(nx * (ny + 1)), &ay);
+    v->ta = a, v->tb = b, v->tc = c, v->td = dd, v->area = area, v->ax = ax, v->ay = ay;
+  }
+  }
+#undef UP
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  A->dev = d; /* freed by pk_cuda_operator_free also on failure */
+  if (e != cudaSuccess) {
+    pk_cuda_operator_free(A);
+    return cuda_error(ctx, "pkrylov_operator_create", e, "uploading the operator");
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" void pk_cuda_operator_free(struct pkrylov_operator_s *A) {
+  OpDev *d = (OpDev *)A->dev;
+  if (!d) return;
+  for (int i = 0; i < d->nowned; i++) cudaFree(d->owned[i]);
+  free(d);
+  A->dev = NULL;
+}
+
+extern "C" int pk_cuda_operator_view(struct pkrylov_operator_s *A, int fp32, pk_cuda_op *view) {
+  OpDev *d = (OpDev *)A->dev;
+  if (!fp32 || A->type == PKRYLOV_OPERATOR_THINSHELL) { /* the thin shell has no per-cell coefficients */
+    *view = d->view;
+    return PKRYLOV_SUCCESS;
+  }
+  if (!d->have_fp32) {
+    cudaStream_t st = stream_of(A->ctx);
+    pk_cuda_op v = d->view;
+    cudaError_t e = cudaSuccess;
+    if (A->type == PKRYLOV_OPERATOR_CSR) {
+      float *f = NULL;
+      e = upload_float(d->owned, &d->nowned, A->csr.values, A->nnz, &f, st);
+      v.valf = f;
+    } else {
+      float *w = NULL, *s = NULL, *vv = NULL, *c = NULL;
+      e = upload_float(d->owned, &d->nowned, A->st.aW, A->n, &w, st);
+      if (e == cudaSuccess) e = upload_float(d->owned, &d->nowned, A->st.aS, A->n, &s, st);
+      if (e == cudaSuccess) e = upload_float(d->owned, &d->nowned, A->st.aV, A->n, &vv, st);
+      if (e == cudaSuccess) e = upload_float(d->owned, &d->nowned, A->st.aC, A->n, &c, st);
+      v.aWf = w, v.aSf = s, v.aVf = vv, v.aCf = c;
+    }
+    if (e != cudaSuccess) return cuda_error(A->ctx, __func__, e, "uploading fp32 coefficients");
+    v.fp32 = 1;
+    d->view32 = v;
+    d->have_fp32 = 1;
+  }
+  *view = d->view32;
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_precond_upload(struct pkrylov_precond_s *M) {
+  pkrylov_context ctx = M->ctx;
+  cudaStream_t st = stream_of(ctx);
+  PcDev *d = (PcDev *)calloc(1, sizeof(PcDev));
+  if (!d) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the device view");
+  pk_cuda_pc *v = &d->view;
+  v->type = M->type;
+  v->n = M->n;
+  v->ncols = M->ncols;
+  v->nz = M->nz;
+  v->layout = M->layout;
+  v->symmetric = M->symmetric;
+  const int64_t n = M->n;
+  cudaError_t e = cudaSuccess;
+  if (M->type == PKRYLOV_PRECOND_JACOBI || (M->type == PKRYLOV_PRECOND_COLUMN && M->symmetric)) {
+    double *dv;
+    e = upload(d->owned, &d->nowned, M->dinv, sizeof(double) * (size_t)n, &dv, st);
+    v->dinv = dv;
+    if (M->type == PKRYLOV_PRECOND_COLUMN && e == cudaSuccess) {
+      double *lm;
+      e = upload(d->owned, &d->nowned, M->lmul, sizeof(double) * (size_t)n, &lm, st);
+      v->lmul = lm;
+    }
+  } else if (M->type == PKRYLOV_PRECOND_COLUMN) {
+    /* general path: per-column host storage (c*nz + k) re-laid out per cell for coalesced access */
+    double *h = (double *)malloc(sizeof(double) * 4 * (size_t)n);
+    int32_t *hp = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
+    if (!h || !hp) {
+      free(h), free(hp), free(d);
+      return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the re-layout buffers");
+    }
+    const double *srcs[4] = {M->gdl, M->gd, M->gdu, M->gdu2};
+    for (int64_t c = 0; c < M->ncols; c++)
+      for (int32_t k = 0; k < M->nz; k++) {
+        const int64_t cell = c * M->col_stride + (int64_t)k * M->lev_stride, col = c * M->nz + k;
+        for (int a = 0; a < 4; a++) h[(size_t)a * n + cell] = srcs[a][col];
+        hp[cell] = M->ipiv[col];
+      }
+    double *g;
+    int32_t *ip;
+    e = upload(d->owned, &d->nowned, h, sizeof(double) * 4 * (size_t)n, &g, st);
+    if (e == cudaSuccess) e = upload(d->owned, &d->nowned, hp, sizeof(int32_t) * (size_t)n, &ip, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    free(h), free(hp);
+    if (e == cudaSuccess) {
+      v->gdl = g, v->gd = g + n, v->gdu = g + 2 * n, v->gdu2 = g + 3 * n;
+      v->ipiv = ip;
+    }
+  }
+  if (e == cudaSuccess && M->type == PKRYLOV_PRECOND_COLUMN && M->symmetric && M->layout == PKRYLOV_LAYOUT_KSLOW &&
+      (M->A->type == PKRYLOV_OPERATOR_THINSHELL || M->A->type == PKRYLOV_OPERATOR_STENCIL7) && !M->A->wet &&
+      M->A->dev) {
+    /* matrix-free factors are valid when every column is one positive definite segment */
+    int ok = 1;
+    for (int64_t i = 0; i < n && ok; i++) ok = M->dinv[i] > 0.0;
+    for (int64_t i = 0; i < n - M->ncols && ok; i++) ok = M->lmul[i] != 0.0; /* levels 0 .. nz-2 */
+    if (ok) {
+      v->onthefly = 1;
+      v->op = ((OpDev *)M->A->dev)->view;
+    }
+  }
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  M->dev = d;
+  if (e != cudaSuccess) {
+    pk_cuda_precond_free(M);
+    return cuda_error(ctx, "pkrylov_precond_create", e, "uploading the preconditioner");
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" void pk_cuda_precond_free(struct pkrylov_precond_s *M) {
+  PcDev *d = (PcDev *)M->dev;
+  if (!d) return;
+  for (int i = 0; i < d->nowned; i++) cudaFree(d->owned[i]);
+  free(d);
+  M->dev = NULL;
+}
+
+extern "C" int pk_cuda_precond_view(struct pkrylov_precond_s *M, int fp32, pk_cuda_pc *view) {
+  PcDev *d = (PcDev *)M->dev;
+  /* the general (pivoting) path keeps fp64 factors */
+  if (!fp32 || M->type == PKRYLOV_PRECOND_NONE || (M->type == PKRYLOV_PRECOND_COLUMN && !M->symmetric)) {
+    *view = d->view;
+    return PKRYLOV_SUCCESS;
+  }
+  if (!d->have_fp32) {
+    cudaStream_t st = stream_of(M->ctx);
+    pk_cuda_pc v = d->view;
+    float *df = NULL, *lf = NULL;
+    cudaError_t e = upload_float(d->owned, &d->nowned, M->dinv, M->n, &df, st);
+    if (e == cudaSuccess && M->type == PKRYLOV_PRECOND_COLUMN)
+      e = upload_float(d->owned, &d->nowned, M->lmul, M->n, &lf, st);
+    if (e != cudaSuccess) return cuda_error(M->ctx, __func__, e, "uploading fp32 factors");
+    v.dinvf = df, v.lmulf = lf, v.fp32 = 1;
+    d->view32 = v;
+    d->have_fp32 = 1;
+  }
+  *view = d->view32;
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_check_pointer(pkrylov_context ctx, const char *func, int32_t mem, const void *p,
+                                     const char *name) {
+  cudaPointerAttributes at;
+  cudaError_t e = cudaPointerGetAttributes(&at, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return pk_error(ctx, PKRYLOV_ERR_MEMTYPE, func, "argument '%s' = %p is not a valid pointer (%s)", name, p,
+                    cudaGetErrorString(e));
+  }
+  const int on_device = at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
+  const int on_host = at.type == cudaMemoryTypeUnregistered || at.type == cudaMemoryTypeHost ||
+                      at.type == cudaMemoryTypeManaged;
+  if (mem == PKRYLOV_MEM_DEVICE && !on_device)
+    return pk_error(ctx, PKRYLOV_ERR_MEMTYPE, func,
+                    "argument '%s' = %p is host memory but 'mem' is PKRYLOV_MEM_DEVICE", name, p);
+  if (mem == PKRYLOV_MEM_HOST && !on_host)
+    return pk_error(ctx, PKRYLOV_ERR_MEMTYPE, func,
+                    "argument '%s' = %p is device memory but 'mem' is PKRYLOV_MEM_HOST", name, p);
+  return PKRYLOV_SUCCESS;
+}
+
+namespace {
+
+/**
+ * Run op(in -> out) on device arrays for a public apply call: host arrays go through two temporary device
+ * vectors; device arrays are used in place. Synchronises before returning.
+ */
+template <typename F>
+int public_apply(pkrylov_context ctx, const char *func, int64_t n, int32_t mem, const double *in,
+                 const char *in_name, double *out, const char *out_name, F op) {
+  PK_CALL(pk_check_vectors(ctx, func, mem, in, in_name, out, out_name, n));
+  PK_CALL(pk_cuda_check_pointer(ctx, func, mem, in, in_name));
+  PK_CALL(pk_cuda_check_pointer(ctx, func, mem, out, out_name));
+  cudaStream_t st = stream_of(ctx);
+  double *din = (double *)in, *dout = out, *tmp = NULL;
+  const size_t bytes = sizeof(double) * (size_t)n;
+  cudaError_t e = cudaSuccess;
+  if (mem == PKRYLOV_MEM_HOST) {
+    e = cudaMalloc(&tmp, 2 * bytes);
+    if (e != cudaSuccess) return cuda_error(ctx, func, e, "allocating temporary vectors");
+    din = tmp, dout = tmp + n;
+    e = cudaMemcpyAsync(din, in, bytes, cudaMemcpyHostToDevice, st);
+  }
+  if (e == cudaSuccess) e = (cudaError_t)op(st, din, dout);
+  if (e == cudaSuccess && mem == PKRYLOV_MEM_HOST) e = cudaMemcpyAsync(out, dout, bytes, cudaMemcpyDeviceToHost, st);
+  cudaError_t es = cudaStreamSynchronize(st);
+  if (e == cudaSuccess) e = es;
+  if (tmp) cudaFree(tmp);
+  if (e != cudaSuccess) return cuda_error(ctx, func, e, "applying on the device");
+  return PKRYLOV_SUCCESS;
+}
+
+} // namespace
+
+extern "C" int pk_cuda_operator_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x,
+                                             double *y) {
+  pk_cuda_op v;
+  PK_CALL(pk_cuda_operator_view(A, 0, &v));
+  return public_apply(A->ctx, "pkrylov_operator_apply", A->n, mem, x, "x", y, "y",
+                      [&](cudaStream_t st, const double *in, double *out) {
+                        return pk_cuda_op_apply(st, &v, in, out);
+                      });
+}
+
+extern "C" int pk_cuda_precond_apply_public(struct pkrylov_precond_s *M, int32_t mem, const double *r,
+                                            double *z) {
+  pk_cuda_pc v;
+  PK_CALL(pk_cuda_precond_view(M, 0, &v));
+  return public_apply(M->ctx, "pkrylov_precond_apply", M->n, mem, r, "r", z, "z",
+                      [&](cudaStream_t st, const double *in, double *out) {
+                        return pk_cuda_pc_apply(st, &v, NULL, in, out);
+                      });
+}

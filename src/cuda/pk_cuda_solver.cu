@@ -1,0 +1,751 @@
+/**
+ * @file pk_cuda_solver.cu
+ * @brief CG and pipelined CG on the GPU: the scalar kernels (the scalar recurrences of solver.c, run on the
+ *        device by one thread block) and the host drivers.
+ *
+ * The iteration never waits for the host: alpha, beta, the convergence test and the breakdown checks live in
+ * a device state (pk_cuda_state) that the scalar kernels update; every other kernel reads it and does nothing
+ * once the solve has stopped. The host enqueues blocks of `sync_interval` iterations, captured once in a CUDA
+ * graph, and reads the state back after each block (one synchronisation per block). The host also does the
+ * rare steps: confirming convergence on the true residual, residual replacement, the curvature check of
+ * pipelined CG, the monitor callback and the stagnation window (these two force a sync every iteration).
+ *
+ * The logic mirrors pk_solve_cg / pk_solve_pipecg in solver.c step for step, so both backends stop at the
+ * same iteration for the same reason.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "pk_impl.h"
+}
+#include "pk_cuda.h"
+
+namespace {
+
+constexpr int kScalarThreads = 256;
+enum { D_R, D_Z, D_P, D_Q, D_U, D_W, D_M, D_S, D_T, D_AT, D_B, D_X, D_NVEC };
+
+/** Device work area of a solver. */
+struct SolverDev {
+  double *work;           /* D_NVEC vectors */
+  double *v[D_NVEC];
+  double *part;           /* partial sums: 4 * nslots */
+  int64_t nslots;
+  double *hist;           /* maxit + 1 */
+  int32_t hist_cap;
+  pk_cuda_state *st;      /* device */
+  pk_cuda_state *hst;     /* pinned host copy */
+  double *dsum, *hsum;    /* 4 sums: device, pinned host */
+  cudaGraphExec_t graph;  /* one block of graph_k iterations */
+  int graph_k, graph_type, graph_mixed;
+};
+
+cudaStream_t stream_of(pkrylov_context ctx) { return (cudaStream_t)pk_cuda_context_stream(ctx); }
+
+/* ---- scalar kernels --------------------------------------------------------------------------------- */
+
+/** Deterministic sum of nv values over nblocks slots: thread t adds slots t, t+256, ... in order, then a
+ *  fixed tree. The result is in sh[j][0]. */
+template <int NV>
+__device__ void block_sum(const double *part, int64_t nblocks, double (*sh)[kScalarThreads]) {
+  const int t = threadIdx.x;
+  double acc[NV];
+  for (int j = 0; j < NV; j++) acc[j] = 0.0;
+  for (int64_t b = t; b < nblocks; b += kScalarThreads)
+    for (int j = 0; j < NV; j++) acc[j] += part[b * NV + j];
+  for (int j = 0; j < NV; j++) sh[j][t] = acc[j];
+  __syncthreads();
+  for (int s = kScalarThreads / 2; s > 0; s >>= 1) {
+    if (t < s)
+      for (int j = 0; j < NV; j++) sh[j][t] += sh[j][t + s];
+    __syncthreads();
+  }
+}
+
+/** Sign bookkeeping as pk_sign_ok in solver.c. */
+__device__ bool sign_ok(double v, double *sign) {
+  if (!isfinite(v) || v == 0.0) return false;
+  const double sg = v > 0 ? 1.0 : -1.0;
+  if (*sign == 0.0) *sign = sg;
+  return sg == *sign;
+}
+
+__global__ void k_cg_scalar_rho(pk_cuda_state *st, const double *part, int64_t nb, double *hist, int init) {
+  __shared__ double sh[2][kScalarThreads];
+  block_sum<2>(part, nb, sh);
+  if (threadIdx.x != 0 || st->status != PK_ST_RUNNING) return;
+  const double rz = sh[0][0], rr = sh[1][0];
+  if (!isfinite(rz) || !isfinite(rr)) {
+    st->status = PK_ST_NAN;
+    st->breakdown_it = st->it + 1;
+    return;
+  }
+  const double rnorm = sqrt(rr);
+  st->rnorm = rnorm;
+  if (init) { /* r = b - A x, z = M^-1 r of a (re)start */
+    st->rho = rz;
+    if (st->it == 0) {
+      if (hist) hist[0] = rnorm;
+      if (rnorm <= st->tol) {
+        st->status = PK_ST_CONVERGED;
+        return;
+      }
+      if (st->maxit == 0) {
+        st->status = PK_ST_MAXIT;
+        return;
+      }
+    }
+    if (!sign_ok(rz, &st->rho_sign)) {
+      st->status = PK_ST_BREAKDOWN_PRECOND;
+      st->breakdown_it = st->it + 1;
+    }
+    return;
+  }
+  const int it = ++st->it; /* x_it = x + alpha p is due (the operator loop or the host applies it) */
+  if (hist) hist[it] = rnorm;
+  if (rnorm <= st->tol) {
+    st->status = PK_ST_CONVERGED;
+    return;
+  }
+  if (!sign_ok(rz, &st->rho_sign)) {
+    st->status = PK_ST_BREAKDOWN_PRECOND;
+    st->breakdown_it = it + 1;
+    return;
+  }
+  if (it >= st->maxit) {
+    st->status = PK_ST_MAXIT;
+    return;
+  }
+  st->beta = rz / st->rho;
+  st->rho = rz;
+}
+
+__global__ void k_cg_scalar_sigma(pk_cuda_state *st, const double *part, int64_t nb) {
+  __shared__ double sh[1][kScalarThreads];
+  block_sum<1>(part, nb, sh);
+  if (threadIdx.x != 0 || st->status != PK_ST_RUNNING) return;
+  const double sigma = sh[0][0];
+  if (!sign_ok(sigma, &st->sigma_sign)) {
+    st->status = isfinite(sigma) ? PK_ST_BREAKDOWN_MATRIX : PK_ST_NAN;
+    st->breakdown_it = st->it + 1;
+    return;
+  }
+  st->sigma = sigma;
+  st->alpha = st->rho / sigma;
+}
+
+__global__ void k_pipecg_scalar(pk_cuda_state *st, const double *part, int64_t nb, double *hist) {
+  __shared__ double sh[3][kScalarThreads];
+  block_sum<3>(part, nb, sh);
+  if (threadIdx.x != 0 || st->status != PK_ST_RUNNING) return;
+  const double gamma = sh[0][0], delta = sh[1][0], rnorm = sqrt(sh[2][0]);
+  if (!isfinite(gamma) || !isfinite(delta) || !isfinite(rnorm)) {
+    st->status = PK_ST_NAN;
+    st->breakdown_it = st->it + 1;
+    return;
+  }
+  st->rnorm = rnorm;
+  if ((st->it == 0 && st->first) || !st->first) { /* a restart (first, it > 0) records nothing */
+    if (hist) hist[st->it] = rnorm;
+    if (rnorm <= st->tol) {
+      st->status = PK_ST_CONVERGED;
+      return;
+    }
+  }
+  if (st->it >= st->maxit) {
+    st->status = PK_ST_MAXIT;
+    return;
+  }
+  if (!sign_ok(gamma, &st->rho_sign)) {
+    st->status = PK_ST_BREAKDOWN_PRECOND;
+    st->breakdown_it = st->it + 1;
+    return;
+  }
+  /* sigma = (p, A p) = delta - beta gamma / alpha_old */
+  const double beta = st->first ? 0.0 : gamma / st->rho_old;
+  const double sigma = st->first ? delta : delta - beta * gamma / st->alpha_old;
+  st->beta = beta;
+  st->delta = delta;
+  st->rho = gamma;
+  st->sigma = sigma;
+  if (!sign_ok(sigma, &st->sigma_sign)) {
+    st->status = (!st->first && isfinite(sigma)) ? PK_ST_SUSPECT
+                 : isfinite(sigma)               ? PK_ST_BREAKDOWN_MATRIX
+                                                 : PK_ST_NAN;
+    st->breakdown_it = st->it + 1;
+    return;
+  }
+  st->alpha = gamma / sigma;
+  st->rho_old = gamma;
+  st->alpha_old = st->alpha;
+  st->first = 0;
+  st->it++; /* the fused step that follows completes this iteration */
+}
+
+/* ---- host helpers ------------------------------------------------------------------------------------ */
+
+int cuda_fail(pkrylov_context ctx, int e, const char *what) {
+  const cudaError_t ce = (cudaError_t)e;
+  return pk_error(ctx, ce == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
+                  "pkrylov_solver_solve", "%s: CUDA error %s (%s)", what, cudaGetErrorName(ce),
+                  cudaGetErrorString(ce));
+}
+
+#define CU(expr, what)                                                                              \
+  do {                                                                                             \
+    int cu_e_ = (int)(expr);                                                                       \
+    if (cu_e_ != 0) return cuda_fail(ctx, cu_e_, (what));                                          \
+  } while (0)
+
+/** One run of a solve: what the host keeps between blocks. */
+struct Run {
+  pkrylov_solver s;
+  SolverDev *d;
+  pkrylov_context ctx;
+  cudaStream_t stream;
+  pk_cuda_op op;         /* the operator the iteration applies (fp32 coefficients at mixed level 2) */
+  pk_cuda_op op64;       /* fp64: true residuals, replacement residuals, confirmation */
+  pk_cuda_pc pc;
+  const pk_cuda_pc *pcp; /* always set: a NONE view without a preconditioner */
+  int64_t n;
+  int k;                 /* iterations per block: the sync interval, 1 with a monitor or stagnation window */
+  double tol, best;
+  int32_t stalled, confirm_failures, restarts, have_final, hist_seen;
+  double final_res;
+  pkrylov_result *res;
+};
+
+/** Sum nvals partials on the device and bring the sums to the host (one synchronisation). */
+int sums_to_host(Run &R, int64_t nb, int nvals, double *out) {
+  pkrylov_context ctx = R.ctx;
+  CU(pk_cuda_sum_partials(R.stream, R.d->part, nb, nvals, R.d->dsum), "summing partials");
+  CU(cudaMemcpyAsync(R.d->hsum, R.d->dsum, sizeof(double) * nvals, cudaMemcpyDeviceToHost, R.stream), "copy");
+  CU(cudaStreamSynchronize(R.stream), "synchronising");
+  memcpy(out, R.d->hsum, sizeof(double) * nvals);
+  return PKRYLOV_SUCCESS;
+}
+
+/** ||b - A x|| into *res (r is overwritten). */
+int true_residual(Run &R, double *r, double *res) {
+  pkrylov_context ctx = R.ctx;
+  int64_t nb;
+  double rr;
+  CU(pk_cuda_residual(R.stream, &R.op64, R.d->v[D_B], R.d->v[D_X], r, R.d->part, &nb), "residual");
+  PK_CALL(sums_to_host(R, nb, 1, &rr));
+  PK_CALL(pk_allreduce_sum(ctx, &rr, 1));
+  *res = sqrt(rr);
+  return PKRYLOV_SUCCESS;
+}
+
+int state_to_device(Run &R) {
+  pkrylov_context ctx = R.ctx;
+  CU(cudaMemcpyAsync(R.d->st, R.d->hst, sizeof(pk_cuda_state), cudaMemcpyHostToDevice, R.stream), "state");
+  return PKRYLOV_SUCCESS;
+}
+
+int state_to_host(Run &R) {
+  pkrylov_context ctx = R.ctx;
+  CU(cudaMemcpyAsync(R.d->hst, R.d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream), "state");
+  CU(cudaStreamSynchronize(R.stream), "synchronising");
+  return PKRYLOV_SUCCESS;
+}
+
+/**
+ * Host-side per-iteration bookkeeping for the recorded iterations [hist_seen, upto]: history copy for the
+ * monitor and the stagnation window. Returns a stop reason or 0.
+ */
+int host_record(Run &R, int32_t upto) {
+  pkrylov_solver s = R.s;
+  if (!s->monitor && s->stag_window <= 0) return 0;
+  pkrylov_context ctx = R.ctx;
+  for (int32_t i = R.hist_seen; i <= upto; i++) {
+    double h;
+    CU(cudaMemcpy(&h, R.d->hist + i, sizeof(double), cudaMemcpyDeviceToHost), "history");
+    R.hist_seen = i + 1;
+    if (s->monitor && s->monitor(s->monitor_user, i, h)) return PKRYLOV_STOPPED_BY_MONITOR;
+    if (s->stag_window > 0) {
+      if (h < R.best * (1.0 - 1e-3)) {
+        R.best = h;
+        R.stalled = 0;
+      } else if (++R.stalled >= s->stag_window) {
+        return PKRYLOV_DIVERGED_STAGNATION;
+      }
+    }
+  }
+  return 0;
+}
+
+/** Converged reason for the recurrence norm, as pk_converged in solver.c. */
+int converged_reason(const Run &R, double rnorm) {
+  return rnorm <= R.s->atol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
+}
+
+/** Check the true residual of x; *accept / *stagnated as pk_confirm in solver.c. */
+int confirm(Run &R, int *accept, int *stagnated) {
+  double tr;
+  PK_CALL(true_residual(R, R.d->v[D_T], &tr));
+  R.res->true_residual_checks++;
+  R.final_res = tr;
+  R.have_final = 1;
+  *accept = tr <= R.tol;
+  *stagnated = !*accept && ++R.confirm_failures > 5;
+  return PKRYLOV_SUCCESS;
+}
+
+/** Enqueue `count` CG iterations (4 kernels each). */
+int cg_enqueue(Run &R, int count) {
+  pkrylov_context ctx = R.ctx;
+  double **v = R.d->v;
+  for (int i = 0; i < count; i++) {
+    int64_t nb;
+    CU(pk_cuda_cg_precond_step(R.stream, R.pcp, R.d->st, 0, R.n, v[D_R], v[D_Q], v[D_Z], R.d->part, &nb),
+       "CG preconditioner loop");
+    k_cg_scalar_rho<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, nb, R.d->hist, 0);
+    CU(pk_cuda_cg_operator_step(R.stream, &R.op, R.d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], R.d->part, &nb),
+       "CG operator loop");
+    k_cg_scalar_sigma<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, nb);
+    CU(cudaGetLastError(), "CG scalar kernels");
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+/** Enqueue `count` pipelined CG iterations (3 kernels each). */
+int pipecg_enqueue(Run &R, int count) {
+  pkrylov_context ctx = R.ctx;
+  double **v = R.d->v;
+  for (int i = 0; i < count; i++) {
+    int64_t nb;
+    CU(pk_cuda_pc_apply(R.stream, R.pcp, R.d->st, v[D_W], v[D_M]), "m = M^-1 w");
+    k_pipecg_scalar<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, R.d->nslots, R.d->hist);
+    CU(cudaGetLastError(), "pipelined CG scalar kernel");
+    CU(pk_cuda_pipecg_step(R.stream, &R.op, R.d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
+                           v[D_U], v[D_W], R.d->part, &nb),
+       "pipelined CG update");
+    if (nb > R.d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+/** Run `count` iterations: through the solver's graph when count is the graph's length, else directly. */
+int run_block(Run &R, int count, int type) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  const int k = R.k;
+  if (count == k && k > 1) {
+    if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed) {
+      if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
+      cudaGraph_t g;
+      CU(cudaStreamBeginCapture(R.stream, cudaStreamCaptureModeThreadLocal), "graph capture");
+      int rc = type == PKRYLOV_SOLVER_CG ? cg_enqueue(R, k) : pipecg_enqueue(R, k);
+      cudaError_t ec = cudaStreamEndCapture(R.stream, &g);
+      if (rc) return rc;
+      CU(ec, "graph capture");
+      ec = cudaGraphInstantiate(&d->graph, g, 0);
+      cudaGraphDestroy(g);
+      CU(ec, "graph instantiation");
+      d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
+    }
+    CU(cudaGraphLaunch(d->graph, R.stream), "graph launch");
+  } else {
+    PK_CALL(type == PKRYLOV_SOLVER_CG ? cg_enqueue(R, count) : pipecg_enqueue(R, count));
+  }
+  return state_to_host(R);
+}
+
+/** Iterations in the next block: up to sync_interval, ending at the next multiple of `every` (if > 0). */
+int block_length(const Run &R, int32_t it, int every) {
+  int k = R.k;
+  if (every > 0) {
+    const int to_next = every - (int)(it % every);
+    if (to_next < k) k = to_next;
+  }
+  return k;
+}
+
+/** Fresh device state for a (re)start. */
+void reset_state(Run &R, int32_t it, int first) {
+  pk_cuda_state *h = R.d->hst;
+  memset(h, 0, sizeof *h);
+  h->tol = R.tol;
+  h->maxit = R.s->maxit;
+  h->it = it;
+  h->first = first;
+  h->status = PK_ST_RUNNING;
+  h->breakdown_it = -1;
+}
+
+/** Reason and breakdown iteration from a stopped device state (CONVERGED is handled by the caller). */
+void finish_from_state(Run &R) {
+  const pk_cuda_state *h = R.d->hst;
+  R.res->iterations = h->it;
+  switch (h->status) {
+  case PK_ST_MAXIT: R.res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS; break;
+  case PK_ST_BREAKDOWN_MATRIX:
+    R.res->reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX;
+    R.res->breakdown_iteration = h->breakdown_it;
+    break;
+  case PK_ST_BREAKDOWN_PRECOND:
+    R.res->reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND;
+    R.res->breakdown_iteration = h->breakdown_it;
+    break;
+  default:
+    R.res->reason = PKRYLOV_DIVERGED_NAN;
+    R.res->breakdown_iteration = h->breakdown_it;
+  }
+}
+
+/** CG on the device; mirrors pk_solve_cg. */
+int solve_cg(Run &R) {
+  pkrylov_context ctx = R.ctx;
+  pkrylov_solver s = R.s;
+  double **v = R.d->v;
+  const size_t bytes = sizeof(double) * (size_t)R.n;
+  int32_t it = 0;
+restart:
+  reset_state(R, it, 0);
+  PK_CALL(state_to_device(R));
+  {
+    int64_t nb;
+    CU(pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb), "residual");
+    CU(cudaMemsetAsync(v[D_Q], 0, bytes, R.stream), "memset");
+    CU(pk_cuda_cg_precond_step(R.stream, R.pcp, R.d->st, 1, R.n, v[D_R], v[D_Q], v[D_Z], R.d->part, &nb), "init");
+    k_cg_scalar_rho<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, nb, R.d->hist, 1);
+    CU(cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
+    CU(pk_cuda_cg_operator_step(R.stream, &R.op, R.d->st, 1, v[D_X], v[D_P], v[D_Z], v[D_Q], R.d->part, &nb),
+       "init");
+    k_cg_scalar_sigma<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, nb);
+    CU(cudaGetLastError(), "CG scalar kernels");
+    PK_CALL(state_to_host(R));
+  }
+  if (it == 0) {
+    int stop = host_record(R, 0);
+    if (R.d->hst->status == PK_ST_CONVERGED) {
+      R.res->reason = converged_reason(R, R.d->hst->rnorm);
+      return PKRYLOV_SUCCESS;
+    }
+    if (stop) return R.res->reason = stop, PKRYLOV_SUCCESS;
+  }
+  if (R.d->hst->status != PK_ST_RUNNING) {
+    finish_from_state(R);
+    return PKRYLOV_SUCCESS;
+  }
+  for (;;) {
+    const int every = s->true_res_interval;
+    PK_CALL(run_block(R, block_length(R, R.d->hst->it, every), PKRYLOV_SOLVER_CG));
+    pk_cuda_state *h = R.d->hst;
+    it = h->it;
+    const int stop = host_record(R, it); /* the CG scalar kernel records iteration it as it counts it */
+    const int st = h->status;
+    if (st == PK_ST_RUNNING && !stop) {
+      if (every > 0 && it % every == 0) { /* x and r are at iteration it: replace r by b - A x */
+        double tr;
+        PK_CALL(true_residual(R, v[D_R], &tr));
+        R.res->true_residual_checks++;
+      }
+      continue;
+    }
+    R.res->iterations = it;
+    /* the lagging update x_it = x + alpha p, except after a breakdown found in the operator loop (x is
+       already x_it there) or NaN */
+    if (st == PK_ST_RUNNING || st == PK_ST_CONVERGED || st == PK_ST_MAXIT || st == PK_ST_BREAKDOWN_PRECOND) {
+      if (st == PK_ST_RUNNING) { /* stopped by the host between loops: x is already x_it */
+        R.res->reason = stop;
+        return PKRYLOV_SUCCESS;
+      }
+      CU(pk_cuda_axpy_dev(R.stream, R.n, &R.d->st->alpha, v[D_P], v[D_X]), "x += alpha p");
+    }
+    if (st == PK_ST_CONVERGED) {
+      int accept, stagnated;
+      PK_CALL(confirm(R, &accept, &stagnated));
+      if (stagnated) return R.res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+      if (!accept && it < s->maxit) goto restart;
+      if (accept) return R.res->reason = converged_reason(R, h->rnorm), PKRYLOV_SUCCESS;
+      R.res->reason = stop ? stop : PKRYLOV_DIVERGED_MAX_ITERATIONS;
+      return PKRYLOV_SUCCESS;
+    }
+    if (stop && st == PK_ST_MAXIT) return R.res->reason = stop, PKRYLOV_SUCCESS;
+    finish_from_state(R);
+    return PKRYLOV_SUCCESS;
+  }
+}
+
+/** Pipelined CG: recompute r, u, w (and s, q, z from p) and the partial sums, as pk_pipecg_replace. */
+int pipecg_replace(Run &R, int have_p) {
+  pkrylov_context ctx = R.ctx;
+  double **v = R.d->v;
+  int64_t nb;
+  CU(pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb), "residual");
+  CU(pk_cuda_pc_apply(R.stream, R.pcp, NULL, v[D_R], v[D_U]), "u = M^-1 r");
+  CU(pk_cuda_op_apply(R.stream, &R.op, v[D_U], v[D_W]), "w = A u");
+  if (have_p) {
+    CU(pk_cuda_op_apply(R.stream, &R.op, v[D_P], v[D_S]), "s = A p");
+    CU(pk_cuda_pc_apply(R.stream, R.pcp, NULL, v[D_S], v[D_Q]), "q = M^-1 s");
+    CU(pk_cuda_op_apply(R.stream, &R.op, v[D_Q], v[D_Z]), "z = A q");
+  }
+  const double *xs[3] = {v[D_R], v[D_W], v[D_R]}, *ys[3] = {v[D_U], v[D_U], v[D_R]};
+  CU(pk_cuda_dots(R.stream, R.n, 3, xs, ys, R.d->part, &nb), "dots");
+  /* The scalar kernel adds nslots slots, the most any launcher writes; the update writes its own number of
+     slots and every other slot must be zero: keep the three sums in slot 0 and clear the rest. */
+  CU(pk_cuda_sum_partials(R.stream, R.d->part, nb, 3, R.d->dsum), "sums");
+  CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * 4 * (size_t)R.d->nslots, R.stream), "memset");
+  CU(cudaMemcpyAsync(R.d->part, R.d->dsum, sizeof(double) * 3, cudaMemcpyDeviceToDevice, R.stream), "copy");
+  return PKRYLOV_SUCCESS;
+}
+
+/** Pipelined CG on the device; mirrors pk_solve_pipecg. */
+int solve_pipecg(Run &R) {
+  pkrylov_context ctx = R.ctx;
+  pkrylov_solver s = R.s;
+  double **v = R.d->v;
+  const size_t bytes = sizeof(double) * (size_t)R.n;
+  /* the monitor and the stagnation window see every residual before the next step runs */
+  const int host_mode = s->monitor != NULL || s->stag_window > 0;
+  int32_t it = 0, since_replace = 0;
+restart:
+  for (int i : {D_Z, D_Q, D_S, D_P}) CU(cudaMemsetAsync(v[i], 0, bytes, R.stream), "memset");
+  PK_CALL(pipecg_replace(R, 0));
+  reset_state(R, it, 1);
+  PK_CALL(state_to_device(R));
+  for (;;) {
+    pk_cuda_state *h = R.d->hst;
+    if (host_mode) { /* one iteration in two halves: [m = M^-1 w, scalars] sync [update] */
+      CU(pk_cuda_pc_apply(R.stream, R.pcp, R.d->st, v[D_W], v[D_M]), "m = M^-1 w");
+      k_pipecg_scalar<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, R.d->nslots, R.d->hist);
+      CU(cudaGetLastError(), "pipelined CG scalar kernel");
+      PK_CALL(state_to_host(R));
+      const int32_t recorded = h->status == PK_ST_RUNNING ? h->it - 1 : h->it;
+      const int stop = host_record(R, recorded);
+      if (h->status == PK_ST_RUNNING && stop) { /* x is x_recorded: the update has not run */
+        R.res->iterations = recorded;
+        return R.res->reason = stop, PKRYLOV_SUCCESS;
+      }
+      if (h->status == PK_ST_RUNNING) {
+        int64_t nb;
+        CU(pk_cuda_pipecg_step(R.stream, &R.op, R.d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
+                               v[D_U], v[D_W], R.d->part, &nb),
+           "pipelined CG update");
+      }
+      if (stop && h->status != PK_ST_CONVERGED) {
+        R.res->iterations = h->it;
+        return R.res->reason = stop, PKRYLOV_SUCCESS;
+      }
+    } else {
+      /* a block ends at the next replacement point (residual replacement, true-residual interval) */
+      int len = R.k;
+      if (s->replace_interval > 0 && s->replace_interval - since_replace < len)
+        len = s->replace_interval - since_replace;
+      if (s->true_res_interval > 0) {
+        const int to_next = s->true_res_interval - (int)(it % s->true_res_interval);
+        if (to_next < len) len = to_next;
+      }
+      if (len < 1) len = 1;
+      PK_CALL(run_block(R, len, PKRYLOV_SOLVER_PIPECG));
+    }
+    const int32_t it_before = it;
+    it = h->it;
+    since_replace += it - it_before;
+    const int st = h->status;
+    R.res->iterations = it;
+    if (st == PK_ST_CONVERGED) {
+      int accept, stagnated;
+      PK_CALL(confirm(R, &accept, &stagnated));
+      if (stagnated) return R.res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+      if (accept) return R.res->reason = converged_reason(R, h->rnorm), PKRYLOV_SUCCESS;
+      if (it < s->maxit) goto restart;
+      return R.res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
+    }
+    if (st == PK_ST_SUSPECT) {
+      /* the recurrence (p, A p) lost its sign: compute the curvature of p = u + beta p directly */
+      int64_t nb;
+      double curv;
+      CU(cudaMemcpyAsync(v[D_T], v[D_U], bytes, cudaMemcpyDeviceToDevice, R.stream), "copy");
+      CU(pk_cuda_axpy_dev(R.stream, R.n, &R.d->st->beta, v[D_P], v[D_T]), "t = u + beta p");
+      CU(pk_cuda_op_apply(R.stream, &R.op, v[D_T], v[D_AT]), "A t");
+      const double *xs[1] = {v[D_T]}, *ys[1] = {v[D_AT]};
+      CU(pk_cuda_dots(R.stream, R.n, 1, xs, ys, R.d->part, &nb), "dot");
+      PK_CALL(sums_to_host(R, nb, 1, &curv));
+      PK_CALL(pk_allreduce_sum(ctx, &curv, 1));
+      if (isfinite(curv) && curv != 0.0 && (curv > 0 ? 1.0 : -1.0) == h->sigma_sign) {
+        if (R.restarts++ >= 5) return R.res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+        goto restart;
+      }
+      R.res->reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX;
+      R.res->breakdown_iteration = h->breakdown_it;
+      return PKRYLOV_SUCCESS;
+    }
+    if (st != PK_ST_RUNNING) {
+      finish_from_state(R);
+      return PKRYLOV_SUCCESS;
+    }
+    int replace = s->replace_interval > 0 && since_replace >= s->replace_interval;
+    if (s->true_res_interval > 0 && it % s->true_res_interval == 0) {
+      replace = 1;
+      R.res->true_residual_checks++;
+    }
+    if (replace) {
+      PK_CALL(pipecg_replace(R, 1));
+      R.res->residual_replacements++;
+      since_replace = 0;
+    }
+  }
+}
+
+} // namespace
+
+extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
+  pkrylov_context ctx = s->ctx;
+  SolverDev *d = (SolverDev *)calloc(1, sizeof(SolverDev));
+  if (!d) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_solver_create", "cannot allocate");
+  s->dev = d;
+  const int64_t n = s->n;
+  const size_t stride = ((size_t)n + 31) / 32 * 32 + 32; /* 256-byte aligned, shifted */
+  pk_cuda_op op;
+  pk_cuda_pc pc;
+  int rc = pk_cuda_operator_view(s->A, 0, &op);
+  if (!rc && s->M) rc = pk_cuda_precond_view(s->M, 0, &pc);
+  if (rc) return rc;
+  d->nslots = pk_cuda_partials_needed(&op, s->M ? &pc : NULL);
+  cudaError_t e = cudaMalloc(&d->work, sizeof(double) * stride * D_NVEC);
+  if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 4 * (size_t)(d->nslots > 0 ? d->nslots : 1));
+  if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state));
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hst, sizeof(pk_cuda_state));
+  if (e == cudaSuccess) e = cudaMalloc(&d->dsum, sizeof(double) * 4);
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hsum, sizeof(double) * 4);
+  if (e == cudaSuccess) e = cudaMemset(d->work, 0, sizeof(double) * stride * D_NVEC);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
+                    "pkrylov_solver_create", "allocating the device work area (%d vectors of %lld values): %s",
+                    D_NVEC, (long long)n, cudaGetErrorString(e));
+  }
+  for (int i = 0; i < D_NVEC; i++) d->v[i] = d->work + (size_t)i * stride;
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
+  SolverDev *d = (SolverDev *)s->dev;
+  if (!d) return;
+  if (d->graph) cudaGraphExecDestroy(d->graph);
+  cudaFree(d->work);
+  cudaFree(d->part);
+  cudaFree(d->hist);
+  cudaFree(d->st);
+  cudaFreeHost(d->hst);
+  cudaFree(d->dsum);
+  cudaFreeHost(d->hsum);
+  free(d);
+  s->dev = NULL;
+}
+
+extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, const double *b, double *x) {
+  pkrylov_context ctx = s->ctx;
+  SolverDev *d = (SolverDev *)s->dev;
+  const int64_t n = s->n;
+  const size_t bytes = sizeof(double) * (size_t)n;
+  PK_CALL(pk_cuda_check_pointer(ctx, "pkrylov_solver_solve", mem, b, "b"));
+  PK_CALL(pk_cuda_check_pointer(ctx, "pkrylov_solver_solve", mem, x, "x"));
+  if (mem == PKRYLOV_MEM_HOST) { /* checked on the host, with the index, as the CPU backend does */
+    int64_t bad = pk_first_nonfinite(b, n);
+    if (bad >= 0)
+      return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                      "argument 'b' has a non-finite value (%g) at index %lld", b[bad], (long long)bad);
+    if (s->nonzero_guess && (bad = pk_first_nonfinite(x, n)) >= 0)
+      return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                      "argument 'x' (initial guess) has a non-finite value (%g) at index %lld", x[bad],
+                      (long long)bad);
+  }
+  const double t0 = pk_wtime();
+  Run R;
+  memset(&R, 0, sizeof R);
+  R.s = s, R.d = d, R.ctx = ctx, R.n = n;
+  R.stream = stream_of(ctx);
+  R.best = INFINITY;
+  R.k = (s->monitor || s->stag_window > 0) ? 1 : s->sync_interval;
+  PK_CALL(pk_cuda_operator_view(s->A, 0, &R.op64));
+  PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &R.op));
+  if (s->M) {
+    PK_CALL(pk_cuda_precond_view(s->M, s->mixed >= 1, &R.pc));
+  } else { /* the launchers take a NONE view for "no preconditioner" */
+    R.pc.type = PKRYLOV_PRECOND_NONE;
+    R.pc.n = R.pc.ncols = n;
+    R.pc.nz = 1;
+    R.pc.layout = PKRYLOV_LAYOUT_KSLOW;
+  }
+  R.pcp = &R.pc;
+  if (s->history_on || s->monitor || s->stag_window > 0 || !d->hist) {
+    const int32_t cap = s->maxit + 1;
+    if (cap > d->hist_cap) {
+      if (d->hist) cudaFree(d->hist), d->hist = NULL, d->hist_cap = 0;
+      if (cudaMalloc(&d->hist, sizeof(double) * (size_t)cap) != cudaSuccess) {
+        cudaGetLastError();
+        return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_solver_solve", "cannot allocate the history");
+      }
+      d->hist_cap = cap;
+    }
+  }
+  double **v = d->v;
+  cudaMemcpyKind kind = mem == PKRYLOV_MEM_HOST ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
+  CU(cudaMemcpyAsync(v[D_B], b, bytes, kind, R.stream), "copying b");
+  if (s->nonzero_guess)
+    CU(cudaMemcpyAsync(v[D_X], x, bytes, kind, R.stream), "copying x");
+  else
+    CU(cudaMemsetAsync(v[D_X], 0, bytes, R.stream), "memset");
+  double sums[2];
+  {
+    const double *xs[2] = {v[D_B], v[D_X]}, *ys[2] = {v[D_B], v[D_X]};
+    int64_t nb;
+    CU(pk_cuda_dots(R.stream, n, 2, xs, ys, d->part, &nb), "norms");
+    PK_CALL(sums_to_host(R, nb, 2, sums));
+  }
+  if (!isfinite(sums[0]))
+    return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                    "argument 'b' has NaN or Inf values, or its 2-norm overflows");
+  if (s->nonzero_guess && !isfinite(sums[1]))
+    return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                    "argument 'x' (initial guess) has NaN or Inf values");
+  pkrylov_result res;
+  memset(&res, 0, sizeof res);
+  res.breakdown_iteration = -1;
+  R.res = &res;
+  if (s->A->wet) { /* b is ignored at dry cells */
+    int64_t nb;
+    CU(pk_cuda_zero_dry(R.stream, n, R.op64.wet, v[D_B]), "dry cells");
+    const double *xs[1] = {v[D_B]};
+    CU(pk_cuda_dots(R.stream, n, 1, xs, xs, d->part, &nb), "norm");
+    PK_CALL(sums_to_host(R, nb, 1, sums));
+  }
+  PK_CALL(pk_allreduce_sum(ctx, sums, 1));
+  res.rhs_norm = sqrt(sums[0]);
+  if (!isfinite(res.rhs_norm))
+    return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                    "argument 'b': its 2-norm overflows (scale the system)");
+  PK_CALL(true_residual(R, v[D_R], &res.initial_residual));
+  R.tol = s->rtol * res.rhs_norm;
+  if (s->atol > R.tol) R.tol = s->atol;
+  int rc = s->type == PKRYLOV_SOLVER_CG ? solve_cg(R) : solve_pipecg(R);
+  if (rc) return rc;
+  if (R.have_final && res.reason > 0)
+    res.final_residual = R.final_res;
+  else
+    PK_CALL(true_residual(R, v[D_T], &res.final_residual));
+  res.rel_residual = res.rhs_norm > 0 ? res.final_residual / res.rhs_norm : res.final_residual;
+  res.converged = res.reason > 0;
+  /* results out */
+  CU(cudaMemcpyAsync(x, v[D_X], bytes, mem == PKRYLOV_MEM_HOST ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice,
+                     R.stream),
+     "copying x");
+  s->hist_len = 0;
+  if (s->history_on) {
+    const int32_t len = res.iterations + 1 <= s->hist_cap ? res.iterations + 1 : s->hist_cap;
+    if (len > 0) CU(cudaMemcpyAsync(s->hist, d->hist, sizeof(double) * len, cudaMemcpyDeviceToHost, R.stream), "history");
+    s->hist_len = len;
+  }
+  CU(cudaStreamSynchronize(R.stream), "synchronising");
+  res.solve_time_s = pk_wtime() - t0;
+  s->res = res;
+  s->has_result = 1;
+  return PKRYLOV_SUCCESS;
+}
