@@ -34,7 +34,7 @@ typedef struct {
   int32_t geometry;        /* PKRYLOV_GEOMETRY_*; set_geometry says whether --geometry was given */
   int set_geometry;
   const char *rhs, *x0, *out, *history, *save_system;
-  int32_t solver, precond, layout, backend;
+  int32_t solver, precond, layout, backend, precision;
   int set_precond, set_layout;
   int32_t levels;          /* 0 = not given */
   double rtol, atol;
@@ -81,6 +81,8 @@ static void print_help(FILE *f) {
           "  --atol A                   absolute tolerance (default 0)\n"
           "  --maxit N                  iteration cap (default 1000)\n"
           "  --replace K                pipelined CG: residual replacement every K iterations\n"
+          "  --precision P              fp64 (default), mixed-precond (fp32 preconditioner factors) or\n"
+          "                             mixed (fp32 factors and operator coefficients); CUDA only\n"
           "  --true-residual K          recompute the true residual every K iterations\n"
           "  --threads T                CPU threads (0 = default)\n"
           "\n"
@@ -163,6 +165,9 @@ static int parse_args(int argc, char **argv, options *o) {
   static const char *const backend_names[] = {"cpu", "cuda", "auto", NULL};
   static const int32_t backend_values[] = {PKRYLOV_BACKEND_CPU, PKRYLOV_BACKEND_CUDA,
                                            PKRYLOV_BACKEND_AUTO};
+  static const char *const precision_names[] = {"fp64", "mixed-precond", "mixed", NULL};
+  static const int32_t precision_values[] = {PKRYLOV_PRECISION_FP64, PKRYLOV_PRECISION_MIXED_PRECOND,
+                                             PKRYLOV_PRECISION_MIXED};
   static const char *const geometry_names[] = {"gnomonic", "uniform", NULL};
   static const int32_t geometry_values[] = {PKRYLOV_GEOMETRY_GNOMONIC, PKRYLOV_GEOMETRY_UNIFORM};
 
@@ -171,6 +176,7 @@ static int parse_args(int argc, char **argv, options *o) {
   o->solver = PKRYLOV_SOLVER_CG;
   o->layout = PKRYLOV_LAYOUT_KSLOW;
   o->backend = PKRYLOV_BACKEND_AUTO;
+  o->precision = PKRYLOV_PRECISION_FP64;
   o->rtol = 1e-8;
   o->atol = 0.0;
   o->maxit = 1000;
@@ -194,7 +200,7 @@ static int parse_args(int argc, char **argv, options *o) {
     static const char *const valued[] = {
         "--problem", "--geometry", "--rhs", "--x0", "--solver", "--precond", "--levels",
         "--layout", "--backend", "--rtol", "--atol", "--maxit", "--replace", "--true-residual",
-        "--out", "--history", "--save-system", "--threads", NULL};
+        "--out", "--history", "--save-system", "--threads", "--precision", NULL};
     char name[64];
     const char *val = NULL;
     const char *eq = strchr(arg, '=');
@@ -253,6 +259,12 @@ static int parse_args(int argc, char **argv, options *o) {
       o->set_layout = 1;
       if (o->layout < 0) {
         usage_error("invalid value '%s' for option '--layout' (kslow or kfast)", val);
+        return 1;
+      }
+    } else if (strcmp(name, "--precision") == 0) {
+      o->precision = lookup(val, precision_names, precision_values);
+      if (o->precision < 0) {
+        usage_error("invalid value '%s' for option '--precision' (fp64, mixed-precond or mixed)", val);
         return 1;
       }
     } else if (strcmp(name, "--backend") == 0) {
@@ -582,6 +594,10 @@ int main(int argc, char **argv) {
   }
   if ((st = pkrylov_solver_set_max_iterations(s, o.maxit)) != PKRYLOV_SUCCESS) {
     lib_error(ctx, st, "invalid '--maxit'");
+    goto done;
+  }
+  if ((st = pkrylov_solver_set_precision(s, o.precision)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "invalid '--precision'");
     goto done;
   }
   if (o.set_replace && (st = pkrylov_solver_set_residual_replacement(s, o.replace)) != PKRYLOV_SUCCESS) {

@@ -13,6 +13,10 @@ int pk_test_failures = 0;
 
 int pk_test_main(int argc, char **argv, const pk_test_entry *entries, int count) {
   int status = PK_PASS, ran = 0;
+  if (argc > 1 && strcmp(argv[1], "--list") == 0) { /* the case names, one per line */
+    for (int i = 0; i < count; i++) printf("%s\n", entries[i].name);
+    return PK_PASS;
+  }
   for (int i = 0; i < count; i++) {
     if (argc > 1 && strcmp(argv[1], entries[i].name) != 0) continue;
     pk_test_failures = 0;

@@ -820,6 +820,13 @@ PK_TEST_CASE(bad_solver_options) {
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_stagnation_window(s, -1), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_history(s, 7), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT_CODE(NULL, pkrylov_solver_set_tolerances(NULL, 1e-8, 0), PKRYLOV_ERR_NULL_POINTER);
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_precision(s, PKRYLOV_PRECISION_MIXED), PKRYLOV_ERR_UNSUPPORTED);
+  PK_EXPECT(pk_test_msg_has(ctx, "'precision'"), "message names precision");
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_precision(s, 999), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_precision(s, PKRYLOV_PRECISION_FP64), PKRYLOV_SUCCESS);
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_sync_interval(s, 0), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_sync_interval(s, 5000), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_sync_interval(s, 8), PKRYLOV_SUCCESS);
   pkrylov_result res;
   int32_t len;
   PK_EXPECT_CODE(ctx, pkrylov_solver_get_result(s, &res), PKRYLOV_ERR_INVALID_STATE);

@@ -585,6 +585,10 @@ PK_TEST_CASE(usage_names) {
   expect_usage("u_precond", "--problem thinshell:4,4,4 --json --precond ilu", "--precond", "ilu");
   expect_usage("u_layout", "--problem thinshell:4,4,4 --json --layout kmid", "--layout", "kmid");
   expect_usage("u_backend", "--problem thinshell:4,4,4 --json --backend opencl", "--backend", "opencl");
+  expect_usage("u_precision", "--problem thinshell:4,4,4 --json --precision fp16", "--precision", "fp16");
+  /* mixed precision on the CPU backend: the library refuses, its message names the argument */
+  expect_usage("u_precision_cpu", "--problem thinshell:4,4,4 --json --backend cpu --precision mixed", "--precision",
+               "precision");
   PK_TEST_END();
 }
 

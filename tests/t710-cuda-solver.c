@@ -1,0 +1,442 @@
+/**
+ * @file t710-cuda-solver.c
+ * @brief The CUDA backend through the public API, against the CPU backend: operator and preconditioner
+ *        applications (host and device pointers), whole solves (same iterations, same solutions), mixed
+ *        precision, outcomes, bad input on the device path. Every case skips (77) without a GPU.
+ */
+#include <cuda_runtime.h>
+#include <string.h>
+
+#include "pk_test.h"
+
+/** A CUDA context, or NULL when there is no device (the case then skips). */
+static pkrylov_context cuda_ctx(void) {
+  pkrylov_context ctx = NULL;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return NULL;
+  }
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx)) {
+    fprintf(stderr, "CUDA context: %s\n", pkrylov_last_error_message());
+    return NULL;
+  }
+  return ctx;
+}
+
+static double *vec(int64_t n) { return calloc((size_t)n, sizeof(double)); }
+static double *rand_vec(int64_t n, uint64_t seed) {
+  double *v = vec(n);
+  for (int64_t i = 0; i < n; i++) v[i] = pk_test_rand(&seed);
+  return v;
+}
+static double *poisoned(int64_t n) {
+  double *v = malloc(sizeof(double) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) v[i] = NAN;
+  return v;
+}
+
+/** The same operator on two contexts: form 0 thin shell, 1 stencil (optionally masked), 2 CSR export. */
+static int make_op(pkrylov_context ctx, int form, int nx, int ny, int nz, int masked, pkrylov_operator *A) {
+  pkrylov_thinshell_params p;
+  int rc = pkrylov_thinshell_params_default(nx, ny, nz, &p);
+  if (rc) return rc;
+  if (form == 0) return pkrylov_operator_create_thinshell(ctx, &p, A);
+  const int64_t n = (int64_t)nx * ny * nz;
+  double *aw = vec(n), *as = vec(n), *av = vec(n), *ac = vec(n);
+  int32_t *mask = NULL;
+  rc = pkrylov_thinshell_stencil_coefficients(&p, aw, as, av, ac);
+  if (masked) {
+    mask = malloc(sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) mask[i] = (i % 7) != 3;
+  }
+  if (!rc && form == 1) rc = pkrylov_operator_create_stencil7(ctx, nx, ny, nz, aw, as, av, ac, mask, A);
+  if (!rc && form == 2) {
+    pkrylov_context cpu;
+    pkrylov_operator T;
+    int64_t nnz;
+    rc = pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu);
+    if (!rc) rc = pkrylov_operator_create_stencil7(cpu, nx, ny, nz, aw, as, av, ac, mask, &T);
+    if (!rc) rc = pkrylov_operator_get_info(T, NULL, &nnz, NULL, NULL, NULL, NULL);
+    int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int64_t) * (size_t)(nnz + 1));
+    double *vv = malloc(sizeof(double) * (size_t)(nnz + 1));
+    if (!rc) rc = pkrylov_operator_get_csr(T, rp, ci, vv);
+    if (!rc) rc = pkrylov_operator_create_csr64(ctx, n, 0, rp, ci, vv, A);
+    free(rp), free(ci), free(vv);
+    pkrylov_operator_destroy(&T);
+    pkrylov_context_destroy(&cpu);
+  }
+  free(aw), free(as), free(av), free(ac), free(mask);
+  return rc;
+}
+
+/** Operator and preconditioner applications: CUDA (host and device arrays) equal the CPU, bit for bit. */
+PK_TEST_CASE(apply_matches_cpu) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu) return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  const int nx = 37, ny = 29, nz = 11;
+  const int64_t n = (int64_t)nx * ny * nz;
+  for (int form = 0; form < 3; form++)
+    for (int pct = PKRYLOV_PRECOND_NONE; pct <= PKRYLOV_PRECOND_COLUMN; pct++) {
+      pkrylov_operator Ag, Ac;
+      pkrylov_precond Mg, Mc;
+      PK_REQUIRE_OK(gpu, make_op(gpu, form, nx, ny, nz, form == 1, &Ag));
+      PK_REQUIRE_OK(cpu, make_op(cpu, form, nx, ny, nz, form == 1, &Ac));
+      const int lev = form == 2 ? nz : 0, lay = form == 2 ? PKRYLOV_LAYOUT_KSLOW : PKRYLOV_LAYOUT_AUTO;
+      PK_REQUIRE_OK(gpu, pkrylov_precond_create(gpu, Ag, pct, lev, lay, &Mg));
+      PK_REQUIRE_OK(cpu, pkrylov_precond_create(cpu, Ac, pct, lev, lay, &Mc));
+      double *x = rand_vec(n, 5 + form), *yc = poisoned(n), *yg = poisoned(n), *dx, *dy;
+      PK_REQUIRE_OK(cpu, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, x, yc));
+      PK_REQUIRE_OK(gpu, pkrylov_operator_apply(Ag, PKRYLOV_MEM_HOST, x, yg));
+      PK_EXPECT(memcmp(yc, yg, sizeof(double) * n) == 0, "form %d: A x differs (%.3e)", form,
+                pk_test_rel_diff(n, yg, yc));
+      /* device pointers, in place */
+      cudaMalloc((void **)&dx, sizeof(double) * n);
+      cudaMalloc((void **)&dy, sizeof(double) * n);
+      cudaMemcpy(dx, x, sizeof(double) * n, cudaMemcpyHostToDevice);
+      cudaMemset(dy, 0xff, sizeof(double) * n);
+      PK_REQUIRE_OK(gpu, pkrylov_precond_apply(Mg, PKRYLOV_MEM_DEVICE, dx, dy));
+      cudaMemcpy(yg, dy, sizeof(double) * n, cudaMemcpyDeviceToHost);
+      PK_REQUIRE_OK(cpu, pkrylov_precond_apply(Mc, PKRYLOV_MEM_HOST, x, yc));
+      PK_EXPECT(memcmp(yc, yg, sizeof(double) * n) == 0, "form %d precond %d: M^-1 x differs (%.3e)", form, pct,
+                pk_test_rel_diff(n, yg, yc));
+      cudaFree(dx), cudaFree(dy);
+      free(x), free(yc), free(yg);
+      pkrylov_precond_destroy(&Mg), pkrylov_precond_destroy(&Mc);
+      pkrylov_operator_destroy(&Ag), pkrylov_operator_destroy(&Ac);
+    }
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
+/** One solve on a context; returns the status. */
+static int solve_on(pkrylov_context ctx, pkrylov_operator A, int type, int pct, int levels, int layout,
+                    double rtol, int maxit, int mixed /* 0 or a pkrylov_precision */, int mem, const double *b,
+                    double *x, pkrylov_result *res) {
+  pkrylov_precond M = NULL;
+  pkrylov_solver s = NULL;
+  int rc = pkrylov_precond_create(ctx, A, pct, levels, layout, &M);
+  if (!rc) rc = pkrylov_solver_create(ctx, type, A, M, &s);
+  if (!rc) rc = pkrylov_solver_set_tolerances(s, rtol, 0);
+  if (!rc) rc = pkrylov_solver_set_max_iterations(s, maxit);
+  if (!rc && mixed) rc = pkrylov_solver_set_precision(s, mixed);
+  if (!rc) rc = pkrylov_solver_solve(s, mem, b, x);
+  if (!rc) rc = pkrylov_solver_get_result(s, res);
+  if (rc) fprintf(stderr, "solve: %d %s\n", rc, pkrylov_error_string(rc));
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  return rc;
+}
+
+/**
+ * Whole solves on the thin shell, each operator form, CG and pipelined CG, b = A*1: the same iterations as
+ * the CPU (within one), solutions within 1e-10 relative of the CPU's, both within 1e-9 of the exact solution.
+ */
+PK_TEST_CASE(solves_match_cpu) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu) return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  const int nx = 33, ny = 31, nz = 17;
+  const int64_t n = (int64_t)nx * ny * nz;
+  double *ones = vec(n), *b = vec(n);
+  for (int64_t i = 0; i < n; i++) ones[i] = 1.0;
+  for (int form = 0; form < 3; form++)
+    for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+      pkrylov_operator Ag, Ac;
+      PK_REQUIRE_OK(gpu, make_op(gpu, form, nx, ny, nz, 0, &Ag));
+      PK_REQUIRE_OK(cpu, make_op(cpu, form, nx, ny, nz, 0, &Ac));
+      PK_EXPECT(pk_test_csr_matvec(Ac, ones, b) == 0, "reference matvec");
+      const int lev = form == 2 ? nz : 0, lay = form == 2 ? PKRYLOV_LAYOUT_KSLOW : PKRYLOV_LAYOUT_AUTO;
+      double *xg = vec(n), *xc = vec(n);
+      pkrylov_result rg, rc;
+      PK_REQUIRE_OK(gpu, solve_on(gpu, Ag, type, PKRYLOV_PRECOND_COLUMN, lev, lay, 1e-9, 1000, 0,
+                                  PKRYLOV_MEM_HOST, b, xg, &rg));
+      PK_REQUIRE_OK(cpu, solve_on(cpu, Ac, type, PKRYLOV_PRECOND_COLUMN, lev, lay, 1e-9, 1000, 0,
+                                  PKRYLOV_MEM_HOST, b, xc, &rc));
+      const double d = pk_test_rel_diff(n, xg, xc), eg = pk_test_rel_diff(n, xg, ones),
+                   ec = pk_test_rel_diff(n, xc, ones);
+      printf("form %d type %d: GPU %d its, CPU %d its; GPU-CPU %.3e, errors %.3e %.3e\n", form, type, rg.iterations,
+             rc.iterations, d, eg, ec);
+      PK_EXPECT(rg.converged && rc.converged, "form %d type %d: %s / %s", form, type,
+                pkrylov_reason_string(rg.reason), pkrylov_reason_string(rc.reason));
+      PK_EXPECT(abs(rg.iterations - rc.iterations) <= 1, "form %d type %d: GPU %d vs CPU %d iterations", form, type,
+                rg.iterations, rc.iterations);
+      PK_EXPECT(d <= 1e-10, "form %d type %d: solutions differ by %.3e", form, type, d);
+      PK_EXPECT(eg <= 1e-9 && ec <= 1e-9, "form %d type %d: errors %.3e %.3e", form, type, eg, ec);
+      free(xg), free(xc);
+      pkrylov_operator_destroy(&Ag), pkrylov_operator_destroy(&Ac);
+    }
+  free(b), free(ones);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
+/** Jacobi / none and the kfast and general column paths, on shared and generated CSR matrices. */
+PK_TEST_CASE(csr_solves_match_cpu) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu) return PK_SKIP;
+  const char *path = pk_test_matrix_path("lap3D_7pt_n20.mtx");
+  if (!path) return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  pkrylov_operator Ag, Ac;
+  PK_REQUIRE_OK(gpu, pkrylov_operator_create_from_mtx(gpu, path, &Ag));
+  PK_REQUIRE_OK(cpu, pkrylov_operator_create_from_mtx(cpu, path, &Ac));
+  const int64_t n = 8000;
+  double *b = rand_vec(n, 3);
+  const int pcs[4][3] = {{PKRYLOV_PRECOND_NONE, 0, 0},
+                         {PKRYLOV_PRECOND_JACOBI, 0, 0},
+                         {PKRYLOV_PRECOND_COLUMN, 20, PKRYLOV_LAYOUT_KSLOW},
+                         {PKRYLOV_PRECOND_COLUMN, 20, PKRYLOV_LAYOUT_KFAST}};
+  for (int i = 0; i < 4; i++)
+    for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+      double *xg = vec(n), *xc = vec(n);
+      pkrylov_result rg, rc;
+      PK_REQUIRE_OK(gpu, solve_on(gpu, Ag, type, pcs[i][0], pcs[i][1], pcs[i][2], 1e-10, 2000, 0, PKRYLOV_MEM_HOST,
+                                  b, xg, &rg));
+      PK_REQUIRE_OK(cpu, solve_on(cpu, Ac, type, pcs[i][0], pcs[i][1], pcs[i][2], 1e-10, 2000, 0, PKRYLOV_MEM_HOST,
+                                  b, xc, &rc));
+      PK_EXPECT(rg.converged && abs(rg.iterations - rc.iterations) <= 1, "pc %d type %d: %d (%s) vs %d", i, type,
+                rg.iterations, pkrylov_reason_string(rg.reason), rc.iterations);
+      PK_EXPECT(pk_test_rel_diff(n, xg, xc) <= 1e-10, "pc %d type %d: differ by %.3e", i, type,
+                pk_test_rel_diff(n, xg, xc));
+      free(xg), free(xc);
+    }
+  free(b);
+  pkrylov_operator_destroy(&Ag), pkrylov_operator_destroy(&Ac);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
+/** Device pointers used in place give the same x as host pointers; repeated solves are bitwise equal. */
+PK_TEST_CASE(device_pointers_and_reproducibility) {
+  pkrylov_context gpu = cuda_ctx();
+  if (!gpu) return PK_SKIP;
+  const int nx = 40, ny = 24, nz = 16;
+  const int64_t n = (int64_t)nx * ny * nz;
+  pkrylov_operator A;
+  pkrylov_precond M;
+  pkrylov_solver s;
+  PK_REQUIRE_OK(gpu, make_op(gpu, 0, nx, ny, nz, 0, &A));
+  PK_REQUIRE_OK(gpu, pkrylov_precond_create(gpu, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  PK_REQUIRE_OK(gpu, pkrylov_solver_create(gpu, PKRYLOV_SOLVER_PIPECG, A, M, &s));
+  double *b = rand_vec(n, 8), *x1 = vec(n), *x2 = vec(n), *x3 = vec(n), *db, *dx;
+  pkrylov_result r1, r2;
+  PK_REQUIRE_OK(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x1));
+  PK_REQUIRE_OK(gpu, pkrylov_solver_get_result(s, &r1));
+  cudaMalloc((void **)&db, sizeof(double) * n);
+  cudaMalloc((void **)&dx, sizeof(double) * n);
+  cudaMemcpy(db, b, sizeof(double) * n, cudaMemcpyHostToDevice);
+  PK_REQUIRE_OK(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_DEVICE, db, dx));
+  PK_REQUIRE_OK(gpu, pkrylov_solver_get_result(s, &r2));
+  cudaMemcpy(x2, dx, sizeof(double) * n, cudaMemcpyDeviceToHost);
+  PK_EXPECT(r1.iterations == r2.iterations && memcmp(x1, x2, sizeof(double) * n) == 0,
+            "device pointers: %d vs %d iterations, differ %.3e", r1.iterations, r2.iterations,
+            pk_test_rel_diff(n, x2, x1));
+  PK_REQUIRE_OK(gpu, pkrylov_solver_set_sync_interval(s, 1)); /* the host looks every iteration */
+  PK_REQUIRE_OK(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x3));
+  PK_EXPECT(memcmp(x1, x3, sizeof(double) * n) == 0, "sync interval changes the result (%.3e)",
+            pk_test_rel_diff(n, x3, x1));
+  cudaFree(db), cudaFree(dx);
+  free(b), free(x1), free(x2), free(x3);
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_TEST_END();
+}
+
+/** 7-point Laplacian (Dirichlet) on an m^3 grid: its coefficients are exact in fp32. */
+static int make_lap3d(pkrylov_context ctx, int m, pkrylov_operator *A) {
+  const int64_t n = (int64_t)m * m * m;
+  int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int32_t) * (size_t)n * 7);
+  double *v = malloc(sizeof(double) * (size_t)n * 7);
+  int64_t nnz = 0;
+  rp[0] = 0;
+  for (int k = 0; k < m; k++)
+    for (int j = 0; j < m; j++)
+      for (int i = 0; i < m; i++) {
+        const int32_t row = i + m * (j + m * k);
+        if (k > 0) ci[nnz] = row - m * m, v[nnz++] = -1;
+        if (j > 0) ci[nnz] = row - m, v[nnz++] = -1;
+        if (i > 0) ci[nnz] = row - 1, v[nnz++] = -1;
+        ci[nnz] = row, v[nnz++] = 6;
+        if (i < m - 1) ci[nnz] = row + 1, v[nnz++] = -1;
+        if (j < m - 1) ci[nnz] = row + m, v[nnz++] = -1;
+        if (k < m - 1) ci[nnz] = row + m * m, v[nnz++] = -1;
+        rp[row + 1] = (int32_t)nnz;
+      }
+  int rc = pkrylov_operator_create_csr(ctx, (int32_t)n, 0, rp, ci, v, A);
+  free(rp), free(ci), free(v);
+  return rc;
+}
+
+/**
+ * Mixed precision reaches the same final accuracy as fp64 (b = A*1: errors against the exact solution and
+ * true residuals recomputed here in fp64): fp32 preconditioner factors on the thin-shell model problem
+ * (stencil and CSR forms), fp32 operator coefficients too on a Laplacian. On the model problem with fp32
+ * operator coefficients, whatever the outcome, what the solver reports is true for the fp64 system.
+ */
+PK_TEST_CASE(mixed_precision_same_accuracy) {
+  pkrylov_context gpu = cuda_ctx();
+  if (!gpu) return PK_SKIP;
+  const int nx = 48, ny = 40, nz = 24;
+  for (int form = 1; form <= 3; form++) { /* stencil, CSR (model problem), Laplacian */
+    pkrylov_operator A;
+    if (form < 3)
+      PK_REQUIRE_OK(gpu, make_op(gpu, form, nx, ny, nz, 0, &A));
+    else
+      PK_REQUIRE_OK(gpu, make_lap3d(gpu, 40, &A));
+    int64_t n;
+    PK_REQUIRE_OK(gpu, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
+    double *ones = vec(n), *b = vec(n);
+    for (int64_t i = 0; i < n; i++) ones[i] = 1.0;
+    PK_EXPECT(pk_test_csr_matvec(A, ones, b) == 0, "reference matvec");
+    const int pc = form == 3 ? PKRYLOV_PRECOND_JACOBI : PKRYLOV_PRECOND_COLUMN;
+    const int lev = form == 2 ? nz : 0, lay = form == 2 ? PKRYLOV_LAYOUT_KSLOW : PKRYLOV_LAYOUT_AUTO;
+    const int mixed = form == 3 ? PKRYLOV_PRECISION_MIXED : PKRYLOV_PRECISION_MIXED_PRECOND;
+    double *x64 = vec(n), *x32 = vec(n);
+    pkrylov_result r64, r32;
+    PK_REQUIRE_OK(gpu, solve_on(gpu, A, PKRYLOV_SOLVER_PIPECG, pc, lev, lay, 1e-8, 1000, 0, PKRYLOV_MEM_HOST, b, x64,
+                                &r64));
+    PK_REQUIRE_OK(gpu, solve_on(gpu, A, PKRYLOV_SOLVER_PIPECG, pc, lev, lay, 1e-8, 1000, mixed, PKRYLOV_MEM_HOST, b,
+                                x32, &r32));
+    const double e64 = pk_test_rel_diff(n, x64, ones), e32 = pk_test_rel_diff(n, x32, ones);
+    const double t32 = pk_test_true_relres(A, b, x32);
+    printf("form %d: fp64 %d its, relres %.3e, error %.3e; mixed(%d) %d its, relres %.3e (recomputed %.3e), "
+           "error %.3e\n",
+           form, r64.iterations, r64.rel_residual, e64, mixed, r32.iterations, r32.rel_residual, t32, e32);
+    PK_EXPECT(r64.converged && r32.converged, "form %d: %s / %s", form, pkrylov_reason_string(r64.reason),
+              pkrylov_reason_string(r32.reason));
+    PK_EXPECT(t32 <= 1e-8, "form %d: mixed true relres %.3e", form, t32);
+    PK_EXPECT(e32 <= 10 * e64 + 1e-12, "form %d: mixed error %.3e vs fp64 error %.3e", form, e32, e64);
+    PK_EXPECT(r32.iterations <= r64.iterations + r64.iterations / 10 + 2, "form %d: mixed needs %d iterations vs %d",
+              form, r32.iterations, r64.iterations);
+    if (form == 1) { /* fp32 operator coefficients on the model problem: the report must be true */
+      pkrylov_result ra;
+      PK_REQUIRE_OK(gpu, solve_on(gpu, A, PKRYLOV_SOLVER_PIPECG, pc, lev, lay, 1e-8, 1000, PKRYLOV_PRECISION_MIXED,
+                                  PKRYLOV_MEM_HOST, b, x32, &ra));
+      const double ta = pk_test_true_relres(A, b, x32);
+      printf("form 1, fp32 operator: %s after %d its, reported relres %.3e, recomputed %.3e\n",
+             pkrylov_reason_string(ra.reason), ra.iterations, ra.rel_residual, ta);
+      PK_EXPECT(fabs(ra.rel_residual - ta) <= 1e-3 * ta + 1e-15, "reported %.3e vs recomputed %.3e", ra.rel_residual,
+                ta);
+      PK_EXPECT(!ra.converged || ta <= 1e-8, "reported converged with true relres %.3e", ta);
+    }
+    free(x64), free(x32), free(ones), free(b);
+    pkrylov_operator_destroy(&A);
+  }
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_TEST_END();
+}
+
+/** Breakdowns, iteration cap and history on the GPU: the same outcome as on the CPU. */
+PK_TEST_CASE(outcomes_match_cpu) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu) return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  /* diag(1, -1), b = (2, 1): (p, A p) changes sign in iteration 2 */
+  const int32_t rp[3] = {0, 1, 2}, ci[2] = {0, 1};
+  const double vals[2] = {1, -1}, b2[2] = {2, 1};
+  for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+    pkrylov_operator Ag, Ac;
+    PK_REQUIRE_OK(gpu, pkrylov_operator_create_csr(gpu, 2, 0, rp, ci, vals, &Ag));
+    PK_REQUIRE_OK(cpu, pkrylov_operator_create_csr(cpu, 2, 0, rp, ci, vals, &Ac));
+    double xg[2], xc[2];
+    pkrylov_result rg, rc;
+    PK_REQUIRE_OK(gpu, solve_on(gpu, Ag, type, PKRYLOV_PRECOND_NONE, 0, 0, 1e-10, 100, 0, PKRYLOV_MEM_HOST, b2, xg, &rg));
+    PK_REQUIRE_OK(cpu, solve_on(cpu, Ac, type, PKRYLOV_PRECOND_NONE, 0, 0, 1e-10, 100, 0, PKRYLOV_MEM_HOST, b2, xc, &rc));
+    PK_EXPECT(rg.reason == PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX && rg.reason == rc.reason &&
+                  rg.breakdown_iteration == rc.breakdown_iteration,
+              "type %d: GPU %s at %d, CPU %s at %d", type, pkrylov_reason_string(rg.reason), rg.breakdown_iteration,
+              pkrylov_reason_string(rc.reason), rc.breakdown_iteration);
+    PK_EXPECT(isfinite(xg[0]) && isfinite(xg[1]) && fabs(xg[0] - xc[0]) <= 1e-14 && fabs(xg[1] - xc[1]) <= 1e-14,
+              "x (%g, %g) vs CPU (%g, %g)", xg[0], xg[1], xc[0], xc[1]);
+    pkrylov_operator_destroy(&Ag), pkrylov_operator_destroy(&Ac);
+  }
+  /* iteration cap + history */
+  const int nx = 20, ny = 20, nz = 10;
+  const int64_t n = nx * ny * nz;
+  double *b = rand_vec(n, 4), *x = vec(n);
+  for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+    double hg[8], hc[8];
+    int32_t lg, lc;
+    pkrylov_result rg, rc;
+    pkrylov_context ctxs[2] = {gpu, cpu};
+    for (int c = 0; c < 2; c++) {
+      pkrylov_operator A;
+      pkrylov_solver s;
+      PK_REQUIRE_OK(ctxs[c], make_op(ctxs[c], 0, nx, ny, nz, 0, &A));
+      PK_REQUIRE_OK(ctxs[c], pkrylov_solver_create(ctxs[c], type, A, NULL, &s));
+      PK_REQUIRE_OK(ctxs[c], pkrylov_solver_set_max_iterations(s, 7));
+      PK_REQUIRE_OK(ctxs[c], pkrylov_solver_set_history(s, 1));
+      PK_REQUIRE_OK(ctxs[c], pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
+      PK_REQUIRE_OK(ctxs[c], pkrylov_solver_get_result(s, c ? &rc : &rg));
+      PK_REQUIRE_OK(ctxs[c], pkrylov_solver_get_history(s, 8, c ? hc : hg, c ? &lc : &lg));
+      pkrylov_solver_destroy(&s);
+      pkrylov_operator_destroy(&A);
+    }
+    PK_EXPECT(rg.reason == PKRYLOV_DIVERGED_MAX_ITERATIONS && rg.iterations == 7 && lg == 8 && lc == 8,
+              "type %d: %s after %d, history %d/%d", type, pkrylov_reason_string(rg.reason), rg.iterations, lg, lc);
+    for (int i = 0; i < 8 && i < lg; i++)
+      PK_EXPECT(fabs(hg[i] - hc[i]) <= 1e-12 * hc[i], "type %d: history[%d] %.17g vs %.17g", type, i, hg[i], hc[i]);
+  }
+  free(b), free(x);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
+/** Bad input on the device path: pointers in the wrong memory space, out of device memory. */
+PK_TEST_CASE(bad_device_input) {
+  pkrylov_context gpu = cuda_ctx();
+  if (!gpu) return PK_SKIP;
+  const int nx = 8, ny = 8, nz = 4;
+  const int64_t n = nx * ny * nz;
+  pkrylov_operator A;
+  pkrylov_solver s;
+  PK_REQUIRE_OK(gpu, make_op(gpu, 0, nx, ny, nz, 0, &A));
+  PK_REQUIRE_OK(gpu, pkrylov_solver_create(gpu, PKRYLOV_SOLVER_CG, A, NULL, &s));
+  double *hb = rand_vec(n, 1), *hx = vec(n), *db;
+  cudaMalloc((void **)&db, sizeof(double) * n);
+  PK_EXPECT_CODE(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, db, hx), PKRYLOV_ERR_MEMTYPE);
+  PK_EXPECT(pk_test_msg_has(gpu, "'b'"), "message names b");
+  PK_EXPECT_CODE(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_DEVICE, hb, hx), PKRYLOV_ERR_MEMTYPE);
+  PK_EXPECT_CODE(gpu, pkrylov_operator_apply(A, PKRYLOV_MEM_DEVICE, hb, hx), PKRYLOV_ERR_MEMTYPE);
+  PK_EXPECT_CODE(gpu, pkrylov_operator_apply(A, PKRYLOV_MEM_HOST, hb, db), PKRYLOV_ERR_MEMTYPE);
+  PK_EXPECT(pk_test_msg_has(gpu, "'y'"), "message names y");
+  hb[5] = NAN;
+  PK_EXPECT_CODE(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, hb, hx), PKRYLOV_ERR_NOT_FINITE);
+  cudaMemcpy(db, hb, sizeof(double) * n, cudaMemcpyHostToDevice);
+  double *dx;
+  cudaMalloc((void **)&dx, sizeof(double) * n);
+  PK_EXPECT_CODE(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_DEVICE, db, dx), PKRYLOV_ERR_NOT_FINITE);
+  cudaFree(db), cudaFree(dx);
+  pkrylov_solver_destroy(&s);
+  pkrylov_operator_destroy(&A);
+  /* out of device memory: 4096 x 4096 x 256 needs 12 vectors of 34 GB */
+  pkrylov_thinshell_params p;
+  PK_REQUIRE_OK(gpu, pkrylov_thinshell_params_default(4096, 4096, 256, &p));
+  PK_REQUIRE_OK(gpu, pkrylov_operator_create_thinshell(gpu, &p, &A));
+  s = NULL;
+  PK_EXPECT_CODE(gpu, pkrylov_solver_create(gpu, PKRYLOV_SOLVER_PIPECG, A, NULL, &s), PKRYLOV_ERR_OUT_OF_MEMORY);
+  PK_EXPECT(s == NULL, "handle set on failure");
+  pkrylov_operator_destroy(&A);
+  /* still usable after the failure */
+  PK_REQUIRE_OK(gpu, make_op(gpu, 0, nx, ny, nz, 0, &A));
+  PK_REQUIRE_OK(gpu, pkrylov_solver_create(gpu, PKRYLOV_SOLVER_CG, A, NULL, &s));
+  hb[5] = 0.5;
+  PK_REQUIRE_OK(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, hb, hx));
+  pkrylov_solver_destroy(&s);
+  pkrylov_operator_destroy(&A);
+  free(hb), free(hx);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_TEST_END();
+}
+
+PK_TEST_MAIN(PK_TEST_ENTRY(apply_matches_cpu), PK_TEST_ENTRY(solves_match_cpu), PK_TEST_ENTRY(csr_solves_match_cpu),
+             PK_TEST_ENTRY(device_pointers_and_reproducibility), PK_TEST_ENTRY(mixed_precision_same_accuracy),
+             PK_TEST_ENTRY(outcomes_match_cpu), PK_TEST_ENTRY(bad_device_input))
