@@ -451,6 +451,76 @@ PKRYLOV_EXTERN int pkrylov_solver_get_history(pkrylov_solver s, int32_t capacity
                                               int32_t *length);
 /**@}*/
 
+/* ------------------------------------------------------------------------------------------------ */
+/**
+ * @name MKL-compatible reverse-communication CG (RCI ISS dcg calling sequence)
+ *
+ * The four routines of Intel MKL's RCI CG with the same argument lists, the same ipar(128), dpar(128) and
+ * tmp(n,4) layout and the same meaning of every documented entry, so a program written for MKL switches
+ * by renaming dcg_init/dcg_check/dcg/dcg_get (Fortran: pk_dcg_init/pk_dcg_check/pk_dcg/pk_dcg_get in
+ * pkrylov_mod). All pointer arguments are addresses as Fortran passes them; indices below are Fortran's
+ * (ipar(1) is ipar[0] in C). No context, handle or hidden state: everything lives in the caller's ipar,
+ * dpar and tmp, so any number of solves may be interleaved or run on different threads.
+ *
+ * Calling sequence: pkrylov_dcg_init(); set ipar/dpar; pkrylov_dcg_check(); then call pkrylov_dcg()
+ * until it returns a value of RCI_request other than 1, 2 or 3:
+ * - 1: compute tmp(:,2) = A tmp(:,1) and call again.
+ * - 2: user stopping test on x (the current iterate) and dpar; call again to continue, or stop.
+ * - 3: compute tmp(:,4) = M^-1 tmp(:,3) (preconditioned runs, ipar(11) != 0) and call again.
+ * - 0: converged by the automatic residual test dpar(5) <= dpar(4) (or the residual is exactly 0).
+ * - -1: ipar(4) reached ipar(5) (ipar(8) != 0) before the automatic residual test was met.
+ * - -2: (p, A p) <= 0, (r, M^-1 r) <= 0 or NaN/Inf in a reduction: A or M is not SPD, or a degenerate x.
+ * - -10: dpar is invalid (negative or non-finite tolerance; a stored residual norm was altered).
+ * - -11: ipar is invalid (not initialised by pkrylov_dcg_init, ipar(1) != n, an unknown ipar(3), no
+ *   stopping test enabled, negative counts): the call did nothing.
+ * The stopping tests run after every residual update, including the initial residual (ipar(4) = 0), in the
+ * order: exact zero residual, automatic residual test (ipar(9)), user test (ipar(10), request 2), iteration
+ * cap ipar(4) >= ipar(5) (ipar(8)). After 0 or -1 a further call continues the iteration (e.g. after
+ * raising ipar(5)); setting ipar(3) = 1 restarts from the current x.
+ *
+ * ipar (defaults set by pkrylov_dcg_init): 1 n; 2 message unit (6 = standard error, else appended to the
+ * file pkrylov_rci_cg.log); 3 stage of the computation (internal; 1 = start); 4 iterations done (0);
+ * 5 maximum iterations (min(150, n)); 6 print errors (1); 7 print warnings (1); 8 iteration-cap test (1);
+ * 9 automatic residual test (0); 10 user test through request 2 (1); 11 preconditioned (0);
+ * 12..127 unused; 128 internal signature written by pkrylov_dcg_init (do not modify).
+ * dpar: 1 relative tolerance (1e-6); 2 absolute tolerance (0); 3 ||r0||^2; 4 dpar(1)*dpar(3) + dpar(2);
+ * 5 ||r||^2 (current, recurrence residual, 2-norm); 6 the previous ||r||^2; 7 alpha; 8 beta
+ * (= dpar(5)/dpar(6) without preconditioner; (r, z)/(r_old, z_old) with one); 9..127 unused;
+ * 128 internal: the current (r, z).
+ * Note that, as in MKL, the automatic test compares SQUARED norms: ||r|| <= rtol ||r0|| needs
+ * dpar(1) = rtol^2.
+ * tmp(n,4): columns p, A p, r, z = M^-1 r.
+ *
+ * Each routine also returns a ::pkrylov_error status: ::PKRYLOV_SUCCESS for every request and outcome
+ * (including -1 and -2), an error code when RCI_request is -10, -11, -1100 or -10000; the message naming
+ * the argument is in pkrylov_last_error_message() (and printed when ipar(6) != 0 on an initialised ipar).
+ */
+/**@{*/
+/**
+ * Set the defaults in ipar(1:128) and dpar(1:128), zero tmp(n,4), RCI_request = 0; x and b are not read.
+ * n <= 0 or a NULL array: RCI_request = -10000.
+ */
+PKRYLOV_EXTERN int pkrylov_dcg_init(const int32_t *n, const double *x, const double *b, int32_t *rci_request,
+                                    int32_t *ipar, double *dpar, double *tmp);
+/**
+ * Check ipar and dpar for consistency. RCI_request: 0 all fine; -1001 warnings only (ipar(9) on with
+ * dpar(1) = dpar(2) = 0: passes only for a zero residual; ipar(9) on with dpar(1) >= 1: passes at once;
+ * ipar(8) on with ipar(5) = 0); -1010 parameters changed (no stopping test enabled: ipar(8) = ipar(9) = 1
+ * set, as MKL does); -1011 both; -1100 an error, nothing changed (n <= 0, ipar not initialised,
+ * ipar(1) != n, ipar(3) unknown, ipar(4) < 0, ipar(5) < 0, a negative or non-finite tolerance, NaN/Inf in
+ * x or b).
+ */
+PKRYLOV_EXTERN int pkrylov_dcg_check(const int32_t *n, const double *x, const double *b, int32_t *rci_request,
+                                     int32_t *ipar, double *dpar, double *tmp);
+/** One step of the reverse-communication preconditioned CG (see the group description). */
+PKRYLOV_EXTERN int pkrylov_dcg(const int32_t *n, double *x, const double *b, int32_t *rci_request,
+                               int32_t *ipar, double *dpar, double *tmp);
+/** itercount = ipar(4), the iterations done. An ipar not initialised is ::PKRYLOV_ERR_INVALID_STATE. */
+PKRYLOV_EXTERN int pkrylov_dcg_get(const int32_t *n, const double *x, const double *b,
+                                   const int32_t *rci_request, const int32_t *ipar, const double *dpar,
+                                   const double *tmp, int32_t *itercount);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif
