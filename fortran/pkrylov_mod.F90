@@ -1,0 +1,975 @@
+!> pkrylov_mod: the Fortran interface of pkrylov (Krylov pressure solvers for weather, climate and
+!> ocean models).
+!!
+!! One module, ISO_C_BINDING throughout, in two layers:
+!! - a private raw layer of bind(C) interfaces, generated from include/pkrylov.h by
+!!   tools/gen_fortran_interfaces.c into pkrylov_c_interfaces.inc (the test
+!!   t800-fortran:interfaces_up_to_date regenerates it and fails when it drifts from the header); the
+!!   C constants (PKRYLOV_*) and the bind(C) types pkrylov_result and pkrylov_thinshell_params come
+!!   from the same file and are public;
+!! - public wrappers (pk_*), with `intent` on every argument and an optional `ierr` last: when ierr is
+!!   present it receives the status (PKRYLOV_SUCCESS = 0 or a negative PKRYLOV_ERR_* code) and the
+!!   message is available from pk_error_message; when it is absent, a failure ends the program with
+!!   `error stop` and the message.
+!!
+!! Life cycle (plan once, solve every time step):
+!!
+!!     type(pk_context) :: ctx; type(pk_operator) :: A; type(pk_precond) :: M; type(pk_solver) :: s
+!!     call pk_context_create(ctx, PKRYLOV_BACKEND_AUTO)
+!!     call pk_operator_create_stencil7(ctx, A, nx, ny, nz, aW, aS, aV, aC)
+!!     call pk_precond_create(ctx, M, A, PKRYLOV_PRECOND_COLUMN)
+!!     call pk_solver_create(ctx, s, PKRYLOV_SOLVER_PIPECG, A, M)
+!!     do step = 1, nsteps
+!!         call pk_solver_solve(s, b, x)
+!!     end do
+!!     call pk_solver_destroy(s); call pk_precond_destroy(M); call pk_operator_destroy(A)
+!!     call pk_context_destroy(ctx)
+!!
+!! Arrays: host arrays are contiguous (a non-contiguous actual argument is copied in and out by the
+!! compiler); vectors may have any rank and are checked against the operator size (a mismatch is
+!! PKRYLOV_ERR_SIZE_MISMATCH, detected here, before the C library is called). real(c_float) arrays are
+!! converted to real(c_double) temporaries and back. The MITgcm halo layout
+!! (1-OLx:sNx+OLx, 1-OLy:sNy+OLy, Nr) is handled by copying the interior.
+!!
+!! Errors detected by this module (sizes and shapes the C interface cannot see) are recorded per
+!! context and thread, so that pk_error_message returns them like the C library's own messages.
+module pkrylov_mod
+    use, intrinsic :: iso_c_binding
+    implicit none
+    private
+
+    include 'pkrylov_c_interfaces.inc'
+
+    !> Size of the message buffers (the C library keeps 1024 characters).
+    integer, parameter :: MSG_LEN = 1024
+
+    !> A context: the backend, and the message of the last error raised through it.
+    type, public :: pk_context
+        type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_context)
+    end type pk_context
+
+    !> An operator A (CSR, column stencil, thin shell), owned by a context.
+    type, public :: pk_operator
+        type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_operator)
+        type(c_ptr), private :: ctx = c_null_ptr !! its context (for the error messages)
+    end type pk_operator
+
+    !> A preconditioner M ~ A, applied as M^-1.
+    type, public :: pk_precond
+        type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_precond)
+        type(c_ptr), private :: ctx = c_null_ptr
+    end type pk_precond
+
+    !> A Krylov solver for one operator, reused for many right-hand sides.
+    type, public :: pk_solver
+        type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_solver)
+        type(c_ptr), private :: ctx = c_null_ptr
+        integer(c_int64_t), private :: n = 0 !! size of the operator (checked against the vectors)
+    end type pk_solver
+
+    public :: pk_context_create, pk_context_destroy, pk_context_get_backend
+    public :: pk_error_message, pk_error_string, pk_reason_string
+    public :: pk_operator_create_csr, pk_operator_create_stencil7, pk_operator_create_stencil7_halo
+    public :: pk_operator_create_thinshell, pk_operator_apply, pk_operator_destroy
+    public :: pk_precond_create, pk_precond_destroy
+    public :: pk_solver_create, pk_solver_set_tolerances, pk_solver_set_max_iterations
+    public :: pk_solver_set_initial_guess_nonzero, pk_solver_solve, pk_solver_solve_halo
+    public :: pk_solver_solve_device, pk_solver_get_result, pk_solver_destroy
+    ! the MKL-compatible reverse-communication CG (pkrylov_mkl_rci.inc, in the contains part)
+    public :: pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get
+
+    !> Column stencil from (nx,ny,nz) arrays: real(c_double) or real(c_float) coefficients, optional
+    !> mask integer (0 = dry) or logical (.false. = dry).
+    interface pk_operator_create_stencil7
+        module procedure stencil7_d, stencil7_d_lmask, stencil7_s, stencil7_s_lmask
+    end interface pk_operator_create_stencil7
+
+    !> Column stencil from arrays in the MITgcm layout (1-OLx:sNx+OLx, 1-OLy:sNy+OLy, Nr); the
+    !> interior is used, the halos are ignored.
+    interface pk_operator_create_stencil7_halo
+        module procedure stencil7_halo_d, stencil7_halo_d_lmask, stencil7_halo_s, stencil7_halo_s_lmask
+    end interface pk_operator_create_stencil7_halo
+
+    !> Solve A x = b for host arrays of any rank, real(c_double) or real(c_float).
+    interface pk_solver_solve
+        module procedure solver_solve_d, solver_solve_s
+    end interface pk_solver_solve
+
+    !> Solve A x = b for arrays in the MITgcm halo layout; the halos of x are left unchanged.
+    interface pk_solver_solve_halo
+        module procedure solver_solve_halo_d, solver_solve_halo_s
+    end interface pk_solver_solve_halo
+
+    !> strlen from the C library, to copy C strings.
+    interface
+        function c_strlen(s) bind(C, name="strlen")
+            import :: c_ptr, c_size_t
+            implicit none
+            type(c_ptr), value :: s
+            integer(c_size_t) :: c_strlen
+        end function c_strlen
+    end interface
+
+    ! The last error detected by this module (not by the C library), per thread: its context (null
+    ! for calls without one), code and message. A later C error on the same context replaces it.
+    logical, save :: ferr_set = .false.
+    type(c_ptr), save :: ferr_ctx = c_null_ptr
+    character(len=MSG_LEN), save :: ferr_msg = ''
+    !$omp threadprivate(ferr_set, ferr_ctx, ferr_msg)
+
+    ! Stand-in for arrays of zero size (c_loc needs a nonzero size); the C library reads none of it.
+    integer(c_int32_t), target, save :: dummy_i(1) = 0
+    real(c_double), target, save :: dummy_d(1) = 0
+
+contains
+
+    ! ---------------------------------------------------------------------------------------------
+    ! Error handling and strings (private helpers)
+
+    !> A Fortran string from a NUL-terminated C string (empty for a null pointer).
+    function c_to_f_string(p) result(str)
+        type(c_ptr), intent(in) :: p
+        character(len=:), allocatable :: str
+        character(kind=c_char), pointer :: chars(:)
+        integer :: i, n
+        if (.not. c_associated(p)) then
+            str = ''
+            return
+        end if
+        n = int(c_strlen(p))
+        allocate (character(len=n) :: str)
+        if (n == 0) return
+        call c_f_pointer(p, chars, [n])
+        do i = 1, n
+            str(i:i) = chars(i)
+        end do
+    end function c_to_f_string
+
+    !> An integer as text.
+    function itoa(i) result(str)
+        integer(c_int64_t), intent(in) :: i
+        character(len=:), allocatable :: str
+        character(len=24) :: buf
+        write (buf, '(i0)') i
+        str = trim(buf)
+    end function itoa
+
+    !> The message of the last error raised through context ctx (or without a context when ctx is
+    !> null): the one recorded by this module when it is the newer, else the C library's.
+    function last_message(ctx) result(msg)
+        type(c_ptr), intent(in) :: ctx
+        character(len=:), allocatable :: msg
+        character(kind=c_char), target :: buf(MSG_LEN)
+        integer(c_int) :: rc
+        integer :: i
+        if (ferr_set) then
+            if (c_associated(ctx) .eqv. c_associated(ferr_ctx)) then
+                if (.not. c_associated(ctx)) then
+                    msg = trim(ferr_msg)
+                    return
+                else if (c_associated(ctx, ferr_ctx)) then
+                    msg = trim(ferr_msg)
+                    return
+                end if
+            end if
+        end if
+        if (.not. c_associated(ctx)) then
+            msg = c_to_f_string(pkrylov_last_error_message())
+            return
+        end if
+        rc = pkrylov_context_get_error_message(ctx, c_loc(buf), int(MSG_LEN, c_int32_t))
+        if (rc /= PKRYLOV_SUCCESS) then
+            msg = '(no message: the context handle is invalid)'
+            return
+        end if
+        msg = ''
+        do i = 1, MSG_LEN
+            if (buf(i) == c_null_char) exit
+            msg = msg//buf(i)
+        end do
+    end function last_message
+
+    !> Forget the error recorded by this module for context ctx (a newer C error replaces it, a
+    !> destroyed context may come back at the same address).
+    subroutine forget_ferr(ctx)
+        type(c_ptr), intent(in) :: ctx
+        if (.not. ferr_set) return
+        if (c_associated(ctx) .neqv. c_associated(ferr_ctx)) return
+        if (c_associated(ctx)) then
+            if (.not. c_associated(ctx, ferr_ctx)) return
+        end if
+        ferr_set = .false.
+        ferr_msg = ''
+    end subroutine forget_ferr
+
+    !> Stop the program for a failed call: the routine, the code, its description and the message.
+    subroutine fail_stop(rc, where, msg)
+        integer(c_int), intent(in) :: rc
+        character(len=*), intent(in) :: where, msg
+        error stop 'pkrylov_mod: '//where//' failed with '//itoa(int(rc, c_int64_t))//' ('// &
+            c_to_f_string(pkrylov_error_string(rc))//'): '//msg
+    end subroutine fail_stop
+
+    !> Handle the status rc of a C call made through context ctx: store it in ierr when present,
+    !> otherwise stop the program with the context's message when rc is an error.
+    subroutine check(rc, ctx, where, ierr)
+        integer(c_int), intent(in) :: rc
+        type(c_ptr), intent(in) :: ctx
+        character(len=*), intent(in) :: where
+        integer, intent(out), optional :: ierr
+        if (present(ierr)) ierr = int(rc)
+        if (rc == PKRYLOV_SUCCESS) return
+        call forget_ferr(ctx)
+        if (.not. present(ierr)) call fail_stop(rc, where, last_message(ctx))
+    end subroutine check
+
+    !> Raise an error detected in this module (code, message naming the argument) for context ctx.
+    subroutine raise(code, ctx, where, msg, ierr)
+        integer(c_int32_t), intent(in) :: code
+        type(c_ptr), intent(in) :: ctx
+        character(len=*), intent(in) :: where, msg
+        integer, intent(out), optional :: ierr
+        ferr_set = .true.
+        ferr_ctx = ctx
+        ferr_msg = where//': '//msg
+        if (present(ierr)) then
+            ierr = int(code)
+        else
+            call fail_stop(int(code, c_int), where, trim(ferr_msg))
+        end if
+    end subroutine raise
+
+    !> Check that an array argument has n values (PKRYLOV_ERR_SIZE_MISMATCH otherwise); ok = .false.
+    !> when the error was raised.
+    subroutine check_count(nvals, n, name, what, ctx, where, ok, ierr)
+        integer(c_int64_t), intent(in) :: nvals, n
+        character(len=*), intent(in) :: name, what, where
+        type(c_ptr), intent(in) :: ctx
+        logical, intent(out) :: ok
+        integer, intent(out), optional :: ierr
+        ok = nvals == n
+        if (.not. ok) call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx, where, "argument '"//name//"' has "// &
+                                 itoa(nvals)//" values, "//what//" = "//itoa(n), ierr)
+    end subroutine check_count
+
+    !> Check the shape of a rank-3 array argument (PKRYLOV_ERR_SIZE_MISMATCH otherwise).
+    subroutine check_shape(shp, expected, name, what, ctx, where, ok, ierr)
+        integer, intent(in) :: shp(3)
+        integer(c_int32_t), intent(in) :: expected(3)
+        character(len=*), intent(in) :: name, what, where
+        type(c_ptr), intent(in) :: ctx
+        logical, intent(out) :: ok
+        integer, intent(out), optional :: ierr
+        ok = all(shp == expected)
+        if (.not. ok) call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx, where, "argument '"//name// &
+                                 "' has shape "//shape_str(int(shp, c_int64_t))//", expected "//what// &
+                                 " = "//shape_str(int(expected, c_int64_t)), ierr)
+    end subroutine check_shape
+
+    !> "(a,b,c)".
+    function shape_str(s) result(str)
+        integer(c_int64_t), intent(in) :: s(3)
+        character(len=:), allocatable :: str
+        str = '('//itoa(s(1))//','//itoa(s(2))//','//itoa(s(3))//')'
+    end function shape_str
+
+    !> Check a size argument of the halo layout: >= lo (PKRYLOV_ERR_INVALID_SIZE otherwise).
+    subroutine check_min(v, lo, name, ctx, where, ok, ierr)
+        integer(c_int32_t), intent(in) :: v, lo
+        character(len=*), intent(in) :: name, where
+        type(c_ptr), intent(in) :: ctx
+        logical, intent(inout) :: ok
+        integer, intent(out), optional :: ierr
+        if (.not. ok) return
+        ok = v >= lo
+        if (.not. ok) call raise(PKRYLOV_ERR_INVALID_SIZE, ctx, where, "argument '"//name//"' = "// &
+                                 itoa(int(v, c_int64_t))//" must be >= "//itoa(int(lo, c_int64_t)), ierr)
+    end subroutine check_min
+
+    !> Number of unknowns of an operator (0 when the handle is null or invalid).
+    function operator_size(h) result(n)
+        type(c_ptr), intent(in) :: h
+        integer(c_int64_t) :: n
+        integer(c_int64_t), target :: nn
+        nn = 0
+        if (c_associated(h)) then
+            if (pkrylov_operator_get_info(h, c_loc(nn), c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                                          c_null_ptr) /= PKRYLOV_SUCCESS) nn = 0
+        end if
+        n = nn
+    end function operator_size
+
+    ! ---------------------------------------------------------------------------------------------
+    ! Contexts, messages
+
+    !> Create a context on a backend (PKRYLOV_BACKEND_AUTO, _CPU or _CUDA).
+    subroutine pk_context_create(ctx, backend, ierr)
+        type(pk_context), intent(out) :: ctx !! the new context
+        integer(c_int32_t), intent(in) :: backend !! PKRYLOV_BACKEND_*
+        integer, intent(out), optional :: ierr !! status (error stop on failure when absent)
+        type(c_ptr), target :: h
+        integer(c_int) :: rc
+        h = c_null_ptr
+        rc = pkrylov_context_create(int(backend, c_int), c_loc(h))
+        ctx%h = h
+        call check(rc, c_null_ptr, 'pk_context_create', ierr)
+    end subroutine pk_context_create
+
+    !> Destroy a context (every object created from it must be destroyed first); a null handle is a
+    !> no-op. The handle is null afterwards.
+    subroutine pk_context_destroy(ctx, ierr)
+        type(pk_context), intent(inout) :: ctx !! the context
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        integer(c_int) :: rc
+        h = ctx%h
+        rc = pkrylov_context_destroy(c_loc(h))
+        if (rc == PKRYLOV_SUCCESS .and. c_associated(ctx%h)) call forget_ferr(ctx%h)
+        call check(rc, ctx%h, 'pk_context_destroy', ierr)
+        ctx%h = h
+    end subroutine pk_context_destroy
+
+    !> The backend the context resolved to (PKRYLOV_BACKEND_CPU or _CUDA, never AUTO).
+    subroutine pk_context_get_backend(ctx, backend, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        integer(c_int32_t), intent(out) :: backend !! PKRYLOV_BACKEND_CPU or PKRYLOV_BACKEND_CUDA
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), target :: b
+        integer(c_int) :: rc
+        b = 0
+        rc = pkrylov_context_get_backend(ctx%h, c_loc(b))
+        backend = b
+        call check(rc, ctx%h, 'pk_context_get_backend', ierr)
+    end subroutine pk_context_get_backend
+
+    !> The message of the last error raised through ctx ("" when none); with a null ctx (e.g. after a
+    !> failed pk_context_create), the last error raised on this thread without a context. msg is
+    !> blank-padded, or truncated when too short.
+    subroutine pk_error_message(ctx, msg)
+        type(pk_context), intent(in) :: ctx !! the context, or a null one
+        character(len=*), intent(out) :: msg !! the message
+        msg = last_message(ctx%h)
+    end subroutine pk_error_message
+
+    !> A description of a status code, e.g. "invalid size" for PKRYLOV_ERR_INVALID_SIZE.
+    function pk_error_string(code) result(str)
+        integer, intent(in) :: code !! PKRYLOV_SUCCESS or PKRYLOV_ERR_*
+        character(len=:), allocatable :: str
+        str = c_to_f_string(pkrylov_error_string(int(code, c_int)))
+    end function pk_error_string
+
+    !> The name of a convergence reason, e.g. "converged_rtol" for PKRYLOV_CONVERGED_RTOL.
+    function pk_reason_string(reason) result(str)
+        integer, intent(in) :: reason !! a pkrylov_result%reason
+        character(len=:), allocatable :: str
+        str = c_to_f_string(pkrylov_reason_string(int(reason, c_int)))
+    end function pk_reason_string
+
+    ! ---------------------------------------------------------------------------------------------
+    ! Operators
+
+    !> Square CSR matrix with 32-bit indices (copied). index_base 1 for Fortran indices, 0 for C.
+    subroutine pk_operator_create_csr(ctx, A, n, rowptr, colind, values, index_base, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: n !! rows = columns, > 0
+        integer(c_int32_t), intent(in), target, contiguous :: rowptr(:) !! n+1 row starts
+        integer(c_int32_t), intent(in), target, contiguous :: colind(:) !! nnz column indices
+        real(c_double), intent(in), target, contiguous :: values(:) !! nnz values
+        integer(c_int32_t), intent(in) :: index_base !! 0 or 1, for rowptr and colind
+        integer, intent(out), optional :: ierr !! status
+        character(len=*), parameter :: where = 'pk_operator_create_csr'
+        type(c_ptr), target :: h
+        type(c_ptr) :: prow, pcol, pval
+        integer(c_int64_t) :: nnz
+        integer(c_int) :: rc
+        prow = c_loc(dummy_i)
+        pcol = c_loc(dummy_i)
+        pval = c_loc(dummy_d)
+        ! sizes the C library cannot see; n and index_base themselves are checked there
+        if (n > 0 .and. (index_base == 0 .or. index_base == 1) .and. c_associated(ctx%h)) then
+            if (size(rowptr, kind=c_int64_t) < int(n, c_int64_t) + 1) then
+                call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'rowptr' has "// &
+                           itoa(size(rowptr, kind=c_int64_t))//" values, fewer than n+1 = "// &
+                           itoa(int(n, c_int64_t) + 1), ierr)
+                return
+            end if
+            nnz = int(rowptr(n + 1), c_int64_t) - index_base
+            if (nnz > size(colind, kind=c_int64_t)) then
+                call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'colind' has "// &
+                           itoa(size(colind, kind=c_int64_t))//" values, fewer than nnz = "// &
+                           "rowptr(n+1) - index_base = "//itoa(nnz), ierr)
+                return
+            end if
+            if (nnz > size(values, kind=c_int64_t)) then
+                call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'values' has "// &
+                           itoa(size(values, kind=c_int64_t))//" values, fewer than nnz = "// &
+                           "rowptr(n+1) - index_base = "//itoa(nnz), ierr)
+                return
+            end if
+        end if
+        if (size(rowptr) > 0) prow = c_loc(rowptr)
+        if (size(colind) > 0) pcol = c_loc(colind)
+        if (size(values) > 0) pval = c_loc(values)
+        h = c_null_ptr
+        rc = pkrylov_operator_create_csr(ctx%h, n, index_base, prow, pcol, pval, c_loc(h))
+        A%h = h
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, where, ierr)
+    end subroutine pk_operator_create_csr
+
+    !> The common part of the stencil constructors: real(c_double) (nx,ny,nz) arrays, optional int32
+    !> mask; checks the shapes and calls the C library.
+    subroutine stencil7_core(ctx, A, nx, ny, nz, aW, aS, aV, aC, mask, where, ierr)
+        type(pk_context), intent(in) :: ctx
+        type(pk_operator), intent(out) :: A
+        integer(c_int32_t), intent(in) :: nx, ny, nz
+        real(c_double), intent(in), target, contiguous :: aW(:, :, :), aS(:, :, :), aV(:, :, :), aC(:, :, :)
+        integer(c_int32_t), intent(in), target, contiguous, optional :: mask(:, :, :)
+        character(len=*), intent(in) :: where
+        integer, intent(out), optional :: ierr
+        type(c_ptr), target :: h
+        type(c_ptr) :: pW, pS, pV, pC, pm
+        integer(c_int32_t) :: ex(3)
+        character(len=*), parameter :: what = '(nx,ny,nz)'
+        logical :: ok
+        integer(c_int) :: rc
+        pW = c_loc(dummy_d)
+        pS = pW
+        pV = pW
+        pC = pW
+        pm = c_null_ptr
+        if (present(mask)) pm = c_loc(dummy_i)
+        ! the C library checks nx, ny, nz >= 1; with valid sizes every array must have that shape
+        if (nx >= 1 .and. ny >= 1 .and. nz >= 1 .and. c_associated(ctx%h)) then
+            ex = [nx, ny, nz]
+            call check_shape(shape(aW), ex, 'aW', what, ctx%h, where, ok, ierr)
+            if (ok) call check_shape(shape(aS), ex, 'aS', what, ctx%h, where, ok, ierr)
+            if (ok) call check_shape(shape(aV), ex, 'aV', what, ctx%h, where, ok, ierr)
+            if (ok) call check_shape(shape(aC), ex, 'aC', what, ctx%h, where, ok, ierr)
+            if (ok .and. present(mask)) &
+                call check_shape(shape(mask), ex, 'mask', what, ctx%h, where, ok, ierr)
+            if (.not. ok) return
+            pW = c_loc(aW)
+            pS = c_loc(aS)
+            pV = c_loc(aV)
+            pC = c_loc(aC)
+            if (present(mask)) pm = c_loc(mask)
+        end if
+        h = c_null_ptr
+        rc = pkrylov_operator_create_stencil7(ctx%h, nx, ny, nz, pW, pS, pV, pC, pm, c_loc(h))
+        A%h = h
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, where, ierr)
+    end subroutine stencil7_core
+
+    !> Column stencil, real(c_double) coefficients, optional integer mask (0 = dry).
+    subroutine stencil7_d(ctx, A, nx, ny, nz, aW, aS, aV, aC, mask, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! grid, each >= 1
+        real(c_double), intent(in), target, contiguous :: aW(:, :, :), aS(:, :, :), aV(:, :, :), &
+                                                          aC(:, :, :) !! (nx,ny,nz) face coefficients
+        integer(c_int32_t), intent(in), target, contiguous, optional :: mask(:, :, :) !! (nx,ny,nz)
+        integer, intent(out), optional :: ierr !! status
+        call stencil7_core(ctx, A, nx, ny, nz, aW, aS, aV, aC, mask, 'pk_operator_create_stencil7', ierr)
+    end subroutine stencil7_d
+
+    !> Column stencil, real(c_double) coefficients, logical mask (.false. = dry).
+    subroutine stencil7_d_lmask(ctx, A, nx, ny, nz, aW, aS, aV, aC, mask, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! grid, each >= 1
+        real(c_double), intent(in), target, contiguous :: aW(:, :, :), aS(:, :, :), aV(:, :, :), &
+                                                          aC(:, :, :) !! (nx,ny,nz) face coefficients
+        logical, intent(in) :: mask(:, :, :) !! (nx,ny,nz), .true. = wet
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), allocatable :: m(:, :, :)
+        allocate (m(size(mask, 1), size(mask, 2), size(mask, 3)))
+        m = merge(1_c_int32_t, 0_c_int32_t, mask)
+        call stencil7_core(ctx, A, nx, ny, nz, aW, aS, aV, aC, m, 'pk_operator_create_stencil7', ierr)
+    end subroutine stencil7_d_lmask
+
+    !> Column stencil, real(c_float) coefficients (converted to real(c_double)), optional integer mask.
+    subroutine stencil7_s(ctx, A, nx, ny, nz, aW, aS, aV, aC, mask, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! grid, each >= 1
+        real(c_float), intent(in) :: aW(:, :, :), aS(:, :, :), aV(:, :, :), aC(:, :, :) !! (nx,ny,nz)
+        integer(c_int32_t), intent(in), target, contiguous, optional :: mask(:, :, :) !! (nx,ny,nz)
+        integer, intent(out), optional :: ierr !! status
+        call stencil7_core(ctx, A, nx, ny, nz, real(aW, c_double), real(aS, c_double), real(aV, c_double), &
+                           real(aC, c_double), mask, 'pk_operator_create_stencil7', ierr)
+    end subroutine stencil7_s
+
+    !> Column stencil, real(c_float) coefficients, logical mask.
+    subroutine stencil7_s_lmask(ctx, A, nx, ny, nz, aW, aS, aV, aC, mask, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! grid, each >= 1
+        real(c_float), intent(in) :: aW(:, :, :), aS(:, :, :), aV(:, :, :), aC(:, :, :) !! (nx,ny,nz)
+        logical, intent(in) :: mask(:, :, :) !! (nx,ny,nz), .true. = wet
+        integer, intent(out), optional :: ierr !! status
+        call stencil7_core(ctx, A, nx, ny, nz, real(aW, c_double), real(aS, c_double), real(aV, c_double), &
+                           real(aC, c_double), merge(1_c_int32_t, 0_c_int32_t, mask), &
+                           'pk_operator_create_stencil7', ierr)
+    end subroutine stencil7_s_lmask
+
+    !> Check the halo-layout sizes (sNx, sNy, Nr >= 1, OLx, OLy >= 0) and the shape of one array.
+    subroutine check_halo(shp, sNx, sNy, Nr, OLx, OLy, name, ctx, where, ok, ierr)
+        integer, intent(in) :: shp(3)
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr, OLx, OLy
+        character(len=*), intent(in) :: name, where
+        type(c_ptr), intent(in) :: ctx
+        logical, intent(out) :: ok
+        integer, intent(out), optional :: ierr
+        ok = .true.
+        call check_min(sNx, 1_c_int32_t, 'sNx', ctx, where, ok, ierr)
+        call check_min(sNy, 1_c_int32_t, 'sNy', ctx, where, ok, ierr)
+        call check_min(Nr, 1_c_int32_t, 'Nr', ctx, where, ok, ierr)
+        call check_min(OLx, 0_c_int32_t, 'OLx', ctx, where, ok, ierr)
+        call check_min(OLy, 0_c_int32_t, 'OLy', ctx, where, ok, ierr)
+        if (ok) call check_shape(shp, [sNx + 2*OLx, sNy + 2*OLy, Nr], name, &
+                                 '(sNx+2*OLx,sNy+2*OLy,Nr)', ctx, where, ok, ierr)
+    end subroutine check_halo
+
+    !> All halo checks of the stencil constructors (the four coefficient arrays and the mask).
+    subroutine check_halo4(sW, sS, sV, sC, sm, sNx, sNy, Nr, OLx, OLy, ctx, where, ok, ierr)
+        integer, intent(in) :: sW(3), sS(3), sV(3), sC(3), sm(3)
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr, OLx, OLy
+        type(c_ptr), intent(in) :: ctx
+        character(len=*), intent(in) :: where
+        logical, intent(out) :: ok
+        integer, intent(out), optional :: ierr
+        call check_halo(sW, sNx, sNy, Nr, OLx, OLy, 'aW', ctx, where, ok, ierr)
+        if (ok) call check_halo(sS, sNx, sNy, Nr, OLx, OLy, 'aS', ctx, where, ok, ierr)
+        if (ok) call check_halo(sV, sNx, sNy, Nr, OLx, OLy, 'aV', ctx, where, ok, ierr)
+        if (ok) call check_halo(sC, sNx, sNy, Nr, OLx, OLy, 'aC', ctx, where, ok, ierr)
+        if (ok .and. sm(1) >= 0) call check_halo(sm, sNx, sNy, Nr, OLx, OLy, 'mask', ctx, where, ok, ierr)
+    end subroutine check_halo4
+
+    !> Column stencil from halo-layout real(c_double) arrays, optional integer mask.
+    subroutine stencil7_halo_d(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator (sNx*sNy*Nr unknowns)
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size, each >= 1
+        integer(c_int32_t), intent(in) :: OLx, OLy !! halo widths, >= 0
+        real(c_double), intent(in) :: aW(1 - OLx:, 1 - OLy:, :), aS(1 - OLx:, 1 - OLy:, :), &
+                                      aV(1 - OLx:, 1 - OLy:, :), aC(1 - OLx:, 1 - OLy:, :) !! coefficients
+        integer(c_int32_t), intent(in), optional :: mask(1 - OLx:, 1 - OLy:, :) !! 0 = dry
+        integer, intent(out), optional :: ierr !! status
+        character(len=*), parameter :: where = 'pk_operator_create_stencil7_halo'
+        integer :: sm(3)
+        logical :: ok
+        sm = -1
+        if (present(mask)) sm = shape(mask)
+        if (.not. c_associated(ctx%h)) then ! the C library reports the null context
+            call stencil7_core(ctx, A, 1_c_int32_t, 1_c_int32_t, 1_c_int32_t, dummy3(), dummy3(), dummy3(), &
+                               dummy3(), where=where, ierr=ierr)
+            return
+        end if
+        call check_halo4(shape(aW), shape(aS), shape(aV), shape(aC), sm, sNx, sNy, Nr, OLx, OLy, ctx%h, &
+                         where, ok, ierr)
+        if (.not. ok) return
+        if (present(mask)) then
+            call stencil7_core(ctx, A, sNx, sNy, Nr, aW(1:sNx, 1:sNy, :), aS(1:sNx, 1:sNy, :), &
+                               aV(1:sNx, 1:sNy, :), aC(1:sNx, 1:sNy, :), mask(1:sNx, 1:sNy, :), where, ierr)
+        else
+            call stencil7_core(ctx, A, sNx, sNy, Nr, aW(1:sNx, 1:sNy, :), aS(1:sNx, 1:sNy, :), &
+                               aV(1:sNx, 1:sNy, :), aC(1:sNx, 1:sNy, :), where=where, ierr=ierr)
+        end if
+    end subroutine stencil7_halo_d
+
+    !> Column stencil from halo-layout real(c_double) arrays, logical mask.
+    subroutine stencil7_halo_d_lmask(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size, each >= 1
+        integer(c_int32_t), intent(in) :: OLx, OLy !! halo widths, >= 0
+        real(c_double), intent(in) :: aW(1 - OLx:, 1 - OLy:, :), aS(1 - OLx:, 1 - OLy:, :), &
+                                      aV(1 - OLx:, 1 - OLy:, :), aC(1 - OLx:, 1 - OLy:, :) !! coefficients
+        logical, intent(in) :: mask(1 - OLx:, 1 - OLy:, :) !! .true. = wet
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), allocatable :: m(:, :, :)
+        allocate (m(1 - OLx:ubound(mask, 1), 1 - OLy:ubound(mask, 2), size(mask, 3)))
+        m = merge(1_c_int32_t, 0_c_int32_t, mask)
+        call stencil7_halo_d(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, m, ierr)
+    end subroutine stencil7_halo_d_lmask
+
+    !> Column stencil from halo-layout real(c_float) arrays, optional integer mask.
+    subroutine stencil7_halo_s(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size, each >= 1
+        integer(c_int32_t), intent(in) :: OLx, OLy !! halo widths, >= 0
+        real(c_float), intent(in) :: aW(1 - OLx:, 1 - OLy:, :), aS(1 - OLx:, 1 - OLy:, :), &
+                                     aV(1 - OLx:, 1 - OLy:, :), aC(1 - OLx:, 1 - OLy:, :) !! coefficients
+        integer(c_int32_t), intent(in), optional :: mask(1 - OLx:, 1 - OLy:, :) !! 0 = dry
+        integer, intent(out), optional :: ierr !! status
+        real(c_double), allocatable :: w(:, :, :), s(:, :, :), v(:, :, :), c(:, :, :)
+        allocate (w(1 - OLx:ubound(aW, 1), 1 - OLy:ubound(aW, 2), size(aW, 3)))
+        allocate (s(1 - OLx:ubound(aS, 1), 1 - OLy:ubound(aS, 2), size(aS, 3)))
+        allocate (v(1 - OLx:ubound(aV, 1), 1 - OLy:ubound(aV, 2), size(aV, 3)))
+        allocate (c(1 - OLx:ubound(aC, 1), 1 - OLy:ubound(aC, 2), size(aC, 3)))
+        w = real(aW, c_double)
+        s = real(aS, c_double)
+        v = real(aV, c_double)
+        c = real(aC, c_double)
+        call stencil7_halo_d(ctx, A, sNx, sNy, Nr, OLx, OLy, w, s, v, c, mask, ierr)
+    end subroutine stencil7_halo_s
+
+    !> Column stencil from halo-layout real(c_float) arrays, logical mask.
+    subroutine stencil7_halo_s_lmask(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size, each >= 1
+        integer(c_int32_t), intent(in) :: OLx, OLy !! halo widths, >= 0
+        real(c_float), intent(in) :: aW(1 - OLx:, 1 - OLy:, :), aS(1 - OLx:, 1 - OLy:, :), &
+                                     aV(1 - OLx:, 1 - OLy:, :), aC(1 - OLx:, 1 - OLy:, :) !! coefficients
+        logical, intent(in) :: mask(1 - OLx:, 1 - OLy:, :) !! .true. = wet
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), allocatable :: m(:, :, :)
+        allocate (m(1 - OLx:ubound(mask, 1), 1 - OLy:ubound(mask, 2), size(mask, 3)))
+        m = merge(1_c_int32_t, 0_c_int32_t, mask)
+        call stencil7_halo_s(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, m, ierr)
+    end subroutine stencil7_halo_s_lmask
+
+    !> A (1,1,1) array (to let the C library report a null context).
+    function dummy3() result(a)
+        real(c_double) :: a(1, 1, 1)
+        a = 0
+    end function dummy3
+
+    !> The thin-shell model problem (matrix-free), defaults as pkrylov_thinshell_params_default.
+    subroutine pk_operator_create_thinshell(ctx, A, nx, ny, nz, geometry, H, lambda, nu, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! grid, each >= 1
+        integer(c_int32_t), intent(in), optional :: geometry !! PKRYLOV_GEOMETRY_* (default gnomonic)
+        real(c_double), intent(in), optional :: H !! shell thickness in Earth radii (default 0.01)
+        real(c_double), intent(in), optional :: lambda !! vertical/horizontal scaling (default 1)
+        real(c_double), intent(in), optional :: nu !! Courant-like number (default 10)
+        integer, intent(out), optional :: ierr !! status
+        type(pkrylov_thinshell_params), target :: p
+        type(c_ptr), target :: hA
+        integer(c_int) :: rc
+        ! defaults from the library (for a valid grid; the C constructor checks the real one)
+        rc = pkrylov_thinshell_params_default(1_c_int32_t, 1_c_int32_t, 1_c_int32_t, c_loc(p))
+        if (rc /= PKRYLOV_SUCCESS) then
+            call check(rc, c_null_ptr, 'pk_operator_create_thinshell', ierr)
+            return
+        end if
+        p%nx = nx
+        p%ny = ny
+        p%nz = nz
+        if (present(geometry)) p%geometry = geometry
+        if (present(H)) p%H = H
+        if (present(lambda)) p%lambda = lambda
+        if (present(nu)) p%nu = nu
+        hA = c_null_ptr
+        rc = pkrylov_operator_create_thinshell(ctx%h, c_loc(p), c_loc(hA))
+        A%h = hA
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, 'pk_operator_create_thinshell', ierr)
+    end subroutine pk_operator_create_thinshell
+
+    !> y = A x for host arrays of any shape with n values each (the operator's size).
+    subroutine pk_operator_apply(A, x, y, ierr)
+        type(pk_operator), intent(in) :: A !! the operator
+        real(c_double), intent(in), target, contiguous :: x(..) !! n values
+        real(c_double), intent(inout), target, contiguous :: y(..) !! n values, overwritten with A x
+        integer, intent(out), optional :: ierr !! status (y is unchanged on failure)
+        character(len=*), parameter :: where = 'pk_operator_apply'
+        integer(c_int64_t) :: n
+        logical :: ok
+        integer(c_int) :: rc
+        if (.not. c_associated(A%h)) then ! the C library reports the null handle
+            rc = pkrylov_operator_apply(A%h, PKRYLOV_MEM_HOST, c_null_ptr, c_null_ptr)
+            call check(rc, c_null_ptr, where, ierr)
+            return
+        end if
+        n = operator_size(A%h)
+        call check_count(size(x, kind=c_int64_t), n, 'x', "the operator's size n", A%ctx, where, ok, ierr)
+        if (ok) &
+            call check_count(size(y, kind=c_int64_t), n, 'y', "the operator's size n", A%ctx, where, ok, ierr)
+        if (.not. ok) return
+        rc = pkrylov_operator_apply(A%h, PKRYLOV_MEM_HOST, c_loc(x), c_loc(y))
+        call check(rc, A%ctx, where, ierr)
+    end subroutine pk_operator_apply
+
+    !> Destroy an operator (preconditioners and solvers using it first); null is a no-op.
+    subroutine pk_operator_destroy(A, ierr)
+        type(pk_operator), intent(inout) :: A !! the operator, null afterwards
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        integer(c_int) :: rc
+        h = A%h
+        rc = pkrylov_operator_destroy(c_loc(h))
+        call check(rc, A%ctx, 'pk_operator_destroy', ierr)
+        A%h = h
+        if (.not. c_associated(h)) A%ctx = c_null_ptr
+    end subroutine pk_operator_destroy
+
+    ! ---------------------------------------------------------------------------------------------
+    ! Preconditioners
+
+    !> Create (and factorise) a preconditioner for A: PKRYLOV_PRECOND_NONE, _JACOBI or _COLUMN.
+    subroutine pk_precond_create(ctx, M, A, ptype, levels, layout, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_precond), intent(out) :: M !! the new preconditioner
+        type(pk_operator), intent(in) :: A !! the operator, from ctx
+        integer(c_int32_t), intent(in) :: ptype !! PKRYLOV_PRECOND_*
+        integer(c_int32_t), intent(in), optional :: levels !! COLUMN: vertical levels (default 0 = from A)
+        integer(c_int32_t), intent(in), optional :: layout !! COLUMN: PKRYLOV_LAYOUT_* (default AUTO)
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        integer(c_int32_t) :: lev, lay
+        integer(c_int) :: rc
+        lev = 0
+        lay = PKRYLOV_LAYOUT_AUTO
+        if (present(levels)) lev = levels
+        if (present(layout)) lay = layout
+        h = c_null_ptr
+        rc = pkrylov_precond_create(ctx%h, A%h, ptype, lev, lay, c_loc(h))
+        M%h = h
+        if (rc == PKRYLOV_SUCCESS) M%ctx = ctx%h
+        call check(rc, ctx%h, 'pk_precond_create', ierr)
+    end subroutine pk_precond_create
+
+    !> Destroy a preconditioner (solvers using it first); null is a no-op.
+    subroutine pk_precond_destroy(M, ierr)
+        type(pk_precond), intent(inout) :: M !! the preconditioner, null afterwards
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        integer(c_int) :: rc
+        h = M%h
+        rc = pkrylov_precond_destroy(c_loc(h))
+        call check(rc, M%ctx, 'pk_precond_destroy', ierr)
+        M%h = h
+        if (.not. c_associated(h)) M%ctx = c_null_ptr
+    end subroutine pk_precond_destroy
+
+    ! ---------------------------------------------------------------------------------------------
+    ! Solvers
+
+    !> Create a solver (PKRYLOV_SOLVER_CG or _PIPECG) for A with an optional preconditioner M.
+    subroutine pk_solver_create(ctx, s, stype, A, M, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_solver), intent(out) :: s !! the new solver
+        integer(c_int32_t), intent(in) :: stype !! PKRYLOV_SOLVER_*
+        type(pk_operator), intent(in) :: A !! the operator, from ctx
+        type(pk_precond), intent(in), optional :: M !! the preconditioner (default none)
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        type(c_ptr) :: hM
+        integer(c_int) :: rc
+        hM = c_null_ptr
+        if (present(M)) hM = M%h
+        h = c_null_ptr
+        rc = pkrylov_solver_create(ctx%h, stype, A%h, hM, c_loc(h))
+        s%h = h
+        if (rc == PKRYLOV_SUCCESS) then
+            s%ctx = ctx%h
+            s%n = operator_size(A%h)
+        end if
+        call check(rc, ctx%h, 'pk_solver_create', ierr)
+    end subroutine pk_solver_create
+
+    !> Stopping test ||r|| <= max(rtol ||b||, atol) (defaults 1e-8 and 0).
+    subroutine pk_solver_set_tolerances(s, rtol, atol, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        real(c_double), intent(in) :: rtol !! relative tolerance, >= 0
+        real(c_double), intent(in) :: atol !! absolute tolerance, >= 0 (not both 0)
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_tolerances(s%h, rtol, atol), s%ctx, 'pk_solver_set_tolerances', ierr)
+    end subroutine pk_solver_set_tolerances
+
+    !> Iteration cap (>= 0, default 1000).
+    subroutine pk_solver_set_max_iterations(s, maxit, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: maxit !! iteration cap
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_max_iterations(s%h, maxit), s%ctx, 'pk_solver_set_max_iterations', &
+                   ierr)
+    end subroutine pk_solver_set_max_iterations
+
+    !> .true.: x holds an initial guess on entry to a solve; .false. (default): solves start from 0.
+    subroutine pk_solver_set_initial_guess_nonzero(s, flag, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        logical, intent(in) :: flag !! use x as the initial guess
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t) :: f
+        f = merge(1_c_int32_t, 0_c_int32_t, flag)
+        call check(pkrylov_solver_set_initial_guess_nonzero(s%h, f), s%ctx, &
+                   'pk_solver_set_initial_guess_nonzero', ierr)
+    end subroutine pk_solver_set_initial_guess_nonzero
+
+    !> Check the solver handle and the sizes of b and x; ok = .false. when an error was handled.
+    subroutine check_solve_args(s, nb, nx, where, ok, ierr)
+        type(pk_solver), intent(in) :: s
+        integer(c_int64_t), intent(in) :: nb, nx
+        character(len=*), intent(in) :: where
+        logical, intent(out) :: ok
+        integer, intent(out), optional :: ierr
+        ok = c_associated(s%h)
+        if (.not. ok) then ! the C library reports the null handle
+            call check(pkrylov_solver_solve(s%h, PKRYLOV_MEM_HOST, c_null_ptr, c_null_ptr), c_null_ptr, &
+                       where, ierr)
+            return
+        end if
+        call check_count(nb, s%n, 'b', "the operator's size n", s%ctx, where, ok, ierr)
+        if (ok) call check_count(nx, s%n, 'x', "the operator's size n", s%ctx, where, ok, ierr)
+    end subroutine check_solve_args
+
+    !> Solve A x = b, real(c_double) host arrays of any shape with n values each.
+    subroutine solver_solve_d(s, b, x, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        real(c_double), intent(in), target, contiguous :: b(..) !! right-hand side, n values
+        real(c_double), intent(inout), target, contiguous :: x(..) !! initial guess (if set) / solution
+        integer, intent(out), optional :: ierr !! status (x is unchanged on failure)
+        character(len=*), parameter :: where = 'pk_solver_solve'
+        logical :: ok
+        call check_solve_args(s, size(b, kind=c_int64_t), size(x, kind=c_int64_t), where, ok, ierr)
+        if (.not. ok) return
+        call check(pkrylov_solver_solve(s%h, PKRYLOV_MEM_HOST, c_loc(b), c_loc(x)), s%ctx, where, ierr)
+    end subroutine solver_solve_d
+
+    !> Solve A x = b, real(c_float) host arrays (solved in real(c_double), x rounded back).
+    subroutine solver_solve_s(s, b, x, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        real(c_float), intent(in), target, contiguous :: b(..) !! right-hand side, n values
+        real(c_float), intent(inout), target, contiguous :: x(..) !! initial guess (if set) / solution
+        integer, intent(out), optional :: ierr !! status (x is unchanged on failure)
+        character(len=*), parameter :: where = 'pk_solver_solve'
+        real(c_float), pointer :: bp(:), xp(:)
+        real(c_double), allocatable, target :: b8(:), x8(:)
+        logical :: ok
+        integer(c_int) :: rc
+        call check_solve_args(s, size(b, kind=c_int64_t), size(x, kind=c_int64_t), where, ok, ierr)
+        if (.not. ok) return
+        call c_f_pointer(c_loc(b), bp, [s%n])
+        call c_f_pointer(c_loc(x), xp, [s%n])
+        allocate (b8(s%n), x8(s%n))
+        b8 = real(bp, c_double)
+        x8 = real(xp, c_double)
+        rc = pkrylov_solver_solve(s%h, PKRYLOV_MEM_HOST, c_loc(b8), c_loc(x8))
+        if (rc == PKRYLOV_SUCCESS) xp = real(x8, c_float)
+        call check(rc, s%ctx, where, ierr)
+    end subroutine solver_solve_s
+
+    !> Check the halo-layout arguments of a solve (sizes, shapes of b and x, n = sNx*sNy*Nr).
+    subroutine check_solve_halo(s, sb, sx, sNx, sNy, Nr, OLx, OLy, where, ok, ierr)
+        type(pk_solver), intent(in) :: s
+        integer, intent(in) :: sb(3), sx(3)
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr, OLx, OLy
+        character(len=*), intent(in) :: where
+        logical, intent(out) :: ok
+        integer, intent(out), optional :: ierr
+        ok = c_associated(s%h)
+        if (.not. ok) then
+            call check(pkrylov_solver_solve(s%h, PKRYLOV_MEM_HOST, c_null_ptr, c_null_ptr), c_null_ptr, &
+                       where, ierr)
+            return
+        end if
+        call check_halo(sb, sNx, sNy, Nr, OLx, OLy, 'b', s%ctx, where, ok, ierr)
+        if (ok) call check_halo(sx, sNx, sNy, Nr, OLx, OLy, 'x', s%ctx, where, ok, ierr)
+        if (ok) then
+            ok = int(sNx, c_int64_t)*sNy*Nr == s%n
+            if (.not. ok) call raise(PKRYLOV_ERR_SIZE_MISMATCH, s%ctx, where, "the interior sNx*sNy*Nr = "// &
+                                     itoa(int(sNx, c_int64_t)*sNy*Nr)// &
+                                     " differs from the operator's size n = "//itoa(s%n), ierr)
+        end if
+    end subroutine check_solve_halo
+
+    !> Solve A x = b with real(c_double) arrays in the MITgcm halo layout.
+    subroutine solver_solve_halo_d(s, b, x, sNx, sNy, Nr, OLx, OLy, ierr)
+        type(pk_solver), intent(in) :: s !! the solver (n = sNx*sNy*Nr)
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size
+        integer(c_int32_t), intent(in) :: OLx, OLy !! halo widths
+        real(c_double), intent(in) :: b(1 - OLx:, 1 - OLy:, :) !! right-hand side
+        real(c_double), intent(inout) :: x(1 - OLx:, 1 - OLy:, :) !! initial guess / solution (interior)
+        integer, intent(out), optional :: ierr !! status (x is unchanged on failure)
+        character(len=*), parameter :: where = 'pk_solver_solve_halo'
+        real(c_double), allocatable, target :: b8(:, :, :), x8(:, :, :)
+        logical :: ok
+        integer(c_int) :: rc
+        call check_solve_halo(s, shape(b), shape(x), sNx, sNy, Nr, OLx, OLy, where, ok, ierr)
+        if (.not. ok) return
+        allocate (b8(sNx, sNy, Nr), x8(sNx, sNy, Nr))
+        b8 = b(1:sNx, 1:sNy, :)
+        x8 = x(1:sNx, 1:sNy, :)
+        rc = pkrylov_solver_solve(s%h, PKRYLOV_MEM_HOST, c_loc(b8), c_loc(x8))
+        if (rc == PKRYLOV_SUCCESS) x(1:sNx, 1:sNy, :) = x8
+        call check(rc, s%ctx, where, ierr)
+    end subroutine solver_solve_halo_d
+
+    !> Solve A x = b with real(c_float) arrays in the MITgcm halo layout.
+    subroutine solver_solve_halo_s(s, b, x, sNx, sNy, Nr, OLx, OLy, ierr)
+        type(pk_solver), intent(in) :: s !! the solver (n = sNx*sNy*Nr)
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size
+        integer(c_int32_t), intent(in) :: OLx, OLy !! halo widths
+        real(c_float), intent(in) :: b(1 - OLx:, 1 - OLy:, :) !! right-hand side
+        real(c_float), intent(inout) :: x(1 - OLx:, 1 - OLy:, :) !! initial guess / solution (interior)
+        integer, intent(out), optional :: ierr !! status (x is unchanged on failure)
+        character(len=*), parameter :: where = 'pk_solver_solve_halo'
+        real(c_double), allocatable, target :: b8(:, :, :), x8(:, :, :)
+        logical :: ok
+        integer(c_int) :: rc
+        call check_solve_halo(s, shape(b), shape(x), sNx, sNy, Nr, OLx, OLy, where, ok, ierr)
+        if (.not. ok) return
+        allocate (b8(sNx, sNy, Nr), x8(sNx, sNy, Nr))
+        b8 = real(b(1:sNx, 1:sNy, :), c_double)
+        x8 = real(x(1:sNx, 1:sNy, :), c_double)
+        rc = pkrylov_solver_solve(s%h, PKRYLOV_MEM_HOST, c_loc(b8), c_loc(x8))
+        if (rc == PKRYLOV_SUCCESS) x(1:sNx, 1:sNy, :) = real(x8, c_float)
+        call check(rc, s%ctx, where, ierr)
+    end subroutine solver_solve_halo_s
+
+    !> Solve A x = b with device arrays (CUDA context; e.g. from OpenACC host_data use_device or
+    !> CUDA Fortran): b and x are device addresses of n real(c_double) values each.
+    subroutine pk_solver_solve_device(s, b, x, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        type(c_ptr), intent(in) :: b !! device address of the right-hand side
+        type(c_ptr), intent(in) :: x !! device address of the initial guess / solution
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_solve(s%h, PKRYLOV_MEM_DEVICE, b, x), s%ctx, 'pk_solver_solve_device', ierr)
+    end subroutine pk_solver_solve_device
+
+    !> Outcome of the last solve (PKRYLOV_ERR_INVALID_STATE before the first).
+    subroutine pk_solver_get_result(s, res, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        type(pkrylov_result), intent(out) :: res !! iterations, reason, residuals, ...
+        integer, intent(out), optional :: ierr !! status
+        type(pkrylov_result), target :: r
+        integer(c_int) :: rc
+        rc = pkrylov_solver_get_result(s%h, c_loc(r))
+        if (rc == PKRYLOV_SUCCESS) then
+            res = r
+        else
+            res = pkrylov_result(0.0_c_double, 0.0_c_double, 0.0_c_double, 0.0_c_double, 0.0_c_double, &
+                                 0, 0, 0, -1, 0, 0)
+        end if
+        call check(rc, s%ctx, 'pk_solver_get_result', ierr)
+    end subroutine pk_solver_get_result
+
+    !> Destroy a solver; null is a no-op.
+    subroutine pk_solver_destroy(s, ierr)
+        type(pk_solver), intent(inout) :: s !! the solver, null afterwards
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        integer(c_int) :: rc
+        h = s%h
+        rc = pkrylov_solver_destroy(c_loc(h))
+        call check(rc, s%ctx, 'pk_solver_destroy', ierr)
+        s%h = h
+        if (.not. c_associated(h)) then
+            s%ctx = c_null_ptr
+            s%n = 0
+        end if
+    end subroutine pk_solver_destroy
+
+    ! ---------------------------------------------------------------------------------------------
+    ! MKL-compatible reverse-communication CG (pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get)
+    include 'pkrylov_mkl_rci.inc'
+
+end module pkrylov_mod
