@@ -136,6 +136,7 @@ program nwp_pressure
     if (relres > rtol) error stop 'nwp_pressure: the pressure solve did not converge'
   end do
   call write_result(p, niter)
+  deallocate(p, b)
   call pk_solver_destroy(solver)
   call pk_precond_destroy(pc)
   call pk_operator_destroy(op)

@@ -201,6 +201,7 @@ program nwp_pressure
     if (relres > rtol) error stop 'nwp_pressure: the pressure solve did not converge'
   end do
   call write_result(p, niter)
+  deallocate(p, b)
 
 contains
   !> b = -div(F): fluxes of a provisional wind through the cell faces (no flux through the panel edges,
