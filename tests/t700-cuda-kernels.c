@@ -14,6 +14,10 @@
  *    the global sum differs between the two backends; for sums with terms of both signs, e.g. (w, u),
  *    the magnitude sum is the scale of the rounding error, not the possibly small sum itself).
  * fp32 views are checked against the CPU run on the coefficients / factors rounded to float in place.
+ * The scalar steps (one-block and folded into the steps) are checked against the scalar recurrences of
+ * solver.c written again here, on partial slots summed on the host in the order pk_cuda.h documents: the
+ * device state and the history bitwise, and the vectors of the folded steps bitwise those of the CPU
+ * steps run with the reference scalars.
  * Every case returns PK_SKIP (77) when no CUDA device is visible.
  */
 #include <math.h>
@@ -496,6 +500,352 @@ static int column_suite(const char *name, pkrylov_context ctx, pkrylov_operator 
   pc_suite(name, ctx, M, seed);
   pkrylov_precond_destroy(&M);
   return PK_PASS;
+}
+
+/* ---- scalar steps and folded launchers ------------------------------------------------------------ */
+
+/** Sums of nv values over nb host slots in the order pk_cuda.h documents (256 lanes, then the tree). */
+static void ref_sums(const double *part, int64_t nb, int nv, double *out) {
+  for (int j = 0; j < nv; j++) {
+    double lane[256];
+    for (int t = 0; t < 256; t++) {
+      lane[t] = 0.0;
+      for (int64_t b = t; b < nb; b += 256) lane[t] += part[b * nv + j];
+    }
+    for (int o = 128; o > 0; o >>= 1)
+      for (int t = 0; t < o; t++) lane[t] += lane[t + o];
+    out[j] = lane[0];
+  }
+}
+
+/** The sign rule of solver.c (pk_sign_ok), written again: finite, nonzero, the sign of the first value. */
+static int ref_sign(double v, double *sign) {
+  if (!isfinite(v) || v == 0.0) return 0;
+  const double sg = v > 0 ? 1.0 : -1.0;
+  if (*sign == 0.0) *sign = sg;
+  return sg == *sign;
+}
+
+/** pk_solve_cg after the operator loop: (p, A p) = sigma. */
+static void ref_cg_sigma(pk_cuda_state *s, double sigma) {
+  if (s->status != PK_ST_RUNNING) return;
+  if (!ref_sign(sigma, &s->sigma_sign)) {
+    s->status = isfinite(sigma) ? PK_ST_BREAKDOWN_MATRIX : PK_ST_NAN;
+    s->breakdown_it = s->it + 1;
+    return;
+  }
+  s->sigma = sigma;
+  s->alpha = s->rho / sigma;
+}
+
+/** pk_solve_cg after the preconditioner loop ((r, z) = rz, (r, r) = rr); init: the restart's first loop. */
+static void ref_cg_rho(pk_cuda_state *s, double rz, double rr, double *hist, int init) {
+  if (s->status != PK_ST_RUNNING) return;
+  if (!isfinite(rz) || !isfinite(rr)) {
+    s->status = PK_ST_NAN;
+    s->breakdown_it = s->it + 1;
+    return;
+  }
+  const double rnorm = sqrt(rr);
+  s->rnorm = rnorm;
+  if (init) {
+    s->rho = rz;
+    if (s->it == 0) {
+      hist[0] = rnorm;
+      if (rnorm <= s->tol || s->maxit == 0) {
+        s->status = rnorm <= s->tol ? PK_ST_CONVERGED : PK_ST_MAXIT;
+        return;
+      }
+    }
+    if (!ref_sign(rz, &s->rho_sign)) s->status = PK_ST_BREAKDOWN_PRECOND, s->breakdown_it = s->it + 1;
+    return;
+  }
+  s->it++;
+  hist[s->it] = rnorm;
+  if (rnorm <= s->tol) {
+    s->status = PK_ST_CONVERGED;
+  } else if (!ref_sign(rz, &s->rho_sign)) {
+    s->status = PK_ST_BREAKDOWN_PRECOND;
+    s->breakdown_it = s->it + 1;
+  } else if (s->it >= s->maxit) {
+    s->status = PK_ST_MAXIT;
+  } else {
+    s->beta = rz / s->rho;
+    s->rho = rz;
+  }
+}
+
+/** pk_solve_pipecg's scalar part ((r, u) = g, (w, u) = dl, (r, r) = rr) up to the fused step. */
+static void ref_pipe(pk_cuda_state *s, double g, double dl, double rr, double *hist) {
+  if (s->status != PK_ST_RUNNING) return;
+  const double rnorm = sqrt(rr);
+  if (!isfinite(g) || !isfinite(dl) || !isfinite(rnorm)) {
+    s->status = PK_ST_NAN;
+    s->breakdown_it = s->it + 1;
+    return;
+  }
+  s->rnorm = rnorm;
+  if (!s->first || s->it == 0) {
+    hist[s->it] = rnorm;
+    if (rnorm <= s->tol) {
+      s->status = PK_ST_CONVERGED;
+      return;
+    }
+  }
+  if (s->it >= s->maxit) {
+    s->status = PK_ST_MAXIT;
+    return;
+  }
+  if (!ref_sign(g, &s->rho_sign)) {
+    s->status = PK_ST_BREAKDOWN_PRECOND;
+    s->breakdown_it = s->it + 1;
+    return;
+  }
+  const double beta = s->first ? 0.0 : g / s->rho_old;
+  const double sigma = s->first ? dl : dl - beta * g / s->alpha_old;
+  s->beta = beta, s->delta = dl, s->rho = g, s->sigma = sigma;
+  if (!ref_sign(sigma, &s->sigma_sign)) {
+    s->status = !isfinite(sigma) ? PK_ST_NAN : s->first ? PK_ST_BREAKDOWN_MATRIX : PK_ST_SUSPECT;
+    s->breakdown_it = s->it + 1;
+    return;
+  }
+  s->alpha = g / sigma;
+  s->rho_old = g;
+  s->alpha_old = s->alpha;
+  s->first = 0;
+  s->it++;
+}
+
+/** A running state in the middle of a solve (signs fixed positive, iteration 5 of 100). */
+static pk_cuda_state mid_state(void) {
+  pk_cuda_state h;
+  memset(&h, 0, sizeof h);
+  h.rho = 0.8125, h.rho_old = 0.9, h.sigma = 2.5, h.delta = 3.0;
+  h.alpha = 0.3721, h.alpha_old = 0.41, h.beta = -0.6143, h.rnorm = 7.0;
+  h.tol = 1e-30, h.rho_sign = 1.0, h.sigma_sign = 1.0;
+  h.it = 5, h.maxit = 100, h.status = PK_ST_RUNNING, h.first = 0, h.breakdown_it = -1;
+  return h;
+}
+
+/** Device copy of a host state. */
+static pk_cuda_state *dstate_of(const pk_cuda_state *h) {
+  pk_cuda_state *d = NULL;
+  if (cudaMalloc((void **)&d, sizeof *h) != cudaSuccess) exit(PK_FAIL);
+  cudaMemcpy(d, h, sizeof *h, cudaMemcpyHostToDevice);
+  return d;
+}
+
+/** Device state poisoned with all bits set (a write is then visible in every field). */
+static pk_cuda_state *dstate_poison(void) {
+  pk_cuda_state *d = NULL;
+  if (cudaMalloc((void **)&d, sizeof *d) != cudaSuccess) exit(PK_FAIL);
+  cudaMemset(d, 0xff, sizeof *d);
+  return d;
+}
+
+/** Device state d bitwise equal to host state h (prints the scalars on a difference). */
+static int state_same(const char *tag, const char *what, const pk_cuda_state *d, const pk_cuda_state *h) {
+  pk_cuda_state g;
+  cudaMemcpy(&g, d, sizeof g, cudaMemcpyDeviceToHost);
+  if (memcmp(&g, h, sizeof g) == 0) return 1;
+  fprintf(stderr,
+          "%s: %s differs: status %d/%d it %d/%d breakdown_it %d/%d first %d/%d alpha %.17g/%.17g beta "
+          "%.17g/%.17g rho %.17g/%.17g sigma %.17g/%.17g rnorm %.17g/%.17g\n",
+          tag, what, g.status, h->status, g.it, h->it, g.breakdown_it, h->breakdown_it, g.first, h->first,
+          g.alpha, h->alpha, g.beta, h->beta, g.rho, h->rho, g.sigma, h->sigma, g.rnorm, h->rnorm);
+  pk_test_failures++;
+  return 0;
+}
+
+/** nb * nv slot values in [lo, lo + 1) (positive sums for lo >= 0). */
+static double *hslots(int64_t nb, int nv, double lo, uint64_t seed) {
+  double *h = hrand(nb * nv, seed);
+  for (int64_t i = 0; i < nb * nv; i++) h[i] = lo + 0.5 * (h[i] + 1.0);
+  return h;
+}
+
+/** Producer slot counts of the fold checks: one, and more than 256 (several per lane, not a multiple). */
+static const int64_t fold_nbs[2] = {1, 577};
+
+/**
+ * CG preconditioner loop with the sigma step folded in: the new state as the reference step makes it from
+ * the slots summed in the documented order, r and z bitwise those of the CPU loop with the reference alpha,
+ * (r, z), (r, r) near the CPU's; `in` unchanged. pdl: launched as a programmatic dependent launch.
+ */
+static void check_cg_pc_fold(const char *tag, pkrylov_context ctx, const struct pkrylov_precond_s *M,
+                             const pk_cuda_pc *v, int64_t n, int64_t nbi, int pdl, uint64_t seed) {
+  pk_cuda_state in = mid_state(), ref = in;
+  double *pin = hslots(nbi, 1, 0.5, seed + 5), sig;
+  ref_sums(pin, nbi, 1, &sig);
+  ref_cg_sigma(&ref, sig);
+  PK_EXPECT(ref.status == PK_ST_RUNNING, "%s: reference state stopped", tag);
+  double *r = hrand(n, seed), *q = hrand(n, seed + 1), *z = hnew(n), *r0 = hdup(r, n), *q0 = hdup(q, n);
+  double *cpart = hnew(pk_cpu_scratch_size(n, (struct pkrylov_precond_s *)M)), out[2];
+  pk_cpu_cg_precond_step(ctx, M, n, ref.alpha, r, q, z, cpart, out);
+  int64_t cap = pk_cuda_partials_needed(NULL, v), nb = -1;
+  if (!v) {
+    pk_cuda_op o;
+    memset(&o, 0, sizeof o);
+    o.type = PKRYLOV_OPERATOR_CSR;
+    o.n = n;
+    cap = pk_cuda_partials_needed(&o, NULL);
+  }
+  double *part = dnew(4 * cap), *dpin = dup_dev(pin, nbi);
+  double *dr = dup_dev(r0, n), *dq = dup_dev(q0, n), *dz = dnew(n);
+  pk_cuda_state *din = dstate_of(&in), *dout = dstate_poison();
+  const pk_cuda_fold f = {din, dout, dpin, nbi, NULL, pdl};
+  CK(pk_cuda_cg_precond_step_fold(NULL, v, &f, n, dr, dq, dz, part, &nb));
+  SYNC();
+  check_nb(tag, nb, cap);
+  state_same(tag, "state after the folded sigma step", dout, &ref);
+  state_same(tag, "state read", din, &in);
+  dev_same(tag, "r", n, dr, r);
+  dev_same(tag, "z", n, dz, z);
+  dev_same(tag, "q (input)", n, dq, q0);
+  double g[2];
+  gpu_sums(part, nb, 2, g);
+  near_sum(tag, "(r, z)", g[0], out[0], abs_dot(n, r, z));
+  near_sum(tag, "(r, r)", g[1], out[1], out[1]);
+  cudaFree(dr), cudaFree(dq), cudaFree(dz), cudaFree(part), cudaFree(dpin), cudaFree(din), cudaFree(dout);
+  free(r), free(q), free(z), free(r0), free(q0), free(cpart), free(pin);
+}
+
+/** Pipelined CG: the scalar step folded into z = M^-1 r (z bitwise the CPU's; the state as the reference). */
+static void check_pc_apply_fold(const char *tag, const struct pkrylov_precond_s *M, const pk_cuda_pc *v,
+                                int64_t nbi, int pdl, uint64_t seed) {
+  const int64_t n = M->n;
+  double *pin = hslots(nbi, 3, 0.5, seed + 5), sums[3];
+  for (int64_t b = 0; b < nbi; b++) pin[3 * b + 1] += 2.0; /* (w, u) well above beta (r, u) / alpha_old */
+  ref_sums(pin, nbi, 3, sums);
+  pk_cuda_state in = mid_state();
+  in.rho_old = 2.0 * sums[0], in.alpha_old = 1.0; /* beta = 1/2: sigma = delta - gamma / 2 > 0 */
+  pk_cuda_state ref = in;
+  double hist[8];
+  ref_pipe(&ref, sums[0], sums[1], sums[2], hist);
+  PK_EXPECT(ref.status == PK_ST_RUNNING && ref.it == in.it + 1, "%s: reference state stopped", tag);
+  double *r = hrand(n, seed), *z = hnew(n);
+  pk_pc_apply_all(M, r, z);
+  double *dr = dup_dev(r, n), *dz = dnew(n), *dpin = dup_dev(pin, nbi * 3), *dhist = dnew(8);
+  pk_cuda_state *din = dstate_of(&in), *dout = dstate_poison();
+  const pk_cuda_fold f = {din, dout, dpin, nbi, dhist, pdl};
+  CK(pk_cuda_pc_apply_fold(NULL, v, &f, dr, dz));
+  SYNC();
+  state_same(tag, "state after the folded pipelined step", dout, &ref);
+  state_same(tag, "state read", din, &in);
+  dev_same(tag, "z = M^-1 r", n, dz, z);
+  dev_same(tag, "r (input)", n, dr, r);
+  double hg[8];
+  cudaMemcpy(hg, dhist, sizeof hg, cudaMemcpyDeviceToHost);
+  same_bits(tag, "history entry", 1, hg + in.it, hist + in.it);
+  cudaFree(dr), cudaFree(dz), cudaFree(dpin), cudaFree(dhist), cudaFree(din), cudaFree(dout);
+  free(r), free(z), free(pin);
+}
+
+/** CG operator loop with the rho step folded in: x, p, q bitwise the CPU's with the reference beta. */
+static void check_cg_op_fold(const char *tag, const struct pkrylov_operator_s *A, const pk_cuda_op *v,
+                             int64_t nbi, int pdl, uint64_t seed) {
+  const int64_t n = A->n;
+  pk_cuda_state in = mid_state(), ref = in;
+  double *pin = hslots(nbi, 2, 0.25, seed + 5), sums[2], hist[8];
+  ref_sums(pin, nbi, 2, sums);
+  ref_cg_rho(&ref, sums[0], sums[1], hist, 0);
+  PK_EXPECT(ref.status == PK_ST_RUNNING && ref.it == in.it + 1, "%s: reference state stopped", tag);
+  double *x = hrand(n, seed), *p = hrand(n, seed + 1), *z = hrand(n, seed + 2), *q = hrand(n, seed + 3);
+  double *x0 = hdup(x, n), *p0 = hdup(p, n), *q0 = hdup(q, n), *cpart = hnew(pk_cpu_scratch_size(n, NULL)),
+         pq;
+  pk_cpu_cg_operator_step(A, ref.alpha, ref.beta, x, p, z, q, cpart, &pq);
+  int64_t cap, nb = -1;
+  double *part = dpart(v, NULL, &cap), *dpin = dup_dev(pin, 2 * nbi), *dhist = dnew(8);
+  double *dx = dup_dev(x0, n), *dp = dup_dev(p0, n), *dz = dup_dev(z, n), *dq = dup_dev(q0, n);
+  pk_cuda_state *din = dstate_of(&in), *dout = dstate_poison();
+  const pk_cuda_fold f = {din, dout, dpin, nbi, dhist, pdl};
+  CK(pk_cuda_cg_operator_step_fold(NULL, v, &f, dx, dp, dz, dq, part, &nb));
+  SYNC();
+  check_nb(tag, nb, cap);
+  PK_EXPECT(nb == pk_cuda_op_partials(v), "%s: %lld slots, pk_cuda_op_partials says %lld", tag, (long long)nb,
+            (long long)pk_cuda_op_partials(v));
+  state_same(tag, "state after the folded rho step", dout, &ref);
+  state_same(tag, "state read", din, &in);
+  dev_same(tag, "x", n, dx, x);
+  dev_same(tag, "p", n, dp, p);
+  dev_same(tag, "q", n, dq, q);
+  double hg[8], s;
+  cudaMemcpy(hg, dhist, sizeof hg, cudaMemcpyDeviceToHost);
+  same_bits(tag, "history entry", 1, hg + ref.it, hist + ref.it);
+  gpu_sums(part, nb, 1, &s);
+  near_sum(tag, "(p, q)", s, pq, abs_dot(n, p, q));
+  cudaFree(dx), cudaFree(dp), cudaFree(dz), cudaFree(dq), cudaFree(part), cudaFree(dpin), cudaFree(dhist);
+  cudaFree(din), cudaFree(dout);
+  free(x), free(p), free(z), free(q), free(x0), free(p0), free(q0), free(cpart), free(pin);
+}
+
+/**
+ * Folded launchers that stop: a scalar step that ends the solve (sigma of the wrong sign, converged,
+ * iteration cap, NaN) and a state already stopped. The new state is the reference's (a stopped one copied
+ * unchanged), and nothing else is written: vectors and partial sums keep their poison / values.
+ */
+static void check_fold_stops(const char *tag, const pk_cuda_op *vop, const pk_cuda_pc *vpc, int64_t n) {
+  for (int sc = 0; sc < 4; sc++) { /* 0 the scalar step stops, 1 NaN in a slot, 2 stopped state, 3 sign/cap */
+    double *h[6], *d[6];
+    for (int i = 0; i < 6; i++)
+      h[i] = hrand(n, 700 + 6 * (uint64_t)sc + (uint64_t)i), d[i] = dup_dev(h[i], n);
+    int64_t cap = pk_cuda_partials_needed(vop, vpc), nb;
+    double *part = dnew(4 * cap), *dhist = dnew(8);
+    const int64_t nbi = 577;
+    double *slots = hslots(nbi, 3, 0.5, 800 + (uint64_t)sc), sums[3], hist[8];
+    if (sc == 1) slots[3 * 40] = NAN;
+    for (int which = 0; which < 3; which++) { /* sigma (precond loop), rho (operator loop), pipelined */
+      pk_cuda_state in = mid_state();
+      if (sc == 0) in.tol = 1e300;                   /* rho / pipelined: converged */
+      if (sc == 0 && which == 0) in.sigma_sign = -1; /* sigma: positive after negative */
+      if (sc == 2) in.status = PK_ST_CONVERGED;
+      if (sc == 3 && which == 0) in.sigma_sign = -1;
+      if (sc == 3 && which > 0) in.maxit = which == 1 ? in.it + 1 : in.it; /* the cap */
+      const int nv = which == 0 ? 1 : which == 1 ? 2 : 3;
+      double *dslots = dnew(nbi * nv);
+      double *hs = hnew(nbi * nv);
+      for (int64_t b = 0; b < nbi; b++)
+        for (int j = 0; j < nv; j++) hs[b * nv + j] = slots[b * 3 + j];
+      cudaMemcpy(dslots, hs, sizeof(double) * (size_t)(nbi * nv), cudaMemcpyHostToDevice);
+      ref_sums(hs, nbi, nv, sums);
+      pk_cuda_state ref = in;
+      if (which == 0) ref_cg_sigma(&ref, sums[0]);
+      if (which == 1) ref_cg_rho(&ref, sums[0], sums[1], hist, 0);
+      if (which == 2) ref_pipe(&ref, sums[0], sums[1], sums[2], hist);
+      char t2[200];
+      snprintf(t2, sizeof t2, "%s stop case %d launcher %d", tag, sc, which);
+      PK_EXPECT(ref.status != PK_ST_RUNNING, "%s: reference state running", t2);
+      pk_cuda_state *din = dstate_of(&in), *dout = dstate_poison();
+      const pk_cuda_fold f = {din, dout, dslots, nbi, dhist, which % 2};
+      if (which == 0) CK(pk_cuda_cg_precond_step_fold(NULL, vpc, &f, n, d[0], d[1], d[2], part, &nb));
+      if (which == 1) CK(pk_cuda_cg_operator_step_fold(NULL, vop, &f, d[3], d[4], d[1], d[5], part, &nb));
+      if (which == 2) CK(pk_cuda_pc_apply_fold(NULL, vpc, &f, d[0], d[2]));
+      SYNC();
+      state_same(t2, "state", dout, &ref);
+      cudaFree(din), cudaFree(dout), cudaFree(dslots);
+      free(hs);
+    }
+    for (int i = 0; i < 6; i++) dev_same(tag, "vector of a stopped fold", n, d[i], h[i]);
+    PK_EXPECT(still_poisoned(part, 4 * cap), "%s stop case %d: partial sums written", tag, sc);
+    for (int i = 0; i < 6; i++) cudaFree(d[i]), free(h[i]);
+    cudaFree(part), cudaFree(dhist);
+    free(slots);
+  }
+}
+
+/** Every fold check on one operator / preconditioner pair (A NULL: preconditioner checks only). */
+static void fold_suite(const char *name, pkrylov_context ctx, const struct pkrylov_operator_s *A,
+                       const pk_cuda_op *vop, const struct pkrylov_precond_s *M, const pk_cuda_pc *vpc,
+                       uint64_t seed) {
+  for (int i = 0; i < 2; i++) {
+    char tag[200];
+    snprintf(tag, sizeof tag, "%s, %lld producer slots%s", name, (long long)fold_nbs[i], i ? ", pdl" : "");
+    if (A) check_cg_op_fold(tag, A, vop, fold_nbs[i], i, seed + 100 * (uint64_t)i);
+    if (M) {
+      check_cg_pc_fold(tag, ctx, M, vpc, M->n, fold_nbs[i], i, seed + 100 * (uint64_t)i + 10);
+      check_pc_apply_fold(tag, M, vpc, fold_nbs[i], 1 - i, seed + 100 * (uint64_t)i + 20);
+    }
+  }
 }
 
 /* ---- cases --------------------------------------------------------------------------------------- */
@@ -993,9 +1343,167 @@ PK_TEST_CASE(partials_needed_bounds) {
   PK_TEST_END();
 }
 
+/**
+ * The one-block scalar launchers (pk_cuda_cg_scalar_rho with init 0 and 1, pk_cuda_cg_scalar_sigma,
+ * pk_cuda_pipecg_scalar), in place and in -> out, against the steps of solver.c written again here, on
+ * slots summed in the documented order: 1, 300 and 4100 slots; running, converged, iteration cap, NaN,
+ * (re)start, stopped, sign changes, SUSPECT. The state and the history are compared bitwise.
+ */
+PK_TEST_CASE(scalar_steps) {
+  SKIP_WITHOUT_GPU();
+  int seen[7] = {0};
+  static const int64_t nbs[3] = {1, 300, 4100};
+  for (int ib = 0; ib < 3; ib++)
+    for (int sc = 0; sc < 9; sc++)
+      for (int which = 0; which < 4; which++) { /* rho, rho init, sigma, pipelined */
+        const int64_t nb = nbs[ib];
+        const int nv = which < 2 ? 2 : which == 2 ? 1 : 3;
+        double *slots = hslots(nb, nv, 0.5, 1000 + 40 * (uint64_t)ib + 4 * (uint64_t)sc + (uint64_t)which);
+        double sums[3];
+        if (which == 3)
+          for (int64_t b = 0; b < nb; b++) slots[3 * b + 1] += 2.0;
+        if (sc == 4) slots[(nb / 2) * nv] = NAN;
+        if (sc == 7)
+          for (int64_t i = 0; i < nb * nv; i++) slots[i] = -slots[i];
+        ref_sums(slots, nb, nv, sums);
+        pk_cuda_state in = mid_state();
+        if (which == 3) in.rho_old = 2.0 * sums[0], in.alpha_old = 1.0;
+        switch (sc) {
+        case 1: in.tol = 1e300; break;
+        case 2: in.maxit = which == 3 ? in.it : in.it + 1; break;
+        case 3: in.it = 0, in.first = 1, in.rho_sign = in.sigma_sign = 0.0; break;
+        case 5: in.it = 7, in.first = 1, in.rho_sign = in.sigma_sign = 0.0; break;
+        case 6: in.status = PK_ST_BREAKDOWN_MATRIX, in.breakdown_it = 3; break;
+        case 8:
+          if (which == 3)
+            in.rho_old = 0.01 * sums[0]; /* beta = 100: sigma = delta - 100 gamma < 0 */
+          else
+            in.maxit = 0, in.it = 0;
+          break;
+        default: break;
+        }
+        double *dslots = dup_dev(slots, nb * nv);
+        for (int inplace = 0; inplace < 2; inplace++) {
+          char tag[120];
+          snprintf(tag, sizeof tag, "scalar step %d, %lld slots, case %d%s", which, (long long)nb, sc,
+                   inplace ? ", in place" : "");
+          pk_cuda_state ref = in;
+          double href[16];
+          memset(href, 0xff, sizeof href);
+          if (which < 2) ref_cg_rho(&ref, sums[0], sums[1], href, which);
+          if (which == 2) ref_cg_sigma(&ref, sums[0]);
+          if (which == 3) ref_pipe(&ref, sums[0], sums[1], sums[2], href);
+          seen[ref.status]++;
+          double *dhist = dnew(16);
+          pk_cuda_state *din = dstate_of(&in), *dout = inplace ? din : dstate_poison();
+          if (which < 2) CK(pk_cuda_cg_scalar_rho(NULL, din, dout, dslots, nb, dhist, which));
+          if (which == 2) CK(pk_cuda_cg_scalar_sigma(NULL, din, dout, dslots, nb));
+          if (which == 3) CK(pk_cuda_pipecg_scalar(NULL, din, dout, dslots, nb, dhist));
+          SYNC();
+          state_same(tag, "state", dout, &ref);
+          if (!inplace) state_same(tag, "state read", din, &in);
+          dev_same(tag, "history", 16, dhist, href);
+          cudaFree(dhist), cudaFree(din);
+          if (!inplace) cudaFree(dout);
+        }
+        cudaFree(dslots);
+        free(slots);
+      }
+  for (int st = 0; st < 7; st++) PK_EXPECT(seen[st] > 0, "no scalar step ended with status %d", st);
+  PK_TEST_END();
+}
+
+/**
+ * The folded launchers: the CG preconditioner loop with the sigma step, the CG operator loop with the rho
+ * step and the pipelined preconditioner application with its scalar step, against the CPU loops run with
+ * the reference scalars; every kernel family (pointwise none / Jacobi, staged, chunked and resident column
+ * sweeps, k-fast and general columns; thin shell, stencil (fp64, fp32), CSR), plain and programmatic
+ * dependent launches, 1 and 577 producer slots; then the folds that stop the solve write nothing but the
+ * state.
+ */
+PK_TEST_CASE(folded_steps) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A;
+  pkrylov_precond M;
+  pk_cuda_op vop;
+  pk_cuda_pc vpc;
+  /* thin shell: column factors staged (stored), chunked on chip and resident (recomputed) */
+  {
+    pkt_mem mem = {0};
+    PK_REQUIRE_OK(ctx, make_thinshell(ctx, 37, 29, 11, PKRYLOV_GEOMETRY_GNOMONIC, &A));
+    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+    PK_EXPECT(pkt_upload_op(A, 0, 0, &vop, &mem) == 0, "upload");
+    PK_EXPECT(pkt_upload_pc(M, 0, &vpc, &mem) == 0, "upload pc");
+    fold_suite("fold thinshell column", ctx, A, &vop, M, &vpc, 20000);
+    check_fold_stops("fold thinshell column", &vop, &vpc, A->n);
+    for (int mode = 2; mode <= 3; mode++) {
+      pk_cuda_pc vo;
+      PK_EXPECT(pkt_upload_pc_otf(M, 0, mode, 1, &vo, &mem) == 0, "upload pc onthefly");
+      fold_suite(mode == 2 ? "fold thinshell column on chip" : "fold thinshell column resident", ctx, NULL,
+                 NULL, M, &vo, 20100 + 100 * (uint64_t)mode);
+    }
+    pkrylov_precond_destroy(&M);
+    pkt_free(&mem);
+    pkrylov_operator_destroy(&A);
+  }
+  /* masked stencil, fp64 and fp32: none (and no view at all), Jacobi */
+  for (int fp32 = 0; fp32 < 2; fp32++) {
+    pkt_mem mem = {0};
+    PK_REQUIRE_OK(ctx, make_stencil(ctx, 5, 3, 7, 1, 1.0, 140, &A));
+    PK_EXPECT(pkt_upload_op(A, fp32, 0, &vop, &mem) == 0, "upload");
+    if (fp32) round_op(A);
+    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M));
+    PK_EXPECT(pkt_upload_pc(M, fp32, &vpc, &mem) == 0, "upload pc");
+    if (fp32) round_pc(M);
+    fold_suite(fp32 ? "fold stencil jacobi fp32" : "fold stencil jacobi", ctx, A, &vop, M, &vpc, 20400);
+    pkrylov_precond_destroy(&M);
+    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_NONE, 0, PKRYLOV_LAYOUT_AUTO, &M));
+    PK_EXPECT(pkt_upload_pc(M, 0, &vpc, &mem) == 0, "upload pc");
+    fold_suite("fold none", ctx, NULL, NULL, M, &vpc, 20500);
+    check_cg_pc_fold("fold pc NULL", ctx, NULL, NULL, A->n, 577, fp32, 20600);
+    pkrylov_precond_destroy(&M);
+    pkt_free(&mem);
+    pkrylov_operator_destroy(&A);
+  }
+  /* long columns (chunked sweeps with stored factors) */
+  {
+    pkt_mem mem = {0};
+    PK_REQUIRE_OK(ctx, make_stencil(ctx, 3, 1, 300, 0, -1.0, 141, &A));
+    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+    PK_EXPECT(pkt_upload_pc(M, 0, &vpc, &mem) == 0, "upload pc");
+    fold_suite("fold stencil 3x1x300 column", ctx, NULL, NULL, M, &vpc, 20700);
+    pkrylov_precond_destroy(&M);
+    pkt_free(&mem);
+    pkrylov_operator_destroy(&A);
+  }
+  /* CSR: general columns (k-slow), symmetric k-fast columns */
+  for (int t = 0; t < 2; t++) {
+    pkt_mem mem = {0};
+    if (t == 0)
+      PK_REQUIRE_OK(ctx, make_csr(ctx, 143, 7, PKRYLOV_LAYOUT_KSLOW, 0, 5, 142, &A));
+    else
+      PK_REQUIRE_OK(ctx, make_csr(ctx, 91, 11, PKRYLOV_LAYOUT_KFAST, 1, 4, 143, &A));
+    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, t ? 11 : 7,
+                                              t ? PKRYLOV_LAYOUT_KFAST : PKRYLOV_LAYOUT_KSLOW, &M));
+    PK_EXPECT(M->symmetric == t, "csr %d: symmetric = %d", t, M->symmetric);
+    PK_EXPECT(pkt_upload_op(A, 0, t, &vop, &mem) == 0, "upload");
+    PK_EXPECT(pkt_upload_pc(M, 0, &vpc, &mem) == 0, "upload pc");
+    fold_suite(t ? "fold csr column kfast" : "fold csr column general", ctx, A, &vop, M, &vpc,
+               20800 + 100 * (uint64_t)t);
+    if (t == 0) check_fold_stops("fold csr column general", &vop, &vpc, A->n);
+    pkrylov_precond_destroy(&M);
+    pkt_free(&mem);
+    pkrylov_operator_destroy(&A);
+  }
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
 PK_TEST_MAIN(PK_TEST_ENTRY(vector_kernels), PK_TEST_ENTRY(csr_operator), PK_TEST_ENTRY(stencil_operator),
              PK_TEST_ENTRY(stencil_masked), PK_TEST_ENTRY(thinshell_operator),
              PK_TEST_ENTRY(precond_pointwise), PK_TEST_ENTRY(column_sym_kslow),
              PK_TEST_ENTRY(column_sym_kfast), PK_TEST_ENTRY(column_general), PK_TEST_ENTRY(column_onthefly),
              PK_TEST_ENTRY(stopped_state_noop), PK_TEST_ENTRY(large_grid_stride),
-             PK_TEST_ENTRY(partials_needed_bounds))
+             PK_TEST_ENTRY(partials_needed_bounds), PK_TEST_ENTRY(scalar_steps), PK_TEST_ENTRY(folded_steps))

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
+#include "pk_cuda.h"
 #include "pk_test.h"
 
 /** A CUDA context, or NULL when there is no device (the case then skips). */
@@ -437,6 +438,115 @@ PK_TEST_CASE(bad_device_input) {
   PK_TEST_END();
 }
 
-PK_TEST_MAIN(PK_TEST_ENTRY(apply_matches_cpu), PK_TEST_ENTRY(solves_match_cpu), PK_TEST_ENTRY(csr_solves_match_cpu),
-             PK_TEST_ENTRY(device_pointers_and_reproducibility), PK_TEST_ENTRY(mixed_precision_same_accuracy),
-             PK_TEST_ENTRY(outcomes_match_cpu), PK_TEST_ENTRY(bad_device_input))
+/** Monitor that counts its calls (forces the host mode: a read of the state every iteration). */
+static int count_calls(void *user, int32_t it, double res) {
+  (void)it, (void)res;
+  ++*(int *)user;
+  return 0;
+}
+
+/** One launch configuration of launch_paths_match. */
+typedef struct {
+  int fold, pdl, sync, monitor, true_res;
+} launch_cfg;
+
+/**
+ * The launch paths of the device iteration, pk_cuda_solver_set_launch: the one-block scalar kernels, the
+ * folded launchers, folded with programmatic dependent launches; sync intervals 32 (graphs), 5 and 3 (odd
+ * graphs: the pipelined state rotation over three buffers), 2, 1 (no graph); a monitor (host mode); a
+ * true-residual interval of 7 (blocks cut short, run without the graph). Thin shell and CSR, column
+ * preconditioner, CG and pipelined CG: the same iterations, reason and history, and x bitwise equal, on every
+ * path; the unfolded path against the CPU (iterations within one, x within 1e-10).
+ */
+PK_TEST_CASE(launch_paths_match) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu) return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  const int nx = 33, ny = 31, nz = 17;
+  const int64_t n = (int64_t)nx * ny * nz;
+  static const launch_cfg cfgs[] = {{0, 0, 32, 0, 0}, {1, 0, 32, 0, 0}, {1, 1, 32, 0, 0}, {1, 1, 5, 0, 0},
+                                    {1, 1, 3, 0, 0},  {1, 0, 2, 0, 0},  {1, 1, 1, 0, 0},  {0, 0, 5, 0, 0},
+                                    {1, 1, 32, 1, 0}, {0, 0, 32, 1, 0}, {0, 0, 32, 0, 7}, {1, 1, 32, 0, 7},
+                                    {1, 0, 5, 0, 7},  {1, 1, 3, 0, 7}};
+  const int ncfg = (int)(sizeof cfgs / sizeof cfgs[0]);
+  double *b = vec(n), *ones = vec(n);
+  for (int64_t i = 0; i < n; i++) ones[i] = 1.0;
+  for (int form = 0; form < 3; form += 2)
+    for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+      pkrylov_operator Ag, Ac;
+      pkrylov_precond Mg, Mc;
+      PK_REQUIRE_OK(gpu, make_op(gpu, form, nx, ny, nz, 0, &Ag));
+      PK_REQUIRE_OK(cpu, make_op(cpu, form, nx, ny, nz, 0, &Ac));
+      PK_EXPECT(pk_test_csr_matvec(Ac, ones, b) == 0, "reference matvec"); /* b = A 1, as solves_match_cpu */
+      const int lev = form == 2 ? nz : 0, lay = form == 2 ? PKRYLOV_LAYOUT_KSLOW : PKRYLOV_LAYOUT_AUTO;
+      PK_REQUIRE_OK(gpu, pkrylov_precond_create(gpu, Ag, PKRYLOV_PRECOND_COLUMN, lev, lay, &Mg));
+      PK_REQUIRE_OK(cpu, pkrylov_precond_create(cpu, Ac, PKRYLOV_PRECOND_COLUMN, lev, lay, &Mc));
+      double *x0 = vec(n), *x = vec(n), h0[1001], h[1001];
+      pkrylov_result r0, r;
+      memset(&r0, 0, sizeof r0);
+      int32_t len0 = 0, len = 0;
+      for (int c = 0; c < ncfg; c++) {
+        const launch_cfg *k = &cfgs[c];
+        pkrylov_solver s;
+        int calls = 0;
+        PK_REQUIRE_OK(gpu, pkrylov_solver_create(gpu, type, Ag, Mg, &s));
+        PK_REQUIRE_OK(gpu, pkrylov_solver_set_tolerances(s, 1e-9, 0));
+        PK_REQUIRE_OK(gpu, pkrylov_solver_set_history(s, 1));
+        PK_REQUIRE_OK(gpu, pkrylov_solver_set_sync_interval(s, k->sync));
+        if (k->monitor) PK_REQUIRE_OK(gpu, pkrylov_solver_set_monitor(s, count_calls, &calls));
+        if (k->true_res) PK_REQUIRE_OK(gpu, pkrylov_solver_set_true_residual_interval(s, k->true_res));
+        pk_cuda_solver_set_launch(s, k->fold, k->pdl);
+        PK_REQUIRE_OK(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, c == 0 || c == 10 ? x0 : x));
+        PK_REQUIRE_OK(gpu, pkrylov_solver_get_result(s, c == 0 || c == 10 ? &r0 : &r));
+        PK_REQUIRE_OK(gpu, pkrylov_solver_get_history(s, 1001, c == 0 || c == 10 ? h0 : h,
+                                                      c == 0 || c == 10 ? &len0 : &len));
+        pkrylov_solver_destroy(&s);
+        if (k->monitor)
+          PK_EXPECT(calls == r0.iterations + 1, "monitor: %d calls for %d iterations", calls, r0.iterations);
+        if (c == 0 || c == 10) { /* a reference path: against the CPU */
+          double *xc = vec(n);
+          pkrylov_solver sc;
+          pkrylov_result rc;
+          PK_REQUIRE_OK(cpu, pkrylov_solver_create(cpu, type, Ac, Mc, &sc));
+          PK_REQUIRE_OK(cpu, pkrylov_solver_set_tolerances(sc, 1e-9, 0));
+          if (k->true_res) PK_REQUIRE_OK(cpu, pkrylov_solver_set_true_residual_interval(sc, k->true_res));
+          PK_REQUIRE_OK(cpu, pkrylov_solver_solve(sc, PKRYLOV_MEM_HOST, b, xc));
+          PK_REQUIRE_OK(cpu, pkrylov_solver_get_result(sc, &rc));
+          pkrylov_solver_destroy(&sc);
+          PK_EXPECT(r0.converged && rc.converged && abs(r0.iterations - rc.iterations) <= 1,
+                    "form %d type %d cfg %d: GPU %d its (%s), CPU %d its (%s)", form, type, c, r0.iterations,
+                    pkrylov_reason_string(r0.reason), rc.iterations, pkrylov_reason_string(rc.reason));
+          PK_EXPECT(pk_test_rel_diff(n, x0, xc) <= 1e-10,
+                    "form %d type %d cfg %d: GPU and CPU differ by %.3e", form, type, c,
+                    pk_test_rel_diff(n, x0, xc));
+          free(xc);
+          continue;
+        }
+        PK_EXPECT(r.iterations == r0.iterations && r.reason == r0.reason && len == len0 &&
+                      r.residual_replacements == r0.residual_replacements &&
+                      r.true_residual_checks == r0.true_residual_checks,
+                  "form %d type %d cfg %d (fold %d pdl %d sync %d): %d its %s (%d replacements, %d checks), "
+                  "reference %d its %s (%d, %d)",
+                  form, type, c, k->fold, k->pdl, k->sync, r.iterations, pkrylov_reason_string(r.reason),
+                  r.residual_replacements, r.true_residual_checks, r0.iterations,
+                  pkrylov_reason_string(r0.reason), r0.residual_replacements, r0.true_residual_checks);
+        PK_EXPECT(memcmp(x, x0, sizeof(double) * (size_t)n) == 0,
+                  "form %d type %d cfg %d: x differs from the reference path (%.3e)", form, type, c,
+                  pk_test_rel_diff(n, x, x0));
+        PK_EXPECT(len == len0 && memcmp(h, h0, sizeof(double) * (size_t)(len < len0 ? len : len0)) == 0,
+                  "form %d type %d cfg %d: history differs", form, type, c);
+      }
+      free(x0), free(x);
+      pkrylov_precond_destroy(&Mg), pkrylov_precond_destroy(&Mc);
+      pkrylov_operator_destroy(&Ag), pkrylov_operator_destroy(&Ac);
+    }
+  free(b), free(ones);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
+PK_TEST_MAIN(PK_TEST_ENTRY(apply_matches_cpu), PK_TEST_ENTRY(solves_match_cpu),
+             PK_TEST_ENTRY(csr_solves_match_cpu), PK_TEST_ENTRY(device_pointers_and_reproducibility),
+             PK_TEST_ENTRY(mixed_precision_same_accuracy), PK_TEST_ENTRY(outcomes_match_cpu),
+             PK_TEST_ENTRY(bad_device_input), PK_TEST_ENTRY(launch_paths_match))

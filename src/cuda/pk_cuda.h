@@ -10,16 +10,16 @@
  * - Kernels that take `st` (the device state) do nothing when st->status != PK_ST_RUNNING, so a CUDA graph
  *   holding several iterations becomes a chain of no-ops once the solve has stopped.
  * - Reductions are deterministic: a kernel that produces partial sums writes one slot per thread block
- *   (part[block * nvals + j]) using a fixed-shape tree inside the block; a 1-block "scalar" kernel adds the
- *   slots in block order with a fixed-shape tree. Grid sizes depend on the problem only, never on the device.
- *   No floating-point atomics.
+ *   (part[block * nvals + j]) using a fixed-shape tree inside the block; a scalar step adds the slots in one
+ *   fixed order (see "the scalar steps"), whether it runs as a 1-block kernel or folded into every block of
+ *   the next step. Grid sizes depend on the problem only, never on the device. No floating-point atomics.
  * - Arithmetic per cell is written exactly as in the CPU backend (cpu_kernels.c, operator.c, precond.c) and
  *   compiled with -fmad=false, so a kernel and its CPU twin give the same value per cell; only the order of
  *   the global sums differs.
  * - fp32 views (mixed precision): coefficient/factor arrays in float, vectors and sums in double.
  *
- * Ownership: pk_cuda_kernels.cu implements the data-parallel launchers (operators, preconditioners, fused
- * steps, reductions); pk_cuda_solver.cu implements the scalar kernels and the solve drivers;
+ * Ownership: pk_cuda_kernels.cu implements the launchers (operators, preconditioners, fused steps,
+ * reductions, the scalar steps, one-block or folded into the steps); pk_cuda_solver.cu the solve drivers;
  * pk_cuda_backend.cu the device memory, streams and uploads.
  */
 #ifndef PK_CUDA_H
@@ -151,33 +151,86 @@ int pk_cuda_zero_dry(void *stream, int64_t n, const uint8_t *wet, double *x);
  */
 int pk_cuda_cg_precond_step(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
                             int64_t n, double *r, const double *q, double *z, double *part, int64_t *nblocks);
-/** Scalar kernel after the preconditioner loop: sums part (2 values), then as solver.c does:
- *  it++, rnorm, hist[it] = rnorm (hist may be NULL), convergence (status CONVERGED), rho sign check
- *  (BREAKDOWN_PRECOND), it == maxit (MAXIT), else beta = rho_new / rho, rho = rho_new.
- *  init = 1: the initial call (it stays 0, hist[0], rho set, no beta). */
-int pk_cuda_cg_scalar_rho(void *stream, pk_cuda_state *st, const double *part, int64_t nblocks, double *hist,
-                          int init);
 /** CG operator loop: x += alpha p; p = z + beta p; q = A z + beta q; partial (p, q) (1 per block).
  *  init = 1: alpha = beta = 0 (p = z, q = A z, x unchanged). */
 int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init, double *x,
                              double *p, const double *z, double *q, double *part, int64_t *nblocks);
-/** Scalar kernel after the operator loop: sigma = sum; sign check (BREAKDOWN_MATRIX / NAN, breakdown_it =
- *  it + 1); alpha = rho / sigma. */
-int pk_cuda_cg_scalar_sigma(void *stream, pk_cuda_state *st, const double *part, int64_t nblocks);
+
+/* ---- the scalar steps -----------------------------------------------------------------------------
+ * The scalar recurrences of solver.c on the device. Each one reads the state `in`, adds the producer's
+ * partial slots, and writes the updated state to `out` (in == out allowed for the one-block launchers).
+ * The sum of nv values over nb slots has one fixed order, used by the one-block launchers and by every
+ * block of the folded launchers alike: 256 lanes, lane t adds slots t, t + 256, t + 512, ... in order (from
+ * 0.0), then the lanes are combined by the tree lane t += lane t + o for o = 128, 64, ..., 2, 1; the sum
+ * is lane 0's. A state that is not RUNNING is copied unchanged. */
+
+/** CG, after the preconditioner loop (2 values (r, z), (r, r)), as solver.c: NaN check (NAN, breakdown_it =
+ *  it + 1), it++, rnorm, hist[it] = rnorm (hist may be NULL), convergence (CONVERGED), rho sign check
+ *  (BREAKDOWN_PRECOND, breakdown_it = it + 1), it == maxit (MAXIT), else beta = rho_new / rho, rho = rho_new.
+ *  init = 1: the call of a (re)start (it stays, hist[0] / convergence / maxit 0 only when it == 0, rho set,
+ *  sign check, no beta). */
+int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
+                          int64_t nblocks, double *hist, int init);
+/** CG, after the operator loop (1 value (p, A p)): sigma sign check (BREAKDOWN_MATRIX, or NAN when not
+ *  finite; breakdown_it = it + 1), else sigma, alpha = rho / sigma. */
+int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
+                            int64_t nblocks);
+/** Pipelined CG (3 values (r,u), (w,u), (r,r)); the first call after a (re)start has st->first = 1. As
+ *  solver.c: NaN check, record (hist[it] = rnorm) and convergence unless first-after-restart with it > 0,
+ *  maxit, gamma sign (BREAKDOWN_PRECOND), sigma = first ? delta : delta - beta gamma / alpha_old with sign
+ *  check (first: BREAKDOWN_MATRIX; else SUSPECT; NAN when not finite), alpha = gamma / sigma; then
+ *  rho_old = gamma, alpha_old = alpha, first = 0, it++ (the iteration the following step completes). */
+int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
+                          int64_t nblocks, double *hist);
 
 /* ---- pipelined CG --------------------------------------------------------------------------------- */
 
-/** Scalar kernel of pipelined CG: sums part (3 values: (r,u), (w,u), (r,r)); first call after a (re)start
- *  has st->first = 1. As solver.c: record (it, rnorm) unless first-after-restart with it > 0, convergence,
- *  maxit, gamma sign (BREAKDOWN_PRECOND), sigma = first ? delta : delta - beta gamma / alpha_old with sign
- *  check (first: BREAKDOWN_MATRIX; else SUSPECT), alpha = gamma / sigma; then rho_old = gamma,
- *  alpha_old = alpha, first = 0, it++ (the iteration the following step completes). */
-int pk_cuda_pipecg_scalar(void *stream, pk_cuda_state *st, const double *part, int64_t nblocks, double *hist);
 /** Fused update with n = A m: z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
  *  x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; partial (r,u), (w,u), (r,r) (3 per block). */
 int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m, double *z,
                         double *q, double *s, double *p, double *x, double *r, double *u, double *w,
                         double *part, int64_t *nblocks);
+
+/* ---- folded steps (small problems: one kernel less per scalar step) -------------------------------
+ * A folded launcher runs a scalar step at the start of every thread block of the data-parallel step that
+ * follows it: each warp adds the producer's slots in the fixed order above (so every block has bitwise
+ * the same sums, and the same values as the one-block launchers), updates its own copy of the state, and
+ * block 0 writes it to fold->out; the step then uses the new alpha / beta, or does nothing (writes no
+ * vector and no partial sum) when the new state is not RUNNING. fold->out must differ from fold->in (the
+ * blocks read `in` while block 0 writes `out`) and `part` (the step's own slots) from fold->part. With
+ * fold->pdl the kernel is launched as a programmatic dependent launch: it may start while the previous
+ * kernel of the stream runs, and waits (griddepcontrol.wait) for that kernel to complete before it reads
+ * or writes anything that kernel or an earlier one touches; every kernel of the iteration launchers and
+ * of pk_cuda_pc_apply waits so, so chains of them stay ordered. (Only data that is constant during a solve,
+ * the preconditioner's factors, may be read before the wait.) */
+
+/** Fold descriptor. */
+typedef struct {
+  const pk_cuda_state *in; /* state read by every block */
+  pk_cuda_state *out;      /* state written by block 0 (!= in) */
+  const double *part;      /* the producer's partial sums (not written by this launch) */
+  int64_t nblocks;         /* ... and their number of slots */
+  double *hist;            /* residual history (CG rho and pipelined steps; may be NULL) */
+  int32_t pdl;             /* 1: programmatic dependent launch */
+} pk_cuda_fold;
+
+/** pk_cuda_cg_scalar_sigma folded into pk_cuda_cg_precond_step (alpha_zero = 0). */
+int pk_cuda_cg_precond_step_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold, int64_t n,
+                                 double *r, const double *q, double *z, double *part, int64_t *nblocks);
+/** pk_cuda_cg_scalar_rho (init = 0) folded into pk_cuda_cg_operator_step (init = 0). */
+int pk_cuda_cg_operator_step_fold(void *stream, const pk_cuda_op *op, const pk_cuda_fold *fold, double *x,
+                                  double *p, const double *z, double *q, double *part, int64_t *nblocks);
+/** pk_cuda_pipecg_scalar folded into z = M^-1 r (pk_cuda_pc_apply; z is not written once stopped). In
+ *  pipelined CG the preconditioner application m = M^-1 w comes between the update and the scalar step
+ *  and does not need the scalars, so it hosts the fold and the update reads the new state. */
+int pk_cuda_pc_apply_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold, const double *r,
+                          double *z);
+/** pk_cuda_pipecg_step, optionally as a programmatic dependent launch (pdl = 1). */
+int pk_cuda_pipecg_step_pdl(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m,
+                            double *z, double *q, double *s, double *p, double *x, double *r, double *u,
+                            double *w, double *part, int64_t *nblocks, int pdl);
+/** Partial-sum slots that pk_cuda_residual, pk_cuda_cg_operator_step(_fold) and pk_cuda_pipecg_step write. */
+int64_t pk_cuda_op_partials(const pk_cuda_op *op);
 
 /**
  * Test hook: the LDL^T factors the matrix-free path recomputes from pc->op (pc->onthefly set), written to
@@ -224,6 +277,14 @@ int pk_cuda_check_pointer(struct pkrylov_context_s *ctx, const char *func, int32
 int pk_cuda_solver_setup(struct pkrylov_solver_s *s);
 void pk_cuda_solver_free(struct pkrylov_solver_s *s);
 int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, const double *b, double *x);
+/**
+ * How the solver's iteration is launched: fold = 1 the folded launchers, 0 the one-block scalar kernels,
+ * -1 the automatic choice (folded up to 2^20 unknowns); pdl = 1 programmatic dependent launches on the
+ * folded path (the default), 0 none, -1 the default. The environment variables PKRYLOV_CUDA_FOLD (0, 1)
+ * and PKRYLOV_CUDA_PDL (0, 1), read by pk_cuda_solver_setup, set the same (tuning and measurement). Tests
+ * call this to cover both paths; the results are the same bit for bit either way.
+ */
+void pk_cuda_solver_set_launch(struct pkrylov_solver_s *s, int fold, int pdl);
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,20 @@
 /**
  * @file pk_cuda_solver.cu
- * @brief CG and pipelined CG on the GPU: the scalar kernels (the scalar recurrences of solver.c, run on the
- *        device by one thread block) and the host drivers.
+ * @brief CG and pipelined CG on the GPU: the host drivers of the device-resident iteration.
  *
  * The iteration never waits for the host: alpha, beta, the convergence test and the breakdown checks live in
- * a device state (pk_cuda_state) that the scalar kernels update; every other kernel reads it and does nothing
- * once the solve has stopped. The host enqueues blocks of `sync_interval` iterations, captured once in a CUDA
- * graph, and reads the state back after each block (one synchronisation per block). The host also does the
- * rare steps: confirming convergence on the true residual, residual replacement, the curvature check of
- * pipelined CG, the monitor callback and the stagnation window (these two force a sync every iteration).
+ * a device state (pk_cuda_state) that the scalar steps update (pk_cuda_kernels.cu: the scalar recurrences of
+ * solver.c); every other kernel reads it and does nothing once the solve has stopped. The host enqueues
+ * blocks of `sync_interval` iterations, captured once in a CUDA graph, and reads the state back after each
+ * block (one synchronisation per block). The host also does the rare steps: confirming convergence on the
+ * true residual, residual replacement, the curvature check of pipelined CG, the monitor callback and the
+ * stagnation window (these two force a sync every iteration).
+ *
+ * Two ways to launch an iteration, with the same arithmetic and the same sums bit for bit: the scalar
+ * steps as one-block kernels of their own (4 kernels per CG iteration, 3 per pipelined one), or folded
+ * into the data-parallel kernel that follows them (2 per iteration; pk_cuda.h, "folded steps"), with
+ * programmatic dependent launches. Small problems take the folded path (kernel latency dominates there),
+ * large ones the one-block kernels (a fold makes every block of a many-wave kernel wait for the sums).
  *
  * The logic mirrors pk_solve_cg / pk_solve_pipecg in solver.c step for step, so both backends stop at the
  * same iteration for the same reason.
@@ -25,165 +31,41 @@ extern "C" {
 
 namespace {
 
-constexpr int kScalarThreads = 256;
 enum { D_R, D_Z, D_P, D_Q, D_U, D_W, D_M, D_S, D_T, D_AT, D_B, D_X, D_NVEC };
+
+/**
+ * The folded launchers are used (fold = -1, the automatic choice) up to this many unknowns. Small problems
+ * are latency-bound and gain a kernel launch per scalar step; on large ones each of the thousands of
+ * blocks of a step first adds the producer's slots, which costs about what the one-block kernel saves.
+ * Measured on an H200 (us per iteration, thin shell, column preconditioner, one-block / folded with
+ * programmatic dependent launches): CG 32^3 11.4 / 7.4, 64^3 18.1 / 15.2, 128^2 x 64 40.9 / 40.8,
+ * 256^2 x 128 272 / 278 (another run); pipelined CG 32^3 10.2 / 7.9, 64^3 20.6 / 19.6, 128^2 x 64
+ * 73.4 / 71.4, 256^2 x 128 449 / 453.
+ */
+constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
 
 /** Device work area of a solver. */
 struct SolverDev {
   double *work;           /* D_NVEC vectors */
   double *v[D_NVEC];
-  double *part;           /* partial sums: 4 * nslots */
+  double *part;           /* partial sums: 2 buffers of 4 * nslots (buffer 0: the host's) */
   int64_t nslots;
   double *hist;           /* maxit + 1 */
   int32_t hist_cap;
-  pk_cuda_state *st;      /* device */
-  pk_cuda_state *hst;     /* pinned host copy */
+  pk_cuda_state *st;      /* device: 3 states; st[0] is the current one between blocks */
+  pk_cuda_state *hst;     /* pinned host copy of st[0] */
   double *dsum, *hsum;    /* 4 sums: device, pinned host */
   cudaGraphExec_t graph;  /* one block of graph_k iterations */
-  int graph_k, graph_type, graph_mixed;
+  int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl;
+  const double *graph_hist; /* the history the graph records into (its kernels hold the pointer) */
+  int fold_mode;          /* -1 auto, 0 off, 1 on (pk_cuda_solver_set_launch, PKRYLOV_CUDA_FOLD) */
+  int pdl;                /* 1: programmatic dependent launches on the folded path (PKRYLOV_CUDA_PDL) */
 };
 
+/** Partial-sum buffer i (0 or 1) of d. */
+double *part_buf(const SolverDev *d, int i) { return d->part + (size_t)i * 4 * (size_t)d->nslots; }
+
 cudaStream_t stream_of(pkrylov_context ctx) { return (cudaStream_t)pk_cuda_context_stream(ctx); }
-
-/* ---- scalar kernels --------------------------------------------------------------------------------- */
-
-/** Deterministic sum of nv values over nblocks slots: thread t adds slots t, t+256, ... in order, then a
- *  fixed tree. The result is in sh[j][0]. */
-template <int NV>
-__device__ void block_sum(const double *part, int64_t nblocks, double (*sh)[kScalarThreads]) {
-  const int t = threadIdx.x;
-  double acc[NV];
-  for (int j = 0; j < NV; j++) acc[j] = 0.0;
-  for (int64_t b = t; b < nblocks; b += kScalarThreads)
-    for (int j = 0; j < NV; j++) acc[j] += part[b * NV + j];
-  for (int j = 0; j < NV; j++) sh[j][t] = acc[j];
-  __syncthreads();
-  for (int s = kScalarThreads / 2; s > 0; s >>= 1) {
-    if (t < s)
-      for (int j = 0; j < NV; j++) sh[j][t] += sh[j][t + s];
-    __syncthreads();
-  }
-}
-
-/** Sign bookkeeping as pk_sign_ok in solver.c. */
-__device__ bool sign_ok(double v, double *sign) {
-  if (!isfinite(v) || v == 0.0) return false;
-  const double sg = v > 0 ? 1.0 : -1.0;
-  if (*sign == 0.0) *sign = sg;
-  return sg == *sign;
-}
-
-__global__ void k_cg_scalar_rho(pk_cuda_state *st, const double *part, int64_t nb, double *hist, int init) {
-  __shared__ double sh[2][kScalarThreads];
-  block_sum<2>(part, nb, sh);
-  if (threadIdx.x != 0 || st->status != PK_ST_RUNNING) return;
-  const double rz = sh[0][0], rr = sh[1][0];
-  if (!isfinite(rz) || !isfinite(rr)) {
-    st->status = PK_ST_NAN;
-    st->breakdown_it = st->it + 1;
-    return;
-  }
-  const double rnorm = sqrt(rr);
-  st->rnorm = rnorm;
-  if (init) { /* r = b - A x, z = M^-1 r of a (re)start */
-    st->rho = rz;
-    if (st->it == 0) {
-      if (hist) hist[0] = rnorm;
-      if (rnorm <= st->tol) {
-        st->status = PK_ST_CONVERGED;
-        return;
-      }
-      if (st->maxit == 0) {
-        st->status = PK_ST_MAXIT;
-        return;
-      }
-    }
-    if (!sign_ok(rz, &st->rho_sign)) {
-      st->status = PK_ST_BREAKDOWN_PRECOND;
-      st->breakdown_it = st->it + 1;
-    }
-    return;
-  }
-  const int it = ++st->it; /* x_it = x + alpha p is due (the operator loop or the host applies it) */
-  if (hist) hist[it] = rnorm;
-  if (rnorm <= st->tol) {
-    st->status = PK_ST_CONVERGED;
-    return;
-  }
-  if (!sign_ok(rz, &st->rho_sign)) {
-    st->status = PK_ST_BREAKDOWN_PRECOND;
-    st->breakdown_it = it + 1;
-    return;
-  }
-  if (it >= st->maxit) {
-    st->status = PK_ST_MAXIT;
-    return;
-  }
-  st->beta = rz / st->rho;
-  st->rho = rz;
-}
-
-__global__ void k_cg_scalar_sigma(pk_cuda_state *st, const double *part, int64_t nb) {
-  __shared__ double sh[1][kScalarThreads];
-  block_sum<1>(part, nb, sh);
-  if (threadIdx.x != 0 || st->status != PK_ST_RUNNING) return;
-  const double sigma = sh[0][0];
-  if (!sign_ok(sigma, &st->sigma_sign)) {
-    st->status = isfinite(sigma) ? PK_ST_BREAKDOWN_MATRIX : PK_ST_NAN;
-    st->breakdown_it = st->it + 1;
-    return;
-  }
-  st->sigma = sigma;
-  st->alpha = st->rho / sigma;
-}
-
-__global__ void k_pipecg_scalar(pk_cuda_state *st, const double *part, int64_t nb, double *hist) {
-  __shared__ double sh[3][kScalarThreads];
-  block_sum<3>(part, nb, sh);
-  if (threadIdx.x != 0 || st->status != PK_ST_RUNNING) return;
-  const double gamma = sh[0][0], delta = sh[1][0], rnorm = sqrt(sh[2][0]);
-  if (!isfinite(gamma) || !isfinite(delta) || !isfinite(rnorm)) {
-    st->status = PK_ST_NAN;
-    st->breakdown_it = st->it + 1;
-    return;
-  }
-  st->rnorm = rnorm;
-  if ((st->it == 0 && st->first) || !st->first) { /* a restart (first, it > 0) records nothing */
-    if (hist) hist[st->it] = rnorm;
-    if (rnorm <= st->tol) {
-      st->status = PK_ST_CONVERGED;
-      return;
-    }
-  }
-  if (st->it >= st->maxit) {
-    st->status = PK_ST_MAXIT;
-    return;
-  }
-  if (!sign_ok(gamma, &st->rho_sign)) {
-    st->status = PK_ST_BREAKDOWN_PRECOND;
-    st->breakdown_it = st->it + 1;
-    return;
-  }
-  /* sigma = (p, A p) = delta - beta gamma / alpha_old */
-  const double beta = st->first ? 0.0 : gamma / st->rho_old;
-  const double sigma = st->first ? delta : delta - beta * gamma / st->alpha_old;
-  st->beta = beta;
-  st->delta = delta;
-  st->rho = gamma;
-  st->sigma = sigma;
-  if (!sign_ok(sigma, &st->sigma_sign)) {
-    st->status = (!st->first && isfinite(sigma)) ? PK_ST_SUSPECT
-                 : isfinite(sigma)               ? PK_ST_BREAKDOWN_MATRIX
-                                                 : PK_ST_NAN;
-    st->breakdown_it = st->it + 1;
-    return;
-  }
-  st->alpha = gamma / sigma;
-  st->rho_old = gamma;
-  st->alpha_old = st->alpha;
-  st->first = 0;
-  st->it++; /* the fused step that follows completes this iteration */
-}
 
 /* ---- host helpers ------------------------------------------------------------------------------------ */
 
@@ -212,6 +94,8 @@ struct Run {
   const pk_cuda_pc *pcp; /* always set: a NONE view without a preconditioner */
   int64_t n;
   int k;                 /* iterations per block: the sync interval, 1 with a monitor or stagnation window */
+  int fold, pdl;         /* folded launchers; programmatic dependent launches (with fold only) */
+  double *hist;          /* device history, NULL when nothing reads it (history off, no monitor / window) */
   double tol, best;
   int32_t stalled, confirm_failures, restarts, have_final, hist_seen;
   double final_res;
@@ -295,38 +179,110 @@ int confirm(Run &R, int *accept, int *stagnated) {
   return PKRYLOV_SUCCESS;
 }
 
-/** Enqueue `count` CG iterations (4 kernels each). */
+/**
+ * Enqueue `count` CG iterations. Unfolded: 4 kernels each (the two loops and their one-block scalar steps),
+ * on st[0] and part buffer 0. Folded (R.fold): the preconditioner loop, then per iteration the operator
+ * loop with the rho step folded in and (except after the last) the preconditioner loop with the sigma step
+ * folded in, then a one-block sigma step: 2 kernels per iteration and 2 per block. The state alternates
+ * between st[0] and st[1] and ends in st[0]; the preconditioner loop's partial sums go to part buffer 1, the
+ * operator loop's to buffer 0. A block ends at the same point as an unfolded one (after the sigma step).
+ */
 int cg_enqueue(Run &R, int count) {
   pkrylov_context ctx = R.ctx;
-  double **v = R.d->v;
-  for (int i = 0; i < count; i++) {
-    int64_t nb;
-    CU(pk_cuda_cg_precond_step(R.stream, R.pcp, R.d->st, 0, R.n, v[D_R], v[D_Q], v[D_Z], R.d->part, &nb),
-       "CG preconditioner loop");
-    k_cg_scalar_rho<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, nb, R.d->hist, 0);
-    CU(pk_cuda_cg_operator_step(R.stream, &R.op, R.d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], R.d->part, &nb),
-       "CG operator loop");
-    k_cg_scalar_sigma<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, nb);
-    CU(cudaGetLastError(), "CG scalar kernels");
+  SolverDev *d = R.d;
+  double **v = d->v;
+  int64_t nbp = 0, nbo = 0;
+  if (!R.fold) {
+    for (int i = 0; i < count; i++) {
+      CU(pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, 0, R.n, v[D_R], v[D_Q], v[D_Z], d->part, &nbp),
+         "CG preconditioner loop");
+      CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, d->part, nbp, R.hist, 0), "CG scalar step");
+      CU(pk_cuda_cg_operator_step(R.stream, &R.op, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, &nbo),
+         "CG operator loop");
+      CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, d->part, nbo), "CG scalar step");
+    }
+    return PKRYLOV_SUCCESS;
   }
+  pk_cuda_state *A = d->st, *B = d->st + 1;
+  double *ppc = part_buf(d, 1), *pop = part_buf(d, 0);
+  CU(pk_cuda_cg_precond_step(R.stream, R.pcp, A, 0, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
+     "CG preconditioner loop");
+  for (int i = 0; i < count; i++) {
+    if (i > 0) {
+      const pk_cuda_fold f = {B, A, pop, nbo, NULL, R.pdl};
+      CU(pk_cuda_cg_precond_step_fold(R.stream, R.pcp, &f, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
+         "CG preconditioner loop (folded)");
+    }
+    const pk_cuda_fold g = {A, B, ppc, nbp, R.hist, R.pdl};
+    CU(pk_cuda_cg_operator_step_fold(R.stream, &R.op, &g, v[D_X], v[D_P], v[D_Z], v[D_Q], pop, &nbo),
+       "CG operator loop (folded)");
+  }
+  CU(pk_cuda_cg_scalar_sigma(R.stream, B, A, pop, nbo), "CG scalar step");
   return PKRYLOV_SUCCESS;
 }
 
-/** Enqueue `count` pipelined CG iterations (3 kernels each). */
+/**
+ * Enqueue `count` pipelined CG iterations. Unfolded (or count == 1): m = M^-1 w, the one-block scalar step
+ * and the update, 3 kernels each, on st[0] (the scalar step reads all nslots slots of part buffer 0; those
+ * beyond the update's own are zero since pipecg_replace). Folded: the scalar step folded into m = M^-1 w,
+ * then the update, 2 kernels each; the state moves to another of st[0..2] every iteration (the order
+ * 0 1 0 1 ... 0 for an even count, 0 2 1 0 1 ... 0 for an odd one), so it ends in st[0]; the partial sums
+ * stay in part buffer 0 (the kernel of the scalar step reads them before the update writes them).
+ */
 int pipecg_enqueue(Run &R, int count) {
   pkrylov_context ctx = R.ctx;
-  double **v = R.d->v;
-  for (int i = 0; i < count; i++) {
-    int64_t nb;
-    CU(pk_cuda_pc_apply(R.stream, R.pcp, R.d->st, v[D_W], v[D_M]), "m = M^-1 w");
-    k_pipecg_scalar<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, R.d->nslots, R.d->hist);
-    CU(cudaGetLastError(), "pipelined CG scalar kernel");
-    CU(pk_cuda_pipecg_step(R.stream, &R.op, R.d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
-                           v[D_U], v[D_W], R.d->part, &nb),
-       "pipelined CG update");
-    if (nb > R.d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
+  SolverDev *d = R.d;
+  double **v = d->v;
+  int64_t nb = 0;
+  if (!R.fold || count == 1) {
+    for (int i = 0; i < count; i++) {
+      CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
+      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist),
+         "pipelined CG scalar step");
+      CU(pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
+                             v[D_U], v[D_W], d->part, &nb),
+         "pipelined CG update");
+      if (nb > d->nslots)
+        return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
+    }
+    return PKRYLOV_SUCCESS;
   }
+  const int64_t nbu = pk_cuda_op_partials(&R.op); /* slots of the update (after a replacement: 1, rest 0) */
+  if (nbu > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
+  int cur = 0;
+  for (int i = 0; i < count; i++) {
+    int next = cur == 0 ? 1 : 0;
+    if (count % 2 == 1 && i < 2) next = i == 0 ? 2 : 1; /* odd count: 0 -> 2 -> 1, then alternate to 0 */
+    const pk_cuda_fold f = {d->st + cur, d->st + next, d->part, nbu, R.hist, R.pdl};
+    CU(pk_cuda_pc_apply_fold(R.stream, R.pcp, &f, v[D_W], v[D_M]), "m = M^-1 w (folded)");
+    CU(pk_cuda_pipecg_step_pdl(R.stream, &R.op, d->st + next, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X],
+                               v[D_R], v[D_U], v[D_W], d->part, &nb, R.pdl),
+       "pipelined CG update");
+    cur = next;
+  }
+  if (cur != 0) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "state buffer order");
   return PKRYLOV_SUCCESS;
+}
+
+/**
+ * Capture `k` iterations of `type` into d->graph. Returns the CUDA status of the capture; *rc gets the
+ * enqueue's pkrylov status.
+ */
+cudaError_t capture_graph(Run &R, int k, int type, int *rc) {
+  SolverDev *d = R.d;
+  cudaGraph_t g = NULL;
+  cudaError_t e = cudaStreamBeginCapture(R.stream, cudaStreamCaptureModeThreadLocal);
+  if (e != cudaSuccess) return e;
+  *rc = type == PKRYLOV_SOLVER_CG ? cg_enqueue(R, k) : pipecg_enqueue(R, k);
+  e = cudaStreamEndCapture(R.stream, &g);
+  if (*rc || e != cudaSuccess) {
+    if (g) cudaGraphDestroy(g);
+    return e != cudaSuccess ? e : cudaErrorUnknown;
+  }
+  e = cudaGraphInstantiate(&d->graph, g, 0);
+  cudaGraphDestroy(g);
+  if (e != cudaSuccess) d->graph = NULL;
+  return e;
 }
 
 /** Run `count` iterations: through the solver's graph when count is the graph's length, else directly. */
@@ -335,18 +291,21 @@ int run_block(Run &R, int count, int type) {
   SolverDev *d = R.d;
   const int k = R.k;
   if (count == k && k > 1) {
-    if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed) {
+    if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
+        d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
-      cudaGraph_t g;
-      CU(cudaStreamBeginCapture(R.stream, cudaStreamCaptureModeThreadLocal), "graph capture");
-      int rc = type == PKRYLOV_SOLVER_CG ? cg_enqueue(R, k) : pipecg_enqueue(R, k);
-      cudaError_t ec = cudaStreamEndCapture(R.stream, &g);
+      int rc = 0;
+      cudaError_t e = capture_graph(R, k, type, &rc);
+      if (e != cudaSuccess && R.pdl) { /* programmatic launches not capturable here: capture without them */
+        cudaGetLastError();
+        d->pdl = R.pdl = 0;
+        rc = 0;
+        e = capture_graph(R, k, type, &rc);
+      }
       if (rc) return rc;
-      CU(ec, "graph capture");
-      ec = cudaGraphInstantiate(&d->graph, g, 0);
-      cudaGraphDestroy(g);
-      CU(ec, "graph instantiation");
+      CU(e, "graph capture");
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
+      d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist;
     }
     CU(cudaGraphLaunch(d->graph, R.stream), "graph launch");
   } else {
@@ -412,12 +371,11 @@ restart:
     CU(pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb), "residual");
     CU(cudaMemsetAsync(v[D_Q], 0, bytes, R.stream), "memset");
     CU(pk_cuda_cg_precond_step(R.stream, R.pcp, R.d->st, 1, R.n, v[D_R], v[D_Q], v[D_Z], R.d->part, &nb), "init");
-    k_cg_scalar_rho<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, nb, R.d->hist, 1);
+    CU(pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, R.d->part, nb, R.hist, 1), "CG scalar step");
     CU(cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
     CU(pk_cuda_cg_operator_step(R.stream, &R.op, R.d->st, 1, v[D_X], v[D_P], v[D_Z], v[D_Q], R.d->part, &nb),
        "init");
-    k_cg_scalar_sigma<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, nb);
-    CU(cudaGetLastError(), "CG scalar kernels");
+    CU(pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, R.d->part, nb), "CG scalar step");
     PK_CALL(state_to_host(R));
   }
   if (it == 0) {
@@ -513,8 +471,8 @@ restart:
     pk_cuda_state *h = R.d->hst;
     if (host_mode) { /* one iteration in two halves: [m = M^-1 w, scalars] sync [update] */
       CU(pk_cuda_pc_apply(R.stream, R.pcp, R.d->st, v[D_W], v[D_M]), "m = M^-1 w");
-      k_pipecg_scalar<<<1, kScalarThreads, 0, R.stream>>>(R.d->st, R.d->part, R.d->nslots, R.d->hist);
-      CU(cudaGetLastError(), "pipelined CG scalar kernel");
+      CU(pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, R.d->part, R.d->nslots, R.hist),
+         "pipelined CG scalar step");
       PK_CALL(state_to_host(R));
       const int32_t recorded = h->status == PK_ST_RUNNING ? h->it - 1 : h->it;
       const int stop = host_record(R, recorded);
@@ -608,13 +566,26 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   if (!rc && s->M) rc = pk_cuda_precond_view(s->M, 0, &pc);
   if (rc) return rc;
   d->nslots = pk_cuda_partials_needed(&op, s->M ? &pc : NULL);
+  if (d->nslots < 1) d->nslots = 1;
+  d->fold_mode = -1;
+  d->pdl = 1;
+  const char *env = getenv("PKRYLOV_CUDA_FOLD");
+  if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->fold_mode = env[0] - '0';
+  env = getenv("PKRYLOV_CUDA_PDL");
+  if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->pdl = env[0] - '0';
   cudaError_t e = cudaMalloc(&d->work, sizeof(double) * stride * D_NVEC);
-  if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 4 * (size_t)(d->nslots > 0 ? d->nslots : 1));
-  if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state));
+  if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 2 * 4 * (size_t)d->nslots);
+  if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state) * 3);
   if (e == cudaSuccess) e = cudaMallocHost(&d->hst, sizeof(pk_cuda_state));
   if (e == cudaSuccess) e = cudaMalloc(&d->dsum, sizeof(double) * 4);
   if (e == cudaSuccess) e = cudaMallocHost(&d->hsum, sizeof(double) * 4);
-  if (e == cudaSuccess) e = cudaMemset(d->work, 0, sizeof(double) * stride * D_NVEC);
+  /* on the solver's stream: a plain cudaMemset runs on the legacy default stream, which does not order
+     with the context's non-blocking stream (the first solve's copy of b could land before the zeroing) */
+  cudaStream_t stream = stream_of(ctx);
+  if (e == cudaSuccess) e = cudaMemsetAsync(d->work, 0, sizeof(double) * stride * D_NVEC, stream);
+  if (e == cudaSuccess) e = cudaMemsetAsync(d->part, 0, sizeof(double) * 2 * 4 * (size_t)d->nslots, stream);
+  if (e == cudaSuccess) e = cudaMemsetAsync(d->st, 0, sizeof(pk_cuda_state) * 3, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) {
     cudaGetLastError();
     return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
@@ -638,6 +609,13 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   cudaFreeHost(d->hsum);
   free(d);
   s->dev = NULL;
+}
+
+extern "C" void pk_cuda_solver_set_launch(struct pkrylov_solver_s *s, int fold, int pdl) {
+  SolverDev *d = (SolverDev *)s->dev;
+  if (!d) return;
+  d->fold_mode = fold < 0 ? -1 : fold != 0;
+  d->pdl = pdl < 0 ? 1 : pdl != 0;
 }
 
 extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, const double *b, double *x) {
@@ -664,6 +642,8 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.stream = stream_of(ctx);
   R.best = INFINITY;
   R.k = (s->monitor || s->stag_window > 0) ? 1 : s->sync_interval;
+  R.fold = d->fold_mode >= 0 ? d->fold_mode : n <= kFoldMaxCells;
+  R.pdl = R.fold && d->pdl;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &R.op64));
   PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &R.op));
   if (s->M) {
@@ -675,8 +655,8 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     R.pc.layout = PKRYLOV_LAYOUT_KSLOW;
   }
   R.pcp = &R.pc;
-  if (s->history_on || s->monitor || s->stag_window > 0 || !d->hist) {
-    const int32_t cap = s->maxit + 1;
+  if (s->history_on || s->monitor || s->stag_window > 0) { /* else the kernels record nothing */
+    const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
     if (cap > d->hist_cap) {
       if (d->hist) cudaFree(d->hist), d->hist = NULL, d->hist_cap = 0;
       if (cudaMalloc(&d->hist, sizeof(double) * (size_t)cap) != cudaSuccess) {
@@ -685,6 +665,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
       }
       d->hist_cap = cap;
     }
+    R.hist = d->hist;
   }
   double **v = d->v;
   cudaMemcpyKind kind = mem == PKRYLOV_MEM_HOST ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
