@@ -34,15 +34,19 @@ namespace {
 enum { D_R, D_Z, D_P, D_Q, D_U, D_W, D_M, D_S, D_T, D_AT, D_B, D_X, D_NVEC };
 
 /**
- * The folded launchers are used (fold = -1, the automatic choice) up to this many unknowns. Small problems
- * are latency-bound and gain a kernel launch per scalar step; on large ones each of the thousands of
- * blocks of a step first adds the producer's slots, which costs about what the one-block kernel saves.
- * Measured on an H200 (us per iteration, thin shell, column preconditioner, one-block / folded with
- * programmatic dependent launches): CG 32^3 11.4 / 7.4, 64^3 18.1 / 15.2, 128^2 x 64 40.9 / 40.8,
- * 256^2 x 128 272 / 278 (another run); pipelined CG 32^3 10.2 / 7.9, 64^3 20.6 / 19.6, 128^2 x 64
- * 73.4 / 71.4, 256^2 x 128 449 / 453.
+ * The folded launchers are used (fold = -1, the automatic choice) for grid operators up to kFoldMaxCells
+ * unknowns and for CSR operators while the steps write at most kFoldMaxSlots partial-sum slots. Every block
+ * of a folded kernel first adds all the producer's slots, a cost that grows with (number of blocks)^2: it
+ * pays for small problems, which are latency-bound and save a kernel launch per scalar step, and not once
+ * the grids have many blocks (the grid operators use one thread per column and level chunk, CSR one thread
+ * per row, so CSR reaches that point at smaller sizes). Measured on an H200 (us per iteration,
+ * one-block / folded with programmatic dependent launches): thin shell, column preconditioner, CG 32^3
+ * 11.4 / 7.4, 64^3 18.1 / 15.2, 128^2 x 64 40.9 / 40.8, 256^2 x 128 272 / 278; pipelined CG 32^3 10.2 /
+ * 7.9, 64^3 20.6 / 19.6; CSR 7-point Laplacian 64^3 (1024 slots: one thread per row), CG 17.6 / 36.1,
+ * pipelined CG 19.2 / 29.0.
  */
 constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
+constexpr int64_t kFoldMaxSlots = 256;
 
 /** Device work area of a solver. */
 struct SolverDev {
@@ -642,7 +646,9 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.stream = stream_of(ctx);
   R.best = INFINITY;
   R.k = (s->monitor || s->stag_window > 0) ? 1 : s->sync_interval;
-  R.fold = d->fold_mode >= 0 ? d->fold_mode : n <= kFoldMaxCells;
+  R.fold = d->fold_mode >= 0 ? d->fold_mode
+          : s->A->type == PKRYLOV_OPERATOR_CSR ? d->nslots <= kFoldMaxSlots
+                                               : n <= kFoldMaxCells;
   R.pdl = R.fold && d->pdl;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &R.op64));
   PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &R.op));
