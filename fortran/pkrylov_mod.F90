@@ -33,6 +33,10 @@
 !!
 !! Errors detected by this module (sizes and shapes the C interface cannot see) are recorded per
 !! context and thread, so that pk_error_message returns them like the C library's own messages.
+!!
+!! Models whose PCG takes matvec/precond routines: pk_pcg is a drop-in solve with bind(C) routines of
+!! the interface pk_apply_callback (see its comment); pk_operator_create_user and pk_precond_create_user
+!! make long-lived handles from the same routines (CPU backend).
 module pkrylov_mod
     use, intrinsic :: iso_c_binding
     implicit none
@@ -43,6 +47,31 @@ module pkrylov_mod
     !> Size of the message buffers (the C library keeps 1024 characters).
     integer, parameter :: MSG_LEN = 1024
 
+    !> y = A x (matvec) or y = M^-1 x (precond): the interface of the model routines given to pk_pcg,
+    !> pk_operator_create_user and pk_precond_create_user. ctx_ptr is the pointer given there (the
+    !> model's own data; c_null_ptr when none was given), n the number of unknowns. The library calls the
+    !> routine from the thread that called the solve, outside OpenMP parallel regions, with distinct
+    !> arrays it owns (do not keep pointers to them). To abort the solve, call pk_callback_abort and
+    !> return: the solve then fails with PKRYLOV_ERR_CALLBACK.
+    abstract interface
+        subroutine pk_apply_callback(ctx_ptr, n, x, y) bind(C)
+            import :: c_ptr, c_int64_t, c_double
+            implicit none
+            type(c_ptr), value :: ctx_ptr
+            integer(c_int64_t), value :: n
+            real(c_double), intent(in) :: x(n)
+            real(c_double), intent(out) :: y(n)
+        end subroutine pk_apply_callback
+    end interface
+    public :: pk_apply_callback
+
+    !> What the C library's void *user points to for a routine of the pk_apply_callback interface: the
+    !> routine and the model's pointer (callback_trampoline calls the one with the other).
+    type :: callback_rec
+        procedure(pk_apply_callback), pointer, nopass :: fn => null()
+        type(c_ptr) :: data = c_null_ptr
+    end type callback_rec
+
     !> A context: the backend, and the message of the last error raised through it.
     type, public :: pk_context
         type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_context)
@@ -52,12 +81,14 @@ module pkrylov_mod
     type, public :: pk_operator
         type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_operator)
         type(c_ptr), private :: ctx = c_null_ptr !! its context (for the error messages)
+        type(callback_rec), pointer, private :: cb => null() !! user operator: its routine (freed by destroy)
     end type pk_operator
 
     !> A preconditioner M ~ A, applied as M^-1.
     type, public :: pk_precond
         type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_precond)
         type(c_ptr), private :: ctx = c_null_ptr
+        type(callback_rec), pointer, private :: cb => null() !! user preconditioner: its routine
     end type pk_precond
 
     !> A Krylov solver for one operator, reused for many right-hand sides.
@@ -75,6 +106,8 @@ module pkrylov_mod
     public :: pk_solver_create, pk_solver_set_tolerances, pk_solver_set_max_iterations
     public :: pk_solver_set_initial_guess_nonzero, pk_solver_solve, pk_solver_solve_halo
     public :: pk_solver_solve_device, pk_solver_get_result, pk_solver_destroy
+    ! model routines (callbacks): the drop-in PCG and user operators/preconditioners
+    public :: pk_pcg, pk_operator_create_user, pk_precond_create_user, pk_callback_abort
     ! the MKL-compatible reverse-communication CG (pkrylov_mkl_rci.inc, in the contains part)
     public :: pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get
 
@@ -100,6 +133,23 @@ module pkrylov_mod
         module procedure solver_solve_halo_d, solver_solve_halo_s
     end interface pk_solver_solve_halo
 
+    !> Drop-in preconditioned CG with the model's matvec and precond routines:
+    !>     call pk_pcg(n, x, b, matvec, precond, rtol, maxit, iters, relres, info [, ctx_ptr])
+    !> n of kind c_int32_t (default integer) or c_int64_t.
+    interface pk_pcg
+        module procedure pcg_n4, pcg_n8
+    end interface pk_pcg
+
+    !> A user operator (y = A x by a model routine), n of kind c_int32_t or c_int64_t.
+    interface pk_operator_create_user
+        module procedure operator_create_user_n4, operator_create_user_n8
+    end interface pk_operator_create_user
+
+    !> A user preconditioner (y = M^-1 x by a model routine), n of kind c_int32_t or c_int64_t.
+    interface pk_precond_create_user
+        module procedure precond_create_user_n4, precond_create_user_n8
+    end interface pk_precond_create_user
+
     !> strlen from the C library, to copy C strings.
     interface
         function c_strlen(s) bind(C, name="strlen")
@@ -116,6 +166,11 @@ module pkrylov_mod
     type(c_ptr), save :: ferr_ctx = c_null_ptr
     character(len=MSG_LEN), save :: ferr_msg = ''
     !$omp threadprivate(ferr_set, ferr_ctx, ferr_msg)
+
+    ! Set by pk_callback_abort inside a model routine, read by callback_trampoline (per thread: the
+    ! routine runs on the thread that called the solve).
+    logical, save :: cb_abort = .false.
+    !$omp threadprivate(cb_abort)
 
     ! Stand-in for arrays of zero size (c_loc needs a nonzero size); the C library reads none of it.
     integer(c_int32_t), target, save :: dummy_i(1) = 0
@@ -707,7 +762,10 @@ contains
         rc = pkrylov_operator_destroy(c_loc(h))
         call check(rc, A%ctx, 'pk_operator_destroy', ierr)
         A%h = h
-        if (.not. c_associated(h)) A%ctx = c_null_ptr
+        if (.not. c_associated(h)) then
+            A%ctx = c_null_ptr
+            if (associated(A%cb)) deallocate (A%cb)
+        end if
     end subroutine pk_operator_destroy
 
     ! ---------------------------------------------------------------------------------------------
@@ -746,7 +804,10 @@ contains
         rc = pkrylov_precond_destroy(c_loc(h))
         call check(rc, M%ctx, 'pk_precond_destroy', ierr)
         M%h = h
-        if (.not. c_associated(h)) M%ctx = c_null_ptr
+        if (.not. c_associated(h)) then
+            M%ctx = c_null_ptr
+            if (associated(M%cb)) deallocate (M%cb)
+        end if
     end subroutine pk_precond_destroy
 
     ! ---------------------------------------------------------------------------------------------
@@ -967,6 +1028,216 @@ contains
             s%n = 0
         end if
     end subroutine pk_solver_destroy
+
+    ! ---------------------------------------------------------------------------------------------
+    ! Model routines (callbacks): user operators and preconditioners, the drop-in pk_pcg
+
+    !> The C routine (pkrylov_apply_fn) behind every user operator and preconditioner made in this
+    !> module: user points to a callback_rec; calls its model routine with the model's pointer and
+    !> returns 1 when the routine called pk_callback_abort, else 0.
+    function callback_trampoline(user, n, x, y) bind(C, name='pkrylov_mod_callback_trampoline') result(rc)
+        type(c_ptr), value :: user
+        integer(c_int64_t), value :: n
+        real(c_double), intent(in) :: x(n)
+        real(c_double), intent(out) :: y(n)
+        integer(c_int) :: rc
+        type(callback_rec), pointer :: rec
+        call c_f_pointer(user, rec)
+        cb_abort = .false.
+        call rec%fn(rec%data, n, x, y)
+        rc = merge(1_c_int, 0_c_int, cb_abort)
+        cb_abort = .false.
+    end function callback_trampoline
+
+    !> Call inside a model routine (pk_apply_callback) to abort the solve: when the routine returns,
+    !> the solve stops with PKRYLOV_ERR_CALLBACK (pk_pcg: info = PKRYLOV_ERR_CALLBACK, x unchanged).
+    subroutine pk_callback_abort()
+        cb_abort = .true.
+    end subroutine pk_callback_abort
+
+    !> A callback record for apply and ctx_ptr (null when absent), allocated (freed by the destroy).
+    function new_callback_rec(apply, ctx_ptr) result(rec)
+        procedure(pk_apply_callback) :: apply
+        type(c_ptr), intent(in), optional :: ctx_ptr
+        type(callback_rec), pointer :: rec
+        allocate (rec)
+        rec%fn => apply
+        if (present(ctx_ptr)) rec%data = ctx_ptr
+    end function new_callback_rec
+
+    !> User operator, n of kind c_int64_t (the common part).
+    subroutine operator_create_user_n8(ctx, A, n, apply, ctx_ptr, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (CPU backend)
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int64_t), intent(in) :: n !! number of unknowns, > 0
+        procedure(pk_apply_callback) :: apply !! y = A x (a module or external procedure: it is kept)
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to apply (default c_null_ptr)
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        type(callback_rec), pointer :: rec
+        integer(c_int) :: rc
+        rec => new_callback_rec(apply, ctx_ptr)
+        h = c_null_ptr
+        rc = pkrylov_operator_create_user(ctx%h, n, c_funloc(callback_trampoline), c_loc(rec), c_loc(h))
+        A%h = h
+        if (rc == PKRYLOV_SUCCESS) then
+            A%ctx = ctx%h
+            A%cb => rec
+        else
+            deallocate (rec)
+        end if
+        call check(rc, ctx%h, 'pk_operator_create_user', ierr)
+    end subroutine operator_create_user_n8
+
+    !> User operator, n of kind c_int32_t.
+    subroutine operator_create_user_n4(ctx, A, n, apply, ctx_ptr, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (CPU backend)
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: n !! number of unknowns, > 0
+        procedure(pk_apply_callback) :: apply !! y = A x (a module or external procedure: it is kept)
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to apply (default c_null_ptr)
+        integer, intent(out), optional :: ierr !! status
+        call operator_create_user_n8(ctx, A, int(n, c_int64_t), apply, ctx_ptr, ierr)
+    end subroutine operator_create_user_n4
+
+    !> User preconditioner, n of kind c_int64_t (the common part).
+    subroutine precond_create_user_n8(ctx, M, n, apply, ctx_ptr, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (CPU backend)
+        type(pk_precond), intent(out) :: M !! the new preconditioner
+        integer(c_int64_t), intent(in) :: n !! number of unknowns, > 0
+        procedure(pk_apply_callback) :: apply !! y = M^-1 x (a module or external procedure: it is kept)
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to apply (default c_null_ptr)
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        type(callback_rec), pointer :: rec
+        integer(c_int) :: rc
+        rec => new_callback_rec(apply, ctx_ptr)
+        h = c_null_ptr
+        rc = pkrylov_precond_create_user(ctx%h, n, c_funloc(callback_trampoline), c_loc(rec), c_loc(h))
+        M%h = h
+        if (rc == PKRYLOV_SUCCESS) then
+            M%ctx = ctx%h
+            M%cb => rec
+        else
+            deallocate (rec)
+        end if
+        call check(rc, ctx%h, 'pk_precond_create_user', ierr)
+    end subroutine precond_create_user_n8
+
+    !> User preconditioner, n of kind c_int32_t.
+    subroutine precond_create_user_n4(ctx, M, n, apply, ctx_ptr, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (CPU backend)
+        type(pk_precond), intent(out) :: M !! the new preconditioner
+        integer(c_int32_t), intent(in) :: n !! number of unknowns, > 0
+        procedure(pk_apply_callback) :: apply !! y = M^-1 x (a module or external procedure: it is kept)
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to apply (default c_null_ptr)
+        integer, intent(out), optional :: ierr !! status
+        call precond_create_user_n8(ctx, M, int(n, c_int64_t), apply, ctx_ptr, ierr)
+    end subroutine precond_create_user_n4
+
+    !> pk_pcg with n of kind c_int32_t (default integer).
+    subroutine pcg_n4(n, x, b, matvec, precond, rtol, maxit, iters, relres, info, ctx_ptr)
+        integer(c_int32_t), intent(in) :: n !! number of unknowns
+        real(c_double), intent(inout), target, contiguous :: x(..) !! initial guess / solution, n values
+        real(c_double), intent(in), target, contiguous :: b(..) !! right-hand side, n values
+        procedure(pk_apply_callback) :: matvec !! y = A x
+        procedure(pk_apply_callback), optional :: precond !! y = M^-1 x (absent: no preconditioner)
+        real(c_double), intent(in) :: rtol !! stop when ||b - A x|| <= rtol ||b||
+        integer, intent(in) :: maxit !! iteration cap, >= 0
+        integer, intent(out) :: iters !! iterations done
+        real(c_double), intent(out) :: relres !! ||b - A x|| / ||b|| of the returned x (recomputed)
+        integer, intent(out) :: info !! 0 converged, 1 not converged, < 0 a PKRYLOV_ERR_* code
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to matvec and precond (default null)
+        call pcg_n8(int(n, c_int64_t), x, b, matvec, precond, rtol, maxit, iters, relres, info, ctx_ptr)
+    end subroutine pcg_n4
+
+    !> Drop-in preconditioned CG for a model whose PCG takes matvec/precond routines (n of kind
+    !> c_int64_t; pcg_n4 forwards here). Creates a CPU context, a user operator for matvec and, when
+    !> present, a user preconditioner for precond, runs CG from the initial guess x (nonzero guess)
+    !> with ||b - A x|| <= rtol ||b|| confirmed on the true residual and at most maxit iterations, and
+    !> destroys everything. info: 0 converged; 1 not converged (iteration cap, breakdown, stagnation;
+    !> x is the last good iterate); < 0 the library's error code (bad n, sizes, rtol, maxit; a routine
+    !> that called pk_callback_abort gives PKRYLOV_ERR_CALLBACK): then x is unchanged, iters = 0,
+    !> relres = -1, and pk_error_message with a null pk_context gives the message.
+    subroutine pcg_n8(n, x, b, matvec, precond, rtol, maxit, iters, relres, info, ctx_ptr)
+        integer(c_int64_t), intent(in) :: n !! number of unknowns
+        real(c_double), intent(inout), target, contiguous :: x(..) !! initial guess / solution, n values
+        real(c_double), intent(in), target, contiguous :: b(..) !! right-hand side, n values
+        procedure(pk_apply_callback) :: matvec !! y = A x
+        procedure(pk_apply_callback), optional :: precond !! y = M^-1 x (absent: no preconditioner)
+        real(c_double), intent(in) :: rtol !! stop when ||b - A x|| <= rtol ||b||
+        integer, intent(in) :: maxit !! iteration cap, >= 0
+        integer, intent(out) :: iters !! iterations done
+        real(c_double), intent(out) :: relres !! ||b - A x|| / ||b|| of the returned x (recomputed)
+        integer, intent(out) :: info !! 0 converged, 1 not converged, < 0 a PKRYLOV_ERR_* code
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to matvec and precond (default null)
+        character(len=*), parameter :: where = 'pk_pcg'
+        type(c_ptr), target :: hctx, hA, hM, hs
+        type(callback_rec), target :: recA, recM
+        type(pkrylov_result), target :: res
+        real(c_double), pointer :: xp(:)
+        real(c_double), allocatable :: x0(:)
+        character(len=:), allocatable :: msg
+        integer(c_int) :: rc, rc2
+        integer :: ierr
+        logical :: ok
+        iters = 0
+        relres = -1
+        info = 0
+        hctx = c_null_ptr
+        hA = c_null_ptr
+        hM = c_null_ptr
+        hs = c_null_ptr
+        ! sizes the C library cannot see (n itself is checked there)
+        if (n > 0) then
+            call check_count(size(x, kind=c_int64_t), n, 'x', 'n', c_null_ptr, where, ok, ierr)
+            if (ok) call check_count(size(b, kind=c_int64_t), n, 'b', 'n', c_null_ptr, where, ok, ierr)
+            if (.not. ok) then
+                info = ierr
+                return
+            end if
+        end if
+        rc = pkrylov_context_create(PKRYLOV_BACKEND_CPU, c_loc(hctx))
+        if (rc /= PKRYLOV_SUCCESS) then
+            call raise(int(rc, c_int32_t), c_null_ptr, where, c_to_f_string(pkrylov_last_error_message()), &
+                       info)
+            return
+        end if
+        recA%fn => matvec
+        if (present(ctx_ptr)) recA%data = ctx_ptr
+        rc = pkrylov_operator_create_user(hctx, n, c_funloc(callback_trampoline), c_loc(recA), c_loc(hA))
+        if (rc == PKRYLOV_SUCCESS .and. present(precond)) then
+            recM%fn => precond
+            recM%data = recA%data
+            rc = pkrylov_precond_create_user(hctx, n, c_funloc(callback_trampoline), c_loc(recM), c_loc(hM))
+        end if
+        if (rc == PKRYLOV_SUCCESS) rc = pkrylov_solver_create(hctx, PKRYLOV_SOLVER_CG, hA, hM, c_loc(hs))
+        if (rc == PKRYLOV_SUCCESS) rc = pkrylov_solver_set_tolerances(hs, rtol, 0.0_c_double)
+        if (rc == PKRYLOV_SUCCESS) rc = pkrylov_solver_set_max_iterations(hs, int(maxit, c_int32_t))
+        if (rc == PKRYLOV_SUCCESS) rc = pkrylov_solver_set_initial_guess_nonzero(hs, 1_c_int32_t)
+        if (rc == PKRYLOV_SUCCESS) then
+            ! a routine that aborts leaves x half updated: keep the entry value to give it back
+            call c_f_pointer(c_loc(x), xp, [n])
+            allocate (x0(n))
+            x0 = xp
+            rc = pkrylov_solver_solve(hs, PKRYLOV_MEM_HOST, c_loc(b), c_loc(x))
+            if (rc /= PKRYLOV_SUCCESS) xp = x0
+        end if
+        if (rc == PKRYLOV_SUCCESS) rc = pkrylov_solver_get_result(hs, c_loc(res))
+        if (rc == PKRYLOV_SUCCESS) then
+            iters = int(res%iterations)
+            relres = res%rel_residual
+            info = merge(0, 1, res%converged == 1)
+        else
+            msg = last_message(hctx)
+        end if
+        ! nothing here can fail: valid handles, destroyed in order
+        rc2 = pkrylov_solver_destroy(c_loc(hs))
+        rc2 = pkrylov_precond_destroy(c_loc(hM))
+        rc2 = pkrylov_operator_destroy(c_loc(hA))
+        rc2 = pkrylov_context_destroy(c_loc(hctx))
+        if (rc /= PKRYLOV_SUCCESS) call raise(int(rc, c_int32_t), c_null_ptr, where, msg, info)
+    end subroutine pcg_n8
 
     ! ---------------------------------------------------------------------------------------------
     ! MKL-compatible reverse-communication CG (pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get)

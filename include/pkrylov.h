@@ -89,7 +89,8 @@ typedef enum {
   PKRYLOV_ERR_INVALID_STATE = -17,     /**< call not valid now, e.g. a result asked for before any solve */
   PKRYLOV_ERR_ALIASING = -18,          /**< two arguments that must be distinct point to the same memory */
   PKRYLOV_ERR_BACKEND = -19,           /**< a backend library (LAPACK, CUDA) reported a failure */
-  PKRYLOV_ERR_INTERNAL = -20           /**< a bug in pkrylov: please report it */
+  PKRYLOV_ERR_INTERNAL = -20,          /**< a bug in pkrylov: please report it */
+  PKRYLOV_ERR_CALLBACK = -21           /**< a user callback (pkrylov_apply_fn) returned nonzero */
 } pkrylov_error;
 /**@}*/
 
@@ -116,7 +117,8 @@ typedef enum {
 typedef enum {
   PKRYLOV_PRECOND_NONE = 400,
   PKRYLOV_PRECOND_JACOBI = 401, /**< diagonal scaling */
-  PKRYLOV_PRECOND_COLUMN = 402  /**< block Jacobi over vertical columns, one tridiagonal solve each */
+  PKRYLOV_PRECOND_COLUMN = 402, /**< block Jacobi over vertical columns, one tridiagonal solve each */
+  PKRYLOV_PRECOND_USER = 403    /**< the caller's routine (pkrylov_precond_create_user()) */
 } pkrylov_precond_type;
 
 /** Where the vertical levels of a column lie in a vector (column preconditioner on CSR). */
@@ -136,7 +138,8 @@ typedef enum {
 typedef enum {
   PKRYLOV_OPERATOR_CSR = 700,
   PKRYLOV_OPERATOR_STENCIL7 = 701,
-  PKRYLOV_OPERATOR_THINSHELL = 702
+  PKRYLOV_OPERATOR_THINSHELL = 702,
+  PKRYLOV_OPERATOR_USER = 703 /**< the caller's routine (pkrylov_operator_create_user()) */
 } pkrylov_operator_type;
 
 /** Precision of the stored coefficients (pkrylov_solver_set_precision()). */
@@ -286,8 +289,8 @@ PKRYLOV_EXTERN int pkrylov_operator_create_from_mtx(pkrylov_context ctx, const c
 PKRYLOV_EXTERN int pkrylov_operator_destroy(pkrylov_operator *A);
 
 /**
- * Size, stored nonzeros of the equivalent CSR matrix, kind (::pkrylov_operator_type) and grid (nx, ny, nz;
- * 0 for CSR). Any output may be NULL.
+ * Size, stored nonzeros of the equivalent CSR matrix (-1 for a user operator, which has none), kind
+ * (::pkrylov_operator_type) and grid (nx, ny, nz; 0 for CSR and user operators). Any output may be NULL.
  */
 PKRYLOV_EXTERN int pkrylov_operator_get_info(pkrylov_operator A, int64_t *n, int64_t *nnz,
                                              int32_t *type, int32_t *nx, int32_t *ny, int32_t *nz);
@@ -296,7 +299,8 @@ PKRYLOV_EXTERN int pkrylov_operator_apply(pkrylov_operator A, int32_t mem, const
 /**
  * The operator as a 0-based CSR matrix with sorted columns, into host arrays the caller allocated:
  * rowptr n+1, colind and values nnz (pkrylov_operator_get_info()). Stencil forms list the entries of
- * the couplings that exist (lateral and vertical boundaries and dry cells drop out).
+ * the couplings that exist (lateral and vertical boundaries and dry cells drop out). A user operator has no
+ * CSR form (::PKRYLOV_ERR_UNSUPPORTED).
  */
 PKRYLOV_EXTERN int pkrylov_operator_get_csr(pkrylov_operator A, int64_t *rowptr, int64_t *colind,
                                             double *values);
@@ -333,6 +337,9 @@ PKRYLOV_EXTERN int pkrylov_mtx_write_vector(pkrylov_context ctx, const char *pat
  *   operators give levels and layout themselves (pass levels 0 or nz, layout AUTO or KSLOW). A CSR
  *   operator needs levels (> 0, dividing n) and the layout (KSLOW or KFAST); entries outside the tridiagonal
  *   are ignored. A column whose row in the tridiagonal is entirely zero (a dry cell) gets an identity row.
+ * - JACOBI and COLUMN need the entries of A: on a user operator (pkrylov_operator_create_user()) they are
+ *   ::PKRYLOV_ERR_UNSUPPORTED; pass a user preconditioner (pkrylov_precond_create_user()) instead. USER is
+ *   not a valid type here.
  * @param[in] levels  number of vertical levels nz (COLUMN only; 0 = from the operator)
  * @param[in] layout  ::pkrylov_layout (COLUMN only)
  */
@@ -345,6 +352,50 @@ PKRYLOV_EXTERN int pkrylov_precond_get_info(pkrylov_precond M, int32_t *type, in
                                             int32_t *layout);
 /** Destroy a preconditioner (NULL is a no-op). */
 PKRYLOV_EXTERN int pkrylov_precond_destroy(pkrylov_precond *M);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/**
+ * @name User callbacks: the caller's own matrix-vector product and preconditioner
+ *
+ * For models that keep their operator and preconditioner as routines (a PCG that takes matvec/precond
+ * arguments). The library calls the routine whenever it needs A x or M^-1 r, with host arrays of the full
+ * length n, from the thread that called pkrylov_solver_solve() and outside any OpenMP parallel region (the
+ * routine may use OpenMP itself). x and y are distinct arrays; the routine must not keep pointers to them.
+ * Return 0 on success; a nonzero return aborts: the solve (or pkrylov_operator_apply(),
+ * pkrylov_precond_apply()) returns ::PKRYLOV_ERR_CALLBACK, the message gives the value returned, and the
+ * solve gives x back as it came (the output of an apply call is then filled with NaN). CPU backend only
+ * for now (a CUDA context answers ::PKRYLOV_ERR_UNSUPPORTED). A user operator has no matrix entries:
+ * pkrylov_operator_get_info() reports nnz = -1, pkrylov_operator_get_csr() and pkrylov_operator_write_mtx() answer ::PKRYLOV_ERR_UNSUPPORTED, and
+ * the JACOBI and COLUMN preconditioners cannot be built on it (::PKRYLOV_ERR_UNSUPPORTED; pass a user
+ * preconditioner, or none). A user preconditioner works with any operator kind.
+ */
+/**@{*/
+/**
+ * y = A x (operator) or y = M^-1 x (preconditioner), n values each, host memory. user is the pointer given
+ * at creation (the model's own data). Return 0 on success, nonzero to abort the solve.
+ */
+typedef int (*pkrylov_apply_fn)(void *user, int64_t n, const double *x, double *y);
+
+/**
+ * An operator of size n applied by the caller's routine (type ::PKRYLOV_OPERATOR_USER). The library keeps
+ * apply and user (it does not own user) and a work vector of n values.
+ * @param[in] n      number of unknowns, > 0
+ * @param[in] apply  y = A x, not NULL
+ * @param[in] user   passed to apply unchanged; may be NULL
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_user(pkrylov_context ctx, int64_t n, pkrylov_apply_fn apply,
+                                                void *user, pkrylov_operator *A);
+/**
+ * A preconditioner of size n applied by the caller's routine, y = M^-1 x (type ::PKRYLOV_PRECOND_USER;
+ * pkrylov_precond_get_info() reports levels 1 and layout KSLOW). For CG and pipelined CG, M^-1 must be
+ * symmetric and definite (of one sign).
+ * @param[in] n      number of unknowns, > 0 (must match the operator's size in pkrylov_solver_create())
+ * @param[in] apply  y = M^-1 x, not NULL
+ * @param[in] user   passed to apply unchanged; may be NULL
+ */
+PKRYLOV_EXTERN int pkrylov_precond_create_user(pkrylov_context ctx, int64_t n, pkrylov_apply_fn apply,
+                                               void *user, pkrylov_precond *M);
 /**@}*/
 
 /* ------------------------------------------------------------------------------------------------ */

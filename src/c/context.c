@@ -77,6 +77,7 @@ const char *pkrylov_error_string(int code) {
   case PKRYLOV_ERR_ALIASING: return "arguments that must be distinct alias each other";
   case PKRYLOV_ERR_BACKEND: return "backend library failure";
   case PKRYLOV_ERR_INTERNAL: return "internal error (a bug in pkrylov)";
+  case PKRYLOV_ERR_CALLBACK: return "a user callback returned nonzero (abort)";
   default: return "unknown status code";
   }
 }

@@ -12,6 +12,11 @@
  * own slot of the caller's scratch array and pk_sum_partials() adds the slots in chunk order, so results
  * do not depend on the number of threads. The returned sums are local: the solver makes them global
  * through reduce.c.
+ *
+ * User callbacks (pkrylov_operator_create_user, pkrylov_precond_create_user) work on whole vectors, so a
+ * step applies them once before its chunk loop (the operator into its work vector A->user.scratch) and
+ * the chunk loop reads the result; the arithmetic per element and the chunks of the sums are those of the
+ * other kinds, so a user routine computing the same products gives bitwise the same iterates.
  */
 #include <string.h>
 
@@ -52,11 +57,13 @@ void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const 
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const uint8_t *wet = A->wet;
   const int nt = pk_num_threads(A->ctx);
+  const int user = A->type == PKRYLOV_OPERATOR_USER;
+  if (user) pk_op_apply_all(A, x, r); /* r = A x by the caller's routine, once */
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
   for (int64_t c = 0; c < nch; c++) {
     int64_t i0, i1;
     pk_row_chunk(c, n, &i0, &i1);
-    pk_op_apply_rows(A, x, r, i0, i1);
+    if (!user) pk_op_apply_rows(A, x, r, i0, i1);
     double t = 0;
     for (int64_t i = i0; i < i1; i++) {
       /* r = b - A x, zero at dry cells (b is ignored there) */
@@ -107,6 +114,32 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
     pk_sum_partials(part, nch, 2, out);
     return;
   }
+  if (M->type == PKRYLOV_PRECOND_USER) {
+    /* the caller's routine works on whole vectors: r -= alpha q; z = M^-1 r; then the dots, by row
+       chunks (the chunks of NONE and JACOBI, whose column chunks are these row chunks) */
+    const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+    for (int64_t c = 0; c < nch; c++) {
+      int64_t i0, i1;
+      pk_row_chunk(c, n, &i0, &i1);
+      for (int64_t i = i0; i < i1; i++) r[i] -= alpha * q[i];
+    }
+    pk_pc_apply_all(M, r, z);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+    for (int64_t c = 0; c < nch; c++) {
+      int64_t i0, i1;
+      pk_row_chunk(c, n, &i0, &i1);
+      double t0 = 0, t1 = 0;
+      for (int64_t i = i0; i < i1; i++) { /* (r, z), (r, r) */
+        t0 += r[i] * z[i];
+        t1 += r[i] * r[i];
+      }
+      part[2 * c] = t0;
+      part[2 * c + 1] = t1;
+    }
+    pk_sum_partials(part, nch, 2, out);
+    return;
+  }
   /* Column chunks: r -= alpha q on the chunk's cells, z = M^-1 r on those columns, partial dots. */
   const int64_t cw = pk_pc_chunk_cols(M), nch = (M->ncols + cw - 1) / cw;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
@@ -130,6 +163,12 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
                              double *p, const double *z, double *q, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
+  /* a user operator: A z of the whole vector into its work vector, once */
+  const double *az = NULL;
+  if (A->type == PKRYLOV_OPERATOR_USER) {
+    pk_op_apply_all(A, z, A->user.scratch);
+    az = A->user.scratch;
+  }
 #pragma omp parallel num_threads(nt) if (nch > 1)
   {
     double qold[PK_ROW_CHUNK];
@@ -138,7 +177,10 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
       int64_t i0, i1;
       pk_row_chunk(c, n, &i0, &i1);
       memcpy(qold, q + i0, sizeof(double) * (size_t)(i1 - i0));
-      pk_op_apply_rows(A, z, q, i0, i1); /* q = A z on the chunk */
+      if (az)
+        memcpy(q + i0, az + i0, sizeof(double) * (size_t)(i1 - i0));
+      else
+        pk_op_apply_rows(A, z, q, i0, i1); /* q = A z on the chunk */
       double t = 0;
       for (int64_t i = i0; i < i1; i++) {
         /* x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
@@ -161,6 +203,12 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double
                         double *w, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
+  /* a user operator: A m of the whole vector into its work vector, once */
+  const double *am = NULL;
+  if (A->type == PKRYLOV_OPERATOR_USER) {
+    pk_op_apply_all(A, m, A->user.scratch);
+    am = A->user.scratch;
+  }
 #pragma omp parallel num_threads(nt) if (nch > 1)
   {
     double zold[PK_ROW_CHUNK];
@@ -169,7 +217,10 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double
       int64_t i0, i1;
       pk_row_chunk(c, n, &i0, &i1);
       memcpy(zold, z + i0, sizeof(double) * (size_t)(i1 - i0));
-      pk_op_apply_rows(A, m, z, i0, i1); /* z = n = A m on the chunk */
+      if (am)
+        memcpy(z + i0, am + i0, sizeof(double) * (size_t)(i1 - i0));
+      else
+        pk_op_apply_rows(A, m, z, i0, i1); /* z = n = A m on the chunk */
       double t0 = 0, t1 = 0, t2 = 0;
       for (int64_t i = i0; i < i1; i++) {
         /* z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;

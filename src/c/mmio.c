@@ -706,6 +706,8 @@ int pkrylov_operator_write_mtx(pkrylov_operator A, const char *path) {
   PK_CHECK_PTR(path, ctx);
   int64_t n, nnz;
   PK_CALL(pkrylov_operator_get_info(A, &n, &nnz, NULL, NULL, NULL, NULL));
+  PK_CHECK(nnz >= 0, ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'A' is a user operator (callback): it has no matrix entries to write");
   int st = PKRYLOV_SUCCESS;
   int64_t *rowptr = NULL, *colind = NULL;
   double *vals = NULL;

@@ -1,7 +1,8 @@
 /**
  * @file operator.c
- * @brief Operators: CSR (32/64-bit input), the 7-point column stencil and the thin shell (created in
- *        thinshell.c): validation, destruction, row-range apply, diagonal, column tridiagonal, CSR export.
+ * @brief Operators: CSR (32/64-bit input), the 7-point column stencil, the thin shell (created in
+ *        thinshell.c) and user callbacks: validation, destruction, row-range apply, diagonal, column
+ *        tridiagonal, CSR export; the failure flags of user callbacks (operators and preconditioners).
  *
  * Equivalent CSR of the grid operators (what pkrylov_operator_get_csr() writes and what
  * pkrylov_operator_get_info() counts as nnz):
@@ -54,6 +55,7 @@ void pk_op_free(struct pkrylov_operator_s *A) {
   free(A->ts.ax);
   free(A->ts.ay);
   free(A->ts.asum);
+  free(A->user.scratch);
   free(A);
 }
 
@@ -393,6 +395,77 @@ int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny
   return pk_op_register(ctx, B, A);
 }
 
+/* ------------------------------------------------------------------------------------------------ */
+/* User callbacks                                                                                    */
+
+int pkrylov_operator_create_user(pkrylov_context ctx, int64_t n, pkrylov_apply_fn apply, void *user,
+                                 pkrylov_operator *A) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  PK_CHECK_PTR(A, ctx);
+  PK_CHECK_PTR(apply, ctx);
+  PK_CHECK(n > 0, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'n' = %lld must be > 0", (long long)n);
+  PK_CHECK(n <= (int64_t)(SIZE_MAX / sizeof(double)) - 1, ctx, PKRYLOV_ERR_INVALID_SIZE,
+           "argument 'n' = %lld is too large", (long long)n);
+  PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU, ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'ctx' runs on the CUDA backend: user operators (callbacks) run on the CPU backend only "
+           "for now (create the context with PKRYLOV_BACKEND_CPU)");
+  struct pkrylov_operator_s *B;
+  PK_CALLOC(B, 1, ctx);
+  B->ctx = ctx;
+  B->type = PKRYLOV_OPERATOR_USER;
+  B->n = n;
+  B->nnz = -1;
+  B->user.apply = apply;
+  B->user.data = user;
+  B->user.scratch = malloc(sizeof(double) * (size_t)n);
+  if (!B->user.scratch) {
+    pk_op_free(B);
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
+                    "cannot allocate the work vector of n = %lld values", (long long)n);
+  }
+  return pk_op_register(ctx, B, A);
+}
+
+/**
+ * Call a user routine y = op(x) of an object of size n. On a nonzero return, or when the object's routine
+ * already failed since the last reset (it is not called again, so the first message stays), y = NaN and
+ * the sticky flag is set; the first failure is recorded in ctx. what names the object in the message.
+ */
+static void user_apply(pkrylov_context ctx, pkrylov_apply_fn apply, void *data, int32_t *failed, int64_t n,
+                       const double *x, double *y, const char *what) {
+  if (!*failed) {
+    const int rc = apply(data, n, x, y);
+    if (rc == 0) return;
+    *failed = 1;
+    pk_error(ctx, PKRYLOV_ERR_CALLBACK, "user callback",
+             "the apply routine of the user %s (n = %lld) returned %d (nonzero aborts the solve)",
+             what, (long long)n, rc);
+  }
+  for (int64_t i = 0; i < n; i++) y[i] = NAN; /* a caller that does not check the flag sees a NaN */
+}
+
+/** y = A x by the routine of user operator A (the failure flag is the one member the loops change). */
+static void op_user_apply(const struct pkrylov_operator_s *A, const double *x, double *y) {
+  struct pkrylov_operator_s *W = (struct pkrylov_operator_s *)A; /* heap object: the cast is defined */
+  user_apply(A->ctx, A->user.apply, A->user.data, &W->user.failed, A->n, x, y, "operator");
+}
+
+/** z = M^-1 r by the routine of user preconditioner M (used by pk_pc_apply_all, precond.c). */
+void pk_pc_user_apply(const struct pkrylov_precond_s *M, const double *r, double *z) {
+  struct pkrylov_precond_s *W = (struct pkrylov_precond_s *)M;
+  user_apply(M->ctx, M->user.apply, M->user.data, &W->user.failed, M->n, r, z, "preconditioner");
+}
+
+void pk_user_reset(struct pkrylov_operator_s *A, struct pkrylov_precond_s *M) {
+  if (A) A->user.failed = 0;
+  if (M) M->user.failed = 0;
+}
+
+int pk_user_check(const struct pkrylov_operator_s *A, const struct pkrylov_precond_s *M) {
+  if ((A && A->user.failed) || (M && M->user.failed)) return PKRYLOV_ERR_CALLBACK;
+  return PKRYLOV_SUCCESS;
+}
+
 int pk_op_register(pkrylov_context ctx, struct pkrylov_operator_s *A, pkrylov_operator *out) {
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
@@ -438,6 +511,9 @@ int pkrylov_operator_get_info(pkrylov_operator A, int64_t *n, int64_t *nnz, int3
 
 int pkrylov_operator_get_csr(pkrylov_operator A, int64_t *rowptr, int64_t *colind, double *values) {
   PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
+  PK_CHECK(A->type != PKRYLOV_OPERATOR_USER, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'A' is a user operator (pkrylov_operator_create_user): it has no matrix entries to "
+           "export");
   PK_CHECK_PTR(rowptr, A->ctx);
   PK_CHECK_PTR(colind, A->ctx);
   PK_CHECK_PTR(values, A->ctx);
@@ -593,11 +669,21 @@ void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, doubl
   switch (A->type) {
   case PKRYLOV_OPERATOR_CSR: csr_apply_rows(A, x, y, r0, r1); break;
   case PKRYLOV_OPERATOR_STENCIL7: st_apply_rows(A, x, y, r0, r1); break;
+  case PKRYLOV_OPERATOR_USER: /* whole vectors only (see pk_impl.h) */
+    if (r0 == 0 && r1 == A->n)
+      op_user_apply(A, x, y);
+    else
+      for (int64_t r = r0; r < r1; r++) y[r] = NAN;
+    break;
   default: ts_apply_rows(A, x, y, r0, r1); break;
   }
 }
 
 void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double *y) {
+  if (A->type == PKRYLOV_OPERATOR_USER) {
+    op_user_apply(A, x, y);
+    return;
+  }
   const int64_t n = A->n, nchunks = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(pk_num_threads(A->ctx)) if (nchunks > 1)
@@ -615,15 +701,24 @@ int pkrylov_operator_apply(pkrylov_operator A, int32_t mem, const double *x, dou
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_operator_apply_public(A, mem, x, y);
 #endif
   PK_CALL(pk_check_vectors(ctx, __func__, mem, x, "x", y, "y", A->n));
+  pk_user_reset(A, NULL);
   pk_op_apply_all(A, x, y);
-  return PKRYLOV_SUCCESS;
+  return pk_user_check(A, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Diagonal and column tridiagonal                                                                   */
 
+/** The entries of a user operator are unknown (pkrylov_precond_create refuses it earlier). */
+static int op_no_entries(const struct pkrylov_operator_s *A, const char *func) {
+  return pk_error(A->ctx, PKRYLOV_ERR_UNSUPPORTED, func,
+                  "argument 'A' is a user operator (callback): its matrix entries are unknown; pass a user "
+                  "preconditioner (pkrylov_precond_create_user)");
+}
+
 int pk_op_get_diagonal(const struct pkrylov_operator_s *A, double *diag) {
   const int64_t n = A->n;
+  if (A->type == PKRYLOV_OPERATOR_USER) return op_no_entries(A, __func__);
   if (A->type == PKRYLOV_OPERATOR_CSR) {
     for (int64_t r = 0; r < n; r++) {
       int64_t p = csr_find(A, r, r);
@@ -641,6 +736,7 @@ int pk_op_get_diagonal(const struct pkrylov_operator_s *A, double *diag) {
 
 int pk_op_get_tridiag(const struct pkrylov_operator_s *A, int32_t nz, int32_t layout, double *lo,
                       double *di, double *up) {
+  if (A->type == PKRYLOV_OPERATOR_USER) return op_no_entries(A, __func__);
   PK_CHECK(nz >= 1 && A->n % nz == 0, A->ctx, PKRYLOV_ERR_LAYOUT,
            "argument 'levels' = %d must be >= 1 and divide n = %lld", nz, (long long)A->n);
   PK_CHECK(layout == PKRYLOV_LAYOUT_KSLOW || layout == PKRYLOV_LAYOUT_KFAST, A->ctx,

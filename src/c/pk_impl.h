@@ -4,9 +4,10 @@
  *
  * Layers:
  *  - context.c   context, error state, version, thread-local error for calls without a context
- *  - operator.c  CSR / column stencil / thin shell: creation, validation, row-range apply, diagonal,
- *                column tridiagonal, CSR export; thinshell.c: model-problem geometry and coefficients
- *  - precond.c   none / Jacobi / column (LAPACK factorisation, multi-column sweeps)
+ *  - operator.c  CSR / column stencil / thin shell / user callback: creation, validation, row-range apply,
+ *                diagonal, column tridiagonal, CSR export, callback failures; thinshell.c: model-problem
+ *                geometry and coefficients
+ *  - precond.c   none / Jacobi / column (LAPACK factorisation, multi-column sweeps) / user callback
  *  - reduce.c    THE global reduction layer: every global sum of the solvers goes through it
  *  - cpu_kernels.c  the fused loops of the solvers on the CPU (OpenMP over fixed chunks)
  *  - solver.c    solver objects and the host-side drivers (convergence, history, breakdowns)
@@ -123,16 +124,31 @@ struct pkrylov_operator_s {
     double *ay;            /* nx*(ny+1)  face weight between (i,j-1) and (i,j) at ay[i + nx*j] */
     double *asum;          /* nx*ny   sum of the face weights of a column */
   } ts;
+
+  struct {                 /* user operator (CPU only): y = A x by the caller's routine */
+    pkrylov_apply_fn apply;
+    void *data;            /* the caller's pointer, passed through */
+    double *scratch;       /* n: A x of the whole vector for the fused loops, which cannot call the
+                              routine chunk by chunk */
+    int32_t failed;        /* sticky: the routine returned nonzero since the last pk_user_reset() */
+  } user;
   void *dev;               /* CUDA: device copies (pk_cuda_backend.cu), NULL on the CPU */
 };
 
 /**
  * y[r] = (A x)[r] for rows r in [r0, r1). Reads x anywhere, writes only y[r0..r1). Serial (the caller
- * parallelises over row chunks).
+ * parallelises over row chunks). A user operator cannot be applied by rows: for [0, n) this calls its
+ * routine (as pk_op_apply_all), for a part it writes NaN (a misuse then shows as a NaN breakdown); the
+ * fused loops apply a user operator once with pk_op_apply_all before their chunk loop.
  */
 void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, double *y, int64_t r0,
                       int64_t r1);
-/** y = A x over all rows, OpenMP-parallel over fixed row chunks. */
+/**
+ * y = A x over all rows, OpenMP-parallel over fixed row chunks. A user operator calls its routine once
+ * (serially); when the routine returns nonzero, or failed before since the last pk_user_reset() (it is
+ * then not called again), y is set to NaN, the sticky flag A->user.failed is set and the first failure is
+ * recorded in the context (PKRYLOV_ERR_CALLBACK); see pk_user_check().
+ */
 void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double *y);
 /** diag[i] = A[i][i] for all rows (0 where none is stored). */
 int pk_op_get_diagonal(const struct pkrylov_operator_s *A, double *diag);
@@ -161,7 +177,7 @@ int pk_thinshell_setup(pkrylov_context ctx, struct pkrylov_operator_s *A);
 
 struct pkrylov_precond_s {
   pkrylov_context ctx;
-  pkrylov_operator A;
+  pkrylov_operator A;      /* NULL for USER */
   int32_t type;            /* pkrylov_precond_type */
   int64_t n;
   int64_t refs;            /* solvers holding this preconditioner (destroy refused while > 0) */
@@ -180,10 +196,18 @@ struct pkrylov_precond_s {
   /* COLUMN general (dgttrf), stored per column contiguously: column c at offset c*nz */
   double *gdl, *gd, *gdu, *gdu2;
   int32_t *ipiv;
+  struct {                 /* USER (CPU only; A is NULL): y = M^-1 x by the caller's routine */
+    pkrylov_apply_fn apply;
+    void *data;            /* the caller's pointer, passed through */
+    int32_t failed;        /* sticky: the routine returned nonzero since the last pk_user_reset() */
+  } user;
   void *dev;               /* CUDA: device copies (pk_cuda_backend.cu), NULL on the CPU */
 };
 
-/** z = M^-1 r on the columns [c0, c1) only (cells of those columns). Serial. */
+/**
+ * z = M^-1 r on the columns [c0, c1) only (cells of those columns). Serial. A user preconditioner works on
+ * whole vectors only: for [0, n) this calls its routine (as pk_pc_apply_all), for a part it writes NaN.
+ */
 void pk_pc_apply_cols(const struct pkrylov_precond_s *M, const double *r, double *z, int64_t c0,
                       int64_t c1);
 /**
@@ -193,8 +217,27 @@ void pk_pc_apply_cols(const struct pkrylov_precond_s *M, const double *r, double
  */
 int pk_pc_cg_step_cols(const struct pkrylov_precond_s *M, double alpha, double *r, const double *q, double *z,
                        int64_t c0, int64_t c1, double *out);
-/** z = M^-1 r, OpenMP-parallel over fixed column chunks. */
+/**
+ * z = M^-1 r, OpenMP-parallel over fixed column chunks. A user preconditioner calls its routine once, with
+ * the failure handling of pk_op_apply_all() (z = NaN, sticky M->user.failed, PKRYLOV_ERR_CALLBACK in the
+ * context).
+ */
 void pk_pc_apply_all(const struct pkrylov_precond_s *M, const double *r, double *z);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* User callbacks (operator.c). The fused CPU loops return void, so a routine that returns nonzero    */
+/* sets a sticky flag in its object and records the error in the context; the solver resets the      */
+/* flags when a solve starts and checks them after every step that may have called a routine.        */
+
+/** z = M^-1 r by the routine of user preconditioner M, failure handling as pk_op_apply_all(). */
+void pk_pc_user_apply(const struct pkrylov_precond_s *M, const double *r, double *z);
+/** Forget earlier callback failures of A and M (either may be NULL or of another kind). */
+void pk_user_reset(struct pkrylov_operator_s *A, struct pkrylov_precond_s *M);
+/**
+ * PKRYLOV_ERR_CALLBACK when the routine of A or of M (either may be NULL or of another kind) returned
+ * nonzero since the last pk_user_reset() (the message is already in the context), else PKRYLOV_SUCCESS.
+ */
+int pk_user_check(const struct pkrylov_operator_s *A, const struct pkrylov_precond_s *M);
 /** Columns per chunk used by the fused CPU loops for this preconditioner. */
 int64_t pk_pc_chunk_cols(const struct pkrylov_precond_s *M);
 
@@ -255,7 +298,9 @@ void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double 
 
 /**
  * Every function takes `part`, caller scratch of at least pk_cpu_scratch_size(n, M) doubles, for the
- * per-chunk partial sums.
+ * per-chunk partial sums. A user operator or preconditioner is applied once on the whole vector (through
+ * pk_op_apply_all / pk_pc_apply_all) before or between the chunk loops; a failed routine leaves NaN in
+ * the results and its flag set (pk_user_check()).
  */
 int64_t pk_cpu_scratch_size(int64_t n, const struct pkrylov_precond_s *M);
 /** out[0] = (x, y) local, deterministic. */

@@ -1,6 +1,6 @@
 /**
  * @file precond.c
- * @brief Preconditioners: none, Jacobi and column (block Jacobi over vertical columns).
+ * @brief Preconditioners: none, Jacobi, column (block Jacobi over vertical columns) and user callbacks.
  *
  * The column preconditioner takes the tridiagonal part of A along every vertical column (its diagonal
  * and the couplings to the levels above and below, pk_op_get_tridiag()), factorises it once here with
@@ -580,6 +580,12 @@ void pk_pc_apply_cols(const struct pkrylov_precond_s *M, const double *r, double
                       int64_t c1) {
   if (c1 <= c0) return;
   switch (M->type) {
+  case PKRYLOV_PRECOND_USER: /* whole vectors only (see pk_impl.h) */
+    if (c0 == 0 && c1 == M->n)
+      pk_pc_user_apply(M, r, z);
+    else
+      for (int64_t i = c0; i < c1; i++) z[i] = NAN;
+    return;
   case PKRYLOV_PRECOND_NONE:
     memcpy(z + c0, r + c0, sizeof(double) * (size_t)(c1 - c0));
     return;
@@ -627,6 +633,10 @@ int64_t pk_pc_chunk_cols(const struct pkrylov_precond_s *M) {
 }
 
 void pk_pc_apply_all(const struct pkrylov_precond_s *M, const double *r, double *z) {
+  if (M->type == PKRYLOV_PRECOND_USER) {
+    pk_pc_user_apply(M, r, z);
+    return;
+  }
   const int64_t chunk = pk_pc_chunk_cols(M);
   const int64_t nchunks = (M->ncols + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) num_threads(pk_num_threads(M->ctx)) if (nchunks > 1)
@@ -648,8 +658,13 @@ int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type
            "argument 'A' was created from another context than argument 'ctx'");
   PK_CHECK(type == PKRYLOV_PRECOND_NONE || type == PKRYLOV_PRECOND_JACOBI || type == PKRYLOV_PRECOND_COLUMN,
            ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'type' = %d is not a pkrylov_precond_type (NONE %d, JACOBI %d, COLUMN %d)", type,
+           "argument 'type' = %d is not a pkrylov_precond_type (NONE %d, JACOBI %d, COLUMN %d; USER "
+           "preconditioners come from pkrylov_precond_create_user)", type,
            PKRYLOV_PRECOND_NONE, PKRYLOV_PRECOND_JACOBI, PKRYLOV_PRECOND_COLUMN);
+  PK_CHECK(A->type != PKRYLOV_OPERATOR_USER || type == PKRYLOV_PRECOND_NONE, ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'type' = %s needs the matrix entries of A, but argument 'A' is a user operator "
+           "(callback) whose entries are unknown: pass a user preconditioner (pkrylov_precond_create_user) "
+           "or none", type == PKRYLOV_PRECOND_JACOBI ? "JACOBI" : "COLUMN");
 
   struct pkrylov_precond_s *P;
   PK_CALLOC(P, 1, ctx);
@@ -689,7 +704,35 @@ int pkrylov_precond_apply(pkrylov_precond M, int32_t mem, const double *r, doubl
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_precond_apply_public(M, mem, r, z);
 #endif
   PK_CALL(pk_check_vectors(ctx, __func__, mem, r, "r", z, "z", M->n));
+  pk_user_reset(NULL, M);
   pk_pc_apply_all(M, r, z);
+  return pk_user_check(NULL, M);
+}
+
+int pkrylov_precond_create_user(pkrylov_context ctx, int64_t n, pkrylov_apply_fn apply, void *user,
+                                pkrylov_precond *M) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  PK_CHECK_PTR(M, ctx);
+  PK_CHECK_PTR(apply, ctx);
+  PK_CHECK(n > 0, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'n' = %lld must be > 0", (long long)n);
+  PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU, ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'ctx' runs on the CUDA backend: user preconditioners (callbacks) run on the CPU backend "
+           "only for now (create the context with PKRYLOV_BACKEND_CPU)");
+  struct pkrylov_precond_s *P;
+  PK_CALLOC(P, 1, ctx);
+  P->ctx = ctx;
+  P->A = NULL;
+  P->type = PKRYLOV_PRECOND_USER;
+  P->n = n;
+  P->nz = 1; /* one level per "column", as NONE and JACOBI */
+  P->ncols = n;
+  P->layout = PKRYLOV_LAYOUT_KSLOW;
+  P->col_stride = 1;
+  P->lev_stride = n;
+  P->user.apply = apply;
+  P->user.data = user;
+  ctx->live_objects++;
+  *M = P;
   return PKRYLOV_SUCCESS;
 }
 
@@ -707,7 +750,7 @@ int pkrylov_precond_destroy(pkrylov_precond *M) {
   struct pkrylov_precond_s *P = *M;
   PK_CHECK(P->refs == 0, P->ctx, PKRYLOV_ERR_INVALID_STATE,
            "argument 'M' is still used by %lld solver(s): destroy those first", (long long)P->refs);
-  P->A->refs--;
+  if (P->A) P->A->refs--; /* a user preconditioner has no operator */
   P->ctx->live_objects--;
   pc_free(P);
   *M = NULL;

@@ -279,6 +279,7 @@ static int pk_true_residual(pkrylov_solver s, const double *b, const double *x, 
   double rr;
   pk_cpu_residual(s->A, b, x, r, s->part, &rr);
   PK_CALL(pk_allreduce_sum(s->ctx, &rr, 1));
+  PK_CALL(pk_user_check(s->A, NULL)); /* a user operator's routine failed */
   *res = sqrt(rr);
   return PKRYLOV_SUCCESS;
 }
@@ -327,6 +328,7 @@ restart:
   memset(q, 0, sizeof(double) * (size_t)n);
   pk_cpu_cg_precond_step(s->ctx, s->M, n, 0.0, r, q, z, s->part, d);
   PK_CALL(pk_allreduce_sum(s->ctx, d, 2));
+  PK_CALL(pk_user_check(s->A, s->M)); /* a user routine failed (then d is NaN) */
   rho = d[0];
   rnorm = sqrt(d[1]);
   if (!isfinite(rho) || !isfinite(rnorm)) {
@@ -349,6 +351,7 @@ restart:
   memset(p, 0, sizeof(double) * (size_t)n);
   pk_cpu_cg_operator_step(s->A, 0.0, 0.0, x, p, z, q, s->part, &sigma);
   PK_CALL(pk_allreduce_sum(s->ctx, &sigma, 1));
+  PK_CALL(pk_user_check(s->A, s->M));
   if (!pk_sign_ok(sigma, &sigma_sign)) {
     res->reason = isfinite(sigma) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN;
     res->breakdown_iteration = it + 1;
@@ -360,6 +363,7 @@ restart:
     /* preconditioner loop: r -= alpha q; z = M^-1 r; (r, z), (r, r) */
     pk_cpu_cg_precond_step(s->ctx, s->M, n, alpha, r, q, z, s->part, d);
     PK_CALL(pk_allreduce_sum(s->ctx, d, 2));
+    PK_CALL(pk_user_check(s->A, s->M));
     if (!isfinite(d[0]) || !isfinite(d[1])) { /* x is still the previous iterate */
       res->reason = PKRYLOV_DIVERGED_NAN;
       res->breakdown_iteration = it + 1;
@@ -395,6 +399,7 @@ restart:
     /* operator loop: x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
     pk_cpu_cg_operator_step(s->A, alpha, beta, x, p, z, q, s->part, &sigma);
     PK_CALL(pk_allreduce_sum(s->ctx, &sigma, 1));
+    PK_CALL(pk_user_check(s->A, s->M));
     if (!pk_sign_ok(sigma, &sigma_sign)) {
       res->reason = isfinite(sigma) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN;
       res->breakdown_iteration = it + 1;
@@ -451,6 +456,8 @@ restart:
     /* overlapped with the reduction: m = M^-1 w */
     pk_precond(s, w, m);
     PK_CALL(pk_allreduce_end(s->ctx, &req));
+    /* a user routine failed in this, the previous step or a replacement (the flags are sticky) */
+    PK_CALL(pk_user_check(s->A, s->M));
     const double gamma = d[0], delta = d[1], rnorm = sqrt(d[2]);
     if (!isfinite(gamma) || !isfinite(delta) || !isfinite(rnorm)) { /* x is the last good iterate */
       res->reason = PKRYLOV_DIVERGED_NAN;
@@ -502,6 +509,7 @@ restart:
         pk_op_apply_all(s->A, t, at);
         pk_cpu_dot(s->ctx, n, t, at, s->part, &curv);
         PK_CALL(pk_allreduce_sum(s->ctx, &curv, 1));
+        PK_CALL(pk_user_check(s->A, s->M));
         if (pk_sign_ok(curv, &sigma_sign)) { /* a sound matrix: restart the recurrences from x */
           if (R->restarts++ >= PK_MAX_RESTARTS)
             return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
@@ -575,6 +583,7 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
     }
   }
   s->hist_len = 0;
+  pk_user_reset(s->A, s->M); /* forget callback failures of earlier calls */
 
   const double t0 = pk_wtime();
   pkrylov_result res;
@@ -593,24 +602,40 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   res.rhs_norm = sqrt(bb);
   PK_CHECK(isfinite(res.rhs_norm), ctx, PKRYLOV_ERR_NOT_FINITE,
            "argument 'b': its 2-norm overflows (scale the system)");
+  /* user callbacks may fail in the middle of the iteration: keep the entry x to restore it then, so that an
+     error leaves x unchanged as everywhere else */
+  double *x_entry = NULL;
+  if (s->A->type == PKRYLOV_OPERATOR_USER || (s->Mobj && s->Mobj->type == PKRYLOV_PRECOND_USER)) {
+    x_entry = malloc(sizeof(double) * (size_t)n);
+    PK_CHECK(x_entry != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate a copy of 'x' (%lld values)",
+             (long long)n);
+    memcpy(x_entry, x, sizeof(double) * (size_t)n);
+  }
   if (!s->nonzero_guess) memset(x, 0, sizeof(double) * (size_t)n);
-  PK_CALL(pk_true_residual(s, b, x, s->v[V_R], &res.initial_residual));
+  int ierr = pk_true_residual(s, b, x, s->v[V_R], &res.initial_residual);
+  if (ierr) goto failed;
 
   pk_run R = {.s = s, .b = b, .x = x, .best = INFINITY};
   R.tol = s->rtol * res.rhs_norm;
   if (s->atol > R.tol) R.tol = s->atol;
-  int ierr = s->type == PKRYLOV_SOLVER_CG ? pk_solve_cg(&R, &res) : pk_solve_pipecg(&R, &res);
-  if (ierr) return ierr;
+  ierr = s->type == PKRYLOV_SOLVER_CG ? pk_solve_cg(&R, &res) : pk_solve_pipecg(&R, &res);
+  if (ierr) goto failed;
 
   /* the true residual of the returned x (already known when convergence was confirmed) */
   if (R.have_final && res.reason > 0)
     res.final_residual = R.final_res;
-  else
-    PK_CALL(pk_true_residual(s, b, x, s->v[V_R], &res.final_residual));
+  else if ((ierr = pk_true_residual(s, b, x, s->v[V_R], &res.final_residual)) != PKRYLOV_SUCCESS)
+    goto failed;
+  free(x_entry);
   res.rel_residual = res.rhs_norm > 0 ? res.final_residual / res.rhs_norm : res.final_residual;
   res.converged = res.reason > 0;
   res.solve_time_s = pk_wtime() - t0;
   s->res = res;
   s->has_result = 1;
   return PKRYLOV_SUCCESS;
+
+failed: /* only user callbacks fail after the arguments were checked: give x back as it came */
+  if (x_entry) memcpy(x, x_entry, sizeof(double) * (size_t)n);
+  free(x_entry);
+  return ierr;
 }
