@@ -103,6 +103,7 @@ module pkrylov_mod
     public :: pk_operator_create_csr, pk_operator_create_stencil7, pk_operator_create_stencil7_halo
     public :: pk_operator_create_thinshell, pk_operator_apply, pk_operator_destroy
     public :: pk_precond_create, pk_precond_destroy
+    public :: pk_precond_create_column_factors, pk_precond_create_column_factors_halo
     public :: pk_solver_create, pk_solver_set_tolerances, pk_solver_set_max_iterations
     public :: pk_solver_set_initial_guess_nonzero, pk_solver_solve, pk_solver_solve_halo
     public :: pk_solver_solve_device, pk_solver_get_result, pk_solver_destroy
@@ -793,6 +794,74 @@ contains
         if (rc == PKRYLOV_SUCCESS) M%ctx = ctx%h
         call check(rc, ctx%h, 'pk_precond_create', ierr)
     end subroutine pk_precond_create
+
+    !> A column preconditioner from the model's own Thomas factors of every column's tridiagonal, as
+    !> MITgcm's INI_CG3D stores them: zmc = 1/(aC - zML*zMU(k-1)), zmu = aV(k+1)*zmc (see
+    !> pkrylov_precond_create_column_factors in pkrylov.h). zmc and zmu: n values each in the cell order of
+    !> the layout, e.g. (nx,ny,nz) for a column stencil; copied.
+    subroutine pk_precond_create_column_factors(ctx, M, A, zmc, zmu, levels, layout, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_precond), intent(out) :: M !! the new preconditioner (type COLUMN)
+        type(pk_operator), intent(in) :: A !! the operator, from ctx
+        real(c_double), intent(in), target, contiguous :: zmc(..) !! 1/den per cell, n values
+        real(c_double), intent(in), target, contiguous :: zmu(..) !! coupling to k+1 times zmc, n values
+        integer(c_int32_t), intent(in), optional :: levels !! vertical levels (default 0 = from A)
+        integer(c_int32_t), intent(in), optional :: layout !! PKRYLOV_LAYOUT_* (default AUTO)
+        integer, intent(out), optional :: ierr !! status
+        character(len=*), parameter :: where = 'pk_precond_create_column_factors'
+        type(c_ptr), target :: h
+        integer(c_int32_t) :: lev, lay
+        integer(c_int64_t) :: n
+        integer(c_int) :: rc
+        logical :: ok
+        lev = 0
+        lay = PKRYLOV_LAYOUT_AUTO
+        if (present(levels)) lev = levels
+        if (present(layout)) lay = layout
+        if (c_associated(ctx%h) .and. c_associated(A%h)) then ! else the C library reports the null handle
+            n = operator_size(A%h)
+            call check_count(size(zmc, kind=c_int64_t), n, 'zmc', "the operator's size n", ctx%h, where, ok, &
+                             ierr)
+            if (ok) call check_count(size(zmu, kind=c_int64_t), n, 'zmu', "the operator's size n", ctx%h, &
+                                     where, ok, ierr)
+            if (.not. ok) return
+        end if
+        h = c_null_ptr
+        rc = pkrylov_precond_create_column_factors(ctx%h, A%h, lev, lay, c_loc(zmc), c_loc(zmu), c_loc(h))
+        M%h = h
+        if (rc == PKRYLOV_SUCCESS) M%ctx = ctx%h
+        call check(rc, ctx%h, where, ierr)
+    end subroutine pk_precond_create_column_factors
+
+    !> pk_precond_create_column_factors from MITgcm's halo-layout arrays zMC, zMU
+    !> (1-OLx:sNx+OLx, 1-OLy:sNy+OLy, Nr): the interior is used, levels = Nr, layout k-slow.
+    subroutine pk_precond_create_column_factors_halo(ctx, M, A, sNx, sNy, Nr, OLx, OLy, zmc, zmu, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_precond), intent(out) :: M !! the new preconditioner (type COLUMN)
+        type(pk_operator), intent(in) :: A !! the operator (sNx*sNy*Nr unknowns), from ctx
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size, each >= 1
+        integer(c_int32_t), intent(in) :: OLx, OLy !! halo widths, >= 0
+        real(c_double), intent(in) :: zmc(1 - OLx:, 1 - OLy:, :), zmu(1 - OLx:, 1 - OLy:, :) !! factors
+        integer, intent(out), optional :: ierr !! status
+        character(len=*), parameter :: where = 'pk_precond_create_column_factors_halo'
+        type(c_ptr), target :: h
+        real(c_double), target :: z1(1)
+        integer(c_int) :: rc
+        logical :: ok
+        if (.not. c_associated(ctx%h)) then ! the C library reports the null context
+            z1 = 0
+            h = c_null_ptr
+            rc = pkrylov_precond_create_column_factors(ctx%h, A%h, Nr, PKRYLOV_LAYOUT_KSLOW, c_loc(z1), &
+                                                       c_loc(z1), c_loc(h))
+            call check(rc, ctx%h, where, ierr)
+            return
+        end if
+        call check_halo(shape(zmc), sNx, sNy, Nr, OLx, OLy, 'zmc', ctx%h, where, ok, ierr)
+        if (ok) call check_halo(shape(zmu), sNx, sNy, Nr, OLx, OLy, 'zmu', ctx%h, where, ok, ierr)
+        if (.not. ok) return
+        call pk_precond_create_column_factors(ctx, M, A, zmc(1:sNx, 1:sNy, :), zmu(1:sNx, 1:sNy, :), Nr, &
+                                              PKRYLOV_LAYOUT_KSLOW, ierr)
+    end subroutine pk_precond_create_column_factors_halo
 
     !> Destroy a preconditioner (solvers using it first); null is a no-op.
     subroutine pk_precond_destroy(M, ierr)

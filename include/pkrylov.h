@@ -345,6 +345,24 @@ PKRYLOV_EXTERN int pkrylov_mtx_write_vector(pkrylov_context ctx, const char *pat
  */
 PKRYLOV_EXTERN int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type,
                                           int32_t levels, int32_t layout, pkrylov_precond *M);
+/**
+ * A COLUMN preconditioner from the caller's own factors of each column's tridiagonal, as MITgcm's
+ * ini_cg3d stores them (no factorisation here): for the tridiagonal with diagonal a_k and coupling b_k
+ * between levels k and k+1, zmc[cell(k)] = 1/den_k with den_0 = a_0, den_k = a_k - b_{k-1} zmu[cell(k-1)],
+ * and zmu[cell(k)] = b_k zmc[cell(k)] (0 at the last level of a column: it is not used). Applied as
+ * M^-1 = (L D L^T)^-1 with D = diag(den), L(k+1,k) = zmu[cell(k)], exactly the inverse of the column's
+ * tridiagonal when it is symmetric (either sign). Host arrays of n values in the cell order of the layout;
+ * levels and layout as for ::PKRYLOV_PRECOND_COLUMN in pkrylov_precond_create() (on a user operator:
+ * levels > 0 and KSLOW or KFAST, as for CSR). Dry cells: the factors are used as given (zmc = 1 and
+ * zmu = 0 there give identity rows). The values are copied. A NaN or Inf is ::PKRYLOV_ERR_NOT_FINITE and
+ * a zero zmc ::PKRYLOV_ERR_SINGULAR, the message naming the array and the cell. pkrylov_precond_get_info()
+ * reports type COLUMN.
+ * @param[in] zmc  1/den per cell, n values
+ * @param[in] zmu  coupling to the next level times zmc, per cell, n values
+ */
+PKRYLOV_EXTERN int pkrylov_precond_create_column_factors(pkrylov_context ctx, pkrylov_operator A,
+                                                         int32_t levels, int32_t layout, const double *zmc,
+                                                         const double *zmu, pkrylov_precond *M);
 /** z = M^-1 r, n values each, in memory space mem. */
 PKRYLOV_EXTERN int pkrylov_precond_apply(pkrylov_precond M, int32_t mem, const double *r, double *z);
 /** Type (::pkrylov_precond_type), levels and layout actually used; outputs may be NULL. */

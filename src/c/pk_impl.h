@@ -188,6 +188,8 @@ struct pkrylov_precond_s {
   int64_t col_stride;      /* cell(c,k) = c*col_stride + k*lev_stride */
   int64_t lev_stride;
   int32_t symmetric;       /* COLUMN: 1 = every column symmetric definite: L D L^T (dpttrf) */
+  int32_t from_caller;     /* COLUMN symmetric: dinv/lmul are the caller's factors
+                              (pkrylov_precond_create_column_factors), not computed from A */
   double *dinv;            /* JACOBI: 1/diag. COLUMN symmetric: signed 1/d of the LDL^T factor of
                               s*T (s = +-1 per column segment between zero couplings, folded in), per
                               cell */

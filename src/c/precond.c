@@ -15,6 +15,7 @@
  * Dry cells (a tridiagonal row that is entirely zero) become identity rows and split their column.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,13 +72,14 @@ static int pc_singular_column(const struct pkrylov_precond_s *P, const char *fun
 }
 
 /**
- * Resolve levels and layout of a COLUMN preconditioner on A into P (nz, ncols, layout, strides).
- * Column stencil and thin shell: levels 0 or A->nz, layout AUTO or KSLOW. CSR: levels > 0 dividing n,
- * layout KSLOW or KFAST.
+ * Resolve levels and layout of a COLUMN preconditioner on A into P (nz, ncols, layout, strides); errors
+ * are raised for the public function func. Column stencil and thin shell: levels 0 or A->nz, layout AUTO
+ * or KSLOW. CSR (and user operators, which have no grid; only caller factors reach here with one):
+ * levels > 0 dividing n, layout KSLOW or KFAST.
  */
-static int pc_resolve_columns(pkrylov_context ctx, const struct pkrylov_operator_s *A, int32_t levels,
-                              int32_t layout, struct pkrylov_precond_s *P) {
-  const char *func = "pkrylov_precond_create";
+static int pc_resolve_columns(pkrylov_context ctx, const char *func, const struct pkrylov_operator_s *A,
+                              int32_t levels, int32_t layout, struct pkrylov_precond_s *P) {
+  const char *kind = A->type == PKRYLOV_OPERATOR_USER ? "a user" : "a CSR";
   if (layout != PKRYLOV_LAYOUT_AUTO && layout != PKRYLOV_LAYOUT_KSLOW && layout != PKRYLOV_LAYOUT_KFAST)
     return pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, func,
                     "argument 'layout' = %d is not a pkrylov_layout (AUTO %d, KSLOW %d, KFAST %d)", layout,
@@ -85,19 +87,19 @@ static int pc_resolve_columns(pkrylov_context ctx, const struct pkrylov_operator
   if (levels < 0)
     return pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "argument 'levels' = %d must be >= 0", levels);
   int32_t nz;
-  if (A->type == PKRYLOV_OPERATOR_CSR) {
+  if (A->type == PKRYLOV_OPERATOR_CSR || A->type == PKRYLOV_OPERATOR_USER) {
     if (levels == 0)
       return pk_error(ctx, PKRYLOV_ERR_LAYOUT, func,
-                      "argument 'levels' = 0: a CSR operator needs 'levels' (the number of vertical "
+                      "argument 'levels' = 0: %s operator needs 'levels' (the number of vertical "
                       "levels of a column, dividing n = %lld)",
-                      (long long)A->n);
+                      kind, (long long)A->n);
     if ((int64_t)levels > A->n || A->n % levels != 0)
       return pk_error(ctx, PKRYLOV_ERR_LAYOUT, func,
                       "argument 'levels' = %d does not divide the operator size n = %lld", levels,
                       (long long)A->n);
     if (layout == PKRYLOV_LAYOUT_AUTO)
       return pk_error(ctx, PKRYLOV_ERR_LAYOUT, func,
-                      "argument 'layout' = AUTO: a CSR operator needs 'layout' (KSLOW %d or KFAST %d)",
+                      "argument 'layout' = AUTO: %s operator needs 'layout' (KSLOW %d or KFAST %d)", kind,
                       PKRYLOV_LAYOUT_KSLOW, PKRYLOV_LAYOUT_KFAST);
     nz = levels;
   } else {
@@ -674,7 +676,7 @@ int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type
   P->n = A->n;
   int ierr;
   if (type == PKRYLOV_PRECOND_COLUMN) {
-    ierr = pc_resolve_columns(ctx, A, levels, layout, P);
+    ierr = pc_resolve_columns(ctx, "pkrylov_precond_create", A, levels, layout, P);
     if (ierr == PKRYLOV_SUCCESS) ierr = pc_setup_column(P);
   } else {
     P->nz = 1;
@@ -683,6 +685,97 @@ int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type
     P->col_stride = 1;
     P->lev_stride = A->n;
     ierr = type == PKRYLOV_PRECOND_JACOBI ? pc_setup_jacobi(P) : PKRYLOV_SUCCESS;
+  }
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ierr == PKRYLOV_SUCCESS && ctx->backend == PKRYLOV_BACKEND_CUDA) ierr = pk_cuda_precond_upload(P);
+#endif
+  if (ierr != PKRYLOV_SUCCESS) {
+    pc_free(P);
+    return ierr;
+  }
+  A->refs++;
+  ctx->live_objects++;
+  *M = P;
+  return PKRYLOV_SUCCESS;
+}
+
+/**
+ * Check one of the caller's factor arrays of pkrylov_precond_create_column_factors() (P resolved): every
+ * value finite and, when nonzero is set (zmc), nonzero. The message names the array and the cell, with its
+ * column and level (and (i, j) when the operator has a grid).
+ */
+static int pc_check_factors(const struct pkrylov_precond_s *P, const double *v, const char *name,
+                            int nonzero) {
+  const char *func = "pkrylov_precond_create_column_factors";
+  const struct pkrylov_operator_s *A = P->A;
+  for (int64_t i = 0; i < P->n; i++) {
+    const int bad_nf = !isfinite(v[i]), bad_zero = nonzero && v[i] == 0.0;
+    if (!bad_nf && !bad_zero) continue;
+    const int64_t c = P->layout == PKRYLOV_LAYOUT_KSLOW ? i % P->ncols : i / P->nz;
+    const int64_t k = P->layout == PKRYLOV_LAYOUT_KSLOW ? i / P->ncols : i % P->nz;
+    char where[160];
+    if (A->nx > 0 && A->ny > 0)
+      snprintf(where, sizeof where, "column %lld (i = %lld, j = %lld), level k = %lld", (long long)c,
+               (long long)(c % A->nx), (long long)(c / A->nx), (long long)k);
+    else
+      snprintf(where, sizeof where, "column %lld, level k = %lld", (long long)c, (long long)k);
+    if (bad_nf)
+      return pk_error(P->ctx, PKRYLOV_ERR_NOT_FINITE, func,
+                      "argument '%s': %s[%lld] = %g (cell %lld: %s) is not finite", name, name, (long long)i,
+                      v[i], (long long)i, where);
+    return pk_error(P->ctx, PKRYLOV_ERR_SINGULAR, func,
+                    "argument '%s': %s[%lld] = 0 (cell %lld: %s): the factor 1/den of a pivot must be "
+                    "nonzero (a dry cell takes zmc = 1, zmu = 0)",
+                    name, name, (long long)i, (long long)i, where);
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+/*
+ * Why the caller's Thomas factors are the symmetric path's dinv and lmul. Column tridiagonal T with
+ * diagonal a_k and coupling b_k between k and k+1 (T symmetric). MITgcm (ini_cg3d):
+ *   den_0 = a_0, den_k = a_k - b_{k-1} zmu_{k-1},  zmc_k = 1/den_k,  zmu_k = b_k zmc_k,
+ * applied as  y_k = (r_k - b_{k-1} y_{k-1}) zmc_k,  z_k = y_k - zmu_k z_{k+1}.
+ * LDL^T of T: d_0 = a_0, l_k = b_k / d_k, d_{k+1} = a_{k+1} - l_k b_k, so d_k = den_k and l_k = zmu_k. The
+ * library applies  y'_k = r_k - l_{k-1} y'_{k-1}  (L y' = r),  z_k = dinv_k y'_k - l_k z_{k+1}. With
+ * y'_k = d_k y_k the forward sweep reads d_k y_k = r_k - (b_{k-1}/d_{k-1}) d_{k-1} y_{k-1}, which is
+ * MITgcm's forward sweep, and dinv_k y'_k = y_k makes the backward sweeps equal: dinv = zmc, lmul = zmu.
+ * For a negative definite T (MITgcm's sign), dpttrf factors -T = L (-D) L^T with the same L and the
+ * library stores dinv = -1/(-d_k) = 1/d_k: again zmc. So the caller's factors need no conversion.
+ */
+int pkrylov_precond_create_column_factors(pkrylov_context ctx, pkrylov_operator A, int32_t levels,
+                                          int32_t layout, const double *zmc, const double *zmu,
+                                          pkrylov_precond *M) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  PK_CHECK_PTR(A, ctx);
+  PK_CHECK_PTR(zmc, ctx);
+  PK_CHECK_PTR(zmu, ctx);
+  PK_CHECK_PTR(M, ctx);
+  PK_CHECK(A->ctx == ctx, ctx, PKRYLOV_ERR_INCOMPATIBLE,
+           "argument 'A' was created from another context than argument 'ctx'");
+
+  struct pkrylov_precond_s *P;
+  PK_CALLOC(P, 1, ctx);
+  P->ctx = ctx;
+  P->A = A;
+  P->type = PKRYLOV_PRECOND_COLUMN;
+  P->n = A->n;
+  P->symmetric = 1;
+  P->from_caller = 1;
+  int ierr = pc_resolve_columns(ctx, "pkrylov_precond_create_column_factors", A, levels, layout, P);
+  if (ierr == PKRYLOV_SUCCESS) ierr = pc_check_factors(P, zmc, "zmc", 1);
+  if (ierr == PKRYLOV_SUCCESS) ierr = pc_check_factors(P, zmu, "zmu", 0);
+  if (ierr == PKRYLOV_SUCCESS) {
+    P->dinv = malloc(sizeof(double) * (size_t)P->n);
+    P->lmul = malloc(sizeof(double) * (size_t)P->n);
+    if (!P->dinv || !P->lmul)
+      ierr = pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_precond_create_column_factors",
+                      "cannot allocate 2 x %lld doubles for the factors", (long long)P->n);
+  }
+  if (ierr == PKRYLOV_SUCCESS) {
+    memcpy(P->dinv, zmc, sizeof(double) * (size_t)P->n); /* dinv = zmc, lmul = zmu (see above) */
+    memcpy(P->lmul, zmu, sizeof(double) * (size_t)P->n);
+    for (int64_t c = 0; c < P->ncols; c++) P->lmul[pc_cell(P, c, P->nz - 1)] = 0.0; /* no level below */
   }
 #ifdef PKRYLOV_HAVE_CUDA
   if (ierr == PKRYLOV_SUCCESS && ctx->backend == PKRYLOV_BACKEND_CUDA) ierr = pk_cuda_precond_upload(P);

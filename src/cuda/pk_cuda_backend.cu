@@ -259,7 +259,7 @@ extern "C" int pk_cuda_precond_upload(struct pkrylov_precond_s *M) {
   }
   if (e == cudaSuccess && M->type == PKRYLOV_PRECOND_COLUMN && M->symmetric && M->layout == PKRYLOV_LAYOUT_KSLOW &&
       (M->A->type == PKRYLOV_OPERATOR_THINSHELL || M->A->type == PKRYLOV_OPERATOR_STENCIL7) && !M->A->wet &&
-      M->A->dev) {
+      M->A->dev && !M->from_caller) { /* the caller's factors are not recomputable from A */
     /* matrix-free factors are valid when every column is one positive definite segment */
     int ok = 1;
     for (int64_t i = 0; i < n && ok; i++) ok = M->dinv[i] > 0.0;
