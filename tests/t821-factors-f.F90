@@ -120,6 +120,7 @@ program t821_factors_f
     narrow = 1
     call pk_precond_create_column_factors_halo(ctx, Mbad, A, sNx, sNy, Nr, OLx, OLy, zMC, narrow, ierr)
     call expect_error(ierr, PKRYLOV_ERR_SIZE_MISMATCH, "'zmu'", 'zMU with another halo width')
+    deallocate (narrow)
     small = 1
     call pk_precond_create_column_factors(ctx, Mbad, A, small, zMU(1:sNx, 1:sNy, :), ierr=ierr)
     call expect_error(ierr, PKRYLOV_ERR_SIZE_MISMATCH, "'zmc'", 'interior zMC of another size')
