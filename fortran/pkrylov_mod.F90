@@ -98,6 +98,13 @@ module pkrylov_mod
         integer(c_int64_t), private :: n = 0 !! size of the operator (checked against the vectors)
     end type pk_solver
 
+    !> A handle-based reverse-communication solve (pkrylov_rci).
+    type, public :: pk_rci
+        type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_rci)
+        type(c_ptr), private :: ctx = c_null_ptr
+        integer(c_int64_t), private :: n = 0
+    end type pk_rci
+
     public :: pk_context_create, pk_context_destroy, pk_context_get_backend
     public :: pk_error_message, pk_error_string, pk_reason_string
     public :: pk_operator_create_csr, pk_operator_create_stencil7, pk_operator_create_stencil7_halo
@@ -111,6 +118,8 @@ module pkrylov_mod
     public :: pk_pcg, pk_operator_create_user, pk_precond_create_user, pk_callback_abort
     ! the MKL-compatible reverse-communication CG (pkrylov_mkl_rci.inc, in the contains part)
     public :: pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get
+    ! handle-based reverse communication (CG, pipelined CG, caller-owned reductions)
+    public :: pk_rci_create, pk_rci_start, pk_rci_step, pk_rci_get_result, pk_rci_destroy
 
     !> Column stencil from (nx,ny,nz) arrays: real(c_double) or real(c_float) coefficients, optional
     !> mask integer (0 = dry) or logical (.false. = dry).
@@ -1307,6 +1316,107 @@ contains
         rc2 = pkrylov_context_destroy(c_loc(hctx))
         if (rc /= PKRYLOV_SUCCESS) call raise(int(rc, c_int32_t), c_null_ptr, where, msg, info)
     end subroutine pcg_n8
+
+    ! ---------------------------------------------------------------------------------------------
+    ! Handle-based reverse communication (pkrylov_rci_*)
+
+    !> Create a reverse-communication solve of size n (type PKRYLOV_SOLVER_CG or _PIPECG;
+    !> preconditioned, reduce_by_caller: 0 or 1).
+    subroutine pk_rci_create(ctx, r, type, n, preconditioned, reduce_by_caller, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_rci), intent(out) :: r !! the new handle
+        integer(c_int32_t), intent(in) :: type, preconditioned, reduce_by_caller
+        integer(c_int64_t), intent(in) :: n !! number of unknowns
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        integer(c_int) :: rc
+        h = c_null_ptr
+        rc = pkrylov_rci_create(ctx%h, type, n, preconditioned, reduce_by_caller, c_loc(h))
+        call check(rc, ctx%h, 'pk_rci_create', ierr)
+        if (rc == PKRYLOV_SUCCESS) then
+            r%h = h
+            r%ctx = ctx%h
+            r%n = n
+        end if
+    end subroutine pk_rci_create
+
+    !> Start a solve of A x = b; b and x (n values, host) must stay in place (target) until the step
+    !> that returns PKRYLOV_RCI_DONE: x is updated in place.
+    subroutine pk_rci_start(r, b, x, x_nonzero, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        real(c_double), intent(in), target, contiguous :: b(:) !! right-hand side
+        real(c_double), intent(inout), target, contiguous :: x(:) !! initial guess (x_nonzero 1), solution
+        integer(c_int32_t), intent(in) :: x_nonzero !! 1: x holds an initial guess
+        integer, intent(out), optional :: ierr !! status
+        logical :: ok
+        call check_count(size(b, kind=c_int64_t), r%n, 'b', 'the rci size', r%ctx, 'pk_rci_start', ok, ierr)
+        if (.not. ok) return
+        call check_count(size(x, kind=c_int64_t), r%n, 'x', 'the rci size', r%ctx, 'pk_rci_start', ok, ierr)
+        if (.not. ok) return
+        call check(pkrylov_rci_start(r%h, PKRYLOV_MEM_HOST, c_loc(b), c_loc(x), x_nonzero), r%ctx, &
+                   'pk_rci_start', ierr)
+    end subroutine pk_rci_start
+
+    !> Next request (PKRYLOV_RCI_*). MATVEC: out = A in; PRECOND: out = M^-1 in (n values each);
+    !> REDUCE_START/WAIT: global sum of partials(:) in place. Pointers not used by a request are nullified.
+    subroutine pk_rci_step(r, request, in, out, partials, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        integer(c_int32_t), intent(out) :: request !! PKRYLOV_RCI_*
+        real(c_double), pointer, intent(out) :: in(:), out(:) !! operand and result (MATVEC, PRECOND)
+        real(c_double), pointer, intent(out), optional :: partials(:) !! local values to sum (REDUCE_*)
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), target :: req, np
+        type(c_ptr), target :: pin, pout, ppart
+        integer(c_int) :: rc
+        req = 0
+        np = 0
+        pin = c_null_ptr
+        pout = c_null_ptr
+        ppart = c_null_ptr
+        rc = pkrylov_rci_step(r%h, c_loc(req), c_loc(pin), c_loc(pout), c_loc(ppart), c_loc(np))
+        request = req
+        nullify (in, out)
+        if (c_associated(pin)) call c_f_pointer(pin, in, [r%n])
+        if (c_associated(pout)) call c_f_pointer(pout, out, [r%n])
+        if (present(partials)) then
+            nullify (partials)
+            if (c_associated(ppart)) call c_f_pointer(ppart, partials, [np])
+        end if
+        call check(rc, r%ctx, 'pk_rci_step', ierr)
+    end subroutine pk_rci_step
+
+    !> Outcome of the last finished solve.
+    subroutine pk_rci_get_result(r, res, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        type(pkrylov_result), intent(out) :: res !! iterations, reason, residuals, ...
+        integer, intent(out), optional :: ierr !! status
+        type(pkrylov_result), target :: t
+        integer(c_int) :: rc
+        rc = pkrylov_rci_get_result(r%h, c_loc(t))
+        if (rc == PKRYLOV_SUCCESS) then
+            res = t
+        else
+            res = pkrylov_result(0.0_c_double, 0.0_c_double, 0.0_c_double, 0.0_c_double, 0.0_c_double, &
+                                 0, 0, 0, -1, 0, 0)
+        end if
+        call check(rc, r%ctx, 'pk_rci_get_result', ierr)
+    end subroutine pk_rci_get_result
+
+    !> Destroy; a null handle is a no-op.
+    subroutine pk_rci_destroy(r, ierr)
+        type(pk_rci), intent(inout) :: r !! the handle, null afterwards
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        integer(c_int) :: rc
+        h = r%h
+        rc = pkrylov_rci_destroy(c_loc(h))
+        call check(rc, r%ctx, 'pk_rci_destroy', ierr)
+        r%h = h
+        if (.not. c_associated(h)) then
+            r%ctx = c_null_ptr
+            r%n = 0
+        end if
+    end subroutine pk_rci_destroy
 
     ! ---------------------------------------------------------------------------------------------
     ! MKL-compatible reverse-communication CG (pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get)

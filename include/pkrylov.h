@@ -384,9 +384,9 @@ PKRYLOV_EXTERN int pkrylov_precond_destroy(pkrylov_precond *M);
  * pkrylov_precond_apply()) returns ::PKRYLOV_ERR_CALLBACK, the message gives the value returned, and the
  * solve gives x back as it came (the output of an apply call is then filled with NaN). CPU backend only
  * for now (a CUDA context answers ::PKRYLOV_ERR_UNSUPPORTED). A user operator has no matrix entries:
- * pkrylov_operator_get_info() reports nnz = -1, pkrylov_operator_get_csr() and pkrylov_operator_write_mtx() answer ::PKRYLOV_ERR_UNSUPPORTED, and
- * the JACOBI and COLUMN preconditioners cannot be built on it (::PKRYLOV_ERR_UNSUPPORTED; pass a user
- * preconditioner, or none). A user preconditioner works with any operator kind.
+ * pkrylov_operator_get_info() reports nnz = -1, pkrylov_operator_get_csr() and pkrylov_operator_write_mtx()
+ * answer ::PKRYLOV_ERR_UNSUPPORTED, and the JACOBI and COLUMN preconditioners cannot be built on it
+ * (::PKRYLOV_ERR_UNSUPPORTED; pass a user preconditioner, its own column factors, or none). A user preconditioner works with any operator kind.
  */
 /**@{*/
 /**
@@ -588,6 +588,77 @@ PKRYLOV_EXTERN int pkrylov_dcg(const int32_t *n, double *x, const double *b, int
 PKRYLOV_EXTERN int pkrylov_dcg_get(const int32_t *n, const double *x, const double *b,
                                    const int32_t *rci_request, const int32_t *ipar, const double *dpar,
                                    const double *tmp, int32_t *itercount);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/**
+ * @name Handle-based reverse communication (pipelined solvers, caller-owned reductions)
+ *
+ * The solver runs as a state machine and hands every operation it cannot do itself back to the caller:
+ * y = A x, y = M^-1 x and, when the caller owns the communicator, the start and the end of each global sum,
+ * so that the reduction of pipelined CG overlaps the caller's preconditioner and matvec. The operand and
+ * result vectors of a request point into the rci's workspace (or into the caller's x), n values each.
+ * CPU backend only for now: on a CUDA context pkrylov_rci_create() answers ::PKRYLOV_ERR_UNSUPPORTED.
+ *
+ * Loop: pkrylov_rci_start(); then call pkrylov_rci_step() and answer its request until it gives
+ * ::PKRYLOV_RCI_DONE; the outcome is in pkrylov_rci_get_result() and x (the caller's array, updated in
+ * place) holds the solution or the last good iterate. Requests per iteration:
+ * - CG (reduce_by_caller 1): PRECOND (in = r, out = z), REDUCE_START, REDUCE_WAIT (2 partials), MATVEC
+ *   (in = z, out = a work vector), REDUCE_START, REDUCE_WAIT (1 partial): two blocking reductions.
+ * - pipelined CG: REDUCE_START (3 partials: (r,u), (w,u), (r,r)), PRECOND (in = w, out = m), MATVEC
+ *   (in = m, out = n), REDUCE_WAIT; the library then updates the vectors and starts the next reduction.
+ * Set-up, restarts, residual replacement and the true-residual confirmation of convergence issue further
+ * MATVEC (in = x for r = b - A x), PRECOND and reduction requests; the first reduction of a solve carries
+ * one more partial, (b, b). Without preconditioner no PRECOND request appears; with reduce_by_caller 0
+ * no REDUCE request appears (the library sums, as pkrylov_solver_solve() does).
+ */
+/**@{*/
+typedef struct pkrylov_rci_s *pkrylov_rci; /**< a reverse-communication solve */
+
+/** What pkrylov_rci_step() asks the caller to do. */
+typedef enum {
+  PKRYLOV_RCI_DONE = 900,         /**< the solve has ended: see pkrylov_rci_get_result() */
+  PKRYLOV_RCI_MATVEC = 901,       /**< out = A in */
+  PKRYLOV_RCI_PRECOND = 902,      /**< out = M^-1 in */
+  PKRYLOV_RCI_REDUCE_START = 903, /**< start the global sum of the npartials local values in partials, in
+                                       place (e.g. MPI_Iallreduce); do not block */
+  PKRYLOV_RCI_REDUCE_WAIT = 904   /**< finish it: partials then hold the global sums */
+} pkrylov_rci_request;
+
+/**
+ * Create a reverse-communication solver of size n.
+ * @param[in] type              ::PKRYLOV_SOLVER_CG or ::PKRYLOV_SOLVER_PIPECG
+ * @param[in] n                 number of unknowns, > 0
+ * @param[in] preconditioned    1: PRECOND requests (M^-1 symmetric, of one sign); 0: none (M = I)
+ * @param[in] reduce_by_caller  1: REDUCE_START/REDUCE_WAIT requests; 0: the library sums
+ */
+PKRYLOV_EXTERN int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t preconditioned,
+                                      int32_t reduce_by_caller, pkrylov_rci *r);
+/** As pkrylov_solver_set_tolerances() (defaults rtol 1e-8, atol 0). */
+PKRYLOV_EXTERN int pkrylov_rci_set_tolerances(pkrylov_rci r, double rtol, double atol);
+/** Iteration cap (>= 0; default 1000). */
+PKRYLOV_EXTERN int pkrylov_rci_set_max_iterations(pkrylov_rci r, int32_t maxit);
+/** Pipelined CG: residual replacement every k iterations (k >= 0, 0 = never, default 50). Ignored by CG. */
+PKRYLOV_EXTERN int pkrylov_rci_set_residual_replacement(pkrylov_rci r, int32_t k);
+/**
+ * Start a solve of A x = b (abandons one in progress). b and x: n values in memory space mem (host only
+ * for now), distinct, finite; both must stay valid until ::PKRYLOV_RCI_DONE (b is read, x is updated in
+ * place). x_nonzero 1: x holds an initial guess; 0: the solve starts from x = 0.
+ */
+PKRYLOV_EXTERN int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x,
+                                     int32_t x_nonzero);
+/**
+ * Advance the solve to its next request (the previous one must have been answered). *request is a
+ * ::pkrylov_rci_request; in, out (MATVEC, PRECOND: n values each, distinct, else NULL), partials and
+ * npartials (REDUCE_START/WAIT, else 0) may each be NULL when the caller does not need them. A step
+ * without a solve in progress (before pkrylov_rci_start() or after DONE) is ::PKRYLOV_ERR_INVALID_STATE.
+ */
+PKRYLOV_EXTERN int pkrylov_rci_step(pkrylov_rci r, int32_t *request, double **in, double **out,
+                                    double **partials, int32_t *npartials);
+/** Outcome of the last finished solve (::PKRYLOV_ERR_INVALID_STATE before the first). */
+PKRYLOV_EXTERN int pkrylov_rci_get_result(pkrylov_rci r, pkrylov_result *res);
+/** Destroy (NULL is a no-op; sets *r to NULL). */
+PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
 /**@}*/
 
 #ifdef __cplusplus
