@@ -65,12 +65,35 @@ module pkrylov_mod
     end interface
     public :: pk_apply_callback
 
+    !> The model's halo exchange of width one for pk_operator_create_stencil7_halo(..., exchange=...):
+    !> the library has filled the interior xh(1:nx, 1:ny, :) and set the halo to 0; the routine fills
+    !> xh(0,:,:), xh(nx+1,:,:), xh(:,0,:), xh(:,ny+1,:) as the model's exchange does (periodic wrap,
+    !> neighbouring tiles over MPI; leave 0 at a wall; the corners are not read). ctx_ptr is the pointer
+    !> given at creation (c_null_ptr when none). Called once per product A x, from the thread that
+    !> called the solve, outside OpenMP parallel regions. To abort, call pk_callback_abort and return.
+    abstract interface
+        subroutine pk_halo_callback(ctx_ptr, nx, ny, nz, xh) bind(C)
+            import :: c_ptr, c_int32_t, c_double
+            implicit none
+            type(c_ptr), value :: ctx_ptr
+            integer(c_int32_t), value :: nx, ny, nz
+            real(c_double), intent(inout) :: xh(0:nx + 1, 0:ny + 1, nz)
+        end subroutine pk_halo_callback
+    end interface
+    public :: pk_halo_callback
+
     !> What the C library's void *user points to for a routine of the pk_apply_callback interface: the
     !> routine and the model's pointer (callback_trampoline calls the one with the other).
     type :: callback_rec
         procedure(pk_apply_callback), pointer, nopass :: fn => null()
         type(c_ptr) :: data = c_null_ptr
     end type callback_rec
+
+    !> What the C library's void *user points to for a halo exchange (halo_trampoline calls fn with data).
+    type :: halo_rec
+        procedure(pk_halo_callback), pointer, nopass :: fn => null()
+        type(c_ptr) :: data = c_null_ptr
+    end type halo_rec
 
     !> A context: the backend, and the message of the last error raised through it.
     type, public :: pk_context
@@ -82,6 +105,8 @@ module pkrylov_mod
         type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_operator)
         type(c_ptr), private :: ctx = c_null_ptr !! its context (for the error messages)
         type(callback_rec), pointer, private :: cb => null() !! user operator: its routine (freed by destroy)
+        type(halo_rec), pointer, private :: hx => null() !! halo-exchange stencil: its exchange (freed by
+                                                         !! destroy)
     end type pk_operator
 
     !> A preconditioner M ~ A, applied as M^-1.
@@ -613,8 +638,10 @@ contains
         if (ok .and. sm(1) >= 0) call check_halo(sm, sNx, sNy, Nr, OLx, OLy, 'mask', ctx, where, ok, ierr)
     end subroutine check_halo4
 
-    !> Column stencil from halo-layout real(c_double) arrays, optional integer mask.
-    subroutine stencil7_halo_d(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr)
+    !> Column stencil from halo-layout real(c_double) arrays, optional integer mask. With exchange: the
+    !> couplings across the tile edges are kept (pkrylov_operator_create_stencil7_exchange), the east and
+    !> north faces of the last cells taken from aW(sNx+1,1:sNy,:) and aS(1:sNx,sNy+1,:) (needs OLx, OLy >= 1).
+    subroutine stencil7_halo_d(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr, exchange, ctx_ptr)
         type(pk_context), intent(in) :: ctx !! the context
         type(pk_operator), intent(out) :: A !! the new operator (sNx*sNy*Nr unknowns)
         integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size, each >= 1
@@ -623,11 +650,18 @@ contains
                                       aV(1 - OLx:, 1 - OLy:, :), aC(1 - OLx:, 1 - OLy:, :) !! coefficients
         integer(c_int32_t), intent(in), optional :: mask(1 - OLx:, 1 - OLy:, :) !! 0 = dry
         integer, intent(out), optional :: ierr !! status
+        procedure(pk_halo_callback), optional :: exchange !! the model's halo exchange (CPU backend)
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to exchange (default c_null_ptr)
         character(len=*), parameter :: where = 'pk_operator_create_stencil7_halo'
         integer :: sm(3)
         logical :: ok
         sm = -1
         if (present(mask)) sm = shape(mask)
+        if (present(exchange)) then
+            call stencil7_exchange_core(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, sm, exchange, ierr, &
+                                        mask, ctx_ptr)
+            return
+        end if
         if (.not. c_associated(ctx%h)) then ! the C library reports the null context
             call stencil7_core(ctx, A, 1_c_int32_t, 1_c_int32_t, 1_c_int32_t, dummy3(), dummy3(), dummy3(), &
                                dummy3(), where=where, ierr=ierr)
@@ -646,7 +680,8 @@ contains
     end subroutine stencil7_halo_d
 
     !> Column stencil from halo-layout real(c_double) arrays, logical mask.
-    subroutine stencil7_halo_d_lmask(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr)
+    subroutine stencil7_halo_d_lmask(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr, exchange, &
+                                     ctx_ptr)
         type(pk_context), intent(in) :: ctx !! the context
         type(pk_operator), intent(out) :: A !! the new operator
         integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size, each >= 1
@@ -655,14 +690,16 @@ contains
                                       aV(1 - OLx:, 1 - OLy:, :), aC(1 - OLx:, 1 - OLy:, :) !! coefficients
         logical, intent(in) :: mask(1 - OLx:, 1 - OLy:, :) !! .true. = wet
         integer, intent(out), optional :: ierr !! status
+        procedure(pk_halo_callback), optional :: exchange !! the model's halo exchange (CPU backend)
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to exchange (default c_null_ptr)
         integer(c_int32_t), allocatable :: m(:, :, :)
         allocate (m(1 - OLx:ubound(mask, 1), 1 - OLy:ubound(mask, 2), size(mask, 3)))
         m = merge(1_c_int32_t, 0_c_int32_t, mask)
-        call stencil7_halo_d(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, m, ierr)
+        call stencil7_halo_d(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, m, ierr, exchange, ctx_ptr)
     end subroutine stencil7_halo_d_lmask
 
     !> Column stencil from halo-layout real(c_float) arrays, optional integer mask.
-    subroutine stencil7_halo_s(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr)
+    subroutine stencil7_halo_s(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr, exchange, ctx_ptr)
         type(pk_context), intent(in) :: ctx !! the context
         type(pk_operator), intent(out) :: A !! the new operator
         integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size, each >= 1
@@ -671,6 +708,8 @@ contains
                                      aV(1 - OLx:, 1 - OLy:, :), aC(1 - OLx:, 1 - OLy:, :) !! coefficients
         integer(c_int32_t), intent(in), optional :: mask(1 - OLx:, 1 - OLy:, :) !! 0 = dry
         integer, intent(out), optional :: ierr !! status
+        procedure(pk_halo_callback), optional :: exchange !! the model's halo exchange (CPU backend)
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to exchange (default c_null_ptr)
         real(c_double), allocatable :: w(:, :, :), s(:, :, :), v(:, :, :), c(:, :, :)
         allocate (w(1 - OLx:ubound(aW, 1), 1 - OLy:ubound(aW, 2), size(aW, 3)))
         allocate (s(1 - OLx:ubound(aS, 1), 1 - OLy:ubound(aS, 2), size(aS, 3)))
@@ -680,11 +719,12 @@ contains
         s = real(aS, c_double)
         v = real(aV, c_double)
         c = real(aC, c_double)
-        call stencil7_halo_d(ctx, A, sNx, sNy, Nr, OLx, OLy, w, s, v, c, mask, ierr)
+        call stencil7_halo_d(ctx, A, sNx, sNy, Nr, OLx, OLy, w, s, v, c, mask, ierr, exchange, ctx_ptr)
     end subroutine stencil7_halo_s
 
     !> Column stencil from halo-layout real(c_float) arrays, logical mask.
-    subroutine stencil7_halo_s_lmask(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr)
+    subroutine stencil7_halo_s_lmask(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, mask, ierr, exchange, &
+                                     ctx_ptr)
         type(pk_context), intent(in) :: ctx !! the context
         type(pk_operator), intent(out) :: A !! the new operator
         integer(c_int32_t), intent(in) :: sNx, sNy, Nr !! interior size, each >= 1
@@ -693,11 +733,90 @@ contains
                                      aV(1 - OLx:, 1 - OLy:, :), aC(1 - OLx:, 1 - OLy:, :) !! coefficients
         logical, intent(in) :: mask(1 - OLx:, 1 - OLy:, :) !! .true. = wet
         integer, intent(out), optional :: ierr !! status
+        procedure(pk_halo_callback), optional :: exchange !! the model's halo exchange (CPU backend)
+        type(c_ptr), intent(in), optional :: ctx_ptr !! passed to exchange (default c_null_ptr)
         integer(c_int32_t), allocatable :: m(:, :, :)
         allocate (m(1 - OLx:ubound(mask, 1), 1 - OLy:ubound(mask, 2), size(mask, 3)))
         m = merge(1_c_int32_t, 0_c_int32_t, mask)
-        call stencil7_halo_s(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, m, ierr)
+        call stencil7_halo_s(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, m, ierr, exchange, ctx_ptr)
     end subroutine stencil7_halo_s_lmask
+
+    !> The halo-exchange stencil (stencil7_halo_d with exchange): shape checks (OLx, OLy >= 1: the east
+    !> and north faces come from the halo), contiguous copies of the interior and of the faces
+    !> aW(sNx+1,1:sNy,:), aS(1:sNx,sNy+1,:), then pkrylov_operator_create_stencil7_exchange.
+    subroutine stencil7_exchange_core(ctx, A, sNx, sNy, Nr, OLx, OLy, aW, aS, aV, aC, sm, exchange, ierr, &
+                                      mask, ctx_ptr)
+        type(pk_context), intent(in) :: ctx
+        type(pk_operator), intent(out) :: A
+        integer(c_int32_t), intent(in) :: sNx, sNy, Nr, OLx, OLy
+        real(c_double), intent(in) :: aW(1 - OLx:, 1 - OLy:, :), aS(1 - OLx:, 1 - OLy:, :), &
+                                      aV(1 - OLx:, 1 - OLy:, :), aC(1 - OLx:, 1 - OLy:, :)
+        integer, intent(in) :: sm(3)
+        procedure(pk_halo_callback) :: exchange
+        integer, intent(out), optional :: ierr
+        integer(c_int32_t), intent(in), optional :: mask(1 - OLx:, 1 - OLy:, :)
+        type(c_ptr), intent(in), optional :: ctx_ptr
+        character(len=*), parameter :: where = 'pk_operator_create_stencil7_halo'
+        real(c_double), allocatable, target :: w(:, :, :), s(:, :, :), v(:, :, :), c(:, :, :)
+        real(c_double), allocatable, target :: we(:, :), sn(:, :)
+        integer(c_int32_t), allocatable, target :: m(:, :, :)
+        type(c_ptr), target :: h
+        type(c_ptr) :: pm
+        type(halo_rec), pointer :: rec
+        integer(c_int) :: rc
+        logical :: ok
+        if (c_associated(ctx%h)) then
+            call check_halo4(shape(aW), shape(aS), shape(aV), shape(aC), sm, sNx, sNy, Nr, OLx, OLy, ctx%h, &
+                             where, ok, ierr)
+            if (ok) call check_min(OLx, 1_c_int32_t, 'OLx', ctx%h, where, ok, ierr)
+            if (ok) call check_min(OLy, 1_c_int32_t, 'OLy', ctx%h, where, ok, ierr)
+            if (.not. ok) return
+            w = aW(1:sNx, 1:sNy, :)
+            s = aS(1:sNx, 1:sNy, :)
+            v = aV(1:sNx, 1:sNy, :)
+            c = aC(1:sNx, 1:sNy, :)
+            we = aW(sNx + 1, 1:sNy, :)
+            sn = aS(1:sNx, sNy + 1, :)
+        else ! the C library reports the null context
+            allocate (w(1, 1, 1), s(1, 1, 1), v(1, 1, 1), c(1, 1, 1), we(1, 1), sn(1, 1))
+            w = 0; s = 0; v = 0; c = 0; we = 0; sn = 0
+        end if
+        pm = c_null_ptr
+        if (present(mask) .and. c_associated(ctx%h)) then
+            m = mask(1:sNx, 1:sNy, :)
+            pm = c_loc(m)
+        end if
+        allocate (rec)
+        rec%fn => exchange
+        if (present(ctx_ptr)) rec%data = ctx_ptr
+        h = c_null_ptr
+        rc = pkrylov_operator_create_stencil7_exchange(ctx%h, sNx, sNy, Nr, c_loc(w), c_loc(s), c_loc(v), &
+                                                       c_loc(c), pm, c_loc(we), c_loc(sn), &
+                                                       c_funloc(halo_trampoline), c_loc(rec), c_loc(h))
+        A%h = h
+        if (rc == PKRYLOV_SUCCESS) then
+            A%ctx = ctx%h
+            A%hx => rec
+        else
+            deallocate (rec)
+        end if
+        call check(rc, ctx%h, where, ierr)
+    end subroutine stencil7_exchange_core
+
+    !> The C routine (pkrylov_halo_fn) behind every halo-exchange stencil made in this module: user points
+    !> to a halo_rec; calls its model routine and returns 1 when it called pk_callback_abort, else 0.
+    function halo_trampoline(user, nx, ny, nz, xh) bind(C, name='pkrylov_mod_halo_trampoline') result(rc)
+        type(c_ptr), value :: user
+        integer(c_int32_t), value :: nx, ny, nz
+        real(c_double), intent(inout) :: xh(0:nx + 1, 0:ny + 1, nz)
+        integer(c_int) :: rc
+        type(halo_rec), pointer :: rec
+        call c_f_pointer(user, rec)
+        cb_abort = .false.
+        call rec%fn(rec%data, nx, ny, nz, xh)
+        rc = merge(1_c_int, 0_c_int, cb_abort)
+        cb_abort = .false.
+    end function halo_trampoline
 
     !> A (1,1,1) array (to let the C library report a null context).
     function dummy3() result(a)
@@ -775,6 +894,7 @@ contains
         if (.not. c_associated(h)) then
             A%ctx = c_null_ptr
             if (associated(A%cb)) deallocate (A%cb)
+            if (associated(A%hx)) deallocate (A%hx)
         end if
     end subroutine pk_operator_destroy
 

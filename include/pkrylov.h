@@ -414,6 +414,59 @@ PKRYLOV_EXTERN int pkrylov_operator_create_user(pkrylov_context ctx, int64_t n, 
  */
 PKRYLOV_EXTERN int pkrylov_precond_create_user(pkrylov_context ctx, int64_t n, pkrylov_apply_fn apply,
                                                void *user, pkrylov_precond *M);
+
+/**
+ * Halo exchange of width one for pkrylov_operator_create_stencil7_exchange(): xh holds
+ * (nx+2) x (ny+2) x nz values, cell (i,j,k) for i in -1..nx, j in -1..ny at index
+ * (i+1) + (nx+2)*((j+1) + (ny+2)*k) (Fortran xh(0:nx+1, 0:ny+1, nz)). The library has filled the interior
+ * and set the halo to 0; the routine fills the halo cells (i = -1 or nx, or j = -1 or ny) the way the
+ * model's own exchange does: periodic wrap, the neighbouring tiles over MPI; at a wall leave 0 (the
+ * corners are never read). user is the pointer given at creation. Return 0 on success, nonzero aborts.
+ */
+typedef int (*pkrylov_halo_fn)(void *user, int32_t nx, int32_t ny, int32_t nz, double *xh);
+
+/**
+ * The column stencil of pkrylov_operator_create_stencil7() on one tile of a model that owns its tiles,
+ * MPI and grid topology: the couplings across the tile edges are KEPT and the neighbour values come from
+ * the caller's halo exchange. With x(-1,j,k), x(nx,j,k), x(i,-1,k), x(i,ny,k) the halo values:
+ *
+ *     (A x)(i,j,k) = aC x(i,j,k) + aW(i,j,k) x(i-1,j,k) + aWe(i,j,k) x(i+1,j,k)
+ *                  + aS(i,j,k) x(i,j-1,k) + aSn(i,j,k) x(i,j+1,k)
+ *                  + aV(i,j,k) x(i,j,k-1) + aV(i,j,k+1) x(i,j,k+1)
+ *
+ * where aWe(i) = aW(i+1) and aSn(j) = aS(j+1) inside the tile, aW(0,j,k) and aS(i,0,k) couple to the west
+ * and south halo, and the east face of the last cell and the north face of the last row take the
+ * neighbour tile's coefficients from aW_east (ny x nz values, index j + ny*k: the face between (nx-1,j,k)
+ * and its east neighbour) and aS_north (nx x nz, index i + nx*k: the face between (i,ny-1,k) and its north
+ * neighbour); NULL means 0 (a wall). MITgcm passes aW3d(sNx+1,:,:) and aS3d(:,sNy+1,:) of its halo'ed
+ * arrays. The vertical couplings never cross a tile (aV(i,j,0) is ignored).
+ *
+ * Mask (may be NULL): as in pkrylov_operator_create_stencil7() inside the tile (a dry cell has a zero row;
+ * couplings between a wet and a dry cell of the tile are dropped), and a dry cell's couplings to the halo
+ * are dropped. Halo cells themselves are not masked: where the neighbour tile's cell is dry, pass a zero
+ * coefficient in aW/aS at the edge, aW_east or aS_north (MITgcm's masked coefficients are) or let the
+ * exchange deliver 0 there.
+ *
+ * Apply (pkrylov_operator_apply() and every product inside a solve): x is copied into a halo'ed work array
+ * held by the operator, exchange fills the halo (called once per product, on the whole vector, from the
+ * thread that called the solve, outside any OpenMP parallel region), then the 7-point loop runs. A nonzero
+ * return from exchange is handled as a failing user routine (::PKRYLOV_ERR_CALLBACK, see
+ * pkrylov_operator_create_user()). pkrylov_operator_get_info() reports ::PKRYLOV_OPERATOR_STENCIL7 with
+ * nnz = -1: the entries across the tile edges are the caller's, so there is no CSR form
+ * (pkrylov_operator_get_csr() and pkrylov_operator_write_mtx() answer ::PKRYLOV_ERR_UNSUPPORTED). The
+ * JACOBI and COLUMN preconditioners work (the diagonal and the vertical tridiagonal never involve the
+ * halo). CPU backend only for now (a CUDA context answers ::PKRYLOV_ERR_UNSUPPORTED).
+ * @param[in] aW_east   host, ny*nz values, or NULL (east wall)
+ * @param[in] aS_north  host, nx*nz values, or NULL (north wall)
+ * @param[in] exchange  fills the halo, not NULL
+ * @param[in] user      passed to exchange unchanged; may be NULL
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_stencil7_exchange(pkrylov_context ctx, int32_t nx, int32_t ny,
+                                                             int32_t nz, const double *aW, const double *aS,
+                                                             const double *aV, const double *aC,
+                                                             const int32_t *mask, const double *aW_east,
+                                                             const double *aS_north, pkrylov_halo_fn exchange,
+                                                             void *user, pkrylov_operator *A);
 /**@}*/
 
 /* ------------------------------------------------------------------------------------------------ */

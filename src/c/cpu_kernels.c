@@ -15,7 +15,8 @@
  *
  * User callbacks (pkrylov_operator_create_user, pkrylov_precond_create_user) work on whole vectors, so a
  * step applies them once before its chunk loop (the operator into its work vector A->user.scratch) and
- * the chunk loop reads the result; the arithmetic per element and the chunks of the sums are those of the
+ * the chunk loop reads the result (so does a stencil with a halo exchange, whose exchange is called once
+ * per product: pk_op_whole_vector()); the arithmetic per element and the chunks of the sums are those of the
  * other kinds, so a user routine computing the same products gives bitwise the same iterates.
  */
 #include <string.h>
@@ -57,8 +58,8 @@ void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const 
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const uint8_t *wet = A->wet;
   const int nt = pk_num_threads(A->ctx);
-  const int user = A->type == PKRYLOV_OPERATOR_USER;
-  if (user) pk_op_apply_all(A, x, r); /* r = A x by the caller's routine, once */
+  const int user = pk_op_whole_vector(A);
+  if (user) pk_op_apply_all(A, x, r); /* r = A x by the caller's routine (or exchange), once */
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
   for (int64_t c = 0; c < nch; c++) {
     int64_t i0, i1;
@@ -163,9 +164,9 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
                              double *p, const double *z, double *q, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
-  /* a user operator: A z of the whole vector into its work vector, once */
+  /* a user operator (or halo-exchange stencil): A z of the whole vector into its work vector, once */
   const double *az = NULL;
-  if (A->type == PKRYLOV_OPERATOR_USER) {
+  if (pk_op_whole_vector(A)) {
     pk_op_apply_all(A, z, A->user.scratch);
     az = A->user.scratch;
   }
@@ -203,9 +204,9 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double
                         double *w, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
-  /* a user operator: A m of the whole vector into its work vector, once */
+  /* a user operator (or halo-exchange stencil): A m of the whole vector into its work vector, once */
   const double *am = NULL;
-  if (A->type == PKRYLOV_OPERATOR_USER) {
+  if (pk_op_whole_vector(A)) {
     pk_op_apply_all(A, m, A->user.scratch);
     am = A->user.scratch;
   }

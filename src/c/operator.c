@@ -56,6 +56,11 @@ void pk_op_free(struct pkrylov_operator_s *A) {
   free(A->ts.ay);
   free(A->ts.asum);
   free(A->user.scratch);
+  free(A->halo.xh);
+  free(A->halo.cw);
+  free(A->halo.ce);
+  free(A->halo.cs);
+  free(A->halo.cn);
   free(A);
 }
 
@@ -312,12 +317,12 @@ int pkrylov_operator_create_csr64(pkrylov_context ctx, int64_t n, int32_t index_
 /* Column stencil creation                                                                           */
 
 /** Report the first non-finite value of a stencil array copy (index -> (i,j,k)); 0 when all finite. */
-static int st_check_finite(pkrylov_context ctx, const char *name, const double *v, int64_t n, int64_t nx,
-                           int64_t ny) {
+static int st_check_finite(pkrylov_context ctx, const char *func, const char *name, const double *v,
+                           int64_t n, int64_t nx, int64_t ny) {
   int64_t c = pk_first_nonfinite(v, n);
   if (c < 0) return PKRYLOV_SUCCESS;
   int64_t line = c / nx, k = line / ny;
-  return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_operator_create_stencil7",
+  return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, func,
                   "argument '%s' = %g at cell (i,j,k) = (%lld,%lld,%lld) (0-based, linear index %lld) is "
                   "not finite",
                   name, v[c], (long long)(c - line * nx), (long long)(line - k * ny), (long long)k,
@@ -329,15 +334,9 @@ static int st_check_finite(pkrylov_context ctx, const char *name, const double *
  * aS at j = 0, aV at k = 0) and, with a mask, every coupling touching a dry cell and aC of dry cells
  * are set to 0. Only the values that enter A are checked for NaN/Inf (ignored ones may hold anything).
  */
-int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny, int32_t nz,
-                                     const double *aW, const double *aS, const double *aV,
-                                     const double *aC, const int32_t *mask, pkrylov_operator *A) {
-  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
-  PK_CHECK_PTR(A, ctx);
-  PK_CHECK_PTR(aW, ctx);
-  PK_CHECK_PTR(aS, ctx);
-  PK_CHECK_PTR(aV, ctx);
-  PK_CHECK_PTR(aC, ctx);
+static int st_build(pkrylov_context ctx, const char *func, int32_t nx, int32_t ny, int32_t nz,
+                    const double *aW, const double *aS, const double *aV, const double *aC,
+                    const int32_t *mask, struct pkrylov_operator_s **out) {
   PK_CHECK(nx >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'nx' = %d must be >= 1", nx);
   PK_CHECK(ny >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'ny' = %d must be >= 1", ny);
   PK_CHECK(nz >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'nz' = %d must be >= 1", nz);
@@ -359,7 +358,7 @@ int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny
   if (mask) B->st.wet = malloc((size_t)n);
   if (!B->st.aW || !B->st.aS || !B->st.aV || !B->st.aC || (mask && !B->st.wet)) {
     pk_op_free(B);
-    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the stencil copy (%lld cells)",
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the stencil copy (%lld cells)",
                     (long long)n);
   }
   uint8_t *wet = B->st.wet;
@@ -378,10 +377,10 @@ int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny
         B->st.aV[c] = (k > 0 && wc && (!wet || wet[c - nxy])) ? aV[c] : 0.0;
       }
     }
-  int ierr = st_check_finite(ctx, "aW", B->st.aW, n, nx, ny);
-  if (!ierr) ierr = st_check_finite(ctx, "aS", B->st.aS, n, nx, ny);
-  if (!ierr) ierr = st_check_finite(ctx, "aV", B->st.aV, n, nx, ny);
-  if (!ierr) ierr = st_check_finite(ctx, "aC", B->st.aC, n, nx, ny);
+  int ierr = st_check_finite(ctx, func, "aW", B->st.aW, n, nx, ny);
+  if (!ierr) ierr = st_check_finite(ctx, func, "aS", B->st.aS, n, nx, ny);
+  if (!ierr) ierr = st_check_finite(ctx, func, "aV", B->st.aV, n, nx, ny);
+  if (!ierr) ierr = st_check_finite(ctx, func, "aC", B->st.aC, n, nx, ny);
   if (ierr) {
     pk_op_free(B);
     return ierr;
@@ -392,6 +391,102 @@ int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny
     for (int64_t j = 0; j < ny; j++)
       for (int64_t i = 0; i < nx; i++) nnz += grid_row(B, i, j, k, NULL, NULL);
   B->nnz = nnz;
+  *out = B;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_operator_create_stencil7(pkrylov_context ctx, int32_t nx, int32_t ny, int32_t nz,
+                                     const double *aW, const double *aS, const double *aV,
+                                     const double *aC, const int32_t *mask, pkrylov_operator *A) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  PK_CHECK_PTR(A, ctx);
+  PK_CHECK_PTR(aW, ctx);
+  PK_CHECK_PTR(aS, ctx);
+  PK_CHECK_PTR(aV, ctx);
+  PK_CHECK_PTR(aC, ctx);
+  struct pkrylov_operator_s *B = NULL;
+  PK_CALL(st_build(ctx, __func__, nx, ny, nz, aW, aS, aV, aC, mask, &B));
+  return pk_op_register(ctx, B, A);
+}
+
+/** First non-finite value of a halo coupling array (m x nz, index a + m*k), reported as the caller's
+ *  array name at the cell (i,j,k) it belongs to; 0 when all finite. */
+static int halo_check_finite(pkrylov_context ctx, const char *func, const char *name, const double *v,
+                             int64_t m, int64_t nz, int along_x, int64_t fixed) {
+  int64_t p = pk_first_nonfinite(v, m * nz);
+  if (p < 0) return PKRYLOV_SUCCESS;
+  const int64_t a = p % m, k = p / m;
+  return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, func,
+                  "argument '%s' = %g at the tile-edge face of cell (i,j,k) = (%lld,%lld,%lld) (0-based) "
+                  "is not finite",
+                  name, v[p], (long long)(along_x ? a : fixed), (long long)(along_x ? fixed : a),
+                  (long long)k);
+}
+
+/**
+ * The stencil copy as for pkrylov_operator_create_stencil7 (in-tile couplings), plus the couplings of the
+ * edge cells to the halo: cw = aW at i = 0, ce = aW_east, cs = aS at j = 0, cn = aS_north, each 0 for dry
+ * cells and for NULL (wall) arrays.
+ */
+int pkrylov_operator_create_stencil7_exchange(pkrylov_context ctx, int32_t nx, int32_t ny, int32_t nz,
+                                              const double *aW, const double *aS, const double *aV,
+                                              const double *aC, const int32_t *mask, const double *aW_east,
+                                              const double *aS_north, pkrylov_halo_fn exchange, void *user,
+                                              pkrylov_operator *A) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  PK_CHECK_PTR(A, ctx);
+  PK_CHECK_PTR(aW, ctx);
+  PK_CHECK_PTR(aS, ctx);
+  PK_CHECK_PTR(aV, ctx);
+  PK_CHECK_PTR(aC, ctx);
+  PK_CHECK_PTR(exchange, ctx);
+  PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU, ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'ctx' runs on the CUDA backend: the halo-exchange stencil runs on the CPU backend only "
+           "for now (create the context with PKRYLOV_BACKEND_CPU)");
+  PK_CHECK(nx >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'nx' = %d must be >= 1", nx);
+  PK_CHECK(ny >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'ny' = %d must be >= 1", ny);
+  PK_CHECK(nz >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'nz' = %d must be >= 1", nz);
+  PK_CHECK((int64_t)(nx + 2) * (ny + 2) <= (INT64_MAX / 16) / nz, ctx, PKRYLOV_ERR_INVALID_SIZE,
+           "arguments 'nx' x 'ny' x 'nz' = %d x %d x %d: too many cells", nx, ny, nz);
+  struct pkrylov_operator_s *B = NULL;
+  PK_CALL(st_build(ctx, __func__, nx, ny, nz, aW, aS, aV, aC, mask, &B));
+  const int64_t NX = nx, NY = ny, NZ = nz, nxy = NX * NY;
+  B->nnz = -1;
+  B->halo.xh = malloc(sizeof(double) * (size_t)((NX + 2) * (NY + 2) * NZ));
+  B->halo.cw = malloc(sizeof(double) * (size_t)(NY * NZ));
+  B->halo.ce = malloc(sizeof(double) * (size_t)(NY * NZ));
+  B->halo.cs = malloc(sizeof(double) * (size_t)(NX * NZ));
+  B->halo.cn = malloc(sizeof(double) * (size_t)(NX * NZ));
+  B->user.scratch = malloc(sizeof(double) * (size_t)B->n);
+  if (!B->halo.xh || !B->halo.cw || !B->halo.ce || !B->halo.cs || !B->halo.cn || !B->user.scratch) {
+    pk_op_free(B);
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
+                    "cannot allocate the halo work arrays (%lld x %lld x %lld cells)", (long long)(NX + 2),
+                    (long long)(NY + 2), (long long)NZ);
+  }
+  const uint8_t *wet = B->st.wet;
+  for (int64_t k = 0; k < NZ; k++) {
+    for (int64_t j = 0; j < NY; j++) { /* west and east edge cells */
+      const int64_t cwc = NX * (j + NY * k), cec = cwc + NX - 1, h = j + NY * k;
+      B->halo.cw[h] = (!wet || wet[cwc]) ? aW[cwc] : 0.0;
+      B->halo.ce[h] = (aW_east && (!wet || wet[cec])) ? aW_east[h] : 0.0;
+    }
+    for (int64_t i = 0; i < NX; i++) { /* south and north edge cells */
+      const int64_t csc = i + nxy * k, cnc = csc + NX * (NY - 1), h = i + NX * k;
+      B->halo.cs[h] = (!wet || wet[csc]) ? aS[csc] : 0.0;
+      B->halo.cn[h] = (aS_north && (!wet || wet[cnc])) ? aS_north[h] : 0.0;
+    }
+  }
+  int ierr = halo_check_finite(ctx, __func__, "aW", B->halo.cw, NY, NZ, 0, 0);
+  if (!ierr) ierr = halo_check_finite(ctx, __func__, "aW_east", B->halo.ce, NY, NZ, 0, NX - 1);
+  if (!ierr) ierr = halo_check_finite(ctx, __func__, "aS", B->halo.cs, NX, NZ, 1, 0);
+  if (!ierr) ierr = halo_check_finite(ctx, __func__, "aS_north", B->halo.cn, NX, NZ, 1, NY - 1);
+  if (ierr) {
+    pk_op_free(B);
+    return ierr;
+  }
+  B->halo.exchange = exchange;
+  B->halo.data = user;
   return pk_op_register(ctx, B, A);
 }
 
@@ -514,6 +609,9 @@ int pkrylov_operator_get_csr(pkrylov_operator A, int64_t *rowptr, int64_t *colin
   PK_CHECK(A->type != PKRYLOV_OPERATOR_USER, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
            "argument 'A' is a user operator (pkrylov_operator_create_user): it has no matrix entries to "
            "export");
+  PK_CHECK(A->halo.exchange == NULL, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'A' is a halo-exchange stencil (pkrylov_operator_create_stencil7_exchange): its "
+           "couplings across the tile edges reach the caller's halo, so it has no CSR form");
   PK_CHECK_PTR(rowptr, A->ctx);
   PK_CHECK_PTR(colind, A->ctx);
   PK_CHECK_PTR(values, A->ctx);
@@ -663,9 +761,83 @@ static void ts_apply_rows(const struct pkrylov_operator_s *A, const double *x, d
   }
 }
 
+/** The couplings of the rows [r0, r1) of a halo-exchange stencil to the halo of A->halo.xh:
+ *  y(0,j,k) += cw x(-1,j,k), y(nx-1,j,k) += ce x(nx,j,k), y(i,0,k) += cs x(i,-1,k),
+ *  y(i,ny-1,k) += cn x(i,ny,k). */
+static void halo_edge_rows(const struct pkrylov_operator_s *A, double *y, int64_t r0, int64_t r1) {
+  const int64_t nx = A->nx, ny = A->ny, hx = nx + 2;
+  int64_t line = r0 / nx, k = line / ny, j = line - k * ny;
+  for (int64_t c0 = line * nx; c0 < r1; c0 += nx) {
+    const int64_t ia = r0 > c0 ? r0 - c0 : 0, ib = r1 - c0 < nx ? r1 - c0 : nx;
+    const double *xl = A->halo.xh + 1 + hx * ((j + 1) + (ny + 2) * k); /* x(0,j,k) in xh */
+    double *yl = y + c0;
+    if (ia == 0) yl[0] += A->halo.cw[j + ny * k] * xl[-1];
+    if (ib == nx) yl[nx - 1] += A->halo.ce[j + ny * k] * xl[nx];
+    if (j == 0)
+      for (int64_t i = ia; i < ib; i++) yl[i] += A->halo.cs[i + nx * k] * xl[i - hx];
+    if (j == ny - 1)
+      for (int64_t i = ia; i < ib; i++) yl[i] += A->halo.cn[i + nx * k] * xl[i + hx];
+    if (++j == ny) j = 0, k++;
+  }
+}
+
+/**
+ * y = A x of a halo-exchange stencil: x into the interior of A->halo.xh (halo zeroed), the caller's
+ * exchange fills the halo, then the in-tile stencil plus the edge couplings, OpenMP over fixed row chunks.
+ * A failing exchange (or one that failed since the last pk_user_reset(): it is not called again) gives
+ * y = NaN, the sticky flag A->user.failed and PKRYLOV_ERR_CALLBACK in the context, as a user operator.
+ */
+static void halo_apply(const struct pkrylov_operator_s *A, const double *x, double *y) {
+  struct pkrylov_operator_s *W = (struct pkrylov_operator_s *)A; /* heap object: the cast is defined */
+  const int64_t nx = A->nx, ny = A->ny, nz = A->nz, n = A->n, hx = nx + 2, hxy = hx * (ny + 2);
+  const int nt = pk_num_threads(A->ctx);
+  if (!A->user.failed) {
+    double *xh = A->halo.xh;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nt) if (n > PK_ROW_CHUNK)
+#endif
+    for (int64_t k = 0; k < nz; k++) {
+      double *pl = xh + hxy * k;
+      memset(pl, 0, sizeof(double) * (size_t)hx);                  /* row j = -1 */
+      memset(pl + hx * (ny + 1), 0, sizeof(double) * (size_t)hx);  /* row j = ny */
+      for (int64_t j = 0; j < ny; j++) {
+        double *row = pl + hx * (j + 1);
+        row[0] = row[nx + 1] = 0.0;
+        memcpy(row + 1, x + nx * (j + ny * k), sizeof(double) * (size_t)nx);
+      }
+    }
+    const int rc = A->halo.exchange(A->halo.data, A->nx, A->ny, A->nz, xh);
+    if (rc == 0) {
+      const int64_t nchunks = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nt) if (nchunks > 1)
+#endif
+      for (int64_t ch = 0; ch < nchunks; ch++) {
+        const int64_t r0 = ch * PK_ROW_CHUNK, r1 = r0 + PK_ROW_CHUNK < n ? r0 + PK_ROW_CHUNK : n;
+        st_apply_rows(A, x, y, r0, r1);
+        halo_edge_rows(A, y, r0, r1);
+      }
+      return;
+    }
+    W->user.failed = 1;
+    pk_error(A->ctx, PKRYLOV_ERR_CALLBACK, "user callback",
+             "the halo exchange routine of the stencil operator (nx x ny x nz = %d x %d x %d) returned %d "
+             "(nonzero aborts the solve)",
+             A->nx, A->ny, A->nz, rc);
+  }
+  for (int64_t i = 0; i < n; i++) y[i] = NAN; /* a caller that does not check the flag sees a NaN */
+}
+
 void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, double *y, int64_t r0,
                       int64_t r1) {
   if (r1 <= r0) return;
+  if (A->halo.exchange) { /* whole vectors only (see pk_impl.h) */
+    if (r0 == 0 && r1 == A->n)
+      halo_apply(A, x, y);
+    else
+      for (int64_t r = r0; r < r1; r++) y[r] = NAN;
+    return;
+  }
   switch (A->type) {
   case PKRYLOV_OPERATOR_CSR: csr_apply_rows(A, x, y, r0, r1); break;
   case PKRYLOV_OPERATOR_STENCIL7: st_apply_rows(A, x, y, r0, r1); break;
@@ -682,6 +854,10 @@ void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, doubl
 void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double *y) {
   if (A->type == PKRYLOV_OPERATOR_USER) {
     op_user_apply(A, x, y);
+    return;
+  }
+  if (A->halo.exchange) {
+    halo_apply(A, x, y);
     return;
   }
   const int64_t n = A->n, nchunks = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;

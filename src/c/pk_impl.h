@@ -131,23 +131,43 @@ struct pkrylov_operator_s {
     double *scratch;       /* n: A x of the whole vector for the fused loops, which cannot call the
                               routine chunk by chunk */
     int32_t failed;        /* sticky: the routine returned nonzero since the last pk_user_reset() */
-  } user;
+  } user;                  /* (scratch and failed serve the halo-exchange stencil too) */
+
+  struct {                 /* 7-point stencil with a halo exchange (CPU only; type STENCIL7, st holds the
+                              in-tile couplings as for a plain stencil): the couplings across the tile
+                              edges, 0 for dry cells and walls */
+    pkrylov_halo_fn exchange; /* NULL for every other operator */
+    void *data;            /* the caller's pointer, passed through */
+    double *xh;            /* (nx+2)*(ny+2)*nz: x with its halo of width one */
+    double *cw, *ce;       /* ny*nz: cell (0,j,k) to (-1,j,k); cell (nx-1,j,k) to (nx,j,k) */
+    double *cs, *cn;       /* nx*nz: cell (i,0,k) to (i,-1,k); cell (i,ny-1,k) to (i,ny,k) */
+  } halo;
   void *dev;               /* CUDA: device copies (pk_cuda_backend.cu), NULL on the CPU */
 };
 
 /**
+ * 1 when A is applied on whole vectors only (a user operator, a stencil with a halo exchange): the fused
+ * loops then call pk_op_apply_all into A->user.scratch before their chunk loop.
+ */
+static inline int pk_op_whole_vector(const struct pkrylov_operator_s *A) {
+  return A->type == PKRYLOV_OPERATOR_USER || A->halo.exchange != NULL;
+}
+
+/**
  * y[r] = (A x)[r] for rows r in [r0, r1). Reads x anywhere, writes only y[r0..r1). Serial (the caller
- * parallelises over row chunks). A user operator cannot be applied by rows: for [0, n) this calls its
- * routine (as pk_op_apply_all), for a part it writes NaN (a misuse then shows as a NaN breakdown); the
- * fused loops apply a user operator once with pk_op_apply_all before their chunk loop.
+ * parallelises over row chunks). A user operator (or a halo-exchange stencil, pk_op_whole_vector())
+ * cannot be applied by rows: for [0, n) this calls its routine (as pk_op_apply_all), for a part it writes
+ * NaN (a misuse then shows as a NaN breakdown); the fused loops apply such an operator once with
+ * pk_op_apply_all before their chunk loop.
  */
 void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, double *y, int64_t r0,
                       int64_t r1);
 /**
  * y = A x over all rows, OpenMP-parallel over fixed row chunks. A user operator calls its routine once
- * (serially); when the routine returns nonzero, or failed before since the last pk_user_reset() (it is
- * then not called again), y is set to NaN, the sticky flag A->user.failed is set and the first failure is
- * recorded in the context (PKRYLOV_ERR_CALLBACK); see pk_user_check().
+ * (serially), a halo-exchange stencil its exchange once; when the routine returns nonzero, or failed
+ * before since the last pk_user_reset() (it is then not called again), y is set to NaN, the sticky flag
+ * A->user.failed is set and the first failure is recorded in the context (PKRYLOV_ERR_CALLBACK); see
+ * pk_user_check().
  */
 void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double *y);
 /** diag[i] = A[i][i] for all rows (0 where none is stored). */

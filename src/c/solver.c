@@ -605,7 +605,7 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   /* user callbacks may fail in the middle of the iteration: keep the entry x to restore it then, so that an
      error leaves x unchanged as everywhere else */
   double *x_entry = NULL;
-  if (s->A->type == PKRYLOV_OPERATOR_USER || (s->Mobj && s->Mobj->type == PKRYLOV_PRECOND_USER)) {
+  if (pk_op_whole_vector(s->A) || (s->Mobj && s->Mobj->type == PKRYLOV_PRECOND_USER)) {
     x_entry = malloc(sizeof(double) * (size_t)n);
     PK_CHECK(x_entry != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate a copy of 'x' (%lld values)",
              (long long)n);

@@ -1,0 +1,401 @@
+/**
+ * @file t115-stencil-halo.c
+ * @brief The column stencil with a halo exchange (pkrylov_operator_create_stencil7_exchange) on a channel
+ *        periodic in x (the exchange wraps x) with walls in y (the exchange leaves the y halo at 0):
+ *        apply against a CSR matrix of the periodic problem built here, CG / pipelined CG with the
+ *        column preconditioner against the dense LAPACK solution of that matrix, a failing exchange,
+ *        the missing CSR form, bad input.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "pk_test.h"
+
+/** Stop the case when cond is false. */
+#define PK_REQUIRE(cond, ...)                                                                                \
+  do {                                                                                                       \
+    if (!(cond)) {                                                                                           \
+      PK_EXPECT(0, __VA_ARGS__);                                                                             \
+      return PK_FAIL;                                                                                        \
+    }                                                                                                        \
+  } while (0)
+
+/* ---- the model side: coefficients, the exchange and the periodic CSR matrix, written here ------- */
+
+/** Face coefficients of a periodic-in-x channel, MITgcm convention (couplings negative). */
+typedef struct {
+  int nx, ny, nz;
+  double *aW, *aS, *aV, *aC; /* nx*ny*nz each */
+  int32_t *mask;             /* NULL or nx*ny*nz */
+  double *aWe;               /* ny*nz: the east face of the last cell = aW of cell 0 (periodic) */
+} channel;
+
+/** Cell (i,j,k) with i taken modulo nx. */
+static int cell(const channel *c, int i, int j, int k) {
+  i = (i + c->nx) % c->nx;
+  return i + c->nx * (j + c->ny * k);
+}
+
+static int is_wet(const channel *c, int i, int j, int k) {
+  return !c->mask || c->mask[cell(c, i, j, k)];
+}
+
+/**
+ * Random couplings in [-1, -0.5]; with a mask, couplings touching a dry cell are zeroed (as MITgcm's
+ * masked coefficients, including the periodic face, so the halo needs no mask); aC = shift - (sum of the
+ * couplings of the periodic matrix); aS at j = 0 is random (it multiplies the wall halo, 0); aV at k = 0
+ * random (ignored).
+ */
+static int make_channel(int nx, int ny, int nz, int with_mask, uint64_t seed, channel *c) {
+  const int n = nx * ny * nz;
+  c->nx = nx, c->ny = ny, c->nz = nz;
+  c->aW = malloc(sizeof(double) * (size_t)n), c->aS = malloc(sizeof(double) * (size_t)n);
+  c->aV = malloc(sizeof(double) * (size_t)n), c->aC = malloc(sizeof(double) * (size_t)n);
+  c->aWe = malloc(sizeof(double) * (size_t)(ny * nz));
+  c->mask = with_mask ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
+  if (!c->aW || !c->aS || !c->aV || !c->aC || !c->aWe || (with_mask && !c->mask))
+    return 1;
+  if (c->mask) /* a land column at i = 0 (neighbour of i = nx - 1 across the periodic edge), a few cells */
+    for (int k = 0; k < nz; k++)
+      for (int j = 0; j < ny; j++)
+        for (int i = 0; i < nx; i++)
+          c->mask[cell(c, i, j, k)] = !((i == 0 && j == 1) || (i == 3 && k == nz - 1));
+  for (int p = 0; p < n; p++) {
+    c->aW[p] = -0.75 + 0.25 * pk_test_rand(&seed);
+    c->aS[p] = -0.75 + 0.25 * pk_test_rand(&seed);
+    c->aV[p] = -0.75 + 0.25 * pk_test_rand(&seed);
+  }
+  for (int k = 0; k < nz; k++)
+    for (int j = 0; j < ny; j++)
+      for (int i = 0; i < nx; i++) {
+        const int p = cell(c, i, j, k);
+        if (!is_wet(c, i, j, k) || !is_wet(c, i - 1, j, k))
+          c->aW[p] = 0.0;
+        if (j > 0 && (!is_wet(c, i, j, k) || !is_wet(c, i, j - 1, k)))
+          c->aS[p] = 0.0;
+        if (k > 0 && (!is_wet(c, i, j, k) || !is_wet(c, i, j, k - 1)))
+          c->aV[p] = 0.0;
+      }
+  for (int k = 0; k < nz; k++)
+    for (int j = 0; j < ny; j++)
+      c->aWe[j + ny * k] = c->aW[cell(c, 0, j, k)];
+  for (int k = 0; k < nz; k++)
+    for (int j = 0; j < ny; j++)
+      for (int i = 0; i < nx; i++) {
+        const int p = cell(c, i, j, k);
+        double s = 0.1 + 0.05 * pk_test_rand(&seed);
+        s -= c->aW[p] + c->aW[cell(c, i + 1, j, k)];
+        if (j > 0)
+          s -= c->aS[p];
+        if (j < ny - 1)
+          s -= c->aS[cell(c, i, j + 1, k)];
+        if (k > 0)
+          s -= c->aV[p];
+        if (k < nz - 1)
+          s -= c->aV[cell(c, i, j, k + 1)];
+        c->aC[p] = is_wet(c, i, j, k) ? s : 7.0; /* a dry cell's aC is ignored */
+      }
+  return 0;
+}
+
+static void free_channel(channel *c) {
+  free(c->aW), free(c->aS), free(c->aV), free(c->aC), free(c->aWe), free(c->mask);
+}
+
+/** The periodic matrix as CSR (unsorted rows; the library sorts): dry rows empty, no coupling to them. */
+static int periodic_csr(pkrylov_context ctx, const channel *c, pkrylov_operator *A) {
+  const int nx = c->nx, ny = c->ny, nz = c->nz, n = nx * ny * nz;
+  int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int32_t) * (size_t)n * 7);
+  double *v = malloc(sizeof(double) * (size_t)n * 7);
+  if (!rp || !ci || !v)
+    return 1;
+  int nnz = 0;
+  rp[0] = 0;
+  for (int k = 0; k < nz; k++)
+    for (int j = 0; j < ny; j++)
+      for (int i = 0; i < nx; i++) {
+        const int p = cell(c, i, j, k);
+        if (is_wet(c, i, j, k)) {
+          ci[nnz] = p, v[nnz++] = c->aC[p];
+#define NB(cond, ii, jj, kk, val)                                                                            \
+  if ((cond) && is_wet(c, ii, jj, kk))                                                                       \
+    ci[nnz] = cell(c, ii, jj, kk), v[nnz++] = (val);
+          NB(1, i - 1, j, k, c->aW[p]);
+          NB(1, i + 1, j, k, c->aW[cell(c, i + 1, j, k)]);
+          NB(j > 0, i, j - 1, k, c->aS[p]);
+          NB(j < ny - 1, i, j + 1, k, c->aS[cell(c, i, j + 1, k)]);
+          NB(k > 0, i, j, k - 1, c->aV[p]);
+          NB(k < nz - 1, i, j, k + 1, c->aV[cell(c, i, j, k + 1)]);
+#undef NB
+        }
+        rp[p + 1] = nnz;
+      }
+  int rc = pkrylov_operator_create_csr(ctx, n, 0, rp, ci, v, A);
+  free(rp), free(ci), free(v);
+  return rc;
+}
+
+/** The model's exchange: periodic in x, walls in y (leave 0); fails (returns 5) at call fail_at. */
+typedef struct {
+  int calls, fail_at, bad_dims;
+  int nx, ny, nz;
+} xch_data;
+
+static int xch_periodic(void *user, int32_t nx, int32_t ny, int32_t nz, double *xh) {
+  xch_data *d = user;
+  d->calls++;
+  if (nx != d->nx || ny != d->ny || nz != d->nz)
+    d->bad_dims++;
+  if (d->fail_at && d->calls >= d->fail_at)
+    return 5;
+  const int hx = nx + 2, hy = ny + 2;
+  for (int k = 0; k < nz; k++)
+    for (int j = 0; j < ny; j++) {
+      double *row = xh + hx * ((j + 1) + hy * k); /* row[i + 1] = x(i,j,k) */
+      if (row[0] != 0.0 || row[nx + 1] != 0.0)
+        d->bad_dims++;      /* the library zeroes the halo */
+      row[0] = row[nx];     /* x(-1) = x(nx-1) */
+      row[nx + 1] = row[1]; /* x(nx) = x(0) */
+    }
+  return 0;
+}
+
+static double *rand_vec(int64_t n, uint64_t seed) {
+  double *v = malloc(sizeof(double) * (size_t)n);
+  if (v)
+    for (int64_t i = 0; i < n; i++)
+      v[i] = pk_test_rand(&seed);
+  return v;
+}
+
+static int create_halo_op(pkrylov_context ctx, const channel *c, xch_data *d, pkrylov_operator *A) {
+  return pkrylov_operator_create_stencil7_exchange(ctx, c->nx, c->ny, c->nz, c->aW, c->aS, c->aV, c->aC,
+                                                   c->mask, c->aWe, NULL, xch_periodic, d, A);
+}
+
+/* ---- cases ---------------------------------------------------------------------------------------- */
+
+/**
+ * A x equals the periodic CSR matrix times x (plain CSR loop of the test harness) on random vectors,
+ * without and with a mask (dry cells next to the periodic edge), on a grid of several row chunks; one
+ * exchange per apply; info: STENCIL7, nnz -1; no CSR export.
+ */
+PK_TEST_CASE(apply_equals_periodic_csr) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  const int dims[2][3] = {{7, 5, 4}, {41, 30, 6}}; /* the second: 7380 rows, two row chunks */
+  for (int g = 0; g < 2; g++)
+    for (int wm = 0; wm < 2; wm++) {
+      channel c;
+      if (make_channel(dims[g][0], dims[g][1], dims[g][2], wm, 11 + g, &c))
+        return PK_FAIL;
+      const int64_t n = (int64_t)c.nx * c.ny * c.nz;
+      xch_data d = {0, 0, 0, c.nx, c.ny, c.nz};
+      pkrylov_operator A, C;
+      PK_REQUIRE_OK(ctx, create_halo_op(ctx, &c, &d, &A));
+      PK_REQUIRE_OK(ctx, periodic_csr(ctx, &c, &C));
+      for (int t = 0; t < 3; t++) {
+        double *x = rand_vec(n, 100 + t), *y = rand_vec(n, 5), *yr = rand_vec(n, 6);
+        PK_REQUIRE_OK(ctx, pkrylov_operator_apply(A, PKRYLOV_MEM_HOST, x, y));
+        PK_REQUIRE(pk_test_csr_matvec(C, x, yr) == 0, "reference matvec");
+        const double e = pk_test_rel_diff(n, y, yr);
+        PK_EXPECT(e <= 1e-13, "grid %d mask %d vector %d: rel diff %.3g", g, wm, t, e);
+        free(x), free(y), free(yr);
+      }
+      PK_EXPECT(d.calls == 3 && d.bad_dims == 0, "exchange calls %d, bad dims/halo %d", d.calls, d.bad_dims);
+      int64_t nn = 0, nnz = 0;
+      int32_t type = 0, gx = 0, gy = 0, gz = 0;
+      PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &nn, &nnz, &type, &gx, &gy, &gz));
+      PK_EXPECT(nn == n && nnz == -1 && type == PKRYLOV_OPERATOR_STENCIL7 && gx == c.nx && gy == c.ny &&
+                    gz == c.nz,
+                "info n %lld nnz %lld type %d", (long long)nn, (long long)nnz, type);
+      int64_t rp[8], ci[8];
+      double v[8];
+      PK_EXPECT_CODE(ctx, pkrylov_operator_get_csr(A, rp, ci, v), PKRYLOV_ERR_UNSUPPORTED);
+      PK_EXPECT(pk_test_msg_has(ctx, "'A'") && pk_test_msg_has(ctx, "halo"), "no CSR message");
+      PK_EXPECT_CODE(ctx, pkrylov_operator_write_mtx(A, pk_test_tmp_path("t115.mtx")),
+                     PKRYLOV_ERR_UNSUPPORTED);
+      PK_REQUIRE_OK(ctx, pkrylov_operator_destroy(&C));
+      PK_REQUIRE_OK(ctx, pkrylov_operator_destroy(&A));
+      free_channel(&c);
+    }
+  PK_REQUIRE_OK(NULL, pkrylov_context_destroy(&ctx));
+  PK_TEST_END();
+}
+
+/**
+ * CG and pipelined CG with the column preconditioner (and Jacobi) on the halo operator converge to the
+ * dense LAPACK solution of the periodic CSR matrix; the true residual is recomputed with the CSR matrix.
+ */
+PK_TEST_CASE(solve_matches_dense) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  channel c;
+  if (make_channel(9, 6, 5, 0, 23, &c))
+    return PK_FAIL;
+  const int64_t n = (int64_t)c.nx * c.ny * c.nz;
+  xch_data d = {0, 0, 0, c.nx, c.ny, c.nz};
+  pkrylov_operator A, C;
+  PK_REQUIRE_OK(ctx, create_halo_op(ctx, &c, &d, &A));
+  PK_REQUIRE_OK(ctx, periodic_csr(ctx, &c, &C));
+  double *b = rand_vec(n, 3), *xref = malloc(sizeof(double) * (size_t)n),
+         *x = malloc(sizeof(double) * (size_t)n);
+  PK_REQUIRE(b && xref && x, "alloc");
+  PK_REQUIRE(pk_test_dense_solve(C, b, xref) == 0, "dense reference solve");
+  const int pcs[2] = {PKRYLOV_PRECOND_COLUMN, PKRYLOV_PRECOND_JACOBI};
+  const int types[2] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
+  for (int ip = 0; ip < 2; ip++)
+    for (int it = 0; it < 2; it++) {
+      pkrylov_precond M;
+      pkrylov_solver s;
+      PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, pcs[ip], 0, PKRYLOV_LAYOUT_AUTO, &M));
+      PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, types[it], A, M, &s));
+      PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, 1e-11, 0.0));
+      PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
+      pkrylov_result r;
+      PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &r));
+      PK_EXPECT(r.converged == 1, "precond %d solver %d: reason %d after %d iterations", pcs[ip], types[it],
+                r.reason, r.iterations);
+      const double e = pk_test_rel_diff(n, x, xref), rr = pk_test_true_relres(C, b, x);
+      PK_EXPECT(e <= 1e-8, "precond %d solver %d: error vs dense %.3g", pcs[ip], types[it], e);
+      PK_EXPECT(rr <= 1e-10, "precond %d solver %d: true relres (CSR) %.3g", pcs[ip], types[it], rr);
+      PK_REQUIRE_OK(ctx, pkrylov_solver_destroy(&s));
+      PK_REQUIRE_OK(ctx, pkrylov_precond_destroy(&M));
+    }
+  PK_EXPECT(d.bad_dims == 0, "exchange saw wrong dims or a dirty halo");
+  free(b), free(xref), free(x);
+  PK_REQUIRE_OK(ctx, pkrylov_operator_destroy(&C));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_destroy(&A));
+  free_channel(&c);
+  PK_REQUIRE_OK(NULL, pkrylov_context_destroy(&ctx));
+  PK_TEST_END();
+}
+
+/**
+ * An exchange returning nonzero: apply gives PKRYLOV_ERR_CALLBACK (y NaN), and so do CG and pipelined CG
+ * when it fails in the middle of a solve, without calling it again; a working exchange then works again.
+ */
+PK_TEST_CASE(exchange_failure) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  channel c;
+  if (make_channel(8, 5, 4, 0, 31, &c))
+    return PK_FAIL;
+  const int64_t n = (int64_t)c.nx * c.ny * c.nz;
+  xch_data d = {0, 1, 0, c.nx, c.ny, c.nz};
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, create_halo_op(ctx, &c, &d, &A));
+  double *x = rand_vec(n, 1), *y = rand_vec(n, 2), *b = rand_vec(n, 3);
+  PK_EXPECT_CODE(ctx, pkrylov_operator_apply(A, PKRYLOV_MEM_HOST, x, y), PKRYLOV_ERR_CALLBACK);
+  PK_EXPECT(pk_test_msg_has(ctx, "halo exchange") && pk_test_msg_has(ctx, "returned 5"), "message");
+  PK_EXPECT(isnan(y[0]) && isnan(y[n - 1]), "y is NaN after a failed exchange");
+  d.fail_at = 0;
+  PK_EXPECT_CODE(ctx, pkrylov_operator_apply(A, PKRYLOV_MEM_HOST, x, y), PKRYLOV_SUCCESS);
+  pkrylov_precond M;
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  const int types[2] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
+  for (int it = 0; it < 2; it++)
+    for (int at = 1; at <= 4; at += 3) { /* the initial residual, and a product inside the iteration */
+      pkrylov_solver s;
+      PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, types[it], A, M, &s));
+      d.calls = 0, d.fail_at = at;
+      PK_REQUIRE_OK(ctx, pkrylov_solver_set_initial_guess_nonzero(s, 1));
+      for (int64_t i = 0; i < n; i++) x[i] = 0.5 + (double)(i % 3); /* a failed solve gives x back */
+      PK_EXPECT_CODE(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x), PKRYLOV_ERR_CALLBACK);
+      for (int64_t i = 0; i < n; i++)
+        if (x[i] != 0.5 + (double)(i % 3)) {
+          PK_EXPECT(0, "solver %d at %d: x[%lld] changed by a failed solve", types[it], at, (long long)i);
+          break;
+        }
+      PK_EXPECT(pk_test_msg_has(ctx, "halo exchange"), "solver %d at %d: message", types[it], at);
+      PK_EXPECT(d.calls == at, "solver %d: exchange called %d times, failing at %d", types[it], d.calls, at);
+      d.fail_at = 0;
+      PK_EXPECT_CODE(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x), PKRYLOV_SUCCESS);
+      pkrylov_result r;
+      PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &r));
+      PK_EXPECT(r.converged == 1, "solver %d: converges once the exchange works", types[it]);
+      PK_REQUIRE_OK(ctx, pkrylov_solver_destroy(&s));
+    }
+  free(x), free(y), free(b);
+  PK_REQUIRE_OK(ctx, pkrylov_precond_destroy(&M));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_destroy(&A));
+  free_channel(&c);
+  PK_REQUIRE_OK(NULL, pkrylov_context_destroy(&ctx));
+  PK_TEST_END();
+}
+
+/** Bad input: the specific code and the argument named; nothing created, the exchange never called. */
+PK_TEST_CASE(bad_input) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  channel c;
+  if (make_channel(5, 4, 3, 0, 41, &c))
+    return PK_FAIL;
+  xch_data d = {0, 0, 0, c.nx, c.ny, c.nz};
+  pkrylov_operator A = NULL;
+#define MK(cx, nx_, ny_, nz_, w, we, sn, fn, out)                                                            \
+  pkrylov_operator_create_stencil7_exchange((cx), (nx_), (ny_), (nz_), (w), c.aS, c.aV, c.aC, NULL, (we),    \
+                                            (sn), (fn), &d, (out))
+  PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 3, c.aW, c.aWe, NULL, NULL, &A), PKRYLOV_ERR_NULL_POINTER);
+  PK_EXPECT(pk_test_msg_has(ctx, "'exchange'"), "NULL exchange");
+  PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 3, NULL, c.aWe, NULL, xch_periodic, &A), PKRYLOV_ERR_NULL_POINTER);
+  PK_EXPECT(pk_test_msg_has(ctx, "'aW'"), "NULL aW");
+  PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 3, c.aW, c.aWe, NULL, xch_periodic, NULL), PKRYLOV_ERR_NULL_POINTER);
+  PK_EXPECT(pk_test_msg_has(ctx, "'A'"), "NULL A");
+  PK_EXPECT_CODE(NULL, MK(NULL, 5, 4, 3, c.aW, c.aWe, NULL, xch_periodic, &A), PKRYLOV_ERR_NULL_POINTER);
+  PK_EXPECT(pk_test_msg_has(NULL, "'ctx'"), "NULL ctx");
+  PK_EXPECT_CODE(ctx, MK(ctx, 0, 4, 3, c.aW, c.aWe, NULL, xch_periodic, &A), PKRYLOV_ERR_INVALID_SIZE);
+  PK_EXPECT(pk_test_msg_has(ctx, "'nx' = 0"), "nx = 0");
+  PK_EXPECT_CODE(ctx, MK(ctx, 5, -2, 3, c.aW, c.aWe, NULL, xch_periodic, &A), PKRYLOV_ERR_INVALID_SIZE);
+  PK_EXPECT(pk_test_msg_has(ctx, "'ny' = -2"), "ny = -2");
+  PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 0, c.aW, c.aWe, NULL, xch_periodic, &A), PKRYLOV_ERR_INVALID_SIZE);
+  PK_EXPECT(pk_test_msg_has(ctx, "'nz' = 0"), "nz = 0");
+  PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 3, c.aW, c.aWe, NULL, xch_periodic, &A), PKRYLOV_SUCCESS);
+  PK_REQUIRE_OK(ctx, pkrylov_operator_destroy(&A));
+  /* non-finite values that enter A: an edge coupling (ignored by the plain stencil) and aW_east */
+  double *we = malloc(sizeof(double) * (size_t)(c.ny * c.nz)),
+         *sn = malloc(sizeof(double) * (size_t)(c.nx * c.nz));
+  PK_REQUIRE(we && sn, "alloc");
+  memcpy(we, c.aWe, sizeof(double) * (size_t)(c.ny * c.nz));
+  for (int p = 0; p < c.nx * c.nz; p++)
+    sn[p] = 0.0;
+  we[c.ny + 2] = NAN; /* (j,k) = (2,1) */
+  PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 3, c.aW, we, NULL, xch_periodic, &A), PKRYLOV_ERR_NOT_FINITE);
+  PK_EXPECT(pk_test_msg_has(ctx, "'aW_east'") && pk_test_msg_has(ctx, "(4,2,1)"), "NaN in aW_east");
+  sn[1] = INFINITY;
+  PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 3, c.aW, c.aWe, sn, xch_periodic, &A), PKRYLOV_ERR_NOT_FINITE);
+  PK_EXPECT(pk_test_msg_has(ctx, "'aS_north'"), "Inf in aS_north");
+  const double w0 = c.aW[c.nx * 3];
+  c.aW[c.nx * 3] = NAN; /* cell (0,3,0): its west face couples to the halo here */
+  PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 3, c.aW, c.aWe, NULL, xch_periodic, &A), PKRYLOV_ERR_NOT_FINITE);
+  PK_EXPECT(pk_test_msg_has(ctx, "'aW'") && pk_test_msg_has(ctx, "(0,3,0)"), "NaN in aW at i = 0");
+  c.aW[c.nx * 3] = w0;
+#undef MK
+  PK_EXPECT(A == NULL && d.calls == 0, "nothing created, exchange never called");
+  free(we), free(sn);
+  free_channel(&c);
+  PK_REQUIRE_OK(NULL, pkrylov_context_destroy(&ctx));
+  PK_TEST_END();
+}
+
+/** A CUDA context answers UNSUPPORTED, naming the backend (skipped without a CUDA device). */
+PK_TEST_CASE(cuda_context_unsupported) {
+  pkrylov_context ctx;
+  if (!pkrylov_has_cuda() || pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx) != PKRYLOV_SUCCESS)
+    return PK_SKIP;
+  channel c;
+  if (make_channel(5, 4, 3, 0, 41, &c))
+    return PK_FAIL;
+  xch_data d = {0, 0, 0, c.nx, c.ny, c.nz};
+  pkrylov_operator A = NULL;
+  PK_EXPECT_CODE(ctx, create_halo_op(ctx, &c, &d, &A), PKRYLOV_ERR_UNSUPPORTED);
+  PK_EXPECT(pk_test_msg_has(ctx, "CUDA"), "names the backend");
+  PK_EXPECT(A == NULL, "nothing created");
+  free_channel(&c);
+  PK_REQUIRE_OK(NULL, pkrylov_context_destroy(&ctx));
+  PK_TEST_END();
+}
+
+PK_TEST_MAIN(PK_TEST_ENTRY(apply_equals_periodic_csr), PK_TEST_ENTRY(solve_matches_dense),
+             PK_TEST_ENTRY(exchange_failure), PK_TEST_ENTRY(bad_input),
+             PK_TEST_ENTRY(cuda_context_unsupported))
