@@ -41,6 +41,7 @@ static inline void pk_row_chunk(int64_t c, int64_t n, int64_t *i0, int64_t *i1) 
 void pk_cpu_dot(pkrylov_context ctx, int64_t n, const double *x, const double *y, double *part,
                 double *out) {
   const int nt = pk_num_threads(ctx);
+  (void)nt; /* read by the OpenMP pragmas only */
   const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
   for (int64_t c = 0; c < nch; c++) {
@@ -58,6 +59,7 @@ void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const 
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const uint8_t *wet = A->wet;
   const int nt = pk_num_threads(A->ctx);
+  (void)nt; /* read by the OpenMP pragmas only */
   const int user = pk_op_whole_vector(A);
   if (user) pk_op_apply_all(A, x, r); /* r = A x by the caller's routine (or exchange), once */
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
@@ -96,6 +98,7 @@ void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const 
 void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s *M, int64_t n, double alpha, double *r,
                             const double *q, double *z, double *part, double *out) {
   const int nt = pk_num_threads(ctx);
+  (void)nt; /* read by the OpenMP pragmas only */
   if (!M || M->type == PKRYLOV_PRECOND_NONE) {
     const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
@@ -164,6 +167,7 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
                              double *p, const double *z, double *q, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
+  (void)nt; /* read by the OpenMP pragmas only */
   /* a user operator (or halo-exchange stencil): A z of the whole vector into its work vector, once */
   const double *az = NULL;
   if (pk_op_whole_vector(A)) {
@@ -204,6 +208,7 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double
                         double *w, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
+  (void)nt; /* read by the OpenMP pragmas only */
   /* a user operator (or halo-exchange stencil): A m of the whole vector into its work vector, once */
   const double *am = NULL;
   if (pk_op_whole_vector(A)) {

@@ -791,6 +791,7 @@ static void halo_apply(const struct pkrylov_operator_s *A, const double *x, doub
   struct pkrylov_operator_s *W = (struct pkrylov_operator_s *)A; /* heap object: the cast is defined */
   const int64_t nx = A->nx, ny = A->ny, nz = A->nz, n = A->n, hx = nx + 2, hxy = hx * (ny + 2);
   const int nt = pk_num_threads(A->ctx);
+  (void)nt; /* read by the OpenMP pragmas only */
   if (!A->user.failed) {
     double *xh = A->halo.xh;
 #ifdef _OPENMP
