@@ -82,6 +82,22 @@ module pkrylov_mod
     end interface
     public :: pk_halo_callback
 
+    !> Solver monitor for pk_solver_set_monitor: a bind(C) function called after every convergence test
+    !> with the iteration (0 = initial residual) and the recurrence residual 2-norm; it returns 0 to
+    !> continue, nonzero to stop the solve (reason PKRYLOV_STOPPED_BY_MONITOR). user is passed unchanged.
+    abstract interface
+        function pk_monitor_callback(user, iteration, residual_norm) bind(C) &
+            result(stop_flag)
+            import :: c_ptr, c_int32_t, c_double, c_int
+            implicit none
+            type(c_ptr), value :: user
+            integer(c_int32_t), value :: iteration
+            real(c_double), value :: residual_norm
+            integer(c_int) :: stop_flag
+        end function pk_monitor_callback
+    end interface
+    public :: pk_monitor_callback
+
     !> What the C library's void *user points to for a routine of the pk_apply_callback interface: the
     !> routine and the model's pointer (callback_trampoline calls the one with the other).
     type :: callback_rec
@@ -114,6 +130,7 @@ module pkrylov_mod
         type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_precond)
         type(c_ptr), private :: ctx = c_null_ptr
         type(callback_rec), pointer, private :: cb => null() !! user preconditioner: its routine
+        integer(c_int64_t), private :: n = 0 !! size (checked against the vectors of pk_precond_apply)
     end type pk_precond
 
     !> A Krylov solver for one operator, reused for many right-hand sides.
@@ -145,6 +162,13 @@ module pkrylov_mod
     public :: pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get
     ! handle-based reverse communication (CG, pipelined CG, caller-owned reductions)
     public :: pk_rci_create, pk_rci_start, pk_rci_step, pk_rci_get_result, pk_rci_destroy
+    ! solver settings and history, threads, operator export, Matrix Market, preconditioner apply/info
+    public :: pk_solver_set_true_residual_interval, pk_solver_set_residual_replacement
+    public :: pk_solver_set_stagnation_window, pk_solver_set_precision, pk_solver_set_sync_interval
+    public :: pk_solver_set_history, pk_solver_get_history, pk_solver_set_monitor
+    public :: pk_context_set_num_threads
+    public :: pk_operator_get_info, pk_operator_get_csr, pk_operator_create_from_mtx, pk_operator_write_mtx
+    public :: pk_mtx_read_vector, pk_mtx_write_vector, pk_precond_apply, pk_precond_get_info
 
     !> Column stencil from (nx,ny,nz) arrays: real(c_double) or real(c_float) coefficients, optional
     !> mask integer (0 = dry) or logical (.false. = dry).
@@ -920,7 +944,10 @@ contains
         h = c_null_ptr
         rc = pkrylov_precond_create(ctx%h, A%h, ptype, lev, lay, c_loc(h))
         M%h = h
-        if (rc == PKRYLOV_SUCCESS) M%ctx = ctx%h
+        if (rc == PKRYLOV_SUCCESS) then
+            M%ctx = ctx%h
+            M%n = operator_size(A%h)
+        end if
         call check(rc, ctx%h, 'pk_precond_create', ierr)
     end subroutine pk_precond_create
 
@@ -958,7 +985,10 @@ contains
         h = c_null_ptr
         rc = pkrylov_precond_create_column_factors(ctx%h, A%h, lev, lay, c_loc(zmc), c_loc(zmu), c_loc(h))
         M%h = h
-        if (rc == PKRYLOV_SUCCESS) M%ctx = ctx%h
+        if (rc == PKRYLOV_SUCCESS) then
+            M%ctx = ctx%h
+            M%n = operator_size(A%h)
+        end if
         call check(rc, ctx%h, where, ierr)
     end subroutine pk_precond_create_column_factors
 
@@ -1004,6 +1034,7 @@ contains
         M%h = h
         if (.not. c_associated(h)) then
             M%ctx = c_null_ptr
+            M%n = 0
             if (associated(M%cb)) deallocate (M%cb)
         end if
     end subroutine pk_precond_destroy
@@ -1315,6 +1346,7 @@ contains
         M%h = h
         if (rc == PKRYLOV_SUCCESS) then
             M%ctx = ctx%h
+            M%n = n
             M%cb => rec
         else
             deallocate (rec)
@@ -1436,6 +1468,341 @@ contains
         rc2 = pkrylov_context_destroy(c_loc(hctx))
         if (rc /= PKRYLOV_SUCCESS) call raise(int(rc, c_int32_t), c_null_ptr, where, msg, info)
     end subroutine pcg_n8
+
+    ! ---------------------------------------------------------------------------------------------
+    ! Further wrappers: solver settings and history, threads, operator export and Matrix Market files,
+    ! preconditioner application and info
+
+    !> cs = str (trailing blanks removed) as a NUL-terminated C string; cs has len_trim(str)+1 elements.
+    subroutine to_c_string(str, cs)
+        character(len=*), intent(in) :: str
+        character(kind=c_char), intent(out) :: cs(:)
+        integer :: i, n
+        n = len_trim(str)
+        do i = 1, n
+            cs(i) = str(i:i)
+        end do
+        cs(n + 1) = c_null_char
+    end subroutine to_c_string
+
+    !> Recompute the true residual b - A x every k iterations (k >= 0; 0, the default, = never during
+    !> the iteration). Convergence is always confirmed on the true residual of the returned x.
+    subroutine pk_solver_set_true_residual_interval(s, k, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: k !! interval, >= 0
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_true_residual_interval(s%h, k), s%ctx, &
+                   'pk_solver_set_true_residual_interval', ierr)
+    end subroutine pk_solver_set_true_residual_interval
+
+    !> Pipelined CG: residual replacement every k iterations (k >= 0; 0 = never; default 50). Ignored by CG.
+    subroutine pk_solver_set_residual_replacement(s, k, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: k !! interval, >= 0
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_residual_replacement(s%h, k), s%ctx, &
+                   'pk_solver_set_residual_replacement', ierr)
+    end subroutine pk_solver_set_residual_replacement
+
+    !> Stop with PKRYLOV_DIVERGED_STAGNATION when the residual has not fallen below (1 - 1e-3) times its
+    !> best value for window consecutive iterations (window >= 0; 0, the default, = off).
+    subroutine pk_solver_set_stagnation_window(s, window, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: window !! iterations, >= 0
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_stagnation_window(s%h, window), s%ctx, &
+                   'pk_solver_set_stagnation_window', ierr)
+    end subroutine pk_solver_set_stagnation_window
+
+    !> Precision of the stored coefficients: PKRYLOV_PRECISION_FP64 (default), _MIXED_PRECOND or _MIXED
+    !> (CUDA backend only; the CPU backend answers PKRYLOV_ERR_UNSUPPORTED for the mixed ones).
+    subroutine pk_solver_set_precision(s, precision, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: precision !! PKRYLOV_PRECISION_*
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_precision(s%h, precision), s%ctx, 'pk_solver_set_precision', ierr)
+    end subroutine pk_solver_set_precision
+
+    !> CUDA backend: the host reads the device state every k iterations (1..4096, default 32). No effect
+    !> on the CPU backend (the value is still checked).
+    subroutine pk_solver_set_sync_interval(s, k, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: k !! interval, 1..4096
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_sync_interval(s%h, k), s%ctx, 'pk_solver_set_sync_interval', ierr)
+    end subroutine pk_solver_set_sync_interval
+
+    !> .true.: record the recurrence residual norm of every iteration (pk_solver_get_history); .false.
+    !> (default): do not.
+    subroutine pk_solver_set_history(s, flag, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        logical, intent(in) :: flag !! record the history
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_history(s%h, merge(1_c_int32_t, 0_c_int32_t, flag)), s%ctx, &
+                   'pk_solver_set_history', ierr)
+    end subroutine pk_solver_set_history
+
+    !> Residual history of the last solve (needs pk_solver_set_history(s, .true.) before it): hist(i+1) is
+    !> the recurrence residual norm after iteration i (hist(1) the initial one). The first
+    !> min(size(hist), length) values are written (the rest of hist is left as it is); length receives the
+    !> full length (iterations + 1). A zero-size hist asks for the length only.
+    subroutine pk_solver_get_history(s, hist, length, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        real(c_double), intent(inout), target, contiguous :: hist(:) !! the history (capacity size(hist))
+        integer(c_int32_t), intent(out) :: length !! full length of the history
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), target :: len
+        type(c_ptr) :: ph
+        integer(c_int32_t) :: cap
+        integer(c_int) :: rc
+        ph = c_null_ptr
+        cap = int(min(size(hist, kind=c_int64_t), int(huge(cap), c_int64_t)), c_int32_t)
+        if (cap > 0) ph = c_loc(hist)
+        len = 0
+        rc = pkrylov_solver_get_history(s%h, cap, ph, c_loc(len))
+        length = len
+        call check(rc, s%ctx, 'pk_solver_get_history', ierr)
+    end subroutine pk_solver_get_history
+
+    !> Set the monitor fn (a bind(C) function of the pk_monitor_callback interface: a module procedure or
+    !> an external one, it must stay valid while the solver uses it) with its user pointer (default
+    !> c_null_ptr); without fn the monitor is removed.
+    subroutine pk_solver_set_monitor(s, fn, user, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        procedure(pk_monitor_callback), optional :: fn !! the monitor (absent: remove it)
+        type(c_ptr), intent(in), optional :: user !! passed to fn (default c_null_ptr)
+        integer, intent(out), optional :: ierr !! status
+        type(c_funptr) :: pf
+        type(c_ptr) :: pu
+        pf = c_null_funptr
+        pu = c_null_ptr
+        if (present(fn)) pf = c_funloc(fn)
+        if (present(user)) pu = user
+        call check(pkrylov_solver_set_monitor(s%h, pf, pu), s%ctx, 'pk_solver_set_monitor', ierr)
+    end subroutine pk_solver_set_monitor
+
+    !> Number of OpenMP threads the CPU backend uses for this context; n <= 0 restores the default.
+    subroutine pk_context_set_num_threads(ctx, n, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        integer(c_int32_t), intent(in) :: n !! threads (<= 0: default)
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_context_set_num_threads(ctx%h, n), ctx%h, 'pk_context_set_num_threads', ierr)
+    end subroutine pk_context_set_num_threads
+
+    !> Size n, stored nonzeros nnz of the equivalent CSR matrix (-1 when there is no CSR form: user and
+    !> halo-exchange operators), kind type (PKRYLOV_OPERATOR_*) and grid nx, ny, nz (0 for CSR and user
+    !> operators). Every output is optional.
+    subroutine pk_operator_get_info(A, n, nnz, type, nx, ny, nz, ierr)
+        type(pk_operator), intent(in) :: A !! the operator
+        integer(c_int64_t), intent(out), optional :: n !! rows = columns
+        integer(c_int64_t), intent(out), optional :: nnz !! stored nonzeros (-1: none)
+        integer(c_int32_t), intent(out), optional :: type !! PKRYLOV_OPERATOR_*
+        integer(c_int32_t), intent(out), optional :: nx, ny, nz !! grid (0 for CSR and user operators)
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int64_t), target :: n8, nnz8
+        integer(c_int32_t), target :: t, gx, gy, gz
+        integer(c_int) :: rc
+        n8 = 0
+        nnz8 = 0
+        t = 0
+        gx = 0
+        gy = 0
+        gz = 0
+        rc = pkrylov_operator_get_info(A%h, c_loc(n8), c_loc(nnz8), c_loc(t), c_loc(gx), c_loc(gy), &
+                                       c_loc(gz))
+        if (present(n)) n = n8
+        if (present(nnz)) nnz = nnz8
+        if (present(type)) type = t
+        if (present(nx)) nx = gx
+        if (present(ny)) ny = gy
+        if (present(nz)) nz = gz
+        call check(rc, A%ctx, 'pk_operator_get_info', ierr)
+    end subroutine pk_operator_get_info
+
+    !> The operator as a CSR matrix with sorted columns (pk_operator_get_info gives n and nnz): rowptr needs
+    !> at least n+1 values, colind and values at least nnz (PKRYLOV_ERR_SIZE_MISMATCH otherwise; the first
+    !> n+1 and nnz are written). index_base 0 (default, C numbering: rowptr(1) = 0) or 1 (Fortran numbering:
+    !> row i holds entries rowptr(i) .. rowptr(i+1)-1, columns 1..n). User and halo-exchange operators have
+    !> no CSR form (PKRYLOV_ERR_UNSUPPORTED).
+    subroutine pk_operator_get_csr(A, rowptr, colind, values, index_base, ierr)
+        type(pk_operator), intent(in) :: A !! the operator
+        integer(c_int64_t), intent(inout), target, contiguous :: rowptr(:) !! n+1 row starts
+        integer(c_int64_t), intent(inout), target, contiguous :: colind(:) !! nnz column indices
+        real(c_double), intent(inout), target, contiguous :: values(:) !! nnz values
+        integer(c_int32_t), intent(in), optional :: index_base !! 0 (default) or 1
+        integer, intent(out), optional :: ierr !! status (the arrays are unchanged on failure)
+        character(len=*), parameter :: where = 'pk_operator_get_csr'
+        integer(c_int64_t), allocatable, target :: rp(:), ci(:)
+        real(c_double), allocatable, target :: va(:)
+        integer(c_int64_t), target :: n, nnz
+        integer(c_int32_t) :: base
+        integer(c_int) :: rc
+        base = 0
+        if (present(index_base)) base = index_base
+        if (.not. c_associated(A%h)) then ! the C library reports the null handle
+            call check(pkrylov_operator_get_csr(A%h, c_null_ptr, c_null_ptr, c_null_ptr), c_null_ptr, where, &
+                       ierr)
+            return
+        end if
+        if (base /= 0 .and. base /= 1) then
+            call raise(PKRYLOV_ERR_INVALID_VALUE, A%ctx, where, "argument 'index_base' = "// &
+                       itoa(int(base, c_int64_t))//" must be 0 or 1", ierr)
+            return
+        end if
+        rc = pkrylov_operator_get_info(A%h, c_loc(n), c_loc(nnz), c_null_ptr, c_null_ptr, c_null_ptr, &
+                                       c_null_ptr)
+        if (rc == PKRYLOV_SUCCESS .and. nnz < 0) then ! no CSR form: the C library says why
+            rc = pkrylov_operator_get_csr(A%h, c_loc(dummy_d), c_loc(dummy_d), c_loc(dummy_d))
+        end if
+        if (rc /= PKRYLOV_SUCCESS) then
+            call check(rc, A%ctx, where, ierr)
+            return
+        end if
+        if (size(rowptr, kind=c_int64_t) < n + 1) then
+            call raise(PKRYLOV_ERR_SIZE_MISMATCH, A%ctx, where, "argument 'rowptr' has "// &
+                       itoa(size(rowptr, kind=c_int64_t))//" values, fewer than n+1 = "//itoa(n + 1), ierr)
+            return
+        end if
+        if (size(colind, kind=c_int64_t) < nnz) then
+            call raise(PKRYLOV_ERR_SIZE_MISMATCH, A%ctx, where, "argument 'colind' has "// &
+                       itoa(size(colind, kind=c_int64_t))//" values, fewer than nnz = "//itoa(nnz), ierr)
+            return
+        end if
+        if (size(values, kind=c_int64_t) < nnz) then
+            call raise(PKRYLOV_ERR_SIZE_MISMATCH, A%ctx, where, "argument 'values' has "// &
+                       itoa(size(values, kind=c_int64_t))//" values, fewer than nnz = "//itoa(nnz), ierr)
+            return
+        end if
+        ! into temporaries (at least one value each), so that a failure leaves the arrays unchanged
+        allocate (rp(n + 1), ci(max(nnz, 1_c_int64_t)), va(max(nnz, 1_c_int64_t)))
+        rc = pkrylov_operator_get_csr(A%h, c_loc(rp), c_loc(ci), c_loc(va))
+        if (rc == PKRYLOV_SUCCESS) then
+            rowptr(1:n + 1) = rp + base
+            colind(1:nnz) = ci(1:nnz) + base
+            values(1:nnz) = va(1:nnz)
+        end if
+        call check(rc, A%ctx, where, ierr)
+    end subroutine pk_operator_get_csr
+
+    !> A CSR operator read from a Matrix Market file (a square matrix in coordinate format). File errors:
+    !> PKRYLOV_ERR_FILE_IO; malformed files: PKRYLOV_ERR_FILE_FORMAT (the message names the line).
+    subroutine pk_operator_create_from_mtx(ctx, A, path, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        character(len=*), intent(in) :: path !! file name (trailing blanks ignored)
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: cpath(len_trim(path) + 1)
+        type(c_ptr), target :: h
+        integer(c_int) :: rc
+        call to_c_string(path, cpath)
+        h = c_null_ptr
+        rc = pkrylov_operator_create_from_mtx(ctx%h, c_loc(cpath), c_loc(h))
+        A%h = h
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, 'pk_operator_create_from_mtx', ierr)
+    end subroutine pk_operator_create_from_mtx
+
+    !> Write the operator to a Matrix Market file (coordinate real general, 1-based, 17 digits).
+    subroutine pk_operator_write_mtx(A, path, ierr)
+        type(pk_operator), intent(in) :: A !! the operator (not a user or halo-exchange one)
+        character(len=*), intent(in) :: path !! file name (trailing blanks ignored)
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: cpath(len_trim(path) + 1)
+        call to_c_string(path, cpath)
+        call check(pkrylov_operator_write_mtx(A%h, c_loc(cpath)), A%ctx, 'pk_operator_write_mtx', ierr)
+    end subroutine pk_operator_write_mtx
+
+    !> Read a vector from a Matrix Market file ("array" or "coordinate" with one column; missing
+    !> coordinate entries are 0): v is allocated to the file's length. On failure v is not allocated.
+    !> ctx may be a null pk_context (the message is then the one without a context).
+    subroutine pk_mtx_read_vector(ctx, path, v, n, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (or a null one)
+        character(len=*), intent(in) :: path !! file name (trailing blanks ignored)
+        real(c_double), allocatable, target, intent(out) :: v(:) !! the vector
+        integer(c_int64_t), intent(out), optional :: n !! its length
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: cpath(len_trim(path) + 1)
+        integer(c_int64_t), target :: len, len2
+        type(c_ptr) :: pv
+        integer(c_int) :: rc
+        call to_c_string(path, cpath)
+        len = 0
+        len2 = 0
+        if (present(n)) n = 0
+        ! the length first (the whole file is checked), then the values
+        rc = pkrylov_mtx_read_vector(ctx%h, c_loc(cpath), 0_c_int64_t, c_null_ptr, c_loc(len))
+        if (rc == PKRYLOV_SUCCESS) then
+            allocate (v(len))
+            pv = c_loc(dummy_d)
+            if (len > 0) pv = c_loc(v)
+            rc = pkrylov_mtx_read_vector(ctx%h, c_loc(cpath), len, pv, c_loc(len2))
+            if (rc == PKRYLOV_SUCCESS .and. len2 /= len) then ! the file changed between the two reads
+                call raise(PKRYLOV_ERR_FILE_FORMAT, ctx%h, 'pk_mtx_read_vector', "the file '"//trim(path)// &
+                           "' changed while it was read", ierr)
+                deallocate (v)
+                return
+            end if
+            if (rc /= PKRYLOV_SUCCESS) deallocate (v)
+            if (rc == PKRYLOV_SUCCESS .and. present(n)) n = len
+        end if
+        call check(rc, ctx%h, 'pk_mtx_read_vector', ierr)
+    end subroutine pk_mtx_read_vector
+
+    !> Write a vector (host array of any shape; its values in array element order) as a Matrix Market
+    !> "array real general" file with 17 digits. ctx may be a null pk_context.
+    subroutine pk_mtx_write_vector(ctx, path, v, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (or a null one)
+        character(len=*), intent(in) :: path !! file name (trailing blanks ignored)
+        real(c_double), intent(in), target, contiguous :: v(..) !! the values
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: cpath(len_trim(path) + 1)
+        type(c_ptr) :: pv
+        call to_c_string(path, cpath)
+        pv = c_loc(dummy_d)
+        if (size(v) > 0) pv = c_loc(v)
+        call check(pkrylov_mtx_write_vector(ctx%h, c_loc(cpath), size(v, kind=c_int64_t), pv), ctx%h, &
+                   'pk_mtx_write_vector', ierr)
+    end subroutine pk_mtx_write_vector
+
+    !> z = M^-1 r for host arrays of any shape with n values each (the size of the preconditioner).
+    subroutine pk_precond_apply(M, r, z, ierr)
+        type(pk_precond), intent(in) :: M !! the preconditioner
+        real(c_double), intent(in), target, contiguous :: r(..) !! n values
+        real(c_double), intent(inout), target, contiguous :: z(..) !! n values, overwritten with M^-1 r
+        integer, intent(out), optional :: ierr !! status
+        character(len=*), parameter :: where = 'pk_precond_apply'
+        logical :: ok
+        if (.not. c_associated(M%h)) then ! the C library reports the null handle
+            call check(pkrylov_precond_apply(M%h, PKRYLOV_MEM_HOST, c_null_ptr, c_null_ptr), c_null_ptr, &
+                       where, ierr)
+            return
+        end if
+        call check_count(size(r, kind=c_int64_t), M%n, 'r', "the preconditioner's size n", M%ctx, where, ok, &
+                         ierr)
+        if (ok) call check_count(size(z, kind=c_int64_t), M%n, 'z', "the preconditioner's size n", M%ctx, &
+                                 where, ok, ierr)
+        if (.not. ok) return
+        call check(pkrylov_precond_apply(M%h, PKRYLOV_MEM_HOST, c_loc(r), c_loc(z)), M%ctx, where, ierr)
+    end subroutine pk_precond_apply
+
+    !> Type (PKRYLOV_PRECOND_*), levels and layout (PKRYLOV_LAYOUT_*) actually used; every output optional.
+    subroutine pk_precond_get_info(M, type, levels, layout, ierr)
+        type(pk_precond), intent(in) :: M !! the preconditioner
+        integer(c_int32_t), intent(out), optional :: type !! PKRYLOV_PRECOND_*
+        integer(c_int32_t), intent(out), optional :: levels !! vertical levels
+        integer(c_int32_t), intent(out), optional :: layout !! PKRYLOV_LAYOUT_*
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), target :: t, lev, lay
+        integer(c_int) :: rc
+        t = 0
+        lev = 0
+        lay = 0
+        rc = pkrylov_precond_get_info(M%h, c_loc(t), c_loc(lev), c_loc(lay))
+        if (present(type)) type = t
+        if (present(levels)) levels = lev
+        if (present(layout)) layout = lay
+        call check(rc, M%ctx, 'pk_precond_get_info', ierr)
+    end subroutine pk_precond_get_info
 
     ! ---------------------------------------------------------------------------------------------
     ! Handle-based reverse communication (pkrylov_rci_*)
