@@ -54,19 +54,38 @@ void pk_cpu_dot(pkrylov_context ctx, int64_t n, const double *x, const double *y
   pk_sum_partials(part, nch, 1, out);
 }
 
+/**
+ * Operators that can only be applied to a whole vector (user callbacks, the halo-exchange stencil): y = A x
+ * into `y` once, before a chunk loop; returns y, or NULL for operators applied chunk by chunk.
+ */
+static const double *pk_whole_product(const struct pkrylov_operator_s *A, const double *x, double *y) {
+  if (!pk_op_whole_vector(A)) return NULL;
+  pk_op_apply_all(A, x, y);
+  return y;
+}
+
+/** y[i0..i1) = (A x)[i0..i1): copied from the whole-vector product when there is one, else row by row. */
+static inline void pk_chunk_product(const struct pkrylov_operator_s *A, const double *x, const double *whole,
+                                    double *y, int64_t i0, int64_t i1) {
+  if (whole == y) return;
+  if (whole)
+    memcpy(y + i0, whole + i0, sizeof(double) * (size_t)(i1 - i0));
+  else
+    pk_op_apply_rows(A, x, y, i0, i1);
+}
+
 void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const double *x, double *r,
                      double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const uint8_t *wet = A->wet;
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
-  const int user = pk_op_whole_vector(A);
-  if (user) pk_op_apply_all(A, x, r); /* r = A x by the caller's routine (or exchange), once */
+  const double *ax = pk_whole_product(A, x, r); /* r = A x once, for whole-vector operators */
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
   for (int64_t c = 0; c < nch; c++) {
     int64_t i0, i1;
     pk_row_chunk(c, n, &i0, &i1);
-    if (!user) pk_op_apply_rows(A, x, r, i0, i1);
+    pk_chunk_product(A, x, ax, r, i0, i1); /* r = A x on the chunk */
     double t = 0;
     for (int64_t i = i0; i < i1; i++) {
       /* r = b - A x, zero at dry cells (b is ignored there) */
@@ -168,12 +187,7 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
-  /* a user operator (or halo-exchange stencil): A z of the whole vector into its work vector, once */
-  const double *az = NULL;
-  if (pk_op_whole_vector(A)) {
-    pk_op_apply_all(A, z, A->user.scratch);
-    az = A->user.scratch;
-  }
+  const double *az = pk_whole_product(A, z, A->user.scratch);
 #pragma omp parallel num_threads(nt) if (nch > 1)
   {
     double qold[PK_ROW_CHUNK];
@@ -182,10 +196,7 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
       int64_t i0, i1;
       pk_row_chunk(c, n, &i0, &i1);
       memcpy(qold, q + i0, sizeof(double) * (size_t)(i1 - i0));
-      if (az)
-        memcpy(q + i0, az + i0, sizeof(double) * (size_t)(i1 - i0));
-      else
-        pk_op_apply_rows(A, z, q, i0, i1); /* q = A z on the chunk */
+      pk_chunk_product(A, z, az, q, i0, i1); /* q = A z on the chunk */
       double t = 0;
       for (int64_t i = i0; i < i1; i++) {
         /* x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
@@ -209,12 +220,7 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
-  /* a user operator (or halo-exchange stencil): A m of the whole vector into its work vector, once */
-  const double *am = NULL;
-  if (pk_op_whole_vector(A)) {
-    pk_op_apply_all(A, m, A->user.scratch);
-    am = A->user.scratch;
-  }
+  const double *am = pk_whole_product(A, m, A->user.scratch);
 #pragma omp parallel num_threads(nt) if (nch > 1)
   {
     double zold[PK_ROW_CHUNK];
@@ -223,10 +229,7 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double
       int64_t i0, i1;
       pk_row_chunk(c, n, &i0, &i1);
       memcpy(zold, z + i0, sizeof(double) * (size_t)(i1 - i0));
-      if (am)
-        memcpy(z + i0, am + i0, sizeof(double) * (size_t)(i1 - i0));
-      else
-        pk_op_apply_rows(A, m, z, i0, i1); /* z = n = A m on the chunk */
+      pk_chunk_product(A, m, am, z, i0, i1); /* z = n = A m on the chunk */
       double t0 = 0, t1 = 0, t2 = 0;
       for (int64_t i = i0; i < i1; i++) {
         /* z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;

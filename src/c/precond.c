@@ -357,30 +357,15 @@ done:
 /* Application                                                                                       */
 
 /**
- * Symmetric path, k-slow layout, columns [c0, c1) at once (k outer, columns inner, contiguous):
- *   forward   y_0 = r_0,  y_k = r_k - l_{k-1} y_{k-1}            (L y = r)
- *   backward  z_{nz-1} = dinv_{nz-1} y_{nz-1},  z_k = dinv_k y_k - l_k z_{k+1}   (D L^T z = y)
- * y is kept in z.
+ * Backward sweep of the symmetric k-slow path on columns [c0, c1), y held in z:
+ * z_{nz-1} = dinv_{nz-1} y_{nz-1}, z_k = dinv_k y_k - l_k z_{k+1}.
  */
-static void pc_sym_kslow(const struct pkrylov_precond_s *P, const double *restrict r, double *restrict z,
-                         int64_t c0, int64_t c1) {
+static void pc_sym_kslow_backward(const struct pkrylov_precond_s *P, double *restrict z, int64_t c0,
+                                  int64_t c1) {
   const int64_t nc = P->ncols, w = c1 - c0;
   const int32_t nz = P->nz;
   const double *restrict lmul = P->lmul;
   const double *restrict dinv = P->dinv;
-  {
-    const double *restrict rk = r + c0;
-    double *restrict zk = z + c0;
-    for (int64_t c = 0; c < w; c++) zk[c] = rk[c];
-  }
-  for (int32_t k = 1; k < nz; k++) {
-    const int64_t o = (int64_t)k * nc + c0, p = o - nc;
-    const double *restrict rk = r + o;
-    const double *restrict lp = lmul + p;
-    const double *restrict zp = z + p;
-    double *restrict zk = z + o;
-    for (int64_t c = 0; c < w; c++) zk[c] = rk[c] - lp[c] * zp[c];
-  }
   {
     const int64_t o = (int64_t)(nz - 1) * nc + c0;
     const double *restrict dk = dinv + o;
@@ -395,6 +380,33 @@ static void pc_sym_kslow(const struct pkrylov_precond_s *P, const double *restri
     double *restrict zk = z + o;
     for (int64_t c = 0; c < w; c++) zk[c] = dk[c] * zk[c] - lk[c] * zq[c];
   }
+}
+
+/**
+ * Symmetric path, k-slow layout, columns [c0, c1) at once (k outer, columns inner, contiguous):
+ *   forward   y_0 = r_0,  y_k = r_k - l_{k-1} y_{k-1}            (L y = r)
+ *   backward  z_{nz-1} = dinv_{nz-1} y_{nz-1},  z_k = dinv_k y_k - l_k z_{k+1}   (D L^T z = y)
+ * y is kept in z.
+ */
+static void pc_sym_kslow(const struct pkrylov_precond_s *P, const double *restrict r, double *restrict z,
+                         int64_t c0, int64_t c1) {
+  const int64_t nc = P->ncols, w = c1 - c0;
+  const int32_t nz = P->nz;
+  const double *restrict lmul = P->lmul;
+  {
+    const double *restrict rk = r + c0;
+    double *restrict zk = z + c0;
+    for (int64_t c = 0; c < w; c++) zk[c] = rk[c];
+  }
+  for (int32_t k = 1; k < nz; k++) {
+    const int64_t o = (int64_t)k * nc + c0, p = o - nc;
+    const double *restrict rk = r + o;
+    const double *restrict lp = lmul + p;
+    const double *restrict zp = z + p;
+    double *restrict zk = z + o;
+    for (int64_t c = 0; c < w; c++) zk[c] = rk[c] - lp[c] * zp[c];
+  }
+  pc_sym_kslow_backward(P, z, c0, c1);
 }
 
 /** Widest column chunk the fused CG sweep handles (its per-column accumulators live on the stack). */
@@ -443,20 +455,7 @@ static void pc_sym_kslow_cg(const struct pkrylov_precond_s *P, double alpha, dou
       arz[c] += dk[c] * y * y;
     }
   }
-  {
-    const int64_t o = (int64_t)(nz - 1) * nc + c0;
-    const double *restrict dk = dinv + o;
-    double *restrict zk = z + o;
-    for (int64_t c = 0; c < w; c++) zk[c] *= dk[c];
-  }
-  for (int32_t k = nz - 2; k >= 0; k--) {
-    const int64_t o = (int64_t)k * nc + c0, qo = o + nc;
-    const double *restrict dk = dinv + o;
-    const double *restrict lk = lmul + o;
-    const double *restrict zq = z + qo;
-    double *restrict zk = z + o;
-    for (int64_t c = 0; c < w; c++) zk[c] = dk[c] * zk[c] - lk[c] * zq[c];
-  }
+  pc_sym_kslow_backward(P, z, c0, c1);
   double rz = 0.0, rr = 0.0;
   for (int64_t c = 0; c < w; c++) rz += arz[c], rr += arr[c];
   out[0] = rz;
