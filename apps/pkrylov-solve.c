@@ -38,7 +38,8 @@ typedef struct {
   int set_precond, set_layout;
   int32_t levels;          /* 0 = not given */
   double rtol, atol;
-  int32_t maxit, replace, true_residual, threads;
+  int32_t maxit, replace, true_residual, threads, restart, step;
+  int set_restart, set_step;
   int set_replace, set_true_residual, set_threads;
   int json, quiet, help;
 } options;
@@ -70,7 +71,10 @@ static void print_help(FILE *f) {
           "  --x0 X0.mtx                initial guess (default zero)\n"
           "\n"
           "method:\n"
-          "  --solver cg|pipecg         Krylov method (default cg)\n"
+          "  --solver NAME              Krylov method: cg (default), pipecg, bicgstab, pipebicgstab,\n"
+          "                             gmres, pipegmres, fgmres, cagmres\n"
+          "  --restart M                GMRES family: Krylov vectors per cycle (default 30)\n"
+          "  --step S|auto              CA-GMRES: basis vectors per block (default auto)\n"
           "  --precond none|jacobi|column  preconditioner (default column for --problem, jacobi for a\n"
           "                             matrix file)\n"
           "  --levels NZ                vertical levels per column (column preconditioner; required\n"
@@ -155,8 +159,12 @@ static int32_t lookup(const char *name, const char *const *names, const int32_t 
  * offending option and returns 1.
  */
 static int parse_args(int argc, char **argv, options *o) {
-  static const char *const solver_names[] = {"cg", "pipecg", NULL};
-  static const int32_t solver_values[] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
+  static const char *const solver_names[] = {"cg",    "pipecg", "bicgstab", "pipebicgstab",
+                                             "gmres", "pipegmres", "fgmres", "cagmres", NULL};
+  static const int32_t solver_values[] = {PKRYLOV_SOLVER_CG,       PKRYLOV_SOLVER_PIPECG,
+                                          PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB,
+                                          PKRYLOV_SOLVER_GMRES,    PKRYLOV_SOLVER_PIPEGMRES,
+                                          PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES};
   static const char *const precond_names[] = {"none", "jacobi", "column", NULL};
   static const int32_t precond_values[] = {PKRYLOV_PRECOND_NONE, PKRYLOV_PRECOND_JACOBI,
                                            PKRYLOV_PRECOND_COLUMN};
@@ -200,7 +208,7 @@ static int parse_args(int argc, char **argv, options *o) {
     static const char *const valued[] = {
         "--problem", "--geometry", "--rhs", "--x0", "--solver", "--precond", "--levels",
         "--layout", "--backend", "--rtol", "--atol", "--maxit", "--replace", "--true-residual",
-        "--out", "--history", "--save-system", "--threads", "--precision", NULL};
+        "--out", "--history", "--save-system", "--threads", "--precision", "--restart", "--step", NULL};
     char name[64];
     const char *val = NULL;
     const char *eq = strchr(arg, '=');
@@ -244,7 +252,9 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (strcmp(name, "--solver") == 0) {
       o->solver = lookup(val, solver_names, solver_values);
       if (o->solver < 0) {
-        usage_error("invalid value '%s' for option '--solver' (cg or pipecg)", val);
+        usage_error("invalid value '%s' for option '--solver' (cg, pipecg, bicgstab, pipebicgstab, gmres, "
+                    "pipegmres, fgmres or cagmres)",
+                    val);
         return 1;
       }
     } else if (strcmp(name, "--precond") == 0) {
@@ -289,6 +299,8 @@ static int parse_args(int argc, char **argv, options *o) {
       o->history = val;
     } else if (strcmp(name, "--save-system") == 0) {
       o->save_system = val;
+    } else if (strcmp(name, "--step") == 0 && strcmp(val, "auto") == 0) {
+      o->step = 0, o->set_step = 1;
     } else {
       /* the integer options: --levels (> 0), --maxit, --replace, --true-residual, --threads (>= 0) */
       int is_levels = strcmp(name, "--levels") == 0;
@@ -306,6 +318,10 @@ static int parse_args(int argc, char **argv, options *o) {
         o->replace = v, o->set_replace = 1;
       } else if (strcmp(name, "--true-residual") == 0) {
         o->true_residual = v, o->set_true_residual = 1;
+      } else if (strcmp(name, "--restart") == 0) {
+        o->restart = v, o->set_restart = 1;
+      } else if (strcmp(name, "--step") == 0) {
+        o->step = v, o->set_step = 1;
       } else {
         o->threads = v, o->set_threads = 1;
       }
@@ -386,6 +402,12 @@ static const char *enum_name(int32_t v) {
   switch (v) {
   case PKRYLOV_SOLVER_CG: return "cg";
   case PKRYLOV_SOLVER_PIPECG: return "pipecg";
+  case PKRYLOV_SOLVER_BICGSTAB: return "bicgstab";
+  case PKRYLOV_SOLVER_PIPEBICGSTAB: return "pipebicgstab";
+  case PKRYLOV_SOLVER_GMRES: return "gmres";
+  case PKRYLOV_SOLVER_PIPEGMRES: return "pipegmres";
+  case PKRYLOV_SOLVER_FGMRES: return "fgmres";
+  case PKRYLOV_SOLVER_CAGMRES: return "cagmres";
   case PKRYLOV_PRECOND_NONE: return "none";
   case PKRYLOV_PRECOND_JACOBI: return "jacobi";
   case PKRYLOV_PRECOND_COLUMN: return "column";
@@ -594,6 +616,14 @@ int main(int argc, char **argv) {
   }
   if ((st = pkrylov_solver_set_max_iterations(s, o.maxit)) != PKRYLOV_SUCCESS) {
     lib_error(ctx, st, "invalid '--maxit'");
+    goto done;
+  }
+  if (o.set_restart && (st = pkrylov_solver_set_restart(s, o.restart)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "invalid '--restart'");
+    goto done;
+  }
+  if (o.set_step && (st = pkrylov_solver_set_step(s, o.step)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "invalid '--step'");
     goto done;
   }
   if ((st = pkrylov_solver_set_precision(s, o.precision)) != PKRYLOV_SUCCESS) {

@@ -109,8 +109,15 @@ typedef enum { PKRYLOV_MEM_HOST = 200, PKRYLOV_MEM_DEVICE = 201 } pkrylov_memtyp
 
 /** Krylov method. */
 typedef enum {
-  PKRYLOV_SOLVER_CG = 300,    /**< preconditioned CG, fused two-loop form (two reductions/iteration) */
-  PKRYLOV_SOLVER_PIPECG = 301 /**< pipelined PCG (Ghysels-Vanroose), one reduction/iteration */
+  PKRYLOV_SOLVER_CG = 300,           /**< preconditioned CG, fused two-loop form (two reductions/iteration) */
+  PKRYLOV_SOLVER_PIPECG = 301,       /**< pipelined PCG (Ghysels-Vanroose), one reduction/iteration */
+  PKRYLOV_SOLVER_BICGSTAB = 302,     /**< BiCGStab (van der Vorst), right preconditioned */
+  PKRYLOV_SOLVER_PIPEBICGSTAB = 303, /**< pipelined BiCGStab (Cools-Vanroose), reductions merged */
+  PKRYLOV_SOLVER_GMRES = 304,        /**< GMRES(m), classical Gram-Schmidt with reorthogonalisation */
+  PKRYLOV_SOLVER_PIPEGMRES = 305,    /**< pipelined GMRES(m) (Ghysels et al.), one reduction/iteration */
+  PKRYLOV_SOLVER_FGMRES = 306,       /**< flexible GMRES(m) (Saad), for variable preconditioners */
+  PKRYLOV_SOLVER_CAGMRES = 307       /**< CA-GMRES(s, m): matrix powers, block orthogonalisation,
+                                          CholQR with a double-double Gram matrix */
 } pkrylov_solver_type;
 
 /** Preconditioner. */
@@ -159,7 +166,12 @@ typedef enum {
   PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND = -3, /**< (r, M^-1 r) zero or of changing sign */
   PKRYLOV_DIVERGED_NAN = -4,                /**< NaN or Inf appeared in a reduction */
   PKRYLOV_DIVERGED_STAGNATION = -5,         /**< no progress over the stagnation window */
-  PKRYLOV_STOPPED_BY_MONITOR = -6           /**< the monitor callback asked to stop */
+  PKRYLOV_STOPPED_BY_MONITOR = -6,          /**< the monitor callback asked to stop */
+  PKRYLOV_DIVERGED_BREAKDOWN_RHO = -7,      /**< BiCGStab: (r0*, r) vanished */
+  PKRYLOV_DIVERGED_BREAKDOWN_SHADOW = -8,   /**< BiCGStab: (r0*, A p) vanished */
+  PKRYLOV_DIVERGED_BREAKDOWN_OMEGA = -9,    /**< BiCGStab: omega = (t, s)/(t, t) vanished or undefined */
+  PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY = -10 /**< GMRES family: the Krylov basis lost linear
+                                                  independence (CholQR Gram matrix not positive definite) */
 } pkrylov_reason;
 /**@}*/
 
@@ -553,6 +565,18 @@ PKRYLOV_EXTERN int pkrylov_solver_set_precision(pkrylov_solver s, int32_t precis
  * makes the host look at every iteration. No effect on the CPU backend.
  */
 PKRYLOV_EXTERN int pkrylov_solver_set_sync_interval(pkrylov_solver s, int32_t k);
+/**
+ * GMRES family: restart length m (Krylov vectors per cycle), 1 <= m <= 1000, default 30. CA-GMRES rounds m
+ * up to a multiple of its step. ::PKRYLOV_ERR_INVALID_VALUE for other solvers' types is not raised: the
+ * value is ignored by CG, pipelined CG and the BiCGStab family.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_restart(pkrylov_solver s, int32_t m);
+/**
+ * CA-GMRES: step size s (matrix-powers depth, basis vectors per block), 1 <= s <= 16, or 0 = auto (default):
+ * chosen from the time per basis vector measured for the candidates 2, 4, 8 (those <= m) during the first
+ * restart cycle. Ignored by the other solvers.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_step(pkrylov_solver s, int32_t step);
 /** Set (or with fn NULL remove) the monitor callback. */
 PKRYLOV_EXTERN int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user);
 /**

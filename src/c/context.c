@@ -93,6 +93,10 @@ const char *pkrylov_reason_string(int reason) {
   case PKRYLOV_DIVERGED_NAN: return "nan";
   case PKRYLOV_DIVERGED_STAGNATION: return "stagnation";
   case PKRYLOV_STOPPED_BY_MONITOR: return "stopped_by_monitor";
+  case PKRYLOV_DIVERGED_BREAKDOWN_RHO: return "breakdown_rho";
+  case PKRYLOV_DIVERGED_BREAKDOWN_SHADOW: return "breakdown_shadow";
+  case PKRYLOV_DIVERGED_BREAKDOWN_OMEGA: return "breakdown_omega";
+  case PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY: return "breakdown_orthogonality";
   default: return "unknown";
   }
 }

@@ -289,6 +289,9 @@ struct pkrylov_solver_s {
   int32_t has_result;
   int32_t mixed;          /* CUDA: 0 fp64, 1 fp32 preconditioner factors, 2 fp32 factors and operator */
   int32_t sync_interval;  /* CUDA: iterations between reads of the device state */
+  int32_t restart;        /* GMRES family: Krylov vectors per cycle */
+  int32_t step;           /* CA-GMRES: basis vectors per block, 0 = auto */
+  void *kry;              /* BiCGStab/GMRES families: their vector engine (pk_kry.h), NULL until a solve */
   void *dev;              /* CUDA: device work area (pk_cuda_solver.cu), NULL on the CPU */
 };
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "pk_impl.h"
+#include "pk_kry.h"
 #ifdef PKRYLOV_HAVE_CUDA
 #include "pk_cuda.h"
 #endif
@@ -41,9 +42,9 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
   PK_CHECK_PTR(s, ctx);
   PK_CHECK_PTR(A, ctx);
-  PK_CHECK(type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG, ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'type' = %d is not a pkrylov_solver_type (CG %d, PIPECG %d)", type,
-           PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG);
+  PK_CHECK(type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG || pk_kry_is_kry_type(type), ctx,
+           PKRYLOV_ERR_INVALID_VALUE, "argument 'type' = %d is not a pkrylov_solver_type (%d to %d)", type,
+           PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_CAGMRES);
   PK_CHECK(A->ctx == ctx, ctx, PKRYLOV_ERR_INCOMPATIBLE, "operator 'A' belongs to another context");
   if (M) {
     PK_CHECK(M->ctx == ctx, ctx, PKRYLOV_ERR_INCOMPATIBLE,
@@ -64,13 +65,18 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   S->atol = 0.0;
   S->maxit = 1000;
   S->replace_interval = 50;
-  /* CG: r z p q (+ t for true residuals); pipelined CG: all */
-  const int nvec = type == PKRYLOV_SOLVER_CG ? V_U + 1 : PK_NVEC;
+  S->restart = 30;
+  S->step = 0;
+  /* CG: r z p q (+ t for true residuals); pipelined CG: all; the BiCGStab and GMRES families keep their
+     vectors in their engine (pk_kry.h), made at the first solve */
+  const int kry = pk_kry_is_kry_type(type);
+  const int nvec = kry ? 0 : type == PKRYLOV_SOLVER_CG ? V_U + 1 : PK_NVEC;
   /* Work vectors in one block, each start shifted by 5 more cache lines than the previous one: large
      power-of-two strides would map every vector of a fused loop to the same cache sets. */
   const size_t stride = ((size_t)A->n + 7) / 8 * 8 + PK_VEC_SHIFT;
   /* the CUDA backend keeps its vectors on the device (pk_cuda_solver_setup) */
-  S->work = ctx->backend == PKRYLOV_BACKEND_CPU ? calloc((size_t)nvec * stride, sizeof(double)) : malloc(1);
+  S->work = ctx->backend == PKRYLOV_BACKEND_CPU && nvec > 0 ? calloc((size_t)nvec * stride, sizeof(double))
+                                                              : malloc(1);
   S->part = calloc((size_t)pk_cpu_scratch_size(A->n, S->M), sizeof(double));
   if (!S->work || !S->part) {
     free(S->work);
@@ -79,12 +85,12 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
                     "cannot allocate %d work vectors of %lld values", nvec, (long long)A->n);
   }
-  if (ctx->backend == PKRYLOV_BACKEND_CPU)
+  if (ctx->backend == PKRYLOV_BACKEND_CPU && nvec > 0)
     for (int i = 0; i < nvec; i++) S->v[i] = S->work + (size_t)i * stride;
   S->sync_interval = 32;
   if (type == PKRYLOV_SOLVER_CG) S->v[V_T] = S->v[V_U]; /* scratch for true residuals */
 #ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA && !kry) {
     int ierr = pk_cuda_solver_setup(S);
     if (ierr) {
       pk_cuda_solver_free(S);
@@ -112,6 +118,7 @@ int pkrylov_solver_destroy(pkrylov_solver *s) {
 #ifdef PKRYLOV_HAVE_CUDA
   pk_cuda_solver_free(S);
 #endif
+  pk_kry_destroy((pk_kry *)S->kry);
   free(S->work);
   free(S->part);
   free(S->hist);
@@ -190,6 +197,14 @@ int pkrylov_solver_set_precision(pkrylov_solver s, int32_t precision) {
 
 int pkrylov_solver_set_sync_interval(pkrylov_solver s, int32_t k) {
   return pk_set_int(s, __func__, "k", k, 1, 4096, s ? &s->sync_interval : NULL);
+}
+
+int pkrylov_solver_set_restart(pkrylov_solver s, int32_t m) {
+  return pk_set_int(s, __func__, "m", m, 1, 1000, s ? &s->restart : NULL);
+}
+
+int pkrylov_solver_set_step(pkrylov_solver s, int32_t step) {
+  return pk_set_int(s, __func__, "step", step, 0, 16, s ? &s->step : NULL);
 }
 
 int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user) {
@@ -548,6 +563,7 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   pkrylov_context ctx = s->ctx;
   const int64_t n = s->n;
   PK_CALL(pk_check_vectors(ctx, __func__, mem, b, "b", x, "x", n));
+  if (pk_kry_is_kry_type(s->type)) return pk_kry_solve(s, mem, b, x);
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
     if (s->history_on) {

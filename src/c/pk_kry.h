@@ -1,0 +1,245 @@
+/**
+ * @file pk_kry.h
+ * @brief The vector engine of the BiCGStab and GMRES families (private, not installed).
+ *
+ * One driver per method (bicgstab.c, gmres.c) runs on both backends: it never touches vector data, only
+ * asks the engine for whole-vector operations on vectors named by ids, and for scalar steps that run where
+ * the scalars live (a host array on the CPU, a device array on CUDA: one thread of one block there). So the
+ * CUDA path keeps its scalars on the device and needs no host synchronisation per iteration: the driver
+ * reads the scalar array only when it asks for it (pk_kry_get), every sync_interval iterations on CUDA and
+ * every iteration on the CPU (where reading is free).
+ *
+ * Scalars: the engine owns an array S of nscalars doubles (driver-defined layout). Coefficients of vector
+ * updates are references into S (pk_coef), never host values, so an update can use a scalar a device-side
+ * step just computed.
+ *
+ * Semantics every backend implements identically (tests compare the CPU and CUDA engines op by op):
+ *  - Vectors: ids PK_KV_X and PK_KV_B are the solve's x and b (bound by pk_kry_bind; on CUDA device copies
+ *    when the caller passed host arrays), PK_KV_W0 + i (i < nwork) the work vectors, PK_KV_V0 + j
+ *    (j < nbasis) the basis vectors, stored as one column-major block of leading dimension ld >= n so that
+ *    block operations are gemv/gemm-shaped. All vectors have n values.
+ *  - pk_kry_update: for every element index i independently, the updates are applied in list order (a term
+ *    reading a vector updated earlier in the list sees its new value at i), then the dot products of the
+ *    pairs are taken of the final values. A coefficient whose value is exactly 0 skips its term (the
+ *    vector is not read, so a zero coefficient is also a guard against NaN in an unused vector); cy == 0
+ *    means y is written without being read. Arithmetic per element, in this order and without
+ *    contraction:  t = cy*y;  t = t + c[0]*x[0];  t = t + c[1]*x[1]; ...  (a skipped cy starts from t = 0
+ *    and the first live term then sets t = c*x).
+ *  - Reductions: every global sum (dots, norms, Gram matrices) is deterministic for a given backend and
+ *    problem size (fixed-order partial sums, no floating-point atomics) and goes through reduce.c on the
+ *    CPU (MPI later). With PK_KRY_ASYNC the reduction is started and S[out..] must not be read (by a scalar
+ *    step or pk_kry_get) before pk_kry_wait(); without MPI both forms are the same.
+ *  - Dry cells (operator mask) are kept at 0 in every residual (pk_kry_residual writes 0 there).
+ *  - Errors: every function returns a pkrylov status code (callback failures of user operators included);
+ *    vector data never causes an error (NaN propagates into the scalars, where the scalar steps detect it).
+ */
+#ifndef PK_KRY_H
+#define PK_KRY_H
+
+#include "pk_impl.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Vector ids and coefficients                                                                       */
+
+typedef int32_t pk_vid;
+enum {
+  PK_KV_X = 0,     /**< the solution (bound) */
+  PK_KV_B = 1,     /**< the right-hand side (bound, read only) */
+  PK_KV_W0 = 16,   /**< work vector i: PK_KV_W0 + i */
+  PK_KV_V0 = 1024  /**< basis vector j: PK_KV_V0 + j */
+};
+
+/** A coefficient: S[idx] (negated when neg), or one of the constants PK_S_ONE, PK_S_ZERO as idx. */
+typedef struct {
+  int32_t idx;
+  int32_t neg;
+} pk_coef;
+#define PK_S_ONE (-1)  /**< idx of the constant 1 */
+#define PK_S_ZERO (-2) /**< idx of the constant 0 */
+
+static inline pk_coef pk_c(int32_t idx) {
+  pk_coef c;
+  c.idx = idx;
+  c.neg = 0;
+  return c;
+}
+static inline pk_coef pk_cneg(int32_t idx) {
+  pk_coef c;
+  c.idx = idx;
+  c.neg = 1;
+  return c;
+}
+
+/** Value of coefficient c with scalars S (host or device code). */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline double pk_coef_value(pk_coef c, const double *S) {
+  const double v = c.idx == PK_S_ONE ? 1.0 : c.idx == PK_S_ZERO ? 0.0 : S[c.idx];
+  return c.neg ? -v : v;
+}
+
+#define PK_KRY_MAXTERMS 6  /**< terms per update */
+#define PK_KRY_MAXUPD 12   /**< updates per pk_kry_update call */
+#define PK_KRY_MAXPAIRS 8  /**< dot products per pk_kry_update call */
+
+/** y = cy*y + sum_{t < nterms} c[t] * x[t] (see the file comment for the exact arithmetic). */
+typedef struct {
+  pk_vid y;
+  pk_coef cy;
+  int32_t nterms;
+  pk_vid x[PK_KRY_MAXTERMS];
+  pk_coef c[PK_KRY_MAXTERMS];
+} pk_kupd;
+
+/** A dot product (a, b). */
+typedef struct {
+  pk_vid a, b;
+} pk_kpair;
+
+/** flags */
+#define PK_KRY_ASYNC 1 /**< start the global reduction only; finish with pk_kry_wait() */
+
+/* ------------------------------------------------------------------------------------------------ */
+/* The engine                                                                                        */
+
+typedef struct pk_kry pk_kry;
+
+/**
+ * Create the engine of solver s (its context's backend, operator A, preconditioner M, size n): nwork work
+ * vectors, nbasis basis vectors, nscalars scalars (all zero).
+ */
+int pk_kry_create(pkrylov_solver s, int32_t nwork, int32_t nbasis, int32_t nscalars, pk_kry **E);
+/** Free (NULL is a no-op). */
+void pk_kry_destroy(pk_kry *E);
+/** Iterations between host reads the driver should use: 1 on the CPU, the solver's sync interval on CUDA. */
+int32_t pk_kry_sync_interval(const pk_kry *E);
+/** Number of basis vectors and scalars the engine holds. */
+int32_t pk_kry_nbasis(const pk_kry *E);
+int32_t pk_kry_nscalars(const pk_kry *E);
+
+/**
+ * Bind the solve's arrays (mem: PKRYLOV_MEM_HOST or PKRYLOV_MEM_DEVICE, already checked by the caller).
+ * On CUDA with host arrays b and x are copied to the device. x_zero 1: x := 0 (no initial guess).
+ */
+int pk_kry_bind(pk_kry *E, int32_t mem, const double *b, double *x, int32_t x_zero);
+/** End of solve: on CUDA with host arrays copy x back (waits for the device). */
+int pk_kry_unbind(pk_kry *E);
+/** Copy the bound x into work vector id `save` or back (checkpoint for "x holds the last good iterate"). */
+int pk_kry_copy(pk_kry *E, pk_vid src, pk_vid dst);
+/** Index of the first non-finite value of vector v, or -1 (a host read; for argument checks). */
+int pk_kry_first_nonfinite(pk_kry *E, pk_vid v, int64_t *index, double *value);
+
+/** y = A x. */
+int pk_kry_matvec(pk_kry *E, pk_vid x, pk_vid y);
+/** y = M^-1 x (a copy without preconditioner). */
+int pk_kry_precond(pk_kry *E, pk_vid x, pk_vid y);
+/** r = b - A x (0 at dry cells); S[out] = (r, r) global (out < 0: no norm). */
+int pk_kry_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out);
+/**
+ * The fused update: nupd updates (<= PK_KRY_MAXUPD), then npairs dot products (<= PK_KRY_MAXPAIRS) of the
+ * updated vectors into S[out + j] (global sums). flags: 0 or PK_KRY_ASYNC.
+ */
+int pk_kry_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs,
+                  int32_t out, int32_t flags);
+/**
+ * Block inner products of basis vectors: S[out + i + ka*j] = (V_{a0+i}, V_{b0+j}) for i < ka, j < kb
+ * (global sums). dd = 1: accumulated in double-double (products by an exact two-product, sums by
+ * two-sum), stored as hi at S[out + 2*(i + ka*j)] and lo at S[out + 2*(i + ka*j) + 1].
+ */
+int pk_kry_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,
+                      int32_t flags);
+/**
+ * Dot products of one vector with basis vectors: S[out + j] = (V_{b0+j}, x) for j < k (x may be a basis
+ * vector outside [b0, b0+k) or any other id), and with with_norm also S[out + k] = (x, x).
+ */
+int pk_kry_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out,
+                      int32_t flags);
+/** y = cy*y + sum_{j < k} s * S[c0 + j] * V_{b0+j}, s = -1 when neg else 1 (y not in [b0, b0+k)). */
+int pk_kry_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg);
+/**
+ * Basis block times a small matrix: V_{b1+j} = sum_{i < kin} V_{a0+i} * S[t0 + i + ldt*j] for j < kout.
+ * In place (b1 == a0) is allowed when column j of T is zero below row j (upper triangular T, as for
+ * V := V R^-1); other overlaps are not.
+ */
+int pk_kry_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1,
+                      int32_t kout);
+
+/** Run scalar step `id` (kry_scalar.h) with argument arg on S where S lives. */
+int pk_kry_scalar(pk_kry *E, int32_t id, int32_t arg);
+/** Finish the reduction started with PK_KRY_ASYNC. */
+int pk_kry_wait(pk_kry *E);
+/** host[0..count) = S[first..first+count) (waits for the device on CUDA). */
+int pk_kry_get(pk_kry *E, int32_t first, int32_t count, double *host);
+/** S[first..first+count) = host[0..count). */
+int pk_kry_set(pk_kry *E, int32_t first, int32_t count, const double *host);
+/** Wait until all queued work is done (timings; a no-op on the CPU). */
+int pk_kry_sync(pk_kry *E);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Drivers (kry.c: the common solve frame; bicgstab.c, gmres.c, cagmres.c: the methods)              */
+
+/** pkrylov_solver_solve() for the BiCGStab and GMRES families, both backends. */
+int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x);
+/** 1 when type is one of the methods pk_kry_solve() runs. */
+int pk_kry_is_kry_type(int32_t type);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Backends (kry_cpu.c, src/cuda/pk_cuda_kry.cu). kry.c implements the pk_kry_* functions above by      */
+/* checking ids and counts (a bad id is a driver bug: PKRYLOV_ERR_INTERNAL... reported, never a crash)  */
+/* and calling the backend of the solver's context.                                                   */
+
+struct pk_kry {
+  pkrylov_solver s;
+  pkrylov_context ctx;
+  const struct pk_kry_backend *be;
+  int64_t n;
+  int32_t nwork, nbasis, nscalars;
+  int64_t ld;          /* leading dimension of the basis block (>= n) */
+  int32_t mem;         /* of the bound arrays */
+  const double *b_user; /* the caller's b and x (host or device) */
+  double *x_user;
+  void *priv;          /* backend state: vectors, basis, scalars, bound copies */
+};
+
+typedef struct pk_kry_backend {
+  int (*create)(pk_kry *E);  /* allocate vectors (zeroed), basis, scalars (zeroed) into E->priv */
+  void (*destroy)(pk_kry *E);
+  int (*bind)(pk_kry *E, int32_t x_zero);
+  int (*unbind)(pk_kry *E);
+  int (*copy)(pk_kry *E, pk_vid src, pk_vid dst);
+  int (*first_nonfinite)(pk_kry *E, pk_vid v, int64_t *index, double *value);
+  int (*matvec)(pk_kry *E, pk_vid x, pk_vid y);
+  int (*precond)(pk_kry *E, pk_vid x, pk_vid y);
+  int (*residual)(pk_kry *E, pk_vid x, pk_vid r, int32_t out);
+  int (*update)(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs,
+                int32_t out, int32_t flags);
+  int (*block_dots)(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,
+                    int32_t flags);
+  int (*basis_dots)(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out,
+                    int32_t flags);
+  int (*basis_axpy)(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg);
+  int (*basis_gemm)(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1, int32_t kout);
+  int (*scalar)(pk_kry *E, int32_t id, int32_t arg);
+  int (*wait)(pk_kry *E);
+  int (*get)(pk_kry *E, int32_t first, int32_t count, double *host);
+  int (*set)(pk_kry *E, int32_t first, int32_t count, const double *host);
+  int (*sync)(pk_kry *E);
+} pk_kry_backend;
+
+extern const pk_kry_backend pk_kry_cpu_backend;
+#ifdef PKRYLOV_HAVE_CUDA
+extern const pk_kry_backend pk_kry_cuda_backend;
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PK_KRY_H */
