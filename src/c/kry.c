@@ -2,21 +2,498 @@
  * @file kry.c
  * @brief The solve frame of the BiCGStab and GMRES families and the engine front end (pk_kry.h).
  *
- * Scaffold: the methods are being written (issue 5); until they land a solve answers
- * PKRYLOV_ERR_UNSUPPORTED.
+ * Front end: every pk_kry_* function checks its vector ids, counts and scalar ranges (a bad one is a driver
+ * bug: PKRYLOV_ERR_INTERNAL with a message naming it, never a crash) and calls the backend table of the
+ * solver's context (kry_cpu.c; the CUDA table when the build has it).
+ *
+ * Frame (pk_kry_solve): argument checks, history, ||b|| over the wet cells, the engine (made at the first
+ * solve, remade when the driver's sizes change: restart, step, sync interval), binding, the initial and the
+ * final true residual, the result; on a failing user callback x is restored to the caller's entry value.
+ * The drivers (bicgstab.c, gmres.c) run the iteration; pk_kry_poll() and pk_kry_confirm() are their
+ * bookkeeping (history, monitor, stagnation; convergence confirmed on the true residual).
  */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "pk_kry.h"
 
 int pk_kry_is_kry_type(int32_t type) {
   return type >= PKRYLOV_SOLVER_BICGSTAB && type <= PKRYLOV_SOLVER_CAGMRES;
 }
 
-void pk_kry_destroy(pk_kry *E) { (void)E; }
+/* ------------------------------------------------------------------------------------------------ */
+/* Front end                                                                                         */
+
+#define KRY_BAD(E, func, ...) pk_error((E) ? (E)->ctx : NULL, PKRYLOV_ERR_INTERNAL, func, __VA_ARGS__)
+
+static const pk_kry_backend *pk_kry_backend_of(pkrylov_context ctx) {
+  if (ctx->backend == PKRYLOV_BACKEND_CPU) return &pk_kry_cpu_backend;
+#if defined(PKRYLOV_HAVE_CUDA) && defined(PKRYLOV_HAVE_CUDA_KRY)
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) return &pk_kry_cuda_backend;
+#endif
+  return NULL;
+}
+
+int pk_kry_create(pkrylov_solver s, int32_t nwork, int32_t nbasis, int32_t nscalars, pk_kry **E) {
+  if (!s || !E) return pk_error(s ? s->ctx : NULL, PKRYLOV_ERR_INTERNAL, __func__, "NULL solver or output");
+  pkrylov_context ctx = s->ctx;
+  *E = NULL;
+  const pk_kry_backend *be = pk_kry_backend_of(ctx);
+  if (!be)
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
+                    "solver type %d is not implemented on the CUDA backend yet", s->type);
+  if (nwork < 0 || nwork > PK_KV_V0 - PK_KV_W0 || nbasis < 0 || nbasis > 100000 || nscalars < 0 ||
+      nscalars > (1 << 26))
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "bad sizes nwork %d (0..%d), nbasis %d, nscalars %d",
+                    nwork, PK_KV_V0 - PK_KV_W0, nbasis, nscalars);
+  pk_kry *e = calloc(1, sizeof(pk_kry));
+  if (!e) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the engine");
+  e->s = s;
+  e->ctx = ctx;
+  e->be = be;
+  e->n = s->n;
+  e->nwork = nwork;
+  e->nbasis = nbasis;
+  e->nscalars = nscalars;
+  e->ld = s->n;
+  int ierr = be->create(e);
+  if (ierr) {
+    be->destroy(e);
+    free(e);
+    return ierr;
+  }
+  *E = e;
+  return PKRYLOV_SUCCESS;
+}
+
+void pk_kry_destroy(pk_kry *E) {
+  if (!E) return;
+  E->be->destroy(E);
+  free(E);
+}
+
+int32_t pk_kry_sync_interval(const pk_kry *E) {
+  return E && E->ctx->backend == PKRYLOV_BACKEND_CUDA ? E->s->sync_interval : 1;
+}
+int32_t pk_kry_nbasis(const pk_kry *E) { return E ? E->nbasis : 0; }
+int32_t pk_kry_nscalars(const pk_kry *E) { return E ? E->nscalars : 0; }
+
+/** Check vector id v (writable: not B); the message names func and the argument. */
+static int check_vid(pk_kry *E, const char *func, const char *name, pk_vid v, int writable) {
+  if (!E) return pk_error(NULL, PKRYLOV_ERR_INTERNAL, func, "engine is NULL");
+  int ok = (v == PK_KV_X || v == PK_KV_B) || (v >= PK_KV_W0 && v < PK_KV_W0 + E->nwork) ||
+           (v >= PK_KV_V0 && v < PK_KV_V0 + E->nbasis);
+  if (!ok)
+    return KRY_BAD(E, func, "vector id %s = %d is not X, B, a work vector (%d..%d) or a basis vector (%d..%d)",
+                   name, v, PK_KV_W0, PK_KV_W0 + E->nwork - 1, PK_KV_V0, PK_KV_V0 + E->nbasis - 1);
+  if (writable && v == PK_KV_B) return KRY_BAD(E, func, "vector %s: B is read only", name);
+  if ((v == PK_KV_X || v == PK_KV_B) && !E->x_user)
+    return KRY_BAD(E, func, "vector %s = %s used while no solve is bound", name, v == PK_KV_X ? "X" : "B");
+  return PKRYLOV_SUCCESS;
+}
+
+/** Scalars [first, first+count) exist. */
+static int check_range(pk_kry *E, const char *func, const char *name, int64_t first, int64_t count) {
+  if (first < 0 || count < 0 || first + count > E->nscalars)
+    return KRY_BAD(E, func, "scalars %s [%lld, %lld) outside 0..%d", name, (long long)first,
+                   (long long)(first + count), E->nscalars);
+  return PKRYLOV_SUCCESS;
+}
+
+static int check_coef(pk_kry *E, const char *func, pk_coef c) {
+  if (c.idx == PK_S_ONE || c.idx == PK_S_ZERO) return PKRYLOV_SUCCESS;
+  if (c.idx < 0 || c.idx >= E->nscalars)
+    return KRY_BAD(E, func, "coefficient index %d outside 0..%d (or PK_S_ONE, PK_S_ZERO)", c.idx,
+                   E->nscalars - 1);
+  return PKRYLOV_SUCCESS;
+}
+
+/** Basis range [b0, b0+k). */
+static int check_basis(pk_kry *E, const char *func, const char *name, int64_t b0, int64_t k) {
+  if (b0 < 0 || k < 0 || b0 + k > E->nbasis)
+    return KRY_BAD(E, func, "basis range %s [%lld, %lld) outside 0..%d", name, (long long)b0,
+                   (long long)(b0 + k), E->nbasis);
+  return PKRYLOV_SUCCESS;
+}
+
+static int check_flags(pk_kry *E, const char *func, int32_t flags) {
+  if (flags != 0 && flags != PK_KRY_ASYNC) return KRY_BAD(E, func, "flags = %d is not 0 or PK_KRY_ASYNC", flags);
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_kry_bind(pk_kry *E, int32_t mem, const double *b, double *x, int32_t x_zero) {
+  if (!E || !b || !x) return KRY_BAD(E, __func__, "NULL engine, b or x");
+  E->mem = mem;
+  E->b_user = b;
+  E->x_user = x;
+  int ierr = E->be->bind(E, x_zero);
+  if (ierr) E->x_user = NULL, E->b_user = NULL;
+  return ierr;
+}
+
+int pk_kry_unbind(pk_kry *E) {
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  if (!E->x_user) return PKRYLOV_SUCCESS;
+  int ierr = E->be->unbind(E);
+  E->x_user = NULL;
+  E->b_user = NULL;
+  return ierr;
+}
+
+int pk_kry_copy(pk_kry *E, pk_vid src, pk_vid dst) {
+  PK_CALL(check_vid(E, __func__, "src", src, 0));
+  PK_CALL(check_vid(E, __func__, "dst", dst, 1));
+  if (src == dst) return PKRYLOV_SUCCESS;
+  return E->be->copy(E, src, dst);
+}
+
+int pk_kry_first_nonfinite(pk_kry *E, pk_vid v, int64_t *index, double *value) {
+  PK_CALL(check_vid(E, __func__, "v", v, 0));
+  return E->be->first_nonfinite(E, v, index, value);
+}
+
+int pk_kry_matvec(pk_kry *E, pk_vid x, pk_vid y) {
+  PK_CALL(check_vid(E, __func__, "x", x, 0));
+  PK_CALL(check_vid(E, __func__, "y", y, 1));
+  if (x == y) return KRY_BAD(E, __func__, "x and y are the same vector (%d)", x);
+  return E->be->matvec(E, x, y);
+}
+
+int pk_kry_precond(pk_kry *E, pk_vid x, pk_vid y) {
+  PK_CALL(check_vid(E, __func__, "x", x, 0));
+  PK_CALL(check_vid(E, __func__, "y", y, 1));
+  if (x == y) return KRY_BAD(E, __func__, "x and y are the same vector (%d)", x);
+  return E->be->precond(E, x, y);
+}
+
+int pk_kry_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
+  PK_CALL(check_vid(E, __func__, "x", x, 0));
+  PK_CALL(check_vid(E, __func__, "r", r, 1));
+  if (x == r) return KRY_BAD(E, __func__, "x and r are the same vector (%d)", x);
+  if (!E->x_user) return KRY_BAD(E, __func__, "no solve is bound (b is needed)");
+  if (out >= 0) PK_CALL(check_range(E, __func__, "out", out, 1));
+  return E->be->residual(E, x, r, out);
+}
+
+int pk_kry_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs,
+                  int32_t out, int32_t flags) {
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  if (nupd < 0 || nupd > PK_KRY_MAXUPD || (nupd > 0 && !u))
+    return KRY_BAD(E, __func__, "nupd = %d outside 0..%d (or u NULL)", nupd, PK_KRY_MAXUPD);
+  if (npairs < 0 || npairs > PK_KRY_MAXPAIRS || (npairs > 0 && !pairs))
+    return KRY_BAD(E, __func__, "npairs = %d outside 0..%d (or pairs NULL)", npairs, PK_KRY_MAXPAIRS);
+  PK_CALL(check_flags(E, __func__, flags));
+  for (int k = 0; k < nupd; k++) {
+    PK_CALL(check_vid(E, __func__, "u[k].y", u[k].y, 1));
+    PK_CALL(check_coef(E, __func__, u[k].cy));
+    if (u[k].nterms < 0 || u[k].nterms > PK_KRY_MAXTERMS)
+      return KRY_BAD(E, __func__, "u[%d].nterms = %d outside 0..%d", k, u[k].nterms, PK_KRY_MAXTERMS);
+    for (int t = 0; t < u[k].nterms; t++) {
+      PK_CALL(check_vid(E, __func__, "u[k].x[t]", u[k].x[t], 0));
+      PK_CALL(check_coef(E, __func__, u[k].c[t]));
+    }
+  }
+  for (int j = 0; j < npairs; j++) {
+    PK_CALL(check_vid(E, __func__, "pairs[j].a", pairs[j].a, 0));
+    PK_CALL(check_vid(E, __func__, "pairs[j].b", pairs[j].b, 0));
+  }
+  if (npairs > 0) PK_CALL(check_range(E, __func__, "out", out, npairs));
+  if (nupd == 0 && npairs == 0) return PKRYLOV_SUCCESS;
+  return E->be->update(E, nupd, u, npairs, pairs, out, flags);
+}
+
+int pk_kry_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,
+                      int32_t flags) {
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  PK_CALL(check_basis(E, __func__, "a", a0, ka));
+  PK_CALL(check_basis(E, __func__, "b", b0, kb));
+  if (dd != 0 && dd != 1) return KRY_BAD(E, __func__, "dd = %d is not 0 or 1", dd);
+  PK_CALL(check_flags(E, __func__, flags));
+  PK_CALL(check_range(E, __func__, "out", out, (int64_t)ka * kb * (dd ? 2 : 1)));
+  if (ka == 0 || kb == 0) return PKRYLOV_SUCCESS;
+  return E->be->block_dots(E, a0, ka, b0, kb, dd, out, flags);
+}
+
+int pk_kry_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out,
+                      int32_t flags) {
+  PK_CALL(check_vid(E, __func__, "x", x, 0));
+  PK_CALL(check_basis(E, __func__, "b", b0, k));
+  if (with_norm != 0 && with_norm != 1) return KRY_BAD(E, __func__, "with_norm = %d is not 0 or 1", with_norm);
+  PK_CALL(check_flags(E, __func__, flags));
+  PK_CALL(check_range(E, __func__, "out", out, (int64_t)k + with_norm));
+  if (k + with_norm == 0) return PKRYLOV_SUCCESS;
+  return E->be->basis_dots(E, x, b0, k, with_norm, out, flags);
+}
+
+int pk_kry_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
+  PK_CALL(check_vid(E, __func__, "y", y, 1));
+  PK_CALL(check_coef(E, __func__, cy));
+  PK_CALL(check_basis(E, __func__, "b", b0, k));
+  PK_CALL(check_range(E, __func__, "c", c0, k));
+  if (y >= PK_KV_V0 + b0 && y < PK_KV_V0 + b0 + k)
+    return KRY_BAD(E, __func__, "y (%d) is one of the basis vectors summed [%d, %d)", y, b0, b0 + k);
+  if (neg != 0 && neg != 1) return KRY_BAD(E, __func__, "neg = %d is not 0 or 1", neg);
+  return E->be->basis_axpy(E, y, cy, b0, k, c0, neg);
+}
+
+int pk_kry_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1,
+                      int32_t kout) {
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  PK_CALL(check_basis(E, __func__, "in", a0, kin));
+  PK_CALL(check_basis(E, __func__, "out", b1, kout));
+  if (kin < 1 || kout < 0) return KRY_BAD(E, __func__, "kin = %d must be >= 1 (kout = %d)", kin, kout);
+  if (ldt < kin) return KRY_BAD(E, __func__, "ldt = %d < kin = %d", ldt, kin);
+  if (kout > 0) PK_CALL(check_range(E, __func__, "T", t0, (int64_t)ldt * (kout - 1) + kin));
+  if (b1 != a0 && b1 < a0 + kin && a0 < b1 + kout)
+    return KRY_BAD(E, __func__, "output block [%d, %d) overlaps the input [%d, %d) other than in place", b1,
+                   b1 + kout, a0, a0 + kin);
+  if (kout == 0) return PKRYLOV_SUCCESS;
+  return E->be->basis_gemm(E, a0, kin, t0, ldt, b1, kout);
+}
+
+int pk_kry_scalar(pk_kry *E, int32_t id, int32_t arg) {
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  return E->be->scalar(E, id, arg);
+}
+
+int pk_kry_wait(pk_kry *E) {
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  return E->be->wait(E);
+}
+
+int pk_kry_get(pk_kry *E, int32_t first, int32_t count, double *host) {
+  if (!E || !host) return KRY_BAD(E, __func__, "NULL engine or host array");
+  PK_CALL(check_range(E, __func__, "get", first, count));
+  if (count == 0) return PKRYLOV_SUCCESS;
+  return E->be->get(E, first, count, host);
+}
+
+int pk_kry_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
+  if (!E || !host) return KRY_BAD(E, __func__, "NULL engine or host array");
+  PK_CALL(check_range(E, __func__, "set", first, count));
+  if (count == 0) return PKRYLOV_SUCCESS;
+  return E->be->set(E, first, count, host);
+}
+
+int pk_kry_sync(pk_kry *E) {
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  return E->be->sync(E);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Frame                                                                                             */
+
+int pk_kry_converged(const pk_kry_run *R, double v) { return pk_solver_converged(R->s, R->tol, v); }
+
+int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st) {
+  (void)first;
+  double h[PK_KS_DRIVER];
+  PK_CALL(pk_kry_get(R->E, 0, PK_KS_DRIVER, h));
+  st->its = (int32_t)h[PK_KS_ITS];
+  st->code = (int32_t)h[PK_KS_STOP];
+  st->code_it = (int32_t)h[PK_KS_STOP_IT];
+  st->host = 0;
+  if (st->its > R->recorded) {
+    const int32_t base = (int32_t)h[PK_KS_RING_BASE], len = R->ring;
+    if (st->its - R->recorded > len)
+      return pk_error(R->s->ctx, PKRYLOV_ERR_INTERNAL, __func__, "%d iterations between polls, ring of %d",
+                      st->its - R->recorded, len);
+    double *ring = malloc(sizeof(double) * (size_t)len);
+    if (!ring) return pk_error(R->s->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "ring copy");
+    int ierr = pk_kry_get(R->E, base, len, ring);
+    if (!ierr)
+      for (int32_t k = R->recorded + 1; k <= st->its; k++) {
+        int stop = pk_solver_record(R->s, &R->best, &R->stalled, k, ring[k % len]);
+        if (stop && !st->host) st->host = stop;
+      }
+    free(ring);
+    PK_CALL(ierr);
+    R->recorded = st->its;
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+/** r = b - A x into R->tmp; *norm = ||r||. */
+static int kry_true_residual(pk_kry_run *R, double *norm) {
+  double rr;
+  PK_CALL(pk_kry_residual(R->E, PK_KV_X, R->tmp, PK_KS_TRUE));
+  PK_CALL(pk_kry_get(R->E, PK_KS_TRUE, 1, &rr));
+  *norm = sqrt(rr);
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_kry_confirm(pk_kry_run *R, pkrylov_result *res, int *accept, int *stagnated) {
+  double tr;
+  PK_CALL(kry_true_residual(R, &tr));
+  res->true_residual_checks++;
+  R->final_res = tr;
+  R->have_final = 1;
+  *accept = pk_kry_converged(R, tr) != 0;
+  *stagnated = !*accept && ++R->confirm_failures > PK_MAX_CONFIRM_FAILURES;
+  return PKRYLOV_SUCCESS;
+}
+
+/** The method of solver type `type`: sizes and solve. */
+static int kry_method(pkrylov_solver s, int (**sizes)(pkrylov_solver, pk_kry_sizes *),
+                      int (**solve)(pk_kry_run *, pkrylov_result *)) {
+  switch (s->type) {
+  case PKRYLOV_SOLVER_BICGSTAB:
+    *sizes = pk_bicgstab_sizes;
+    *solve = pk_bicgstab_solve;
+    return PKRYLOV_SUCCESS;
+  case PKRYLOV_SOLVER_PIPEBICGSTAB:
+    *sizes = pk_pipebicgstab_sizes;
+    *solve = pk_pipebicgstab_solve;
+    return PKRYLOV_SUCCESS;
+  /* the GMRES family (gmres.c, cagmres.c) adds its cases here */
+  default:
+    return pk_error(s->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
+                    "solver type %d is not implemented yet", s->type);
+  }
+}
 
 int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
-  (void)mem;
-  (void)b;
-  (void)x;
-  return pk_error(s->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
-                  "solver type %d is not implemented yet", s->type);
+  pkrylov_context ctx = s->ctx;
+  const int64_t n = s->n;
+  int (*sizes)(pkrylov_solver, pk_kry_sizes *) = NULL;
+  int (*solve)(pk_kry_run *, pkrylov_result *) = NULL;
+  PK_CALL(kry_method(s, &sizes, &solve));
+  if (!pk_kry_backend_of(ctx))
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
+                    "solver type %d is not implemented on the CUDA backend yet", s->type);
+  const int host = mem == PKRYLOV_MEM_HOST;
+  if (host) {
+    int64_t bad = pk_first_nonfinite(b, n);
+    PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
+             bad >= 0 ? b[bad] : 0.0, (long long)bad);
+    if (s->nonzero_guess) {
+      bad = pk_first_nonfinite(x, n);
+      PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE,
+               "argument 'x' (initial guess) has a non-finite value (%g) at index %lld",
+               bad >= 0 ? x[bad] : 0.0, (long long)bad);
+    }
+  }
+  PK_CALL(pk_solver_history_reserve(s));
+  pk_user_reset(s->A, s->M); /* forget callback failures of earlier calls */
+
+  /* the engine, (re)made when the driver's sizes change (restart, step, sync interval) */
+  pk_kry_sizes z;
+  PK_CALL(sizes(s, &z));
+  const int32_t interval = ctx->backend == PKRYLOV_BACKEND_CUDA ? s->sync_interval : 1;
+  const int32_t ring = interval + 1;
+  const int32_t nwork = z.nwork + 1, nscal = z.nscalars + ring;
+  pk_kry *E = (pk_kry *)s->kry;
+  if (E && (E->nwork != nwork || E->nbasis != z.nbasis || E->nscalars != nscal)) {
+    pk_kry_destroy(E);
+    s->kry = E = NULL;
+  }
+  if (!E) {
+    PK_CALL(pk_kry_create(s, nwork, z.nbasis, nscal, &E));
+    s->kry = E;
+  }
+
+  const double t0 = pk_wtime();
+  pkrylov_result res;
+  memset(&res, 0, sizeof res);
+  res.breakdown_iteration = -1;
+  /* user callbacks may fail in the middle of the iteration: keep the entry x to restore it then */
+  double *x_entry = NULL;
+  if (host && (pk_op_whole_vector(s->A) || (s->Mobj && s->Mobj->type == PKRYLOV_PRECOND_USER))) {
+    x_entry = malloc(sizeof(double) * (size_t)n);
+    PK_CHECK(x_entry != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate a copy of 'x' (%lld values)",
+             (long long)n);
+    memcpy(x_entry, x, sizeof(double) * (size_t)n);
+  }
+  int ierr = pk_kry_bind(E, mem, b, x, !s->nonzero_guess);
+  if (ierr) {
+    free(x_entry);
+    return ierr;
+  }
+  pk_kry_run R;
+  memset(&R, 0, sizeof R);
+  R.s = s;
+  R.E = E;
+  R.mem = mem;
+  R.best = INFINITY;
+  R.recorded = -1;
+  R.ring = ring;
+  R.tmp = PK_KV_W0 + z.nwork;
+  if (!host) { /* device arrays: check them on the device */
+    int64_t bad;
+    double val;
+    if ((ierr = pk_kry_first_nonfinite(E, PK_KV_B, &bad, &val)) != PKRYLOV_SUCCESS) goto failed;
+    if (bad >= 0) {
+      ierr = pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                      "argument 'b' has a non-finite value (%g) at index %lld", val, (long long)bad);
+      goto failed;
+    }
+    if (s->nonzero_guess) {
+      if ((ierr = pk_kry_first_nonfinite(E, PK_KV_X, &bad, &val)) != PKRYLOV_SUCCESS) goto failed;
+      if (bad >= 0) {
+        ierr = pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                        "argument 'x' (initial guess) has a non-finite value (%g) at index %lld", val,
+                        (long long)bad);
+        goto failed;
+      }
+    }
+  }
+  /* ||b|| over the wet cells */
+  double bb = 0.0;
+  if (host && ctx->backend == PKRYLOV_BACKEND_CPU) {
+    const uint8_t *wet = s->A->wet;
+    if (wet) {
+      for (int64_t i = 0; i < n; i++)
+        if (wet[i]) bb += b[i] * b[i];
+    } else {
+      pk_cpu_dot(ctx, n, b, b, s->part, &bb);
+    }
+    if ((ierr = pk_allreduce_sum(ctx, &bb, 1)) != PKRYLOV_SUCCESS) goto failed;
+  } else { /* b - A 0 = b with the dry cells zeroed (W0 is free before the driver starts) */
+    pk_kupd u0;
+    memset(&u0, 0, sizeof u0);
+    u0.y = PK_KV_W0;
+    u0.cy = pk_c(PK_S_ZERO);
+    if ((ierr = pk_kry_update(E, 1, &u0, 0, NULL, 0, 0)) != PKRYLOV_SUCCESS) goto failed;
+    if ((ierr = pk_kry_residual(E, PK_KV_W0, R.tmp, PK_KS_TRUE)) != PKRYLOV_SUCCESS) goto failed;
+    if ((ierr = pk_kry_get(E, PK_KS_TRUE, 1, &bb)) != PKRYLOV_SUCCESS) goto failed;
+  }
+  res.rhs_norm = sqrt(bb);
+  if (!isfinite(res.rhs_norm)) {
+    ierr = pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                    "argument 'b': its 2-norm overflows (scale the system)");
+    goto failed;
+  }
+  if ((ierr = kry_true_residual(&R, &res.initial_residual)) != PKRYLOV_SUCCESS) goto failed;
+  R.tol = s->rtol * res.rhs_norm;
+  if (s->atol > R.tol) R.tol = s->atol;
+  {
+    double hdr[PK_KS_DRIVER];
+    memset(hdr, 0, sizeof hdr);
+    hdr[PK_KS_TOL] = R.tol;
+    hdr[PK_KS_RING_BASE] = (double)z.nscalars;
+    hdr[PK_KS_RING_LEN] = (double)ring;
+    if ((ierr = pk_kry_set(E, 0, PK_KS_DRIVER, hdr)) != PKRYLOV_SUCCESS) goto failed;
+  }
+  if ((ierr = solve(&R, &res)) != PKRYLOV_SUCCESS) goto failed;
+
+  /* the true residual of the returned x (already known when convergence was confirmed) */
+  if (R.have_final && res.reason > 0)
+    res.final_residual = R.final_res;
+  else if ((ierr = kry_true_residual(&R, &res.final_residual)) != PKRYLOV_SUCCESS)
+    goto failed;
+  if ((ierr = pk_kry_unbind(E)) != PKRYLOV_SUCCESS) goto failed;
+  free(x_entry);
+  res.rel_residual = res.rhs_norm > 0 ? res.final_residual / res.rhs_norm : res.final_residual;
+  res.converged = res.reason > 0;
+  res.solve_time_s = pk_wtime() - t0;
+  s->res = res;
+  s->has_result = 1;
+  return PKRYLOV_SUCCESS;
+
+failed: /* only user callbacks (and backends) fail after the arguments were checked: give x back */
+  (void)pk_kry_unbind(E);
+  if (x_entry) memcpy(x, x_entry, sizeof(double) * (size_t)n);
+  free(x_entry);
+  return ierr;
 }

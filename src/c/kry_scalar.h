@@ -24,6 +24,55 @@
 
 #include <math.h>
 
+#include "pkrylov.h" /* the pkrylov_reason codes the steps write */
+
+/*
+ * The common header of every driver's scalar array (see pk_kry.h, "The frame and the drivers"). Values are
+ * doubles; codes and iterations are small integers stored exactly.
+ */
+enum {
+  PK_KS_TOL = 0,       /* convergence threshold on the recurrence residual norm (written by the frame) */
+  PK_KS_STOP = 1,      /* 0 while running; else the pkrylov_reason the steps decided */
+  PK_KS_STOP_IT = 2,   /* the iteration of that decision (breakdown_iteration) */
+  PK_KS_ITS = 3,       /* iterations done: x holds iterate ITS */
+  PK_KS_RING_BASE = 4, /* index of the residual-history ring in S (written by the frame) */
+  PK_KS_RING_LEN = 5,  /* its length (> the sync interval) */
+  PK_KS_TRUE = 6,      /* the frame's true residual ||b - A x||^2 */
+  PK_KS_DRIVER = 8     /* first scalar of the driver */
+};
+
+/** 1 while no step has stopped the iteration. */
+PK_HD static inline int pk_ks_running(const double *S) { return S[PK_KS_STOP] == 0.0; }
+
+/** Stop with reason at iteration it (the first stop wins). */
+PK_HD static inline void pk_ks_stop(double *S, int reason, int it) {
+  if (S[PK_KS_STOP] == 0.0) {
+    S[PK_KS_STOP] = (double)reason;
+    S[PK_KS_STOP_IT] = (double)it;
+  }
+}
+
+/** Iteration it is done with recurrence residual norm res: ring entry, iteration count. */
+PK_HD static inline void pk_ks_record(double *S, int it, double res) {
+  const int len = (int)S[PK_KS_RING_LEN];
+  if (len > 0) S[(int)S[PK_KS_RING_BASE] + it % len] = res;
+  S[PK_KS_ITS] = (double)it;
+}
+
+/** Test residual norm res of iteration it against the tolerance: stop converged (returns 1) or 0. A NaN or
+ *  Inf stops with PKRYLOV_DIVERGED_NAN (returns -1). */
+PK_HD static inline int pk_ks_test(double *S, int it, double res) {
+  if (!isfinite(res)) {
+    pk_ks_stop(S, PKRYLOV_DIVERGED_NAN, it);
+    return -1;
+  }
+  if (res <= S[PK_KS_TOL]) {
+    pk_ks_stop(S, PKRYLOV_CONVERGED_RTOL, it); /* the frame tells RTOL from ATOL on the true residual */
+    return 1;
+  }
+  return 0;
+}
+
 #include "kry_scalar_bicgstab.h"
 #include "kry_scalar_cagmres.h"
 #include "kry_scalar_gmres.h"

@@ -295,6 +295,23 @@ struct pkrylov_solver_s {
   void *dev;              /* CUDA: device work area (pk_cuda_solver.cu), NULL on the CPU */
 };
 
+/* Residual bookkeeping shared by the drivers of solver.c and kry.c */
+
+/** A converged recurrence residual whose true residual is too large restarts the iteration this often
+ *  before the solve stops with PKRYLOV_DIVERGED_STAGNATION (the tolerance is below attainable accuracy). */
+#define PK_MAX_CONFIRM_FAILURES 5
+
+/**
+ * Record the recurrence residual res of iteration it: history (when on), monitor, stagnation window
+ * (best/stalled: the caller's running state, best starts at INFINITY). Returns PKRYLOV_STOPPED_BY_MONITOR,
+ * PKRYLOV_DIVERGED_STAGNATION or 0.
+ */
+int pk_solver_record(pkrylov_solver s, double *best, int32_t *stalled, int32_t it, double res);
+/** PKRYLOV_CONVERGED_ATOL / _RTOL when res <= tol (tol = max(rtol ||b||, atol)), else 0. */
+int pk_solver_converged(pkrylov_solver s, double tol, double res);
+/** Make room for the history of a solve (when on) and empty it. */
+int pk_solver_history_reserve(pkrylov_solver s);
+
 /* ------------------------------------------------------------------------------------------------ */
 /* Global reductions (reduce.c). Every global sum of a solver goes through these, so that MPI and a  */
 /* reproducible mode change one place.                                                               */

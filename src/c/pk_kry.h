@@ -37,6 +37,7 @@
 #define PK_KRY_H
 
 #include "pk_impl.h"
+#include "kry_scalar.h"
 
 #include <stdint.h>
 
@@ -189,6 +190,81 @@ int pk_kry_sync(pk_kry *E);
 int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x);
 /** 1 when type is one of the methods pk_kry_solve() runs. */
 int pk_kry_is_kry_type(int32_t type);
+
+/*
+ * The frame and the drivers.
+ *
+ * Scalars: every driver's S starts with the common header of kry_scalar.h (PK_KS_*: tolerance, stop code
+ * and iteration, iterations done, the residual-history ring, the frame's true-residual slot); its own
+ * scalars start at PK_KS_DRIVER; the frame appends the history ring after them (nscalars = the driver's
+ * count + ring length). The frame writes S[PK_KS_TOL] and the ring geometry; the driver's scalar steps
+ * test convergence and breakdown on S, write the stop code and iteration (pk_ks_stop) and the residual of
+ * every iteration into the ring (pk_ks_record), and once stopped set their step coefficients to 0 so that
+ * the rest of a block of iterations changes nothing: x keeps the last good iterate without a host sync.
+ *
+ * A driver enqueues iterations in blocks of pk_kry_sync_interval(E) (1 on the CPU), then calls
+ * pk_kry_poll(), which reads the header and the ring once, feeds the history, the monitor and the
+ * stagnation test for the iterations done, and says whether and why the block stopped. A convergence
+ * found by the steps is confirmed on the true residual with pk_kry_confirm().
+ *
+ * Work vectors: the driver asks for nwork; the frame adds one more, PK_KV_W0 + nwork (R->tmp), which it
+ * uses for true residuals (drivers may use it as scratch between frame calls).
+ */
+
+/** One solve of a driver. */
+typedef struct pk_kry_run {
+  pkrylov_solver s;
+  pk_kry *E;
+  int32_t mem;
+  double tol;          /* max(rtol ||b||, atol), also in S[PK_KS_TOL] */
+  double best;         /* best residual so far (stagnation) */
+  int32_t stalled;     /* iterations without progress */
+  int32_t confirm_failures;
+  int32_t recorded;    /* iterations whose residual the host has recorded (history, monitor) */
+  int32_t ring;        /* ring length (S[PK_KS_RING_LEN]) */
+  pk_vid tmp;          /* the frame's work vector */
+  double final_res;    /* ||b - A x|| of the returned x when have_final */
+  int32_t have_final;
+} pk_kry_run;
+
+/** Sizes a driver needs for solver s (restart, step, sync interval read from s). */
+typedef struct {
+  int32_t nwork;    /* work vectors (the frame adds one) */
+  int32_t nbasis;   /* basis vectors */
+  int32_t nscalars; /* scalars including the header (>= PK_KS_DRIVER); the frame adds the ring */
+} pk_kry_sizes;
+
+/** Outcome of pk_kry_poll(). */
+typedef struct {
+  int32_t its;      /* iterations done (x holds iterate its) */
+  int32_t code;     /* S[PK_KS_STOP]: 0 running, else the steps' pkrylov_reason */
+  int32_t code_it;  /* S[PK_KS_STOP_IT] */
+  int32_t host;     /* the host's stop: PKRYLOV_STOPPED_BY_MONITOR, PKRYLOV_DIVERGED_STAGNATION or 0 */
+} pk_kry_status;
+
+/**
+ * Read the header and the ring: record the residuals of the iterations (R->recorded, its] (history,
+ * monitor, stagnation; iteration 0 too when first is 1), fill *st. A monitor or stagnation stop found
+ * inside a block applies at the end of the block (on the CPU, where blocks are one iteration, at once).
+ */
+int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st);
+/**
+ * The steps say converged: r = b - A x into R->tmp (S[PK_KS_TRUE] = ||r||^2); *accept = 1 when it meets
+ * the tolerance too, else the driver restarts from x unless *stagnated (too many failed confirmations:
+ * PK_MAX_CONFIRM_FAILURES).
+ */
+int pk_kry_confirm(pk_kry_run *R, pkrylov_result *res, int *accept, int *stagnated);
+/** Converged reason for residual norm v, or 0. */
+int pk_kry_converged(const pk_kry_run *R, double v);
+
+/** BiCGStab and pipelined BiCGStab (bicgstab.c). */
+int pk_bicgstab_sizes(pkrylov_solver s, pk_kry_sizes *z);
+int pk_bicgstab_solve(pk_kry_run *R, pkrylov_result *res);
+int pk_pipebicgstab_sizes(pkrylov_solver s, pk_kry_sizes *z);
+int pk_pipebicgstab_solve(pk_kry_run *R, pkrylov_result *res);
+/** GMRES family (gmres.c, cagmres.c: written by their helper; declared here so kry.c can route). */
+int pk_gmres_sizes(pkrylov_solver s, pk_kry_sizes *z);
+int pk_gmres_solve(pk_kry_run *R, pkrylov_result *res);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Backends (kry_cpu.c, src/cuda/pk_cuda_kry.cu). kry.c implements the pk_kry_* functions above by      */

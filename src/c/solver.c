@@ -30,10 +30,6 @@
 #endif
 
 
-/** A converged recurrence residual whose true residual is too large restarts the iteration this often
- *  before the solve stops with PKRYLOV_DIVERGED_STAGNATION (the tolerance is below attainable accuracy). */
-#define PK_MAX_CONFIRM_FAILURES 5
-
 /** Extra doubles between consecutive work vectors (5 cache lines), see pkrylov_solver_create. */
 #define PK_VEC_SHIFT 40
 
@@ -256,30 +252,50 @@ typedef struct {
  *  reports stagnation. */
 #define PK_MAX_RESTARTS 5
 
-/** Record the residual of iteration it; returns a stop reason (monitor, stagnation) or 0. */
-static int pk_record(pk_run *R, int32_t it, double res) {
-  pkrylov_solver s = R->s;
+int pk_solver_record(pkrylov_solver s, double *best, int32_t *stalled, int32_t it, double res) {
   if (s->history_on && s->hist) {
     if (it < s->hist_cap) s->hist[it] = res;
     if (it + 1 > s->hist_len) s->hist_len = it + 1 <= s->hist_cap ? it + 1 : s->hist_cap;
   }
   if (s->monitor && s->monitor(s->monitor_user, it, res)) return PKRYLOV_STOPPED_BY_MONITOR;
   if (s->stag_window > 0) {
-    if (res < R->best * (1.0 - 1e-3)) {
-      R->best = res;
-      R->stalled = 0;
-    } else if (++R->stalled >= s->stag_window) {
+    if (res < *best * (1.0 - 1e-3)) {
+      *best = res;
+      *stalled = 0;
+    } else if (++*stalled >= s->stag_window) {
       return PKRYLOV_DIVERGED_STAGNATION;
     }
   }
   return 0;
 }
 
-/** Converged reason for residual res, or 0. */
-static int pk_converged(const pk_run *R, double res) {
-  if (!(res <= R->tol)) return 0;
-  return res <= R->s->atol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
+int pk_solver_converged(pkrylov_solver s, double tol, double res) {
+  if (!(res <= tol)) return 0;
+  return res <= s->atol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
 }
+
+int pk_solver_history_reserve(pkrylov_solver s) {
+  if (s->history_on) {
+    const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
+    if (cap > s->hist_cap) {
+      double *h = realloc(s->hist, sizeof(double) * (size_t)cap);
+      PK_CHECK(h != NULL, s->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the residual history (%d values)",
+               cap);
+      s->hist = h;
+      s->hist_cap = cap;
+    }
+  }
+  s->hist_len = 0;
+  return PKRYLOV_SUCCESS;
+}
+
+/** Record the residual of iteration it; returns a stop reason (monitor, stagnation) or 0. */
+static int pk_record(pk_run *R, int32_t it, double res) {
+  return pk_solver_record(R->s, &R->best, &R->stalled, it, res);
+}
+
+/** Converged reason for residual res, or 0. */
+static int pk_converged(const pk_run *R, double res) { return pk_solver_converged(R->s, R->tol, res); }
 
 /** Sign bookkeeping for a curvature-like scalar: 0 on breakdown (zero, non-finite or sign change). */
 static int pk_sign_ok(double v, double *sign) {

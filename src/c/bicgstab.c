@@ -1,0 +1,178 @@
+/**
+ * @file bicgstab.c
+ * @brief BiCGStab and pipelined BiCGStab on the vector engine (pk_kry.h), both backends.
+ *
+ * BiCGStab is van der Vorst's method, right preconditioned (p^ = M^-1 p, s^ = M^-1 s, so the recurrence
+ * residual is the true residual's recurrence and x = x + alpha p^ + omega s^). Per iteration:
+ *
+ *   p^ = M^-1 p;  v = A p^;  (r0*, v)                         -> alpha = rho / (r0*, v)
+ *   s = r - alpha v, fused with (s, s)                        -> early exit when ||s|| <= tol
+ *   s^ = M^-1 s;  t = A s^;  (t, s), (t, t)                   -> omega = (t, s) / (t, t)
+ *   x += alpha p^ + omega s^;  r = s - omega t, fused with (r0*, r), (r, r)
+ *                                                              -> convergence test; beta
+ *   p = beta p + r - beta omega v
+ *
+ * (three global reductions, each after the pass that produces its vectors). Breakdowns: (r0*, v) = 0 is
+ * PKRYLOV_DIVERGED_BREAKDOWN_SHADOW, (t, t) = 0 or omega = 0 PKRYLOV_DIVERGED_BREAKDOWN_OMEGA (x then stays
+ * the previous iterate), (r0*, r) = 0 with r not converged PKRYLOV_DIVERGED_BREAKDOWN_RHO (reported for the
+ * next iteration, which cannot be formed), a NaN or Inf in any reduction PKRYLOV_DIVERGED_NAN. The steps
+ * decide this on the scalars (kry_scalar_bicgstab.h), so the driver works in blocks of
+ * pk_kry_sync_interval() iterations without reading anything in between.
+ *
+ * Residual replacement: with pkrylov_solver_set_true_residual_interval(k), every k-th iteration computes
+ * r = b - A x explicitly instead of the recurrence (counted in true_residual_checks). The
+ * residual_replacement option (pkrylov_solver_set_residual_replacement) is for the pipelined method only.
+ */
+#include <string.h>
+
+#include "pk_kry.h"
+
+/* ---- common block loop ---------------------------------------------------------------------------- */
+
+typedef int (*bcg_start_fn)(pk_kry_run *R, int restart);
+typedef int (*bcg_iter_fn)(pk_kry_run *R, pkrylov_result *res, int32_t k);
+
+/**
+ * Start, then iterate in blocks of the sync interval until the steps stop the iteration, the host stops
+ * it (monitor, stagnation) or maxit; convergence confirmed on the true residual, restarting from x when
+ * the confirmation fails.
+ */
+static int bcg_run(pk_kry_run *R, pkrylov_result *res, bcg_start_fn start, bcg_iter_fn iter) {
+  pkrylov_solver s = R->s;
+  const int32_t interval = pk_kry_sync_interval(R->E);
+  pk_kry_status st;
+  PK_CALL(start(R, 0));
+  PK_CALL(pk_kry_poll(R, 1, &st));
+  for (;;) {
+    res->iterations = st.its;
+    if (st.code > 0) { /* converged on the recurrence residual */
+      int accept, stagnated;
+      PK_CALL(pk_kry_confirm(R, res, &accept, &stagnated));
+      if (accept) {
+        res->reason = pk_kry_converged(R, R->final_res);
+        return PKRYLOV_SUCCESS;
+      }
+      if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+      if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
+      if (st.its >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
+      PK_CALL(start(R, 1));
+      PK_CALL(pk_kry_poll(R, 0, &st));
+      continue;
+    }
+    if (st.code < 0) {
+      res->reason = st.code;
+      res->breakdown_iteration = st.code_it;
+      return PKRYLOV_SUCCESS;
+    }
+    if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
+    if (st.its >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
+    int32_t nb = s->maxit - st.its < interval ? s->maxit - st.its : interval;
+    for (int32_t j = 1; j <= nb; j++) PK_CALL(iter(R, res, st.its + j));
+    PK_CALL(pk_kry_poll(R, 0, &st));
+  }
+}
+
+/** y = cy*y + c0*x0 (+ c1*x1 ...) as an engine update. */
+static pk_kupd upd(pk_vid y, pk_coef cy, int nterms, const pk_vid *x, const pk_coef *c) {
+  pk_kupd u;
+  memset(&u, 0, sizeof u);
+  u.y = y;
+  u.cy = cy;
+  u.nterms = nterms;
+  for (int t = 0; t < nterms; t++) {
+    u.x[t] = x[t];
+    u.c[t] = c[t];
+  }
+  return u;
+}
+
+static pk_kpair pair(pk_vid a, pk_vid b) {
+  pk_kpair p;
+  p.a = a;
+  p.b = b;
+  return p;
+}
+
+/* ---- BiCGStab ------------------------------------------------------------------------------------- */
+
+enum { BV_R = PK_KV_W0, BV_RS, BV_P, BV_PH, BV_V, BV_S, BV_SH, BV_T, BV_N = 8 };
+
+int pk_bicgstab_sizes(pkrylov_solver s, pk_kry_sizes *z) {
+  (void)s;
+  z->nwork = BV_N;
+  z->nbasis = 0;
+  z->nscalars = PK_BS_NSCALARS;
+  return PKRYLOV_SUCCESS;
+}
+
+/** r = b - A x; r0* = r; p = r; rho = (r, r). */
+static int bcg_start(pk_kry_run *R, int restart) {
+  pk_kry *E = R->E;
+  PK_CALL(pk_kry_residual(E, PK_KV_X, BV_R, PK_BS_RR));
+  const pk_vid xr[1] = {BV_R};
+  const pk_coef one[1] = {pk_c(PK_S_ONE)};
+  pk_kupd u[2] = {upd(BV_RS, pk_c(PK_S_ZERO), 1, xr, one), upd(BV_P, pk_c(PK_S_ZERO), 1, xr, one)};
+  PK_CALL(pk_kry_update(E, 2, u, 0, NULL, 0, 0));
+  return pk_kry_scalar(E, PK_KSS_BCG_INIT, restart);
+}
+
+static int bcg_iter(pk_kry_run *R, pkrylov_result *res, int32_t k) {
+  pk_kry *E = R->E;
+  pkrylov_solver s = R->s;
+  /* p^ = M^-1 p; v = A p^; (r0*, v) */
+  PK_CALL(pk_kry_precond(E, BV_P, BV_PH));
+  PK_CALL(pk_kry_matvec(E, BV_PH, BV_V));
+  pk_kpair pr[2] = {pair(BV_RS, BV_V)};
+  PK_CALL(pk_kry_update(E, 0, NULL, 1, pr, PK_BS_SIG, 0));
+  PK_CALL(pk_kry_scalar(E, PK_KSS_BCG_ALPHA, k));
+  /* s = r - alpha v; (s, s) */
+  {
+    const pk_vid xs[2] = {BV_R, BV_V};
+    const pk_coef cs[2] = {pk_c(PK_S_ONE), pk_cneg(PK_BS_ALPHA)};
+    pk_kupd u = upd(BV_S, pk_c(PK_S_ZERO), 2, xs, cs);
+    pr[0] = pair(BV_S, BV_S);
+    PK_CALL(pk_kry_update(E, 1, &u, 1, pr, PK_BS_SS, 0));
+  }
+  PK_CALL(pk_kry_scalar(E, PK_KSS_BCG_SCHECK, k));
+  /* s^ = M^-1 s; t = A s^; (t, s), (t, t) */
+  PK_CALL(pk_kry_precond(E, BV_S, BV_SH));
+  PK_CALL(pk_kry_matvec(E, BV_SH, BV_T));
+  pr[0] = pair(BV_T, BV_S);
+  pr[1] = pair(BV_T, BV_T);
+  PK_CALL(pk_kry_update(E, 0, NULL, 2, pr, PK_BS_TS, 0));
+  PK_CALL(pk_kry_scalar(E, PK_KSS_BCG_OMEGA, k));
+  /* x += alpha p^ + omega s^; r = s - omega t; (r0*, r), (r, r) */
+  const pk_vid xx[2] = {BV_PH, BV_SH};
+  const pk_coef cx[2] = {pk_c(PK_BS_ALPHA), pk_c(PK_BS_OMEGA)};
+  const pk_vid xr[2] = {BV_S, BV_T};
+  const pk_coef cr[2] = {pk_c(PK_S_ONE), pk_cneg(PK_BS_OMEGA)};
+  pk_kupd u[2] = {upd(PK_KV_X, pk_c(PK_S_ONE), 2, xx, cx), upd(BV_R, pk_c(PK_S_ZERO), 2, xr, cr)};
+  pr[0] = pair(BV_RS, BV_R);
+  pr[1] = pair(BV_R, BV_R);
+  if (s->true_res_interval > 0 && k % s->true_res_interval == 0) {
+    /* residual replacement: r = b - A x instead of the recurrence */
+    PK_CALL(pk_kry_update(E, 1, u, 0, NULL, 0, 0));
+    PK_CALL(pk_kry_residual(E, PK_KV_X, BV_R, -1));
+    PK_CALL(pk_kry_update(E, 0, NULL, 2, pr, PK_BS_RHONEW, 0));
+    res->true_residual_checks++;
+  } else {
+    PK_CALL(pk_kry_update(E, 2, u, 2, pr, PK_BS_RHONEW, 0));
+  }
+  PK_CALL(pk_kry_scalar(E, PK_KSS_BCG_BETA, k));
+  /* p = beta p + r - beta omega v */
+  const pk_vid xp[2] = {BV_R, BV_V};
+  const pk_coef cp[2] = {pk_c(PK_S_ONE), pk_cneg(PK_BS_BW)};
+  pk_kupd up = upd(BV_P, pk_c(PK_BS_BETA), 2, xp, cp);
+  return pk_kry_update(E, 1, &up, 0, NULL, 0, 0);
+}
+
+int pk_bicgstab_solve(pk_kry_run *R, pkrylov_result *res) { return bcg_run(R, res, bcg_start, bcg_iter); }
+
+/* ---- pipelined BiCGStab --------------------------------------------------------------------------- */
+
+int pk_pipebicgstab_sizes(pkrylov_solver s, pk_kry_sizes *z) { return pk_bicgstab_sizes(s, z); }
+
+int pk_pipebicgstab_solve(pk_kry_run *R, pkrylov_result *res) {
+  return pk_error(R->s->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
+                  "pipelined BiCGStab is not implemented yet");
+}
