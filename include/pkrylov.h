@@ -286,6 +286,20 @@ PKRYLOV_EXTERN int pkrylov_operator_create_thinshell(pkrylov_context ctx,
                                                      const pkrylov_thinshell_params *p,
                                                      pkrylov_operator *A);
 /**
+ * A nonsymmetric convection-diffusion test operator with column structure, as CSR: -div(D grad u) +
+ * w . grad u on an nx x ny x nz grid of unit cells in the k-slow layout (index i + nx*(j + ny*k)),
+ * D = diag(1, 1, aniso) (vertical coupling aniso times the horizontal one), Dirichlet walls, 7-point
+ * stencil with first-order upwind convection: A[c][c] = 2 (2 + aniso) + |wx| + |wy| + |wz|, the x
+ * neighbours -1 - max(wx, 0) (i-1) and -1 - max(-wx, 0) (i+1), y alike with wy, z with aniso and wz. An
+ * M-matrix (nonsingular) for any wind; nonsymmetric when wind != 0, with nonsymmetric vertical columns
+ * when wind[2] != 0 (the column preconditioner then factors them with dgttrf). Errors: nx, ny, nz < 1 or
+ * too many cells ::PKRYLOV_ERR_INVALID_SIZE; a non-finite wind or aniso ::PKRYLOV_ERR_NOT_FINITE;
+ * aniso <= 0 ::PKRYLOV_ERR_INVALID_VALUE; wind (3 values) NULL ::PKRYLOV_ERR_NULL_POINTER.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_convdiff(pkrylov_context ctx, int32_t nx, int32_t ny, int32_t nz,
+                                                   const double wind[3], double aniso,
+                                                   pkrylov_operator *A);
+/**
  * The thin-shell matrix as column-stencil face coefficients (host arrays of nx*ny*nz values each), so
  * that pkrylov_operator_create_stencil7() with them gives the same A.
  */
