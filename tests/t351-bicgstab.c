@@ -15,7 +15,7 @@ void dgtsv_(const int *n, const int *nrhs, double *dl, double *d, double *du, do
             int *info);
 
 static const int32_t methods[] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB};
-#define NMETHODS 1
+#define NMETHODS 2
 static const char *mname(int32_t t) { return t == PKRYLOV_SOLVER_BICGSTAB ? "bicgstab" : "pipebicgstab"; }
 
 /** Solve A x = b with method t; result in *res. Returns the solve's status. */

@@ -170,9 +170,117 @@ int pk_bicgstab_solve(pk_kry_run *R, pkrylov_result *res) { return bcg_run(R, re
 
 /* ---- pipelined BiCGStab --------------------------------------------------------------------------- */
 
-int pk_pipebicgstab_sizes(pkrylov_solver s, pk_kry_sizes *z) { return pk_bicgstab_sizes(s, z); }
+/*
+ * Cools and Vanroose (2017), preconditioned p-BiCGStab with right preconditioning. Hats are M^-1 images;
+ * s = A p^, z = A s^, v = A z^, w = A r^, t = A w^, q = r - alpha s, y = A q^ = w - alpha z. Per iteration
+ * two fused passes, each followed by one global reduction that is started (PK_KRY_ASYNC) and overlapped
+ * with a preconditioner application and a matvec:
+ *
+ *   U1: p^ = r^ + beta (p^ - omega s^);  s = w + beta (s - omega z);  s^ = w^ + beta (s^ - omega z^);
+ *       z = t + beta (z - omega v);  q = r - alpha s;  q^ = r^ - alpha s^;  y = w - alpha z
+ *       -> (q, y), (y, y), (q, q), (r0*, s), (r0*, z)        [overlapped: z^ = M^-1 z; v = A z^]
+ *   omega = (q, y) / (y, y)   (early exit when ||q|| <= tol: x += alpha p^)
+ *   U2: x += alpha p^ + omega q^;  r = q - omega y;  r^ = q^ - omega (w^ - alpha z^);
+ *       w = y - omega (t - alpha v)
+ *       -> (r0*, r), (r0*, w), (r, r)                         [overlapped: w^ = M^-1 w; t = A w^]
+ *   beta = (alpha / omega) (r0*, r_new) / (r0*, r);
+ *   alpha = (r0*, r_new) / ((r0*, w) + beta (r0*, s) - beta omega (r0*, z))
+ *
+ * (the paper's (r0*, s) and (r0*, z) are merged into the first reduction, where s and z are final, and
+ * the residual norm into the second). Residual replacement every replace_interval iterations (and every
+ * true_res_interval iterations): r, r^, w, w^, t and s, s^, z, z^, v recomputed from x and p^.
+ */
 
-int pk_pipebicgstab_solve(pk_kry_run *R, pkrylov_result *res) {
-  return pk_error(R->s->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
-                  "pipelined BiCGStab is not implemented yet");
+enum {
+  PV_R = PK_KV_W0, PV_RH, PV_W, PV_WH, PV_T, PV_PH, PV_S, PV_SH, PV_Z, PV_ZH, PV_V, PV_Q, PV_QH, PV_Y, PV_RS,
+  PV_N = 15
+};
+
+int pk_pipebicgstab_sizes(pkrylov_solver s, pk_kry_sizes *z) {
+  (void)s;
+  z->nwork = PV_N;
+  z->nbasis = 0;
+  z->nscalars = PK_PB_NSCALARS;
+  return PKRYLOV_SUCCESS;
 }
+
+/** r^ = M^-1 r; w = A r^; w^ = M^-1 w; t = A w^ (r given). */
+static int pbcg_r_chain(pk_kry *E) {
+  PK_CALL(pk_kry_precond(E, PV_R, PV_RH));
+  PK_CALL(pk_kry_matvec(E, PV_RH, PV_W));
+  PK_CALL(pk_kry_precond(E, PV_W, PV_WH));
+  return pk_kry_matvec(E, PV_WH, PV_T);
+}
+
+static int pbcg_start(pk_kry_run *R, int restart) {
+  pk_kry *E = R->E;
+  PK_CALL(pk_kry_residual(E, PK_KV_X, PV_R, -1));
+  PK_CALL(pbcg_r_chain(E));
+  const pk_vid xr[1] = {PV_R};
+  const pk_coef one[1] = {pk_c(PK_S_ONE)};
+  pk_kupd u = upd(PV_RS, pk_c(PK_S_ZERO), 1, xr, one);
+  pk_kpair pr[3] = {pair(PV_RS, PV_R), pair(PV_RS, PV_W), pair(PV_R, PV_R)};
+  PK_CALL(pk_kry_update(E, 1, &u, 3, pr, PK_PB_RHONEW, 0));
+  return pk_kry_scalar(E, PK_KSS_PBCG_INIT, restart);
+}
+
+static int pbcg_iter(pk_kry_run *R, pkrylov_result *res, int32_t k) {
+  pk_kry *E = R->E;
+  pkrylov_solver s = R->s;
+  const pk_coef one = pk_c(PK_S_ONE), zero = pk_c(PK_S_ZERO);
+  {
+    /* U1 (order matters: p^ reads the old s^, s the old z, s^ the old z^) */
+    const pk_vid x0[2] = {PV_RH, PV_SH}, x1[2] = {PV_W, PV_Z}, x2[2] = {PV_WH, PV_ZH}, x3[2] = {PV_T, PV_V};
+    const pk_coef cb[2] = {one, pk_cneg(PK_PB_BW)};
+    const pk_vid x4[2] = {PV_R, PV_S}, x5[2] = {PV_RH, PV_SH}, x6[2] = {PV_W, PV_Z};
+    const pk_coef ca[2] = {one, pk_cneg(PK_PB_ALPHA)};
+    pk_kupd u[7] = {upd(PV_PH, pk_c(PK_PB_BETA), 2, x0, cb), upd(PV_S, pk_c(PK_PB_BETA), 2, x1, cb),
+                    upd(PV_SH, pk_c(PK_PB_BETA), 2, x2, cb), upd(PV_Z, pk_c(PK_PB_BETA), 2, x3, cb),
+                    upd(PV_Q, zero, 2, x4, ca),              upd(PV_QH, zero, 2, x5, ca),
+                    upd(PV_Y, zero, 2, x6, ca)};
+    pk_kpair pr[5] = {pair(PV_Q, PV_Y), pair(PV_Y, PV_Y), pair(PV_Q, PV_Q), pair(PV_RS, PV_S),
+                      pair(PV_RS, PV_Z)};
+    PK_CALL(pk_kry_update(E, 7, u, 5, pr, PK_PB_QY, PK_KRY_ASYNC));
+  }
+  PK_CALL(pk_kry_precond(E, PV_Z, PV_ZH)); /* overlapped with the reduction */
+  PK_CALL(pk_kry_matvec(E, PV_ZH, PV_V));
+  PK_CALL(pk_kry_wait(E));
+  PK_CALL(pk_kry_scalar(E, PK_KSS_PBCG_OMEGA, k));
+  /* U2 */
+  const pk_vid xx[2] = {PV_PH, PV_QH}, xr[2] = {PV_Q, PV_Y}, xh[3] = {PV_QH, PV_WH, PV_ZH},
+               xw[3] = {PV_Y, PV_T, PV_V};
+  const pk_coef cx[2] = {pk_c(PK_PB_ALPHA), pk_c(PK_PB_OMEGA)}, cr[2] = {one, pk_cneg(PK_PB_OMEGA)},
+                ch[3] = {one, pk_cneg(PK_PB_OMEGA), pk_c(PK_PB_OA)};
+  pk_kupd u[4] = {upd(PK_KV_X, one, 2, xx, cx), upd(PV_R, zero, 2, xr, cr), upd(PV_RH, zero, 3, xh, ch),
+                  upd(PV_W, zero, 3, xw, ch)};
+  pk_kpair pr[3] = {pair(PV_RS, PV_R), pair(PV_RS, PV_W), pair(PV_R, PV_R)};
+  int replace = s->replace_interval > 0 && k % s->replace_interval == 0;
+  if (s->true_res_interval > 0 && k % s->true_res_interval == 0) {
+    replace = 1;
+    res->true_residual_checks++;
+  }
+  if (!replace) {
+    PK_CALL(pk_kry_update(E, 4, u, 3, pr, PK_PB_RHONEW, PK_KRY_ASYNC));
+    PK_CALL(pk_kry_precond(E, PV_W, PV_WH)); /* overlapped with the reduction */
+    PK_CALL(pk_kry_matvec(E, PV_WH, PV_T));
+    PK_CALL(pk_kry_wait(E));
+  } else {
+    /* residual replacement: x from the recurrence, then r, r^, w, w^, t from b - A x and s, s^, z, z^, v
+       from p^ recomputed explicitly */
+    PK_CALL(pk_kry_update(E, 1, u, 0, NULL, 0, 0));
+    PK_CALL(pk_kry_residual(E, PK_KV_X, PV_R, -1));
+    PK_CALL(pbcg_r_chain(E));
+    PK_CALL(pk_kry_matvec(E, PV_PH, PV_S));
+    PK_CALL(pk_kry_precond(E, PV_S, PV_SH));
+    PK_CALL(pk_kry_matvec(E, PV_SH, PV_Z));
+    PK_CALL(pk_kry_precond(E, PV_Z, PV_ZH));
+    PK_CALL(pk_kry_matvec(E, PV_ZH, PV_V));
+    PK_CALL(pk_kry_update(E, 0, NULL, 3, pr, PK_PB_RHONEW, 0));
+    pk_kpair p2[2] = {pair(PV_RS, PV_S), pair(PV_RS, PV_Z)};
+    PK_CALL(pk_kry_update(E, 0, NULL, 2, p2, PK_PB_RSS, 0));
+    res->residual_replacements++;
+  }
+  return pk_kry_scalar(E, PK_KSS_PBCG_BETA, k);
+}
+
+int pk_pipebicgstab_solve(pk_kry_run *R, pkrylov_result *res) { return bcg_run(R, res, pbcg_start, pbcg_iter); }
