@@ -323,6 +323,48 @@ PK_TEST_CASE(matrix_cg_dense) { return check_matrix_vs_dense("matrix_cg", "cg");
 
 PK_TEST_CASE(matrix_pipecg_dense) { return check_matrix_vs_dense("matrix_pipecg", "pipecg"); }
 
+PK_TEST_CASE(matrix_bicgstab_dense) { return check_matrix_vs_dense("matrix_bicgstab", "bicgstab"); }
+
+PK_TEST_CASE(matrix_pipebicgstab_dense) { return check_matrix_vs_dense("matrix_pipebicgstab", "pipebicgstab"); }
+
+/** A nonsymmetric matrix (orsirr_2, cond 6e4) with BiCGStab and Jacobi: converged, the residual recomputed
+ *  from the written solution, the solution against a dense LAPACK solve. */
+PK_TEST_CASE(matrix_bicgstab_nonsymmetric) {
+  const char *mp = pk_test_matrix_path("orsirr_2.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], out[PK_CAP], err[PK_CAP], args[PK_ARGS], px[PK_PATH];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  tmp(px, sizeof px, "orsirr_bicgstab", "x.mtx");
+  remove(px);
+  snprintf(args, sizeof args, "\"%s\" --solver bicgstab --precond jacobi --rtol 1e-10 --maxit 5000 --json --out \"%s\"", mpath,
+           px);
+  int rc = solve("orsirr_bicgstab", args, out, err);
+  PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+  PK_EXPECT(json_bool(out, "converged") == 1 && json_str_is(out, "solver", "bicgstab"), "%s", out);
+  double round = 0, mine = indep_relres(mpath, NULL, px, &round);
+  PK_EXPECT(mine <= 1e-10 * (1 + 1e-6), "recomputed relative residual %.3e", mine);
+  pkrylov_context ctx = NULL;
+  pkrylov_operator A = NULL;
+  PK_REQUIRE_OK(ctx, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, mpath, &A));
+  int64_t n = 0, nx = 0;
+  pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL);
+  double *ones = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
+  double *xref = malloc(sizeof(double) * (size_t)n);
+  double *x = read_vec(px, &nx);
+  PK_EXPECT(x && nx == n, "solution file %s", px);
+  if (x && nx == n) {
+    for (int64_t i = 0; i < n; i++) ones[i] = 1.0;
+    pk_test_csr_matvec(A, ones, b);
+    PK_EXPECT(pk_test_dense_solve(A, b, xref) == 0, "dense solve");
+    PK_EXPECT(pk_test_rel_diff(n, x, xref) <= 1e-5, "vs dense %.3e", pk_test_rel_diff(n, x, xref));
+  }
+  free(x), free(xref), free(b), free(ones);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
 PK_TEST_CASE(matrix_column_lap3d) {
   const char *mp = pk_test_matrix_path("lap3D_7pt_n20.mtx");
   if (!mp) return PK_SKIP;
@@ -658,7 +700,9 @@ PK_TEST_CASE(demo_small) {
 
 PK_TEST_MAIN(PK_TEST_ENTRY(thinshell_json), PK_TEST_ENTRY(thinshell_pipecg_options),
              PK_TEST_ENTRY(text_report_and_quiet), PK_TEST_ENTRY(matrix_cg_dense),
-             PK_TEST_ENTRY(matrix_pipecg_dense), PK_TEST_ENTRY(matrix_column_lap3d),
+             PK_TEST_ENTRY(matrix_pipecg_dense), PK_TEST_ENTRY(matrix_bicgstab_dense),
+             PK_TEST_ENTRY(matrix_pipebicgstab_dense), PK_TEST_ENTRY(matrix_bicgstab_nonsymmetric),
+             PK_TEST_ENTRY(matrix_column_lap3d),
              PK_TEST_ENTRY(rhs_option), PK_TEST_ENTRY(x0_exact_zero_iterations),
              PK_TEST_ENTRY(x0_returned_with_maxit0), PK_TEST_ENTRY(maxit_not_converged),
              PK_TEST_ENTRY(history_lines), PK_TEST_ENTRY(usage_options), PK_TEST_ENTRY(usage_numbers),
