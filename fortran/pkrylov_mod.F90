@@ -160,6 +160,8 @@ module pkrylov_mod
     public :: pk_pcg, pk_operator_create_user, pk_precond_create_user, pk_callback_abort
     ! the MKL-compatible reverse-communication CG (pkrylov_mkl_rci.inc, in the contains part)
     public :: pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get
+    ! the MKL-compatible reverse-communication FGMRES (pkrylov_mkl_fgmres.inc, in the contains part)
+    public :: pk_dfgmres_init, pk_dfgmres_check, pk_dfgmres, pk_dfgmres_get
     ! handle-based reverse communication (CG, pipelined CG, caller-owned reductions)
     public :: pk_rci_create, pk_rci_start, pk_rci_step, pk_rci_get_result, pk_rci_destroy
     ! solver settings and history, threads, operator export, Matrix Market, preconditioner apply/info
@@ -1908,5 +1910,10 @@ contains
     ! ---------------------------------------------------------------------------------------------
     ! MKL-compatible reverse-communication CG (pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get)
     include 'pkrylov_mkl_rci.inc'
+
+    ! ---------------------------------------------------------------------------------------------
+    ! MKL-compatible reverse-communication FGMRES (pk_dfgmres_init, pk_dfgmres_check, pk_dfgmres,
+    ! pk_dfgmres_get)
+    include 'pkrylov_mkl_fgmres.inc'
 
 end module pkrylov_mod

@@ -683,6 +683,103 @@ PKRYLOV_EXTERN int pkrylov_dcg_get(const int32_t *n, const double *x, const doub
 
 /* ------------------------------------------------------------------------------------------------ */
 /**
+ * @name MKL-compatible reverse-communication flexible GMRES (RCI ISS dfgmres calling sequence)
+ *
+ * The four routines of Intel MKL's RCI FGMRES with the same argument lists, the same ipar(128), dpar(128)
+ * and tmp layout and the same meaning of every documented entry, so a program written for MKL switches by
+ * renaming dfgmres_init/dfgmres_check/dfgmres/dfgmres_get (Fortran: pk_dfgmres_init/pk_dfgmres_check/
+ * pk_dfgmres/pk_dfgmres_get in pkrylov_mod). Restarted flexible GMRES (right preconditioning, the
+ * preconditioner may change from step to step), modified Gram-Schmidt, Givens rotations. Indices are
+ * Fortran's (ipar(1) is ipar[0] in C); ipar(22), ipar(23) are 1-based offsets into tmp (C: tmp + ipar[21]
+ * - 1). No context, handle or hidden state: everything lives in the caller's ipar, dpar and tmp, so solves
+ * may be interleaved or run on different threads.
+ *
+ * Calling sequence: pkrylov_dfgmres_init(); set ipar/dpar (e.g. ipar(15), the restart length);
+ * pkrylov_dfgmres_check(); call pkrylov_dfgmres() until RCI_request is not 1..4; then
+ * pkrylov_dfgmres_get() with ipar(13) = 0 to put the solution into x: like MKL, pkrylov_dfgmres() itself
+ * updates x only at restarts, so x holds the initial guess (or the last restart point) until then.
+ * - 1: compute tmp(ipar(23):ipar(23)+n-1) = A tmp(ipar(22):ipar(22)+n-1) and call again.
+ * - 2: user stopping test (typically: ipar(13) = 1 and pkrylov_dfgmres_get() into a scratch b, then the
+ *   true residual); call again to continue, or stop and call pkrylov_dfgmres_get().
+ * - 3: compute tmp(ipar(23)..) = M^-1 tmp(ipar(22)..) (ipar(11) != 0) and call again.
+ * - 4: check whether dpar(7), the norm of the vector just generated, is zero to rounding (ipar(12) = 0);
+ *   call again if not, else stop: the solution is found (pkrylov_dfgmres_get()).
+ * - 0: done: dpar(5) <= dpar(4) (ipar(9)), dpar(7) <= dpar(8) (ipar(12) != 0), or the residual (or
+ *   dpar(7)) is exactly zero.
+ * - -1: ipar(4) reached ipar(5) (ipar(8) != 0).
+ * - -10: division by zero: the norm of a generated vector or the diagonal of the rotated Hessenberg matrix
+ *   is zero, or NaN/Inf in a product the caller wrote (A or M singular); dfgmres_get still gives the last
+ *   good iterate; every further call answers -10.
+ * - -11: no stopping test: ipar(8) = ipar(9) = ipar(10) = 0 (pkrylov_dfgmres_check() enables 8 and 9).
+ * - -12: ipar or dpar invalid (not initialised by pkrylov_dfgmres_init, ipar(1) != n, unknown ipar(3),
+ *   ipar(15) < 1, ipar(16..21) not matching ipar(15) in mid-solve, ipar(15) or ipar(11) changed in the
+ *   middle of a restart cycle, a negative or non-finite dpar(1), dpar(2), dpar(8)): the call did nothing.
+ * Tests after every step, in this order: dpar(7) = 0 or dpar(5) = 0 exactly -> 0; residual test (ipar(9))
+ * -> 0; zero-norm test (ipar(12) != 0: dpar(7) <= dpar(8) -> 0; ipar(12) = 0: request 4); user test
+ * (ipar(10): request 2); iteration cap (ipar(8)) -> -1; then the next step or, after ipar(15) steps, the
+ * restart: x += Z y, A x is requested (request 1) and the new residual is the true b - A x. The initial
+ * residual gets the residual test and the cap; a restart residual only the residual test. After 0 or -1 a
+ * further call continues (e.g. after raising ipar(5)); setting ipar(3) = 1 starts again from x.
+ *
+ * ipar (defaults set by pkrylov_dfgmres_init): 1 n; 2 message unit (6 = standard error, else appended to
+ * the file pkrylov_rci_fgmres.log); 3 stage (internal; 1 = start); 4 iterations done, all cycles (0);
+ * 5 maximum iterations (min(150, n)); 6 print errors (1); 7 print warnings (1); 8 iteration-cap test (1);
+ * 9 residual test dpar(5) <= dpar(4) (0); 10 user test through request 2 (1); 11 preconditioned, request 3
+ * (0); 12 automatic zero-norm test dpar(7) <= dpar(8), else request 4 (0); 13 where pkrylov_dfgmres_get()
+ * writes the solution: 0 into x, > 0 into its b argument, < 0 nowhere (only the count) (0); 14 steps done in
+ * the current restart cycle (0); 15 restart length m (min(150, n)); 16..21 1-based offsets in tmp of the
+ * rotated Hessenberg matrix (packed upper triangle by columns, m(m+1)/2), the cosines (m), the sines (m),
+ * the rotated residual (m+1), the least-squares solution (m), the preconditioned vectors z_1..z_m (m n);
+ * 22/23 offsets of the operand and the result of requests 1 and 3; 24..125 unused; 126, 127, 128 internal
+ * (the running cycle's preconditioning and restart length, a signature; do not modify).
+ * dpar: 1 relative tolerance (1e-6); 2 absolute tolerance (0); 3 ||r0|| = ||b - A x0|| (2-norm, NOT squared
+ * as in the CG); 4 dpar(1)*dpar(3) + dpar(2); 5 the current residual norm (the GMRES estimate |g(j+1)|,
+ * after a restart the true ||b - A x||); 6 the previous dpar(5); 7 the norm of the vector generated by the
+ * last step, h(j+1,j); 8 zero-norm tolerance (1e-12); 9..128 unused.
+ * tmp: (2*ipar(15)+1)*n + ipar(15)*(ipar(15)+9)/2 + 1 values: the basis v_1..v_{m+1} (n each) from
+ * tmp(1), then the parts at ipar(16..21).
+ *
+ * Each routine also returns a ::pkrylov_error status: ::PKRYLOV_SUCCESS for every request and outcome
+ * (including -1 and -10), an error code when RCI_request is -11, -12, -1100 or -10000; the message naming
+ * the argument is in pkrylov_last_error_message() (and printed when ipar(6) != 0 on an initialised ipar).
+ */
+/**@{*/
+/**
+ * Set the defaults in ipar(1:128) and dpar(1:128), RCI_request = 0; x, b and tmp are neither read nor
+ * written (tmp may be allocated for the ipar(15) set afterwards). n <= 0, a NULL array, or an n so large that no restart length
+ * keeps tmp within 2^31-1 entries: RCI_request = -10000. (When the default restart length min(150, n) would
+ * not fit 32-bit offsets, ipar(15) is the largest that does.)
+ */
+PKRYLOV_EXTERN int pkrylov_dfgmres_init(const int32_t *n, const double *x, const double *b,
+                                        int32_t *rci_request, int32_t *ipar, double *dpar, double *tmp);
+/**
+ * Check ipar and dpar. ipar(16..21) not matching ipar(1), ipar(15) (e.g. after a change of ipar(15)) are
+ * set for them with a warning message, RCI_request still 0 (as MKL's own examples expect). RCI_request:
+ * 0 fine; -1001 warnings (ipar(9) on with dpar(1) = dpar(2) = 0; ipar(9) on with dpar(1) >= 1; ipar(8) on
+ * with ipar(5) = 0; ipar(15) > n); -1010 no stopping test was enabled: ipar(8) = ipar(9) = 1 set; -1011
+ * both; -1100 an error, nothing changed (n <= 0, ipar not initialised, ipar(1) != n, unknown ipar(3),
+ * ipar(4) < 0, ipar(5) < 0, ipar(15) < 1 or too large for 32-bit offsets, ipar(14) outside the cycle, a
+ * negative or non-finite dpar(1), dpar(2), dpar(8), NaN/Inf in x or b).
+ */
+PKRYLOV_EXTERN int pkrylov_dfgmres_check(const int32_t *n, const double *x, const double *b,
+                                         int32_t *rci_request, int32_t *ipar, double *dpar, double *tmp);
+/** One step of the reverse-communication FGMRES (see the group description). x changes only at restarts. */
+PKRYLOV_EXTERN int pkrylov_dfgmres(const int32_t *n, double *x, const double *b, int32_t *rci_request,
+                                   int32_t *ipar, double *dpar, double *tmp);
+/**
+ * itercount = ipar(4), and the current iterate x + Z y (y the least-squares solution of the ipar(14) steps
+ * of the running cycle, written to tmp(ipar(20))): ipar(13) = 0 into x, ipar(13) > 0 into b (x unchanged),
+ * ipar(13) < 0 nowhere. RCI_request = 0; -12 for an invalid ipar (not initialised, inconsistent);
+ * -10000 for a NULL argument or n <= 0. Unlike MKL, the iteration may be continued after ipar(13) = 0:
+ * the rotated residual in tmp is updated to match the new x.
+ */
+PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, int32_t *rci_request,
+                                       const int32_t *ipar, const double *dpar, double *tmp,
+                                       int32_t *itercount);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/**
  * @name Handle-based reverse communication (pipelined solvers, caller-owned reductions)
  *
  * The solver runs as a state machine and hands every operation it cannot do itself back to the caller:
