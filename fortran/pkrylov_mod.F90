@@ -167,10 +167,17 @@ module pkrylov_mod
     ! solver settings and history, threads, operator export, Matrix Market, preconditioner apply/info
     public :: pk_solver_set_true_residual_interval, pk_solver_set_residual_replacement
     public :: pk_solver_set_stagnation_window, pk_solver_set_precision, pk_solver_set_sync_interval
+    public :: pk_solver_set_restart, pk_solver_set_step
     public :: pk_solver_set_history, pk_solver_get_history, pk_solver_set_monitor
     public :: pk_context_set_num_threads
     public :: pk_operator_get_info, pk_operator_get_csr, pk_operator_create_from_mtx, pk_operator_write_mtx
     public :: pk_mtx_read_vector, pk_mtx_write_vector, pk_precond_apply, pk_precond_get_info
+
+    !> Square CSR matrix from 32-bit (n, rowptr, colind of kind c_int32_t) or 64-bit indices (rowptr,
+    !> colind of kind c_int64_t, n of kind c_int64_t or c_int32_t): pkrylov_operator_create_csr or _csr64.
+    interface pk_operator_create_csr
+        module procedure operator_create_csr32, operator_create_csr64, operator_create_csr64_n4
+    end interface pk_operator_create_csr
 
     !> Column stencil from (nx,ny,nz) arrays: real(c_double) or real(c_float) coefficients, optional
     !> mask integer (0 = dry) or logical (.false. = dry).
@@ -485,7 +492,7 @@ contains
     ! Operators
 
     !> Square CSR matrix with 32-bit indices (copied). index_base 1 for Fortran indices, 0 for C.
-    subroutine pk_operator_create_csr(ctx, A, n, rowptr, colind, values, index_base, ierr)
+    subroutine operator_create_csr32(ctx, A, n, rowptr, colind, values, index_base, ierr)
         type(pk_context), intent(in) :: ctx !! the context
         type(pk_operator), intent(out) :: A !! the new operator
         integer(c_int32_t), intent(in) :: n !! rows = columns, > 0
@@ -494,10 +501,9 @@ contains
         real(c_double), intent(in), target, contiguous :: values(:) !! nnz values
         integer(c_int32_t), intent(in) :: index_base !! 0 or 1, for rowptr and colind
         integer, intent(out), optional :: ierr !! status
-        character(len=*), parameter :: where = 'pk_operator_create_csr'
         type(c_ptr), target :: h
         type(c_ptr) :: prow, pcol, pval
-        integer(c_int64_t) :: nnz
+        logical :: ok
         integer(c_int) :: rc
         prow = c_loc(dummy_i)
         pcol = c_loc(dummy_i)
@@ -505,24 +511,14 @@ contains
         ! sizes the C library cannot see; n and index_base themselves are checked there
         if (n > 0 .and. (index_base == 0 .or. index_base == 1) .and. c_associated(ctx%h)) then
             if (size(rowptr, kind=c_int64_t) < int(n, c_int64_t) + 1) then
-                call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'rowptr' has "// &
-                           itoa(size(rowptr, kind=c_int64_t))//" values, fewer than n+1 = "// &
-                           itoa(int(n, c_int64_t) + 1), ierr)
+                call csr_check_sizes(ctx, int(n, c_int64_t), size(rowptr, kind=c_int64_t), 0_c_int64_t, &
+                                     0_c_int64_t, 0_c_int64_t, 0_c_int64_t, ok, ierr)
                 return
             end if
-            nnz = int(rowptr(n + 1), c_int64_t) - index_base
-            if (nnz > size(colind, kind=c_int64_t)) then
-                call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'colind' has "// &
-                           itoa(size(colind, kind=c_int64_t))//" values, fewer than nnz = "// &
-                           "rowptr(n+1) - index_base = "//itoa(nnz), ierr)
-                return
-            end if
-            if (nnz > size(values, kind=c_int64_t)) then
-                call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'values' has "// &
-                           itoa(size(values, kind=c_int64_t))//" values, fewer than nnz = "// &
-                           "rowptr(n+1) - index_base = "//itoa(nnz), ierr)
-                return
-            end if
+            call csr_check_sizes(ctx, int(n, c_int64_t), size(rowptr, kind=c_int64_t), &
+                                 int(rowptr(n + 1), c_int64_t) - index_base, size(colind, kind=c_int64_t), &
+                                 size(values, kind=c_int64_t), 1_c_int64_t, ok, ierr)
+            if (.not. ok) return
         end if
         if (size(rowptr) > 0) prow = c_loc(rowptr)
         if (size(colind) > 0) pcol = c_loc(colind)
@@ -531,8 +527,94 @@ contains
         rc = pkrylov_operator_create_csr(ctx%h, n, index_base, prow, pcol, pval, c_loc(h))
         A%h = h
         if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
-        call check(rc, ctx%h, where, ierr)
-    end subroutine pk_operator_create_csr
+        call check(rc, ctx%h, 'pk_operator_create_csr', ierr)
+    end subroutine operator_create_csr32
+
+    !> The array sizes of a CSR constructor that the C library cannot see: rowptr needs n+1 values
+    !> (checked alone when have_nnz = 0), colind and values nnz = rowptr(n+1) - index_base each
+    !> (PKRYLOV_ERR_SIZE_MISMATCH naming the argument otherwise).
+    subroutine csr_check_sizes(ctx, n, nrow, nnz, ncol, nval, have_nnz, ok, ierr)
+        type(pk_context), intent(in) :: ctx
+        integer(c_int64_t), intent(in) :: n, nrow, nnz, ncol, nval, have_nnz
+        logical, intent(out) :: ok
+        integer, intent(out), optional :: ierr
+        character(len=*), parameter :: where = 'pk_operator_create_csr'
+        ok = .false.
+        if (nrow < n + 1) then
+            call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'rowptr' has "//itoa(nrow)// &
+                       " values, fewer than n+1 = "//itoa(n + 1), ierr)
+            return
+        end if
+        if (have_nnz == 0) then
+            ok = .true.
+            return
+        end if
+        if (nnz > ncol) then
+            call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'colind' has "//itoa(ncol)// &
+                       " values, fewer than nnz = rowptr(n+1) - index_base = "//itoa(nnz), ierr)
+            return
+        end if
+        if (nnz > nval) then
+            call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'values' has "//itoa(nval)// &
+                       " values, fewer than nnz = rowptr(n+1) - index_base = "//itoa(nnz), ierr)
+            return
+        end if
+        ok = .true.
+    end subroutine csr_check_sizes
+
+    !> Square CSR matrix with 64-bit indices (pkrylov_operator_create_csr64; copied), for n or nnz beyond
+    !> 2^31-1. index_base 1 for Fortran indices, 0 for C.
+    subroutine operator_create_csr64(ctx, A, n, rowptr, colind, values, index_base, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int64_t), intent(in) :: n !! rows = columns, > 0
+        integer(c_int64_t), intent(in), target, contiguous :: rowptr(:) !! n+1 row starts
+        integer(c_int64_t), intent(in), target, contiguous :: colind(:) !! nnz column indices
+        real(c_double), intent(in), target, contiguous :: values(:) !! nnz values
+        integer(c_int32_t), intent(in) :: index_base !! 0 or 1, for rowptr and colind
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        type(c_ptr) :: prow, pcol, pval
+        logical :: ok
+        integer(c_int) :: rc
+        integer(c_int64_t), target, save :: dummy_i8(1) = 0
+        prow = c_loc(dummy_i8)
+        pcol = c_loc(dummy_i8)
+        pval = c_loc(dummy_d)
+        ! sizes the C library cannot see; n and index_base themselves are checked there
+        if (n > 0 .and. (index_base == 0 .or. index_base == 1) .and. c_associated(ctx%h)) then
+            if (size(rowptr, kind=c_int64_t) - 1 < n) then
+                call csr_check_sizes(ctx, n, size(rowptr, kind=c_int64_t), 0_c_int64_t, 0_c_int64_t, &
+                                     0_c_int64_t, 0_c_int64_t, ok, ierr)
+                return
+            end if
+            call csr_check_sizes(ctx, n, size(rowptr, kind=c_int64_t), rowptr(n + 1) - index_base, &
+                                 size(colind, kind=c_int64_t), size(values, kind=c_int64_t), 1_c_int64_t, ok, &
+                                 ierr)
+            if (.not. ok) return
+        end if
+        if (size(rowptr) > 0) prow = c_loc(rowptr)
+        if (size(colind) > 0) pcol = c_loc(colind)
+        if (size(values) > 0) pval = c_loc(values)
+        h = c_null_ptr
+        rc = pkrylov_operator_create_csr64(ctx%h, n, index_base, prow, pcol, pval, c_loc(h))
+        A%h = h
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, 'pk_operator_create_csr', ierr)
+    end subroutine operator_create_csr64
+
+    !> Square CSR matrix with 64-bit rowptr and colind and a default-integer n (nnz beyond 2^31-1).
+    subroutine operator_create_csr64_n4(ctx, A, n, rowptr, colind, values, index_base, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: n !! rows = columns, > 0
+        integer(c_int64_t), intent(in), target, contiguous :: rowptr(:) !! n+1 row starts
+        integer(c_int64_t), intent(in), target, contiguous :: colind(:) !! nnz column indices
+        real(c_double), intent(in), target, contiguous :: values(:) !! nnz values
+        integer(c_int32_t), intent(in) :: index_base !! 0 or 1, for rowptr and colind
+        integer, intent(out), optional :: ierr !! status
+        call operator_create_csr64(ctx, A, int(n, c_int64_t), rowptr, colind, values, index_base, ierr)
+    end subroutine operator_create_csr64_n4
 
     !> The common part of the stencil constructors: real(c_double) (nx,ny,nz) arrays, optional int32
     !> mask; checks the shapes and calls the C library.
@@ -1533,6 +1615,26 @@ contains
         integer, intent(out), optional :: ierr !! status
         call check(pkrylov_solver_set_sync_interval(s%h, k), s%ctx, 'pk_solver_set_sync_interval', ierr)
     end subroutine pk_solver_set_sync_interval
+
+    !> GMRES family: restart length m (Krylov vectors per cycle), 1 <= m <= 1000, default 30; CA-GMRES
+    !> rounds m up to a multiple of its step. Ignored by CG, pipelined CG and the BiCGStab family (the value
+    !> is still checked).
+    subroutine pk_solver_set_restart(s, m, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: m !! restart length, 1..1000
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_restart(s%h, m), s%ctx, 'pk_solver_set_restart', ierr)
+    end subroutine pk_solver_set_restart
+
+    !> CA-GMRES: step size (matrix-powers depth, basis vectors per block), 1..16, or 0 = auto (default:
+    !> chosen from 2, 4, 8 by the time per basis vector measured in the first restart cycle). Ignored by
+    !> the other solvers (the value is still checked).
+    subroutine pk_solver_set_step(s, step, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: step !! step size, 0..16 (0 = auto)
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_step(s%h, step), s%ctx, 'pk_solver_set_step', ierr)
+    end subroutine pk_solver_set_step
 
     !> .true.: record the recurrence residual norm of every iteration (pk_solver_get_history); .false.
     !> (default): do not.
