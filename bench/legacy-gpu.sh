@@ -19,9 +19,11 @@
 #         -DCMAKE_CUDA_ARCHITECTURES=90 -DPKRYLOV_BUILD_TESTS=OFF -DPKRYLOV_BUILD_BENCH=OFF
 #   cmake --build build-gpu -j2 --target nwp_pressure_before nwp_pressure_after \
 #         mitgcm_style_before mitgcm_style_after
-#   bash bench/legacy-gpu.sh --bundle build-gpu build-legacy-gpu      # about 9 MiB
+#   bash bench/legacy-gpu.sh --bundle build-gpu build-legacy-gpu      # about 9 MiB, this script included
 #
-# then, with the device tool: run(command="bash bench/legacy-gpu.sh", carry=["build-legacy-gpu"]).
+# then, with the device tool: run(command="bash build-legacy-gpu/legacy-gpu.sh build-legacy-gpu",
+# carry=["build-legacy-gpu"]). The tool sends the checkout its session started in (for a helper in another
+# worktree that is not its own), so the bundle must be an ignored folder of that checkout (build* is).
 # Sizes (arguments after the output file, see each program's header) from the environment:
 #   NWP_ARGS  default "256 256 32 3 1e-6"   (nx ny nz steps rtol)
 #   MIT_ARGS  default "256 256 30 3"        (sNx sNy Nr steps)
@@ -41,6 +43,7 @@ if [ "${1:-}" = "--bundle" ]; then
   for lib in libpkrylov libpkrylov_fortran; do
     cp -L "$BUILD/$lib.so.0" "$BUNDLE/lib/$lib.so.0" || exit 2
   done
+  cp "$0" "$BUNDLE/legacy-gpu.sh" || exit 2
   du -sh "$BUNDLE"
   exit 0
 fi
