@@ -164,12 +164,13 @@ module pkrylov_mod
     public :: pk_dfgmres_init, pk_dfgmres_check, pk_dfgmres, pk_dfgmres_get
     ! handle-based reverse communication (CG, pipelined CG, caller-owned reductions)
     public :: pk_rci_create, pk_rci_start, pk_rci_step, pk_rci_get_result, pk_rci_destroy
+    public :: pk_rci_set_tolerances, pk_rci_set_max_iterations, pk_rci_set_residual_replacement
     ! solver settings and history, threads, operator export, Matrix Market, preconditioner apply/info
     public :: pk_solver_set_true_residual_interval, pk_solver_set_residual_replacement
     public :: pk_solver_set_stagnation_window, pk_solver_set_precision, pk_solver_set_sync_interval
     public :: pk_solver_set_restart, pk_solver_set_step
     public :: pk_solver_set_history, pk_solver_get_history, pk_solver_set_monitor
-    public :: pk_context_set_num_threads
+    public :: pk_context_set_num_threads, pk_context_clear_error, pk_get_version, pk_has_cuda
     public :: pk_operator_get_info, pk_operator_get_csr, pk_operator_create_from_mtx, pk_operator_write_mtx
     public :: pk_mtx_read_vector, pk_mtx_write_vector, pk_precond_apply, pk_precond_get_info
 
@@ -1693,6 +1694,34 @@ contains
         call check(pkrylov_context_set_num_threads(ctx%h, n), ctx%h, 'pk_context_set_num_threads', ierr)
     end subroutine pk_context_set_num_threads
 
+    !> Forget the last error of the context (pk_error_message then gives "").
+    subroutine pk_context_clear_error(ctx, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int) :: rc
+        rc = pkrylov_context_clear_error(ctx%h)
+        if (rc == PKRYLOV_SUCCESS) call forget_ferr(ctx%h)
+        call check(rc, ctx%h, 'pk_context_clear_error', ierr)
+    end subroutine pk_context_clear_error
+
+    !> The library's version at run time (every output optional).
+    subroutine pk_get_version(major, minor, patch)
+        integer(c_int32_t), intent(out), optional :: major, minor, patch !! version numbers
+        integer(c_int32_t), target :: v(3)
+        integer(c_int) :: rc
+        v = 0
+        rc = pkrylov_get_version(c_loc(v(1)), c_loc(v(2)), c_loc(v(3))) ! cannot fail with valid pointers
+        if (present(major)) major = v(1)
+        if (present(minor)) minor = v(2)
+        if (present(patch)) patch = v(3)
+    end subroutine pk_get_version
+
+    !> .true. when the CUDA backend was compiled in (whether a device exists shows at pk_context_create).
+    function pk_has_cuda() result(flag)
+        logical :: flag
+        flag = pkrylov_has_cuda() == 1
+    end function pk_has_cuda
+
     !> Size n, stored nonzeros nnz of the equivalent CSR matrix (-1 when there is no CSR form: user and
     !> halo-exchange operators), kind type (PKRYLOV_OPERATOR_*) and grid nx, ny, nz (0 for CSR and user
     !> operators). Every output is optional.
@@ -2008,6 +2037,32 @@ contains
             r%n = 0
         end if
     end subroutine pk_rci_destroy
+
+    !> As pk_solver_set_tolerances: stop when ||r|| <= max(rtol ||b||, atol) (defaults 1e-8 and 0).
+    subroutine pk_rci_set_tolerances(r, rtol, atol, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        real(c_double), intent(in) :: rtol !! relative tolerance, >= 0
+        real(c_double), intent(in) :: atol !! absolute tolerance, >= 0 (not both 0)
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_rci_set_tolerances(r%h, rtol, atol), r%ctx, 'pk_rci_set_tolerances', ierr)
+    end subroutine pk_rci_set_tolerances
+
+    !> Iteration cap (>= 0, default 1000).
+    subroutine pk_rci_set_max_iterations(r, maxit, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        integer(c_int32_t), intent(in) :: maxit !! iteration cap
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_rci_set_max_iterations(r%h, maxit), r%ctx, 'pk_rci_set_max_iterations', ierr)
+    end subroutine pk_rci_set_max_iterations
+
+    !> Pipelined CG: residual replacement every k iterations (k >= 0, 0 = never, default 50). Ignored by CG.
+    subroutine pk_rci_set_residual_replacement(r, k, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        integer(c_int32_t), intent(in) :: k !! interval, >= 0
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_rci_set_residual_replacement(r%h, k), r%ctx, 'pk_rci_set_residual_replacement', &
+                   ierr)
+    end subroutine pk_rci_set_residual_replacement
 
     ! ---------------------------------------------------------------------------------------------
     ! MKL-compatible reverse-communication CG (pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get)
