@@ -151,6 +151,7 @@ module pkrylov_mod
     public :: pk_error_message, pk_error_string, pk_reason_string
     public :: pk_operator_create_csr, pk_operator_create_stencil7, pk_operator_create_stencil7_halo
     public :: pk_operator_create_thinshell, pk_operator_apply, pk_operator_destroy
+    public :: pk_thinshell_stencil_coefficients
     public :: pk_precond_create, pk_precond_destroy
     public :: pk_precond_create_column_factors, pk_precond_create_column_factors_halo
     public :: pk_solver_create, pk_solver_set_tolerances, pk_solver_set_max_iterations
@@ -965,6 +966,42 @@ contains
         if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
         call check(rc, ctx%h, 'pk_operator_create_thinshell', ierr)
     end subroutine pk_operator_create_thinshell
+
+    !> The thin-shell matrix as column-stencil face coefficients (pkrylov_thinshell_stencil_coefficients):
+    !> pk_operator_create_stencil7 with them gives the operator pk_operator_create_thinshell gives for the
+    !> same parameters (defaults as there). aW, aS, aV, aC: nx*ny*nz values each, any shape, e.g. (nx,ny,nz).
+    !> No context: the message of an error is pk_error_message with a null pk_context.
+    subroutine pk_thinshell_stencil_coefficients(nx, ny, nz, aW, aS, aV, aC, geometry, H, lambda, nu, ierr)
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! grid, each >= 1
+        real(c_double), intent(inout), target, contiguous :: aW(..), aS(..), aV(..), aC(..) !! nx*ny*nz each
+        integer(c_int32_t), intent(in), optional :: geometry !! PKRYLOV_GEOMETRY_* (default gnomonic)
+        real(c_double), intent(in), optional :: H !! shell thickness in Earth radii (default 0.01)
+        real(c_double), intent(in), optional :: lambda !! vertical/horizontal scaling (default 1)
+        real(c_double), intent(in), optional :: nu !! Courant-like number (default 10)
+        integer, intent(out), optional :: ierr !! status (the arrays are unchanged on failure)
+        character(len=*), parameter :: where = 'pk_thinshell_stencil_coefficients'
+        type(pkrylov_thinshell_params), target :: p
+        integer(c_int64_t) :: n
+        logical :: ok
+        integer(c_int) :: rc
+        rc = pkrylov_thinshell_params_default(nx, ny, nz, c_loc(p)) ! checks nx, ny, nz
+        if (rc /= PKRYLOV_SUCCESS) then
+            call check(rc, c_null_ptr, where, ierr)
+            return
+        end if
+        n = int(nx, c_int64_t)*ny*nz
+        call check_count(size(aW, kind=c_int64_t), n, 'aW', 'nx*ny*nz', c_null_ptr, where, ok, ierr)
+        if (ok) call check_count(size(aS, kind=c_int64_t), n, 'aS', 'nx*ny*nz', c_null_ptr, where, ok, ierr)
+        if (ok) call check_count(size(aV, kind=c_int64_t), n, 'aV', 'nx*ny*nz', c_null_ptr, where, ok, ierr)
+        if (ok) call check_count(size(aC, kind=c_int64_t), n, 'aC', 'nx*ny*nz', c_null_ptr, where, ok, ierr)
+        if (.not. ok) return
+        if (present(geometry)) p%geometry = geometry
+        if (present(H)) p%H = H
+        if (present(lambda)) p%lambda = lambda
+        if (present(nu)) p%nu = nu
+        call check(pkrylov_thinshell_stencil_coefficients(c_loc(p), c_loc(aW), c_loc(aS), c_loc(aV), &
+                                                          c_loc(aC)), c_null_ptr, where, ierr)
+    end subroutine pk_thinshell_stencil_coefficients
 
     !> y = A x for host arrays of any shape with n values each (the operator's size).
     subroutine pk_operator_apply(A, x, y, ierr)
