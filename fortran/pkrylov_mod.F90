@@ -151,7 +151,7 @@ module pkrylov_mod
     public :: pk_error_message, pk_error_string, pk_reason_string
     public :: pk_operator_create_csr, pk_operator_create_stencil7, pk_operator_create_stencil7_halo
     public :: pk_operator_create_thinshell, pk_operator_apply, pk_operator_destroy
-    public :: pk_thinshell_stencil_coefficients
+    public :: pk_thinshell_stencil_coefficients, pk_operator_create_convdiff
     public :: pk_precond_create, pk_precond_destroy
     public :: pk_precond_create_column_factors, pk_precond_create_column_factors_halo
     public :: pk_solver_create, pk_solver_set_tolerances, pk_solver_set_max_iterations
@@ -1002,6 +1002,34 @@ contains
         call check(pkrylov_thinshell_stencil_coefficients(c_loc(p), c_loc(aW), c_loc(aS), c_loc(aV), &
                                                           c_loc(aC)), c_null_ptr, where, ierr)
     end subroutine pk_thinshell_stencil_coefficients
+
+    !> The nonsymmetric convection-diffusion test operator (pkrylov_operator_create_convdiff, CSR): -div(D grad
+    !> u) + w . grad u on nx x ny x nz unit cells, D = diag(1, 1, aniso), first-order upwind, Dirichlet walls.
+    subroutine pk_operator_create_convdiff(ctx, A, nx, ny, nz, wind, aniso, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! grid, each >= 1
+        real(c_double), intent(in), target, contiguous :: wind(:) !! (wx, wy, wz), finite
+        real(c_double), intent(in) :: aniso !! vertical diffusion relative to the horizontal, > 0
+        integer, intent(out), optional :: ierr !! status
+        character(len=*), parameter :: where = 'pk_operator_create_convdiff'
+        type(c_ptr), target :: h
+        type(c_ptr) :: pw
+        logical :: ok
+        integer(c_int) :: rc
+        pw = c_null_ptr
+        if (c_associated(ctx%h)) then ! else the C library reports the null context
+            call check_count(size(wind, kind=c_int64_t), 3_c_int64_t, 'wind', '3 (wx, wy, wz)', ctx%h, where, &
+                             ok, ierr)
+            if (.not. ok) return
+            pw = c_loc(wind)
+        end if
+        h = c_null_ptr
+        rc = pkrylov_operator_create_convdiff(ctx%h, nx, ny, nz, pw, aniso, c_loc(h))
+        A%h = h
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, where, ierr)
+    end subroutine pk_operator_create_convdiff
 
     !> y = A x for host arrays of any shape with n values each (the operator's size).
     subroutine pk_operator_apply(A, x, y, ierr)
