@@ -151,6 +151,7 @@ module pkrylov_mod
     public :: pk_error_message, pk_error_string, pk_reason_string
     public :: pk_operator_create_csr, pk_operator_create_stencil7, pk_operator_create_stencil7_halo
     public :: pk_operator_create_thinshell, pk_operator_apply, pk_operator_destroy
+    public :: pk_thinshell_stencil_coefficients, pk_operator_create_convdiff
     public :: pk_precond_create, pk_precond_destroy
     public :: pk_precond_create_column_factors, pk_precond_create_column_factors_halo
     public :: pk_solver_create, pk_solver_set_tolerances, pk_solver_set_max_iterations
@@ -164,13 +165,21 @@ module pkrylov_mod
     public :: pk_dfgmres_init, pk_dfgmres_check, pk_dfgmres, pk_dfgmres_get
     ! handle-based reverse communication (CG, pipelined CG, caller-owned reductions)
     public :: pk_rci_create, pk_rci_start, pk_rci_step, pk_rci_get_result, pk_rci_destroy
+    public :: pk_rci_set_tolerances, pk_rci_set_max_iterations, pk_rci_set_residual_replacement
     ! solver settings and history, threads, operator export, Matrix Market, preconditioner apply/info
     public :: pk_solver_set_true_residual_interval, pk_solver_set_residual_replacement
     public :: pk_solver_set_stagnation_window, pk_solver_set_precision, pk_solver_set_sync_interval
+    public :: pk_solver_set_restart, pk_solver_set_step
     public :: pk_solver_set_history, pk_solver_get_history, pk_solver_set_monitor
-    public :: pk_context_set_num_threads
+    public :: pk_context_set_num_threads, pk_context_clear_error, pk_get_version, pk_has_cuda
     public :: pk_operator_get_info, pk_operator_get_csr, pk_operator_create_from_mtx, pk_operator_write_mtx
     public :: pk_mtx_read_vector, pk_mtx_write_vector, pk_precond_apply, pk_precond_get_info
+
+    !> Square CSR matrix from 32-bit (n, rowptr, colind of kind c_int32_t) or 64-bit indices (rowptr,
+    !> colind of kind c_int64_t, n of kind c_int64_t or c_int32_t): pkrylov_operator_create_csr or _csr64.
+    interface pk_operator_create_csr
+        module procedure operator_create_csr32, operator_create_csr64, operator_create_csr64_n4
+    end interface pk_operator_create_csr
 
     !> Column stencil from (nx,ny,nz) arrays: real(c_double) or real(c_float) coefficients, optional
     !> mask integer (0 = dry) or logical (.false. = dry).
@@ -485,7 +494,7 @@ contains
     ! Operators
 
     !> Square CSR matrix with 32-bit indices (copied). index_base 1 for Fortran indices, 0 for C.
-    subroutine pk_operator_create_csr(ctx, A, n, rowptr, colind, values, index_base, ierr)
+    subroutine operator_create_csr32(ctx, A, n, rowptr, colind, values, index_base, ierr)
         type(pk_context), intent(in) :: ctx !! the context
         type(pk_operator), intent(out) :: A !! the new operator
         integer(c_int32_t), intent(in) :: n !! rows = columns, > 0
@@ -494,10 +503,9 @@ contains
         real(c_double), intent(in), target, contiguous :: values(:) !! nnz values
         integer(c_int32_t), intent(in) :: index_base !! 0 or 1, for rowptr and colind
         integer, intent(out), optional :: ierr !! status
-        character(len=*), parameter :: where = 'pk_operator_create_csr'
         type(c_ptr), target :: h
         type(c_ptr) :: prow, pcol, pval
-        integer(c_int64_t) :: nnz
+        logical :: ok
         integer(c_int) :: rc
         prow = c_loc(dummy_i)
         pcol = c_loc(dummy_i)
@@ -505,24 +513,14 @@ contains
         ! sizes the C library cannot see; n and index_base themselves are checked there
         if (n > 0 .and. (index_base == 0 .or. index_base == 1) .and. c_associated(ctx%h)) then
             if (size(rowptr, kind=c_int64_t) < int(n, c_int64_t) + 1) then
-                call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'rowptr' has "// &
-                           itoa(size(rowptr, kind=c_int64_t))//" values, fewer than n+1 = "// &
-                           itoa(int(n, c_int64_t) + 1), ierr)
+                call csr_check_sizes(ctx, int(n, c_int64_t), size(rowptr, kind=c_int64_t), 0_c_int64_t, &
+                                     0_c_int64_t, 0_c_int64_t, 0_c_int64_t, ok, ierr)
                 return
             end if
-            nnz = int(rowptr(n + 1), c_int64_t) - index_base
-            if (nnz > size(colind, kind=c_int64_t)) then
-                call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'colind' has "// &
-                           itoa(size(colind, kind=c_int64_t))//" values, fewer than nnz = "// &
-                           "rowptr(n+1) - index_base = "//itoa(nnz), ierr)
-                return
-            end if
-            if (nnz > size(values, kind=c_int64_t)) then
-                call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'values' has "// &
-                           itoa(size(values, kind=c_int64_t))//" values, fewer than nnz = "// &
-                           "rowptr(n+1) - index_base = "//itoa(nnz), ierr)
-                return
-            end if
+            call csr_check_sizes(ctx, int(n, c_int64_t), size(rowptr, kind=c_int64_t), &
+                                 int(rowptr(n + 1), c_int64_t) - index_base, size(colind, kind=c_int64_t), &
+                                 size(values, kind=c_int64_t), 1_c_int64_t, ok, ierr)
+            if (.not. ok) return
         end if
         if (size(rowptr) > 0) prow = c_loc(rowptr)
         if (size(colind) > 0) pcol = c_loc(colind)
@@ -531,8 +529,94 @@ contains
         rc = pkrylov_operator_create_csr(ctx%h, n, index_base, prow, pcol, pval, c_loc(h))
         A%h = h
         if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
-        call check(rc, ctx%h, where, ierr)
-    end subroutine pk_operator_create_csr
+        call check(rc, ctx%h, 'pk_operator_create_csr', ierr)
+    end subroutine operator_create_csr32
+
+    !> The array sizes of a CSR constructor that the C library cannot see: rowptr needs n+1 values
+    !> (checked alone when have_nnz = 0), colind and values nnz = rowptr(n+1) - index_base each
+    !> (PKRYLOV_ERR_SIZE_MISMATCH naming the argument otherwise).
+    subroutine csr_check_sizes(ctx, n, nrow, nnz, ncol, nval, have_nnz, ok, ierr)
+        type(pk_context), intent(in) :: ctx
+        integer(c_int64_t), intent(in) :: n, nrow, nnz, ncol, nval, have_nnz
+        logical, intent(out) :: ok
+        integer, intent(out), optional :: ierr
+        character(len=*), parameter :: where = 'pk_operator_create_csr'
+        ok = .false.
+        if (nrow < n + 1) then
+            call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'rowptr' has "//itoa(nrow)// &
+                       " values, fewer than n+1 = "//itoa(n + 1), ierr)
+            return
+        end if
+        if (have_nnz == 0) then
+            ok = .true.
+            return
+        end if
+        if (nnz > ncol) then
+            call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'colind' has "//itoa(ncol)// &
+                       " values, fewer than nnz = rowptr(n+1) - index_base = "//itoa(nnz), ierr)
+            return
+        end if
+        if (nnz > nval) then
+            call raise(PKRYLOV_ERR_SIZE_MISMATCH, ctx%h, where, "argument 'values' has "//itoa(nval)// &
+                       " values, fewer than nnz = rowptr(n+1) - index_base = "//itoa(nnz), ierr)
+            return
+        end if
+        ok = .true.
+    end subroutine csr_check_sizes
+
+    !> Square CSR matrix with 64-bit indices (pkrylov_operator_create_csr64; copied), for n or nnz beyond
+    !> 2^31-1. index_base 1 for Fortran indices, 0 for C.
+    subroutine operator_create_csr64(ctx, A, n, rowptr, colind, values, index_base, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int64_t), intent(in) :: n !! rows = columns, > 0
+        integer(c_int64_t), intent(in), target, contiguous :: rowptr(:) !! n+1 row starts
+        integer(c_int64_t), intent(in), target, contiguous :: colind(:) !! nnz column indices
+        real(c_double), intent(in), target, contiguous :: values(:) !! nnz values
+        integer(c_int32_t), intent(in) :: index_base !! 0 or 1, for rowptr and colind
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr), target :: h
+        type(c_ptr) :: prow, pcol, pval
+        logical :: ok
+        integer(c_int) :: rc
+        integer(c_int64_t), target, save :: dummy_i8(1) = 0
+        prow = c_loc(dummy_i8)
+        pcol = c_loc(dummy_i8)
+        pval = c_loc(dummy_d)
+        ! sizes the C library cannot see; n and index_base themselves are checked there
+        if (n > 0 .and. (index_base == 0 .or. index_base == 1) .and. c_associated(ctx%h)) then
+            if (size(rowptr, kind=c_int64_t) - 1 < n) then
+                call csr_check_sizes(ctx, n, size(rowptr, kind=c_int64_t), 0_c_int64_t, 0_c_int64_t, &
+                                     0_c_int64_t, 0_c_int64_t, ok, ierr)
+                return
+            end if
+            call csr_check_sizes(ctx, n, size(rowptr, kind=c_int64_t), rowptr(n + 1) - index_base, &
+                                 size(colind, kind=c_int64_t), size(values, kind=c_int64_t), 1_c_int64_t, ok, &
+                                 ierr)
+            if (.not. ok) return
+        end if
+        if (size(rowptr) > 0) prow = c_loc(rowptr)
+        if (size(colind) > 0) pcol = c_loc(colind)
+        if (size(values) > 0) pval = c_loc(values)
+        h = c_null_ptr
+        rc = pkrylov_operator_create_csr64(ctx%h, n, index_base, prow, pcol, pval, c_loc(h))
+        A%h = h
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, 'pk_operator_create_csr', ierr)
+    end subroutine operator_create_csr64
+
+    !> Square CSR matrix with 64-bit rowptr and colind and a default-integer n (nnz beyond 2^31-1).
+    subroutine operator_create_csr64_n4(ctx, A, n, rowptr, colind, values, index_base, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: n !! rows = columns, > 0
+        integer(c_int64_t), intent(in), target, contiguous :: rowptr(:) !! n+1 row starts
+        integer(c_int64_t), intent(in), target, contiguous :: colind(:) !! nnz column indices
+        real(c_double), intent(in), target, contiguous :: values(:) !! nnz values
+        integer(c_int32_t), intent(in) :: index_base !! 0 or 1, for rowptr and colind
+        integer, intent(out), optional :: ierr !! status
+        call operator_create_csr64(ctx, A, int(n, c_int64_t), rowptr, colind, values, index_base, ierr)
+    end subroutine operator_create_csr64_n4
 
     !> The common part of the stencil constructors: real(c_double) (nx,ny,nz) arrays, optional int32
     !> mask; checks the shapes and calls the C library.
@@ -882,6 +966,70 @@ contains
         if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
         call check(rc, ctx%h, 'pk_operator_create_thinshell', ierr)
     end subroutine pk_operator_create_thinshell
+
+    !> The thin-shell matrix as column-stencil face coefficients (pkrylov_thinshell_stencil_coefficients):
+    !> pk_operator_create_stencil7 with them gives the operator pk_operator_create_thinshell gives for the
+    !> same parameters (defaults as there). aW, aS, aV, aC: nx*ny*nz values each, any shape, e.g. (nx,ny,nz).
+    !> No context: the message of an error is pk_error_message with a null pk_context.
+    subroutine pk_thinshell_stencil_coefficients(nx, ny, nz, aW, aS, aV, aC, geometry, H, lambda, nu, ierr)
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! grid, each >= 1
+        real(c_double), intent(inout), target, contiguous :: aW(..), aS(..), aV(..), aC(..) !! nx*ny*nz each
+        integer(c_int32_t), intent(in), optional :: geometry !! PKRYLOV_GEOMETRY_* (default gnomonic)
+        real(c_double), intent(in), optional :: H !! shell thickness in Earth radii (default 0.01)
+        real(c_double), intent(in), optional :: lambda !! vertical/horizontal scaling (default 1)
+        real(c_double), intent(in), optional :: nu !! Courant-like number (default 10)
+        integer, intent(out), optional :: ierr !! status (the arrays are unchanged on failure)
+        character(len=*), parameter :: where = 'pk_thinshell_stencil_coefficients'
+        type(pkrylov_thinshell_params), target :: p
+        integer(c_int64_t) :: n
+        logical :: ok
+        integer(c_int) :: rc
+        rc = pkrylov_thinshell_params_default(nx, ny, nz, c_loc(p)) ! checks nx, ny, nz
+        if (rc /= PKRYLOV_SUCCESS) then
+            call check(rc, c_null_ptr, where, ierr)
+            return
+        end if
+        n = int(nx, c_int64_t)*ny*nz
+        call check_count(size(aW, kind=c_int64_t), n, 'aW', 'nx*ny*nz', c_null_ptr, where, ok, ierr)
+        if (ok) call check_count(size(aS, kind=c_int64_t), n, 'aS', 'nx*ny*nz', c_null_ptr, where, ok, ierr)
+        if (ok) call check_count(size(aV, kind=c_int64_t), n, 'aV', 'nx*ny*nz', c_null_ptr, where, ok, ierr)
+        if (ok) call check_count(size(aC, kind=c_int64_t), n, 'aC', 'nx*ny*nz', c_null_ptr, where, ok, ierr)
+        if (.not. ok) return
+        if (present(geometry)) p%geometry = geometry
+        if (present(H)) p%H = H
+        if (present(lambda)) p%lambda = lambda
+        if (present(nu)) p%nu = nu
+        call check(pkrylov_thinshell_stencil_coefficients(c_loc(p), c_loc(aW), c_loc(aS), c_loc(aV), &
+                                                          c_loc(aC)), c_null_ptr, where, ierr)
+    end subroutine pk_thinshell_stencil_coefficients
+
+    !> The nonsymmetric convection-diffusion test operator (pkrylov_operator_create_convdiff, CSR): -div(D grad
+    !> u) + w . grad u on nx x ny x nz unit cells, D = diag(1, 1, aniso), first-order upwind, Dirichlet walls.
+    subroutine pk_operator_create_convdiff(ctx, A, nx, ny, nz, wind, aniso, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! grid, each >= 1
+        real(c_double), intent(in), target, contiguous :: wind(:) !! (wx, wy, wz), finite
+        real(c_double), intent(in) :: aniso !! vertical diffusion relative to the horizontal, > 0
+        integer, intent(out), optional :: ierr !! status
+        character(len=*), parameter :: where = 'pk_operator_create_convdiff'
+        type(c_ptr), target :: h
+        type(c_ptr) :: pw
+        logical :: ok
+        integer(c_int) :: rc
+        pw = c_null_ptr
+        if (c_associated(ctx%h)) then ! else the C library reports the null context
+            call check_count(size(wind, kind=c_int64_t), 3_c_int64_t, 'wind', '3 (wx, wy, wz)', ctx%h, where, &
+                             ok, ierr)
+            if (.not. ok) return
+            pw = c_loc(wind)
+        end if
+        h = c_null_ptr
+        rc = pkrylov_operator_create_convdiff(ctx%h, nx, ny, nz, pw, aniso, c_loc(h))
+        A%h = h
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, where, ierr)
+    end subroutine pk_operator_create_convdiff
 
     !> y = A x for host arrays of any shape with n values each (the operator's size).
     subroutine pk_operator_apply(A, x, y, ierr)
@@ -1534,6 +1682,26 @@ contains
         call check(pkrylov_solver_set_sync_interval(s%h, k), s%ctx, 'pk_solver_set_sync_interval', ierr)
     end subroutine pk_solver_set_sync_interval
 
+    !> GMRES family: restart length m (Krylov vectors per cycle), 1 <= m <= 1000, default 30; CA-GMRES
+    !> rounds m up to a multiple of its step. Ignored by CG, pipelined CG and the BiCGStab family (the value
+    !> is still checked).
+    subroutine pk_solver_set_restart(s, m, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: m !! restart length, 1..1000
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_restart(s%h, m), s%ctx, 'pk_solver_set_restart', ierr)
+    end subroutine pk_solver_set_restart
+
+    !> CA-GMRES: step size (matrix-powers depth, basis vectors per block), 1..16, or 0 = auto (default:
+    !> chosen from 2, 4, 8 by the time per basis vector measured in the first restart cycle). Ignored by
+    !> the other solvers (the value is still checked).
+    subroutine pk_solver_set_step(s, step, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: step !! step size, 0..16 (0 = auto)
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_step(s%h, step), s%ctx, 'pk_solver_set_step', ierr)
+    end subroutine pk_solver_set_step
+
     !> .true.: record the recurrence residual norm of every iteration (pk_solver_get_history); .false.
     !> (default): do not.
     subroutine pk_solver_set_history(s, flag, ierr)
@@ -1590,6 +1758,34 @@ contains
         integer, intent(out), optional :: ierr !! status
         call check(pkrylov_context_set_num_threads(ctx%h, n), ctx%h, 'pk_context_set_num_threads', ierr)
     end subroutine pk_context_set_num_threads
+
+    !> Forget the last error of the context (pk_error_message then gives "").
+    subroutine pk_context_clear_error(ctx, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int) :: rc
+        rc = pkrylov_context_clear_error(ctx%h)
+        if (rc == PKRYLOV_SUCCESS) call forget_ferr(ctx%h)
+        call check(rc, ctx%h, 'pk_context_clear_error', ierr)
+    end subroutine pk_context_clear_error
+
+    !> The library's version at run time (every output optional).
+    subroutine pk_get_version(major, minor, patch)
+        integer(c_int32_t), intent(out), optional :: major, minor, patch !! version numbers
+        integer(c_int32_t), target :: v(3)
+        integer(c_int) :: rc
+        v = 0
+        rc = pkrylov_get_version(c_loc(v(1)), c_loc(v(2)), c_loc(v(3))) ! cannot fail with valid pointers
+        if (present(major)) major = v(1)
+        if (present(minor)) minor = v(2)
+        if (present(patch)) patch = v(3)
+    end subroutine pk_get_version
+
+    !> .true. when the CUDA backend was compiled in (whether a device exists shows at pk_context_create).
+    function pk_has_cuda() result(flag)
+        logical :: flag
+        flag = pkrylov_has_cuda() == 1
+    end function pk_has_cuda
 
     !> Size n, stored nonzeros nnz of the equivalent CSR matrix (-1 when there is no CSR form: user and
     !> halo-exchange operators), kind type (PKRYLOV_OPERATOR_*) and grid nx, ny, nz (0 for CSR and user
@@ -1906,6 +2102,32 @@ contains
             r%n = 0
         end if
     end subroutine pk_rci_destroy
+
+    !> As pk_solver_set_tolerances: stop when ||r|| <= max(rtol ||b||, atol) (defaults 1e-8 and 0).
+    subroutine pk_rci_set_tolerances(r, rtol, atol, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        real(c_double), intent(in) :: rtol !! relative tolerance, >= 0
+        real(c_double), intent(in) :: atol !! absolute tolerance, >= 0 (not both 0)
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_rci_set_tolerances(r%h, rtol, atol), r%ctx, 'pk_rci_set_tolerances', ierr)
+    end subroutine pk_rci_set_tolerances
+
+    !> Iteration cap (>= 0, default 1000).
+    subroutine pk_rci_set_max_iterations(r, maxit, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        integer(c_int32_t), intent(in) :: maxit !! iteration cap
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_rci_set_max_iterations(r%h, maxit), r%ctx, 'pk_rci_set_max_iterations', ierr)
+    end subroutine pk_rci_set_max_iterations
+
+    !> Pipelined CG: residual replacement every k iterations (k >= 0, 0 = never, default 50). Ignored by CG.
+    subroutine pk_rci_set_residual_replacement(r, k, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        integer(c_int32_t), intent(in) :: k !! interval, >= 0
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_rci_set_residual_replacement(r%h, k), r%ctx, 'pk_rci_set_residual_replacement', &
+                   ierr)
+    end subroutine pk_rci_set_residual_replacement
 
     ! ---------------------------------------------------------------------------------------------
     ! MKL-compatible reverse-communication CG (pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get)

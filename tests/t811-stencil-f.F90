@@ -10,6 +10,7 @@ program t811_stencil_f
     use, intrinsic :: iso_fortran_env, only: error_unit
     use, intrinsic :: ieee_arithmetic, only: ieee_value, ieee_quiet_nan
     use pkrylov_mod
+    use pk_test_f
     implicit none
     integer, parameter :: nx = 5, ny = 4, nz = 3, n = nx*ny*nz
     type(pk_context) :: ctx
@@ -34,7 +35,7 @@ program t811_stencil_f
     call pk_operator_create_stencil7(ctx, A, nx, ny, nz, aW, aS, aV, aC, ierr=ierr)
     call expect(ierr == 0 .and. c_associated(A%h), 'create a stencil operator')
     call pk_operator_apply(A, x, y)
-    call stencil_apply(aW, aS, aV, aC, allwet, x, yref)
+    call stencil_apply(aW, aS, aV, aC, x, yref, allwet)
     call expect(maxval(abs(y - yref)) <= 1e-14_c_double*maxval(abs(yref)), 'apply = Fortran stencil loop')
 
     ! masks: three dry cells
@@ -47,7 +48,7 @@ program t811_stencil_f
     call pk_operator_create_stencil7(ctx, Al, nx, ny, nz, aW, aS, aV, aC, wet)
     call pk_operator_apply(Am, x, ym)
     call pk_operator_apply(Al, x, yl)
-    call stencil_apply(aW, aS, aV, aC, wet, x, yref)
+    call stencil_apply(aW, aS, aV, aC, x, yref, wet)
     call expect(maxval(abs(ym - yref)) <= 1e-14_c_double*maxval(abs(yref)), 'masked apply = Fortran loop')
     call expect(all(ym == yl), 'integer and logical masks give the same operator')
     call expect(ym(2, 2, 1) == 0 .and. ym(5, 4, 3) == 0 .and. ym(3, 1, 2) == 0, 'dry rows are 0')
@@ -118,91 +119,6 @@ program t811_stencil_f
     print '(a)', 't811-stencil-f: ok'
 
 contains
-
-    !> SPD test coefficients: negative couplings, centre = 0.1 + the sum of the row's |couplings|.
-    subroutine make_stencil(aW, aS, aV, aC)
-        real(c_double), intent(out), dimension(nx, ny, nz) :: aW, aS, aV, aC
-        integer :: i, j, k
-        do k = 1, nz
-            do j = 1, ny
-                do i = 1, nx
-                    aW(i, j, k) = -(1 + 0.5_c_double*sin(0.3_c_double*i + 0.7_c_double*j + 1.1_c_double*k))
-                    aS(i, j, k) = -(0.8_c_double + 0.3_c_double*cos(0.5_c_double*i - 0.2_c_double*j + k))
-                    aV(i, j, k) = -(2 + sin(0.9_c_double*i + 0.4_c_double*j - 0.6_c_double*k))
-                end do
-            end do
-        end do
-        do k = 1, nz
-            do j = 1, ny
-                do i = 1, nx
-                    aC(i, j, k) = 0.1_c_double
-                    if (i > 1) aC(i, j, k) = aC(i, j, k) + abs(aW(i, j, k))
-                    if (i < nx) aC(i, j, k) = aC(i, j, k) + abs(aW(min(i + 1, nx), j, k))
-                    if (j > 1) aC(i, j, k) = aC(i, j, k) + abs(aS(i, j, k))
-                    if (j < ny) aC(i, j, k) = aC(i, j, k) + abs(aS(i, min(j + 1, ny), k))
-                    if (k > 1) aC(i, j, k) = aC(i, j, k) + abs(aV(i, j, k))
-                    if (k < nz) aC(i, j, k) = aC(i, j, k) + abs(aV(i, j, min(k + 1, nz)))
-                end do
-            end do
-        end do
-    end subroutine make_stencil
-
-    !> y = A x by the formula of pkrylov.h; dry cells have zero rows and no couplings.
-    subroutine stencil_apply(aW, aS, aV, aC, wet, x, y)
-        real(c_double), intent(in), dimension(nx, ny, nz) :: aW, aS, aV, aC, x
-        logical, intent(in) :: wet(nx, ny, nz)
-        real(c_double), intent(out) :: y(nx, ny, nz)
-        integer :: i, j, k
-        y = 0
-        do k = 1, nz
-            do j = 1, ny
-                do i = 1, nx
-                    if (.not. wet(i, j, k)) cycle
-                    y(i, j, k) = aC(i, j, k)*x(i, j, k)
-                    if (i > 1) then
-                        if (wet(i - 1, j, k)) y(i, j, k) = y(i, j, k) + aW(i, j, k)*x(i - 1, j, k)
-                    end if
-                    if (i < nx) then
-                        if (wet(i + 1, j, k)) y(i, j, k) = y(i, j, k) + aW(i + 1, j, k)*x(i + 1, j, k)
-                    end if
-                    if (j > 1) then
-                        if (wet(i, j - 1, k)) y(i, j, k) = y(i, j, k) + aS(i, j, k)*x(i, j - 1, k)
-                    end if
-                    if (j < ny) then
-                        if (wet(i, j + 1, k)) y(i, j, k) = y(i, j, k) + aS(i, j + 1, k)*x(i, j + 1, k)
-                    end if
-                    if (k > 1) then
-                        if (wet(i, j, k - 1)) y(i, j, k) = y(i, j, k) + aV(i, j, k)*x(i, j, k - 1)
-                    end if
-                    if (k < nz) then
-                        if (wet(i, j, k + 1)) y(i, j, k) = y(i, j, k) + aV(i, j, k + 1)*x(i, j, k + 1)
-                    end if
-                end do
-            end do
-        end do
-    end subroutine stencil_apply
-
-    !> The dense matrix of the stencil (all wet), cell (i,j,k) at i + nx*(j-1 + ny*(k-1)).
-    subroutine stencil_dense(aW, aS, aV, aC, Ad)
-        real(c_double), intent(in), dimension(nx, ny, nz) :: aW, aS, aV, aC
-        real(c_double), intent(out) :: Ad(n, n)
-        integer :: i, j, k, c
-        Ad = 0
-        do k = 1, nz
-            do j = 1, ny
-                do i = 1, nx
-                    c = i + nx*(j - 1 + ny*(k - 1))
-                    Ad(c, c) = aC(i, j, k)
-                    if (i > 1) Ad(c, c - 1) = aW(i, j, k)
-                    if (i > 1) Ad(c - 1, c) = aW(i, j, k)
-                    if (j > 1) Ad(c, c - nx) = aS(i, j, k)
-                    if (j > 1) Ad(c - nx, c) = aS(i, j, k)
-                    if (k > 1) Ad(c, c - nx*ny) = aV(i, j, k)
-                    if (k > 1) Ad(c - nx*ny, c) = aV(i, j, k)
-                end do
-            end do
-        end do
-    end subroutine stencil_dense
 
     subroutine expect(cond, what)
         logical, intent(in) :: cond

@@ -1,28 +1,15 @@
 !> t812-thinshell-f: thin-shell operators through pkrylov_mod.
 !! Checks: pk_operator_create_thinshell (defaults; and geometry, H, lambda, nu given) applied to a vector
 !! equals the column stencil of the same parameters (pkrylov_thinshell_stencil_coefficients, called
-!! through an interface written here) evaluated by a Fortran loop: a different operator form; the
+!! through the interface in pk_test_f) evaluated by a Fortran loop: a different operator form; the
 !! defaults are those of pkrylov_thinshell_params_default; errors: nz = 0 (INVALID_SIZE naming nz), H < 0,
 !! a bad geometry (INVALID_VALUE naming them), a null context (NULL_POINTER).
 program t812_thinshell_f
     use, intrinsic :: iso_c_binding, only: c_associated, c_double, c_int, c_int32_t
     use, intrinsic :: iso_fortran_env, only: error_unit
     use pkrylov_mod
+    use pk_test_f
     implicit none
-    interface
-        function ts_default(nx, ny, nz, p) bind(C, name="pkrylov_thinshell_params_default")
-            import :: c_int, c_int32_t, pkrylov_thinshell_params
-            integer(c_int32_t), value :: nx, ny, nz
-            type(pkrylov_thinshell_params), intent(out) :: p
-            integer(c_int) :: ts_default
-        end function ts_default
-        function ts_coefficients(p, aW, aS, aV, aC) bind(C, name="pkrylov_thinshell_stencil_coefficients")
-            import :: c_int, c_double, pkrylov_thinshell_params
-            type(pkrylov_thinshell_params), intent(in) :: p
-            real(c_double), intent(out) :: aW(*), aS(*), aV(*), aC(*)
-            integer(c_int) :: ts_coefficients
-        end function ts_coefficients
-    end interface
     integer(c_int32_t), parameter :: nx = 6, ny = 5, nz = 4
     type(pk_context) :: ctx, nullctx
     type(pk_operator) :: A, B, Abad
@@ -76,26 +63,6 @@ program t812_thinshell_f
     print '(a)', 't812-thinshell-f: ok'
 
 contains
-
-    !> y = A x by the stencil formula of pkrylov.h (all cells wet).
-    subroutine stencil_apply(aW, aS, aV, aC, x, y)
-        real(c_double), intent(in), dimension(nx, ny, nz) :: aW, aS, aV, aC, x
-        real(c_double), intent(out) :: y(nx, ny, nz)
-        integer :: i, j, k
-        do k = 1, nz
-            do j = 1, ny
-                do i = 1, nx
-                    y(i, j, k) = aC(i, j, k)*x(i, j, k)
-                    if (i > 1) y(i, j, k) = y(i, j, k) + aW(i, j, k)*x(max(i - 1, 1), j, k)
-                    if (i < nx) y(i, j, k) = y(i, j, k) + aW(min(i + 1, nx), j, k)*x(min(i + 1, nx), j, k)
-                    if (j > 1) y(i, j, k) = y(i, j, k) + aS(i, j, k)*x(i, max(j - 1, 1), k)
-                    if (j < ny) y(i, j, k) = y(i, j, k) + aS(i, min(j + 1, ny), k)*x(i, min(j + 1, ny), k)
-                    if (k > 1) y(i, j, k) = y(i, j, k) + aV(i, j, k)*x(i, j, max(k - 1, 1))
-                    if (k < nz) y(i, j, k) = y(i, j, k) + aV(i, j, min(k + 1, nz))*x(i, j, min(k + 1, nz))
-                end do
-            end do
-        end do
-    end subroutine stencil_apply
 
     subroutine expect(cond, what)
         logical, intent(in) :: cond

@@ -3,7 +3,7 @@
 !! another form is only good to about 16 eps || |A| |x| ||, about 1e-8 ||b|| here, which the test allows).
 !! Checks: CG and pipelined CG with the column preconditioner converge on the gnomonic thin shell; the
 !! true residual b - A x, with A applied by a Fortran loop over the thin shell's stencil coefficients
-!! (another operator form, through an interface written here), meets the tolerance; the result fields
+!! (another operator form, through the interface in pk_test_f), meets the tolerance; the result fields
 !! agree with numbers computed here (rhs_norm = ||b||, initial_residual = ||b|| from x = 0, final_residual
 !! = the Fortran residual, rel_residual = final/rhs, reason/converged/breakdown_iteration); CG and
 !! pipelined CG agree; rank-3 and rank-1 arrays give the same x; max_iterations (DIVERGED_MAX_ITERATIONS
@@ -17,21 +17,8 @@ program t830_solver_f
     use, intrinsic :: iso_fortran_env, only: error_unit
     use, intrinsic :: ieee_arithmetic, only: ieee_value, ieee_quiet_nan, ieee_is_finite
     use pkrylov_mod
+    use pk_test_f
     implicit none
-    interface
-        function ts_default(nx, ny, nz, p) bind(C, name="pkrylov_thinshell_params_default")
-            import :: c_int, c_int32_t, pkrylov_thinshell_params
-            integer(c_int32_t), value :: nx, ny, nz
-            type(pkrylov_thinshell_params), intent(out) :: p
-            integer(c_int) :: ts_default
-        end function ts_default
-        function ts_coefficients(p, aW, aS, aV, aC) bind(C, name="pkrylov_thinshell_stencil_coefficients")
-            import :: c_int, c_double, pkrylov_thinshell_params
-            type(pkrylov_thinshell_params), intent(in) :: p
-            real(c_double), intent(out) :: aW(*), aS(*), aV(*), aC(*)
-            integer(c_int) :: ts_coefficients
-        end function ts_coefficients
-    end interface
     integer(c_int32_t), parameter :: nx = 8, ny = 8, nz = 6, n = nx*ny*nz
     real(c_double), parameter :: rtol = 1e-6_c_double
     type(pk_context) :: ctx, ctx2

@@ -9,6 +9,7 @@ program t831_real4_f
     use, intrinsic :: iso_fortran_env, only: error_unit
     use, intrinsic :: ieee_arithmetic, only: ieee_value, ieee_quiet_nan
     use pkrylov_mod
+    use pk_test_f
     implicit none
     integer, parameter :: nx = 6, ny = 5, nz = 4, n = nx*ny*nz
     type(pk_context) :: ctx
@@ -79,54 +80,6 @@ program t831_real4_f
     print '(a)', 't831-real4-f: ok'
 
 contains
-
-    !> SPD test coefficients: negative couplings, centre = 0.1 + the sum of the row's |couplings|.
-    subroutine make_stencil(aW, aS, aV, aC)
-        real(c_double), intent(out), dimension(nx, ny, nz) :: aW, aS, aV, aC
-        integer :: i, j, k
-        do k = 1, nz
-            do j = 1, ny
-                do i = 1, nx
-                    aW(i, j, k) = -(1 + 0.5_c_double*sin(0.3_c_double*i + 0.7_c_double*j + 1.1_c_double*k))
-                    aS(i, j, k) = -(0.8_c_double + 0.3_c_double*cos(0.5_c_double*i - 0.2_c_double*j + k))
-                    aV(i, j, k) = -(2 + sin(0.9_c_double*i + 0.4_c_double*j - 0.6_c_double*k))
-                end do
-            end do
-        end do
-        do k = 1, nz
-            do j = 1, ny
-                do i = 1, nx
-                    aC(i, j, k) = 0.1_c_double
-                    if (i > 1) aC(i, j, k) = aC(i, j, k) + abs(aW(i, j, k))
-                    if (i < nx) aC(i, j, k) = aC(i, j, k) + abs(aW(min(i + 1, nx), j, k))
-                    if (j > 1) aC(i, j, k) = aC(i, j, k) + abs(aS(i, j, k))
-                    if (j < ny) aC(i, j, k) = aC(i, j, k) + abs(aS(i, min(j + 1, ny), k))
-                    if (k > 1) aC(i, j, k) = aC(i, j, k) + abs(aV(i, j, k))
-                    if (k < nz) aC(i, j, k) = aC(i, j, k) + abs(aV(i, j, min(k + 1, nz)))
-                end do
-            end do
-        end do
-    end subroutine make_stencil
-
-    !> y = A x by the stencil formula of pkrylov.h (all cells wet).
-    subroutine stencil_apply(aW, aS, aV, aC, x, y)
-        real(c_double), intent(in), dimension(nx, ny, nz) :: aW, aS, aV, aC, x
-        real(c_double), intent(out) :: y(nx, ny, nz)
-        integer :: i, j, k
-        do k = 1, nz
-            do j = 1, ny
-                do i = 1, nx
-                    y(i, j, k) = aC(i, j, k)*x(i, j, k)
-                    if (i > 1) y(i, j, k) = y(i, j, k) + aW(i, j, k)*x(max(i - 1, 1), j, k)
-                    if (i < nx) y(i, j, k) = y(i, j, k) + aW(min(i + 1, nx), j, k)*x(min(i + 1, nx), j, k)
-                    if (j > 1) y(i, j, k) = y(i, j, k) + aS(i, j, k)*x(i, max(j - 1, 1), k)
-                    if (j < ny) y(i, j, k) = y(i, j, k) + aS(i, min(j + 1, ny), k)*x(i, min(j + 1, ny), k)
-                    if (k > 1) y(i, j, k) = y(i, j, k) + aV(i, j, k)*x(i, j, max(k - 1, 1))
-                    if (k < nz) y(i, j, k) = y(i, j, k) + aV(i, j, min(k + 1, nz))*x(i, j, min(k + 1, nz))
-                end do
-            end do
-        end do
-    end subroutine stencil_apply
 
     subroutine expect(cond, what)
         logical, intent(in) :: cond

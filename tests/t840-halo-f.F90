@@ -11,6 +11,7 @@ program t840_halo_f
     use, intrinsic :: iso_fortran_env, only: error_unit
     use, intrinsic :: ieee_arithmetic, only: ieee_value, ieee_quiet_nan, ieee_is_nan
     use pkrylov_mod
+    use pk_test_f
     implicit none
     integer(c_int32_t), parameter :: sNx = 6, sNy = 5, Nr = 4, OLx = 2, OLy = 3, n = sNx*sNy*Nr
     real(c_double), parameter :: sentinel = -7
@@ -169,34 +170,6 @@ contains
         interior(1:sNx, 1:sNy, :) = .true.
         halo_untouched = all(interior .or. h == sentinel) .and. .not. any(ieee_is_nan(h))
     end function halo_untouched
-
-    !> SPD test coefficients: negative couplings, centre = 0.1 + the sum of the row's |couplings|.
-    subroutine make_stencil(aW, aS, aV, aC)
-        real(c_double), intent(out), dimension(sNx, sNy, Nr) :: aW, aS, aV, aC
-        integer :: i, j, k
-        do k = 1, Nr
-            do j = 1, sNy
-                do i = 1, sNx
-                    aW(i, j, k) = -(1 + 0.5_c_double*sin(0.3_c_double*i + 0.7_c_double*j + 1.1_c_double*k))
-                    aS(i, j, k) = -(0.8_c_double + 0.3_c_double*cos(0.5_c_double*i - 0.2_c_double*j + k))
-                    aV(i, j, k) = -(2 + sin(0.9_c_double*i + 0.4_c_double*j - 0.6_c_double*k))
-                end do
-            end do
-        end do
-        do k = 1, Nr
-            do j = 1, sNy
-                do i = 1, sNx
-                    aC(i, j, k) = 0.1_c_double
-                    if (i > 1) aC(i, j, k) = aC(i, j, k) + abs(aW(i, j, k))
-                    if (i < sNx) aC(i, j, k) = aC(i, j, k) + abs(aW(min(i + 1, sNx), j, k))
-                    if (j > 1) aC(i, j, k) = aC(i, j, k) + abs(aS(i, j, k))
-                    if (j < sNy) aC(i, j, k) = aC(i, j, k) + abs(aS(i, min(j + 1, sNy), k))
-                    if (k > 1) aC(i, j, k) = aC(i, j, k) + abs(aV(i, j, k))
-                    if (k < Nr) aC(i, j, k) = aC(i, j, k) + abs(aV(i, j, min(k + 1, Nr)))
-                end do
-            end do
-        end do
-    end subroutine make_stencil
 
     subroutine expect(cond, what)
         logical, intent(in) :: cond

@@ -13,11 +13,13 @@
 !>    interior < cg3dTolerance^2, checked before the first iteration; reaching cg3dMaxIters is a normal
 !>    outcome; phi_nh from the previous step is the first guess.
 !>
-!> Usage: mitgcm_style [output-file]   (final phi_nh and iteration counts, for the comparison test)
+!> Usage: mitgcm_style [output-file [sNx sNy Nr [nTimeSteps]]]   (the output file holds the final phi_nh
+!> and the iteration counts, for the comparison test; the defaults are 32 24 15 10)
 module size_h
   implicit none
   integer, parameter :: rl = kind(1.0d0)                     ! _RL
-  integer, parameter :: sNx = 32, sNy = 24, OLx = 2, OLy = 2, Nr = 15
+  integer, parameter :: OLx = 2, OLy = 2
+  integer :: sNx = 32, sNy = 24, Nr = 15     ! compiled in by MITgcm; here set before ini_grid
 end module size_h
 
 !> GRID.h and PARAMS.h: a uniform 250 m grid, levels from 5 m at the surface to 44 m near the bottom.
@@ -25,20 +27,21 @@ module grid_h
   use size_h
   implicit none
   real(rl), parameter :: dxC = 250.0_rl, dyC = 250.0_rl, dxG = dxC, dyG = dyC, rA = dxC * dyC
-  real(rl), parameter :: drF(Nr) = [5.0_rl, 5.0_rl, 6.0_rl, 7.0_rl, 8.0_rl, 10.0_rl, 12.0_rl, 14.0_rl, &
+  real(rl), parameter :: drF15(15) = [5.0_rl, 5.0_rl, 6.0_rl, 7.0_rl, 8.0_rl, 10.0_rl, 12.0_rl, 14.0_rl, &
                                     17.0_rl, 20.0_rl, 24.0_rl, 28.0_rl, 33.0_rl, 38.0_rl, 44.0_rl]
   real(rl), parameter :: gravity = 9.81_rl, deltaTMom = 30.0_rl, freeSurfFac = 1.0_rl
-  real(rl) :: drC(Nr)                                           !< centre-to-centre distance to k-1
-  real(rl), dimension(1-OLx:sNx+OLx, 1-OLy:sNy+OLy, Nr) :: hFacC, hFacW, hFacS, maskC
-  real(rl) :: rC(Nr)                                            !< depth of the cell centres (m, < 0)
+  real(rl), allocatable :: drF(:)                               !< level thickness (drF15 for Nr = 15)
+  real(rl), allocatable :: drC(:)                               !< centre-to-centre distance to k-1
+  real(rl), allocatable, dimension(:, :, :) :: hFacC, hFacW, hFacS, maskC
+  real(rl), allocatable :: rC(:)                                !< depth of the cell centres (m, < 0)
 end module grid_h
 
 !> CG3D.h: the operator, the preconditioner factors, the solver's work arrays and parameters.
 module cg3d_h
   use size_h
   implicit none
-  real(rl), dimension(1-OLx:sNx+OLx, 1-OLy:sNy+OLy, Nr) :: aW3d, aS3d, aV3d, aC3d, zMC, zML, zMU
-  real(rl), dimension(1-OLx:sNx+OLx, 1-OLy:sNy+OLy, Nr) :: cg3d_r, cg3d_s, cg3d_q
+  real(rl), allocatable, dimension(:, :, :) :: aW3d, aS3d, aV3d, aC3d, zMC, zML, zMU  ! (1-OLx:sNx+OLx,
+  real(rl), allocatable, dimension(:, :, :) :: cg3d_r, cg3d_s, cg3d_q                  !  1-OLy:sNy+OLy, Nr)
   real(rl) :: cg3dNorm, cg3dTolerance
   real(rl), parameter :: cg3dTargetResidual = 1.0e-10_rl      ! data, &PARM02 (normalised RHS)
   integer, parameter :: cg3dMaxIters = 300
@@ -70,6 +73,7 @@ contains
   subroutine ini_cg3d()
     integer :: i, j, k
     real(rl) :: myNorm
+    allocate(aW3d, aS3d, aV3d, aC3d, zMC, zML, zMU, cg3d_r, cg3d_s, cg3d_q, mold=maskC)
     aW3d = 0.0_rl
     aS3d = 0.0_rl
     aV3d = 0.0_rl
@@ -223,33 +227,65 @@ program mitgcm_style
   use cg3d_h
   use exch_mod
   use cg3d_mod
+  use legacy_bench
   implicit none
-  integer, parameter :: nTimeSteps = 10
+  character(len=*), parameter :: timing_label = 'own-CG3D'
   real(rl), parameter :: pi = 3.14159265358979323846_rl
-  real(rl), dimension(1-OLx:sNx+OLx, 1-OLy:sNy+OLy, Nr) :: phi_nh, cg3d_b
-  real(rl) :: firstResidual, lastResidual
-  integer :: myIter, numIters, iters(nTimeSteps)
+  real(rl), allocatable, dimension(:, :, :) :: phi_nh, cg3d_b
+  real(rl), allocatable :: tsolve(:)
+  real(rl) :: firstResidual, lastResidual, t0
+  integer :: myIter, numIters, nTimeSteps
+  integer, allocatable :: iters(:)
 
+  sNx = int_arg(2, sNx)
+  sNy = int_arg(3, sNy)
+  Nr = int_arg(4, Nr)
+  nTimeSteps = int_arg(5, 10)
+  allocate(iters(nTimeSteps), tsolve(nTimeSteps))
   call ini_grid()
+  allocate(phi_nh, cg3d_b, mold=maskC)
   call ini_cg3d()
   phi_nh = 0.0_rl
   do myIter = 1, nTimeSteps
     call nh_rhs(myIter * deltaTMom, cg3d_b)
     numIters = cg3dMaxIters
+    t0 = wall_time()
     call cg3d(cg3d_b, phi_nh, firstResidual, lastResidual, numIters, myIter)
+    tsolve(myIter) = wall_time() - t0
     call exch_xyz_rl(phi_nh)
     iters(myIter) = numIters
     write(*, '(a,i4,a,i5,a,2es12.4)') ' cg3d: iter', myIter, ': numIters', numIters, &
                                       ', first and last residual', firstResidual, lastResidual
   end do
   call write_result(phi_nh(1:sNx, 1:sNy, :), iters)
+  call report_timing(trim(timing_label), grid_label(), tsolve, iters)
+  deallocate(phi_nh, cg3d_b, iters, tsolve)
 
 contains
+  !> "sNx x sNy x Nr", for the timing line.
+  function grid_label() result(str)
+    character(len=:), allocatable :: str
+    character(len=64) :: buf
+    write(buf, '(i0,a,i0,a,i0)') sNx, 'x', sNy, 'x', Nr
+    str = trim(buf)
+  end function grid_label
+
   !> The basin: a continent at i = 1 (it also closes the periodic boundary), an island, a shelf rising
   !> towards the continent and a ridge; full cells (hFacC 0 or 1), faces open where both cells are wet.
   subroutine ini_grid()
     real(rl) :: depth, rF
     integer :: i, j, k
+    allocate(drF(Nr), drC(Nr), rC(Nr))
+    allocate(hFacC(1-OLx:sNx+OLx, 1-OLy:sNy+OLy, Nr))
+    allocate(hFacW, hFacS, maskC, mold=hFacC)
+    if (Nr == size(drF15)) then
+      drF = drF15
+    else if (Nr == 1) then
+      drF = sum(drF15)
+    else              ! the same 271 m, thickness growing geometrically by the same factor 44/5
+      drF = [((44.0_rl / 5.0_rl)**((k - 1.0_rl) / (Nr - 1)), k = 1, Nr)]
+      drF = drF * (sum(drF15) / sum(drF))
+    end if
     rF = 0.0_rl
     do k = 1, Nr
       rC(k) = rF - 0.5_rl * drF(k)

@@ -9,25 +9,26 @@
 !> own preconditioned CG: a Thomas solve of every vertical column as the preconditioner, stopping at
 !> ||r||_2 <= rtol ||b||_2, the previous pressure as the first guess.
 !>
-!> Usage: nwp_pressure [output-file]   (final pressure and iteration counts, for the comparison test)
+!> Usage: nwp_pressure [output-file [nx ny nz [nsteps [rtol]]]]   (the output file holds the final
+!> pressure and the iteration counts, for the comparison test; the defaults are 24 20 12 10 1e-10)
 module dyn_grid
   implicit none
   private
   integer, parameter, public :: dp = kind(1.0d0)
-  integer, parameter, public :: nx = 24, ny = 20, nz = 12       ! columns x levels
+  integer, public :: nx = 24, ny = 20, nz = 12                  ! columns x levels (set before grid_init)
   real(dp), parameter, public :: pi = 3.14159265358979323846_dp
   !> shell depth H (Earth radii), vertical scaling lambda, Courant-like number nu (docs/model-problem.md);
   !> H = 0.05 rather than the default 0.01: see the README (attainable accuracy)
   real(dp), parameter, public :: shell_h = 0.05_dp, lambda = 1.0_dp, courant = 10.0_dp
-  real(dp), public :: area(nx, ny)                  !< |T|: cell area on the unit sphere
-  real(dp), public :: elen_x(nx + 1, ny)            !< length of the west face of (i,j) (great circle)
-  real(dp), public :: elen_y(nx, ny + 1)            !< length of the south face of (i,j)
-  real(dp), public :: rf(0:nz)                      !< radius of the level interfaces
-  real(dp), public :: xic(nx), etac(ny)             !< equiangular coordinates of the cell centres
+  real(dp), public, allocatable :: area(:, :)       !< |T|: cell area on the unit sphere (nx, ny)
+  real(dp), public, allocatable :: elen_x(:, :)     !< length of the west face of (i,j) (great circle)
+  real(dp), public, allocatable :: elen_y(:, :)     !< length of the south face of (i,j)
+  real(dp), public, allocatable :: rf(:)            !< radius of the level interfaces (0:nz)
+  real(dp), public, allocatable :: xic(:), etac(:)  !< equiangular coordinates of the cell centres
   !> the pressure operator, one coefficient per face (aW couples (i-1,j,k) and (i,j,k), aS (i,j-1,k),
   !> aV (i,j,k-1); 0 across the panel edges, the ground and the model top) and the diagonal aC
-  real(dp), public, dimension(nx, ny, nz) :: aW, aS, aV, aC
-  public :: grid_init
+  real(dp), public, allocatable, dimension(:, :, :) :: aW, aS, aV, aC
+  public :: grid_init, grid_free
 contains
   !> Great-circle distance of the unit-sphere points with gnomonic coordinates (x1,y1) and (x2,y2).
   pure function gc_dist(x1, y1, x2, y2) result(d)
@@ -53,6 +54,8 @@ contains
     real(dp) :: dxi, deta, x(0:nx), y(0:ny), xc(nx), yc(ny), omega2
     real(dp) :: h(nz), rho(nz), vol(nz), bv(nz + 1), wx(nx + 1, ny), wy(nx, ny + 1)
     integer :: i, j, k
+    allocate(area(nx, ny), elen_x(nx + 1, ny), elen_y(nx, ny + 1), rf(0:nz), xic(nx), etac(ny))
+    allocate(aW(nx, ny, nz), aS(nx, ny, nz), aV(nx, ny, nz), aC(nx, ny, nz))
     dxi = (pi/2) / nx
     deta = (pi/2) / ny
     x = tan(-pi/4 + [(i*dxi, i = 0, nx)])
@@ -97,6 +100,11 @@ contains
       end do
     end do
   end subroutine grid_init
+
+  !> Free the grid arrays.
+  subroutine grid_free()
+    deallocate(area, elen_x, elen_y, rf, xic, etac, aW, aS, aV, aC)
+  end subroutine grid_free
 end module dyn_grid
 
 !> The model's pressure solver: preconditioned CG with a Thomas solve per column.
@@ -182,35 +190,59 @@ end module dyn_pressure_solver
 program nwp_pressure
   use dyn_grid
   use dyn_pressure_solver, only: pressure_solve
+  use legacy_bench
   implicit none
-  integer, parameter :: nsteps = 10, maxiter = 500
-  real(dp), parameter :: rtol = 1.0e-10_dp
-  real(dp), allocatable :: p(:, :, :), b(:, :, :)
-  real(dp) :: relres, t
-  integer :: step, niter(nsteps)
+  character(len=*), parameter :: timing_label = 'own-PCG'
+  integer, parameter :: maxiter = 500
+  integer :: nsteps
+  real(dp) :: rtol
+  real(dp), allocatable :: p(:, :, :), b(:, :, :), tsolve(:)
+  real(dp) :: relres, t, t0
+  integer :: step
+  integer, allocatable :: niter(:)
 
+  nx = int_arg(2, nx)
+  ny = int_arg(3, ny)
+  nz = int_arg(4, nz)
+  nsteps = int_arg(5, 10)
+  rtol = real_arg(6, 1.0e-10_dp)
+  allocate(niter(nsteps), tsolve(nsteps))
   call grid_init()
   allocate(p(nx, ny, nz), b(nx, ny, nz))
   p = 0.0_dp                                            ! pressure correction, kept between steps
   do step = 1, nsteps
     t = real(step, dp)
     call pressure_rhs(t, b)
+    t0 = wall_time()
     call pressure_solve(b, p, rtol, maxiter, niter(step), relres)
+    tsolve(step) = wall_time() - t0
     write(*, '(a,i3,a,i5,a,es10.3)') 'step', step, ': pressure solve', niter(step), &
                                      ' iterations, relative residual', relres
     if (relres > rtol) error stop 'nwp_pressure: the pressure solve did not converge'
   end do
   call write_result(p, niter)
-  deallocate(p, b)
+  call report_timing(trim(timing_label), grid_label(), tsolve, niter)
+  deallocate(p, b, niter, tsolve)
+  call grid_free()
 
 contains
+  !> "nx x ny x nz", for the timing line.
+  function grid_label() result(str)
+    character(len=:), allocatable :: str
+    character(len=64) :: buf
+    write(buf, '(i0,a,i0,a,i0)') nx, 'x', ny, 'x', nz
+    str = trim(buf)
+  end function grid_label
+
   !> b = -div(F): fluxes of a provisional wind through the cell faces (no flux through the panel edges,
   !> the ground and the top); u, v, w are smooth travelling patterns that change every step.
   subroutine pressure_rhs(t, b)
     real(dp), intent(in) :: t
     real(dp), intent(out) :: b(nx, ny, nz)
-    real(dp) :: fx(nx + 1, ny, nz), fy(nx, ny + 1, nz), fz(nx, ny, 0:nz), z, xw, ys
+    real(dp), allocatable :: fx(:, :, :), fy(:, :, :), fz(:, :, :)
+    real(dp) :: z, xw, ys
     integer :: i, j, k
+    allocate(fx(nx + 1, ny, nz), fy(nx, ny + 1, nz), fz(nx, ny, 0:nz))
     fx = 0.0_dp
     fy = 0.0_dp
     fz = 0.0_dp
