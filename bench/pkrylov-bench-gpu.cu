@@ -8,7 +8,8 @@
  *                     [--no-pkrylov-cuda] [--json FILE]
  *
  * LIST is a comma-separated list of: all (default), ts (the four thin-shell sizes), lap (the four CSR
- * Laplacians), mtx (the SPD matrices of --matrices), ts:NXxNYxNZ, lap:N, mtx:NAME (file NAME.mtx).
+ * Laplacians), lap27 (the 27-point CSR Laplacian on 128^3: long rows), mtx (the SPD matrices of
+ * --matrices), ts:NXxNYxNZ, lap:N, lap27:N, mtx:NAME (file NAME.mtx).
  * Problems that do not fit in GPU memory are skipped. --no-gpu runs only the pkrylov CPU rows (to check
  * the program on a machine without a GPU); --no-pkrylov-cuda leaves out the pkrylov CUDA rows (no CUDA
  * context is created), --no-cpu the pkrylov CPU rows, --no-tol the solves to rtol 1e-8.
@@ -350,6 +351,34 @@ static void laplacian_csr(int m, HostCsr &A) {
         if (i < m - 1) A.col.push_back(r + 1), A.val.push_back(-1.0);
         if (j < m - 1) A.col.push_back(r + m), A.val.push_back(-1.0);
         if (k < m - 1) A.col.push_back(r + (int64_t)m * m), A.val.push_back(-1.0);
+        A.rowptr[(size_t)r + 1] = (int64_t)A.col.size();
+      }
+  A.nnz = (int64_t)A.col.size();
+}
+
+/** 27-point Laplacian (26 on the diagonal, -1 to each of the 26 neighbours of the 3x3x3 cube) on an m^3
+ *  grid, Dirichlet boundaries eliminated; index i + m (j + m k); sorted columns. 27 entries in an
+ *  interior row: the long-row CSR case (the CUDA backend's vector kernel). */
+static void laplacian27_csr(int m, HostCsr &A) {
+  const int64_t n = (int64_t)m * m * m;
+  A.n = n;
+  A.rowptr.assign((size_t)n + 1, 0);
+  A.col.clear();
+  A.val.clear();
+  A.col.reserve((size_t)(27 * n));
+  A.val.reserve((size_t)(27 * n));
+  for (int k = 0; k < m; k++)
+    for (int j = 0; j < m; j++)
+      for (int i = 0; i < m; i++) {
+        const int64_t r = i + (int64_t)m * (j + (int64_t)m * k);
+        for (int dk = -1; dk <= 1; dk++)
+          for (int dj = -1; dj <= 1; dj++)
+            for (int di = -1; di <= 1; di++) {
+              const int ii = i + di, jj = j + dj, kk = k + dk;
+              if (ii < 0 || ii >= m || jj < 0 || jj >= m || kk < 0 || kk >= m) continue;
+              A.col.push_back(ii + (int64_t)m * (jj + (int64_t)m * kk));
+              A.val.push_back(di == 0 && dj == 0 && dk == 0 ? 26.0 : -1.0);
+            }
         A.rowptr[(size_t)r + 1] = (int64_t)A.col.size();
       }
   A.nnz = (int64_t)A.col.size();
@@ -796,7 +825,7 @@ static std::string jn(double v, const char *fmt = "%.6e") {
 /* problems                                                                                          */
 /* ---------------------------------------------------------------------------------------------- */
 struct Problem {
-  std::string kind; /* ts, lap, mtx */
+  std::string kind; /* ts, lap, lap27, mtx */
   int nx = 0, ny = 0, nz = 0, m = 0;
   std::string path, name;
 };
@@ -1040,6 +1069,14 @@ static void run_laplacian(Bench &B, const Problem &P) {
   run_csr(B, name, "laplacian", C, PKRYLOV_PRECOND_NONE);
 }
 
+static void run_laplacian27(Bench &B, const Problem &P) {
+  HostCsr C;
+  laplacian27_csr(P.m, C);
+  char name[32];
+  snprintf(name, sizeof name, "lap27pt%d^3", P.m);
+  run_csr(B, name, "laplacian27", C, PKRYLOV_PRECOND_NONE);
+}
+
 static void run_matrix(Bench &B, const Problem &P) {
   pkrylov_operator A = NULL;
   int rc = pkrylov_operator_create_from_mtx(B.cpu, P.path.c_str(), &A);
@@ -1075,6 +1112,7 @@ static bool parse_problems(const std::string &list, const Config &cf, std::vecto
       for (auto &s : ts) P.kind = "ts", P.nx = s[0], P.ny = s[1], P.nz = s[2], out.push_back(P);
     if (tok == "all" || tok == "lap")
       for (int m : lap) P = Problem(), P.kind = "lap", P.m = m, out.push_back(P);
+    if (tok == "all" || tok == "lap27") P = Problem(), P.kind = "lap27", P.m = 128, out.push_back(P);
     if (tok == "all" || tok == "mtx")
       for (const char *nm : kSpdMatrices) {
         P = Problem();
@@ -1085,12 +1123,14 @@ static bool parse_problems(const std::string &list, const Config &cf, std::vecto
         else if (tok == "mtx")
           fprintf(stderr, "pkrylov-bench-gpu: %s not found, skipped\n", P.path.c_str());
       }
-    if (tok == "all" || tok == "ts" || tok == "lap" || tok == "mtx") continue;
+    if (tok == "all" || tok == "ts" || tok == "lap" || tok == "lap27" || tok == "mtx") continue;
     P = Problem();
     if (sscanf(tok.c_str(), "ts:%dx%dx%d", &P.nx, &P.ny, &P.nz) == 3 && P.nx > 0 && P.ny > 0 && P.nz > 0) {
       P.kind = "ts";
     } else if (sscanf(tok.c_str(), "lap:%d", &P.m) == 1 && P.m > 0) {
       P.kind = "lap";
+    } else if (sscanf(tok.c_str(), "lap27:%d", &P.m) == 1 && P.m > 0) {
+      P.kind = "lap27";
     } else if (tok.rfind("mtx:", 0) == 0) {
       P.kind = "mtx", P.name = tok.substr(4), P.path = cf.matrices + "/" + P.name + ".mtx";
     } else {
@@ -1171,7 +1211,7 @@ static void usage(const char *argv0) {
           "usage: %s [--problems LIST] [--matrices DIR] [--iters K] [--repeat R] [--cpu-iters K]\n"
           "          [--cpu-repeat R] [--maxit N] [--copy-gib G] [--no-cpu] [--no-tol] [--no-gpu]\n"
           "          [--no-pkrylov-cuda] [--json FILE]\n"
-          "LIST: comma-separated all | ts | lap | mtx | ts:NXxNYxNZ | lap:N | mtx:NAME\n",
+          "LIST: comma-separated all | ts | lap | lap27 | mtx | ts:NXxNYxNZ | lap:N | lap27:N | mtx:NAME\n",
           argv0);
 }
 
@@ -1284,6 +1324,8 @@ int main(int argc, char **argv) {
       run_thinshell(B, P);
     else if (P.kind == "lap")
       run_laplacian(B, P);
+    else if (P.kind == "lap27")
+      run_laplacian27(B, P);
     else
       run_matrix(B, P);
   }

@@ -8,6 +8,8 @@
 #define PK_CUDA_TEST_H
 
 #include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,5 +193,98 @@ static inline int pkt_upload_pc_otf(const struct pkrylov_precond_s *M, int fp32,
   return 0;
 }
 
+/** Rows of a symmetric matrix under construction (pkt_long_csr). */
+typedef struct {
+  int32_t **col;
+  double **val;
+  int32_t *len, *cap;
+  int64_t n;
+} pkt_sym_rows;
+
+/** Add a_ij = a_ji = v (i != j) unless the entry exists. */
+static inline void pkt_sym_add(pkt_sym_rows *S, int32_t i, int32_t j, double v, int check) {
+  if (check)
+    for (int32_t q = 0; q < S->len[i]; q++)
+      if (S->col[i][q] == j) return;
+  for (int side = 0; side < 2; side++) {
+    const int32_t a = side ? j : i, b = side ? i : j;
+    if (S->len[a] == S->cap[a]) {
+      S->cap[a] = S->cap[a] ? 2 * S->cap[a] : 8;
+      S->col[a] = realloc(S->col[a], sizeof(int32_t) * (size_t)S->cap[a]);
+      S->val[a] = realloc(S->val[a], sizeof(double) * (size_t)S->cap[a]);
+      if (!S->col[a] || !S->val[a]) exit(1);
+    }
+    S->col[a][S->len[a]] = b;
+    S->val[a][S->len[a]++] = v;
+  }
+}
+
+/**
+ * Random sparse symmetric, diagonally dominant positive definite CSR matrix of odd order n with long rows:
+ * row a couples to a + d (mod n) for the offsets d of a fixed random set of `noff` offsets in [1, n/2),
+ * each with probability p_a in [0.02, 0.9) (so rows differ in length), coupling values in [-1, -0.1);
+ * `nhub` rows couple in addition to about `hublen` random rows each (a few very long rows). Diagonal:
+ * 1 + sum of |couplings| of the row. Columns given unsorted. Prints the row-length statistics. Needs
+ * pk_test.h (pk_test_rand) included before this header.
+ */
+static inline int pkt_long_csr(pkrylov_context ctx, int64_t n, int noff, int nhub, int hublen, uint64_t seed,
+                         pkrylov_operator *A) {
+  pkt_sym_rows S = {calloc((size_t)n, sizeof(int32_t *)), calloc((size_t)n, sizeof(double *)),
+                calloc((size_t)n, sizeof(int32_t)), calloc((size_t)n, sizeof(int32_t)), n};
+  int32_t *off = malloc(sizeof(int32_t) * (size_t)(noff ? noff : 1));
+  if (!S.col || !S.val || !S.len || !S.cap || !off) exit(1);
+  uint64_t s = seed;
+  for (int k = 0; k < noff; k++) { /* distinct offsets in [1, (n-1)/2]: every pair {a, b} at most once */
+    int dup;
+    do {
+      off[k] = 1 + (int32_t)((pk_test_rand(&s) + 1.0) * 0.5 * (double)((n - 1) / 2 - 1));
+      dup = 0;
+      for (int q = 0; q < k; q++) dup |= off[q] == off[k];
+    } while (dup);
+  }
+  for (int64_t a = 0; a < n; a++) {
+    const double pa = 0.02 + 0.44 * (pk_test_rand(&s) + 1.0);
+    for (int k = 0; k < noff; k++)
+      if (0.5 * (pk_test_rand(&s) + 1.0) < pa)
+        pkt_sym_add(&S, (int32_t)a, (int32_t)((a + off[k]) % n), -0.55 + 0.45 * pk_test_rand(&s), 0);
+  }
+  for (int h = 0; h < nhub; h++) {
+    const int32_t a = (int32_t)((int64_t)(h + 1) * n / (nhub + 1));
+    for (int t = 0; t < hublen; t++) {
+      int32_t b = (int32_t)((pk_test_rand(&s) + 1.0) * 0.5 * (double)n);
+      if (b >= n) b = (int32_t)n - 1;
+      if (b != a) pkt_sym_add(&S, a, b, -0.55 + 0.45 * pk_test_rand(&s), 1);
+    }
+  }
+  int64_t nnz = n, minr = INT64_MAX, maxr = 0;
+  for (int64_t a = 0; a < n; a++) {
+    nnz += S.len[a];
+    if (S.len[a] + 1 < minr) minr = S.len[a] + 1;
+    if (S.len[a] + 1 > maxr) maxr = S.len[a] + 1;
+  }
+  int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int32_t) * (size_t)nnz);
+  double *v = malloc(sizeof(double) * (size_t)nnz);
+  if (!rp || !ci || !v) exit(1);
+  rp[0] = 0;
+  int64_t pos = 0;
+  for (int64_t a = 0; a < n; a++) {
+    double diag = 1.0;
+    for (int32_t q = 0; q < S.len[a]; q++) {
+      ci[pos] = S.col[a][q];
+      v[pos++] = S.val[a][q];
+      diag += fabs(S.val[a][q]);
+    }
+    ci[pos] = (int32_t)a;
+    v[pos++] = diag;
+    rp[a + 1] = (int32_t)pos;
+    free(S.col[a]), free(S.val[a]);
+  }
+  printf("long-row CSR n = %lld: nnz %lld, rows %lld .. %lld entries, mean %.1f\n", (long long)n,
+         (long long)nnz, (long long)minr, (long long)maxr, (double)nnz / (double)n);
+  int rc = pkrylov_operator_create_csr(ctx, (int32_t)n, 0, rp, ci, v, A);
+  free(rp), free(ci), free(v), free(off);
+  free(S.col), free(S.val), free(S.len), free(S.cap);
+  return rc;
+}
 
 #endif /* PK_CUDA_TEST_H */

@@ -150,6 +150,59 @@ static double abs_dot(int64_t n, const double *a, const double *b) {
   return s;
 }
 
+/**
+ * Row scale of A x for a CSR view on the vector kernel (v->csr_lanes > 1): rs[i] = sum_j |a_ij x_j|, the
+ * scale of the rounding difference between the GPU's and the CPU's order of a row sum. NULL otherwise (the
+ * thread-per-row and grid kernels: bitwise comparisons).
+ */
+static double *row_scale(const struct pkrylov_operator_s *A, const pk_cuda_op *v, const double *x) {
+  if (A->type != PKRYLOV_OPERATOR_CSR || v->csr_lanes <= 1) return NULL;
+  double *rs = malloc(sizeof(double) * (size_t)(A->n ? A->n : 1));
+  if (!rs) exit(PK_FAIL);
+  for (int64_t i = 0; i < A->n; i++) {
+    double t = 0.0;
+    for (int64_t p = A->csr.rowptr[i]; p < A->csr.rowptr[i + 1]; p++) {
+      const int64_t j = A->csr.colind32 ? A->csr.colind32[p] : A->csr.colind64[p];
+      t += fabs(A->csr.values[p] * x[j]);
+    }
+    rs[i] = t;
+  }
+  return rs;
+}
+
+/**
+ * Device vector d against host vector h: bitwise when rs is NULL, else |gpu - cpu| <= 1e-13 (f rs[i] +
+ * |cpu|) (a value computed from a row sum of the vector kernel; f scales rs for values that take the row
+ * sum times a factor, e.g. w -= alpha z).
+ */
+static int dev_close(const char *tag, const char *what, int64_t n, const double *d, const double *h,
+                     const double *rs, double f) {
+  if (!rs) return dev_same(tag, what, n, d, h);
+  double *g = dget(d, n);
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (!(fabs(g[i] - h[i]) <= 1e-13 * (f * rs[i] + fabs(h[i])))) {
+      if (first < 0) first = i;
+      bad++;
+    }
+  if (bad) {
+    fprintf(stderr, "%s: %s differs beyond 1e-13 of the row scale in %lld of %lld values; first at %lld: gpu "
+            "%.17g cpu %.17g (row scale %.3g)\n", tag, what, (long long)bad, (long long)n, (long long)first,
+            g[first], h[first], rs[first]);
+    pk_test_failures++;
+  }
+  free(g);
+  return bad == 0;
+}
+
+/** sum |a_i| f rs_i (0 when rs is NULL): what a dot product with a row-sum vector may differ by, scaled. */
+static double abs_dot_rs(int64_t n, const double *a, const double *rs, double f) {
+  if (!rs) return 0.0;
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += fabs(a[i]) * f * rs[i];
+  return s;
+}
+
 /** out[0..nv) = pk_cuda_sum_partials of the device slots. */
 static void gpu_sums(const double *part, int64_t nb, int nv, double *out) {
   double *d = dnew(nv);
@@ -299,10 +352,28 @@ static void check_apply(const char *tag, const struct pkrylov_operator_s *A, con
   double *dx = dup_dev(x, n), *dy = dnew(n);
   CK(pk_cuda_op_apply(NULL, v, dx, dy));
   SYNC();
-  dev_same(tag, "A x", n, dy, y);
+  double *rs = row_scale(A, v, x);
+  dev_close(tag, "A x", n, dy, y, rs, 1.0);
   dev_same(tag, "x (input)", n, dx, x);
+  if (rs) { /* the vector kernel's documented order (pk_cuda.h), written again here: bitwise */
+    const int L = v->csr_lanes;
+    double lane[32];
+    for (int64_t i = 0; i < n; i++) {
+      for (int l = 0; l < L; l++) {
+        lane[l] = 0.0;
+        for (int64_t p = A->csr.rowptr[i] + l; p < A->csr.rowptr[i + 1]; p += L) {
+          const int64_t j = A->csr.colind32 ? A->csr.colind32[p] : A->csr.colind64[p];
+          lane[l] += (v->fp32 ? (double)(float)A->csr.values[p] : A->csr.values[p]) * x[j];
+        }
+      }
+      for (int o = L / 2; o > 0; o >>= 1)
+        for (int l = 0; l < o; l++) lane[l] += lane[l + o];
+      y[i] = lane[0];
+    }
+    dev_same(tag, "A x (in the order of the vector kernel)", n, dy, y);
+  }
   cudaFree(dx), cudaFree(dy);
-  free(x), free(y);
+  free(x), free(y), free(rs);
 }
 
 /** r = b - A x (0 at dry cells), (r, r). */
@@ -317,8 +388,9 @@ static void check_residual(const char *tag, const struct pkrylov_operator_s *A, 
   CK(pk_cuda_residual(NULL, v, db, dx, dr, part, &nb));
   SYNC();
   check_nb(tag, nb, cap);
+  double *rs = row_scale(A, v, x);
+  dev_close(tag, "r = b - A x", n, dr, r, rs, 1.0);
   double *g = dget(dr, n);
-  same_bits(tag, "r = b - A x", n, g, r);
   if (A->wet)
     for (int64_t i = 0; i < n; i++)
       if (!A->wet[i] && g[i] != 0.0) {
@@ -327,9 +399,9 @@ static void check_residual(const char *tag, const struct pkrylov_operator_s *A, 
       }
   double s;
   gpu_sums(part, nb, 1, &s);
-  near_sum(tag, "(r, r)", s, rr, rr);
+  near_sum(tag, "(r, r)", s, rr, rr + abs_dot_rs(n, r, rs, 2.0));
   cudaFree(db), cudaFree(dx), cudaFree(dr), cudaFree(part);
-  free(b), free(x), free(r), free(cpart), free(g);
+  free(b), free(x), free(r), free(cpart), free(g), free(rs);
 }
 
 /** CG operator loop; init = 1: alpha = beta = 0 and p, q, x not read (poisoned / untouched here). */
@@ -350,15 +422,16 @@ static void check_cg_op(const char *tag, const struct pkrylov_operator_s *A, con
   CK(pk_cuda_cg_operator_step(NULL, v, st, init, dx, dp, dz, dq, part, &nb));
   SYNC();
   check_nb(tag, nb, cap);
+  double *rs = row_scale(A, v, z0);
   dev_same(tag, "x", n, dx, x);
   dev_same(tag, "p", n, dp, p);
-  dev_same(tag, "q", n, dq, q);
+  dev_close(tag, "q", n, dq, q, rs, 1.0);
   dev_same(tag, "z (input)", n, dz, z0);
   double s;
   gpu_sums(part, nb, 1, &s);
-  near_sum(tag, "(p, q)", s, pq, abs_dot(n, p, q));
+  near_sum(tag, "(p, q)", s, pq, abs_dot(n, p, q) + abs_dot_rs(n, p, rs, 1.0));
   cudaFree(dx), cudaFree(dp), cudaFree(dz), cudaFree(dq), cudaFree(part), cudaFree(st);
-  free(x), free(p), free(z), free(q), free(x0), free(p0), free(z0), free(q0), free(cpart);
+  free(x), free(p), free(z), free(q), free(x0), free(p0), free(z0), free(q0), free(cpart), free(rs);
 }
 
 /** Pipelined CG fused step. */
@@ -371,6 +444,7 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
     h[i] = hrand(n, seed + (uint64_t)i);
     d[i] = dup_dev(h[i], n);
   }
+  double *rs = row_scale(A, v, h[0]); /* before h is updated: A m */
   double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), out[3];
   pk_cpu_pipecg_step(A, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], cpart, out);
   int64_t cap, nb = -1;
@@ -380,15 +454,17 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
   SYNC();
   check_nb(tag, nb, cap);
   static const char *names[9] = {"m (input)", "z", "q", "s", "p", "x", "r", "u", "w"};
-  for (int i = 0; i < 9; i++) dev_same(tag, names[i], n, d[i], h[i]);
+  /* z = A m + beta z and w -= alpha z take the row sums; the others do not (bitwise) */
+  for (int i = 0; i < 9; i++)
+    dev_close(tag, names[i], n, d[i], h[i], i == 1 || i == 8 ? rs : NULL, i == 8 ? fabs(alpha) : 1.0);
   double g[3];
   gpu_sums(part, nb, 3, g);
   near_sum(tag, "(r, u)", g[0], out[0], abs_dot(n, h[6], h[7]));
-  near_sum(tag, "(w, u)", g[1], out[1], abs_dot(n, h[8], h[7]));
+  near_sum(tag, "(w, u)", g[1], out[1], abs_dot(n, h[8], h[7]) + abs_dot_rs(n, h[7], rs, fabs(alpha)));
   near_sum(tag, "(r, r)", g[2], out[2], out[2]);
   for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
   cudaFree(part), cudaFree(st);
-  free(cpart);
+  free(cpart), free(rs);
 }
 
 /** z = M^-1 r, with st NULL and with a running state. */
@@ -448,6 +524,9 @@ static void check_cg_pc(const char *tag, pkrylov_context ctx, const struct pkryl
   free(r), free(q), free(z), free(r0), free(q0), free(cpart);
 }
 
+/** CSR lanes per row that op_suite and fold_suite set in their views (0: the thread-per-row kernel). */
+static int g_lanes = 0;
+
 /** Every operator launcher on A, fp64 then (except thin shell) fp32 (A rounded in place after that). */
 static void op_suite(const char *name, struct pkrylov_operator_s *A, int col64, uint64_t seed) {
   for (int fp32 = 0; fp32 < 2; fp32++) {
@@ -457,6 +536,7 @@ static void op_suite(const char *name, struct pkrylov_operator_s *A, int col64, 
     pkt_mem mem = {0};
     pk_cuda_op v;
     PK_EXPECT(pkt_upload_op(A, fp32, col64, &v, &mem) == 0, "%s: upload failed", tag);
+    if (A->type == PKRYLOV_OPERATOR_CSR) v.csr_lanes = g_lanes;
     if (fp32) round_op(A);
     check_apply(tag, A, &v, seed);
     check_residual(tag, A, &v, seed + 10);
@@ -766,17 +846,18 @@ static void check_cg_op_fold(const char *tag, const struct pkrylov_operator_s *A
             (long long)pk_cuda_op_partials(v));
   state_same(tag, "state after the folded rho step", dout, &ref);
   state_same(tag, "state read", din, &in);
+  double *rs = row_scale(A, v, z);
   dev_same(tag, "x", n, dx, x);
   dev_same(tag, "p", n, dp, p);
-  dev_same(tag, "q", n, dq, q);
+  dev_close(tag, "q", n, dq, q, rs, 1.0);
   double hg[8], s;
   cudaMemcpy(hg, dhist, sizeof hg, cudaMemcpyDeviceToHost);
   same_bits(tag, "history entry", 1, hg + ref.it, hist + ref.it);
   gpu_sums(part, nb, 1, &s);
-  near_sum(tag, "(p, q)", s, pq, abs_dot(n, p, q));
+  near_sum(tag, "(p, q)", s, pq, abs_dot(n, p, q) + abs_dot_rs(n, p, rs, 1.0));
   cudaFree(dx), cudaFree(dp), cudaFree(dz), cudaFree(dq), cudaFree(part), cudaFree(dpin), cudaFree(dhist);
   cudaFree(din), cudaFree(dout);
-  free(x), free(p), free(z), free(q), free(x0), free(p0), free(q0), free(cpart), free(pin);
+  free(x), free(p), free(z), free(q), free(x0), free(p0), free(q0), free(cpart), free(pin), free(rs);
 }
 
 /**
@@ -946,6 +1027,71 @@ PK_TEST_CASE(csr_operator) {
   PK_REQUIRE_OK(ctx, make_csr(ctx, 1, 1, PKRYLOV_LAYOUT_KSLOW, 1, 0, 13, &A)); /* n = 1 */
   op_suite("csr n=1", A, 0, 1200);
   pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/**
+ * CSR with long rows on the vector kernel (pk_cuda_op.csr_lanes = 2 ... 32): a random SPD matrix of order
+ * 10007 with 20 to 200 entries per row, and one of order 5003 with short rows and a few rows of about 2000
+ * entries. Every operator launcher (32- and 64-bit columns, fp64 and fp32) against the CPU within 1e-13 of
+ * the row scale (A x also bitwise against the kernel's documented order written here), the folded CG
+ * operator loop, the stopped state; the backend's choice of lanes from the row lengths.
+ */
+PK_TEST_CASE(csr_long_rows) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A;
+  for (int mtx = 0; mtx < 2; mtx++) {
+    if (mtx == 0)
+      PK_REQUIRE_OK(ctx, pkt_long_csr(ctx, 10007, 120, 0, 0, 31, &A));
+    else
+      PK_REQUIRE_OK(ctx, pkt_long_csr(ctx, 5003, 2, 4, 2000, 32, &A));
+    int64_t maxrow = 0;
+    for (int64_t r = 0; r < A->n; r++)
+      if (A->csr.rowptr[r + 1] - A->csr.rowptr[r] > maxrow) maxrow = A->csr.rowptr[r + 1] - A->csr.rowptr[r];
+    const int32_t autol = pk_cuda_csr_lanes(A->n, A->nnz, maxrow);
+    PK_EXPECT(autol >= 2 && autol <= 32, "matrix %d: lanes %d chosen, expected the vector kernel", mtx, autol);
+    printf("matrix %d: %d lanes per row chosen\n", mtx, autol);
+    static const int lanes[3] = {2, 8, 32};
+    for (int li = 0; li < 4; li++) {
+      g_lanes = li < 3 ? lanes[li] : autol;
+      char name[96];
+      snprintf(name, sizeof name, "long csr %d lanes %d %s", mtx, g_lanes, li % 2 ? "col64" : "col32");
+      op_suite(name, A, li % 2, 30000 + 100 * (uint64_t)(4 * mtx + li));
+    }
+    /* folded CG operator loop and a stopped state on the vector kernel */
+    pkt_mem mem = {0};
+    pk_cuda_op v;
+    PK_EXPECT(pkt_upload_op(A, 0, 0, &v, &mem) == 0, "upload");
+    v.csr_lanes = autol;
+    fold_suite(mtx ? "fold long csr hubs" : "fold long csr", ctx, A, &v, NULL, NULL, 31000 + 100 * (uint64_t)mtx);
+    {
+      const int64_t n = A->n;
+      double *h[9], *d[9];
+      for (int i = 0; i < 9; i++) h[i] = hrand(n, 32000 + (uint64_t)i), d[i] = dup_dev(h[i], n);
+      int64_t cap = pk_cuda_partials_needed(&v, NULL), nb;
+      double *part = dnew(4 * cap);
+      pk_cuda_state *st = dstate(0.5, 0.25, PK_ST_CONVERGED);
+      CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb));
+      CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
+      SYNC();
+      for (int i = 0; i < 9; i++) dev_same("long csr stopped state", "vector", n, d[i], h[i]);
+      PK_EXPECT(still_poisoned(part, 4 * cap), "long csr stopped state: partial sums written");
+      for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
+      cudaFree(part), cudaFree(st);
+    }
+    pkt_free(&mem);
+    pkrylov_operator_destroy(&A);
+  }
+  g_lanes = 0;
+  /* short rows keep one thread per row (bitwise): 7-point rows, and the choice's thresholds */
+  PK_EXPECT(pk_cuda_csr_lanes(1000, 7000, 7) == 0, "7 entries per row: vector kernel chosen");
+  PK_EXPECT(pk_cuda_csr_lanes(1000, 27000, 27) == 0, "27 entries per row: %d lanes", pk_cuda_csr_lanes(1000, 27000, 27));
+  PK_EXPECT(pk_cuda_csr_lanes(1000, 64000, 64) == 8, "64 entries per row: %d lanes", pk_cuda_csr_lanes(1000, 64000, 64));
+  PK_EXPECT(pk_cuda_csr_lanes(1000, 5000, 3000) == 4, "uneven rows: %d lanes", pk_cuda_csr_lanes(1000, 5000, 3000));
+  PK_EXPECT(pk_cuda_csr_lanes(1000, 1000000, 1000) == 32, "1000 per row: %d lanes", pk_cuda_csr_lanes(1000, 1000000, 1000));
   pkrylov_context_destroy(&ctx);
   PK_TEST_END();
 }
@@ -1336,6 +1482,15 @@ PK_TEST_CASE(partials_needed_bounds) {
       check_nb("precond shape", nb, cap);
       CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, NULL, NULL, NULL, NULL, NULL, &nb));
       check_nb("csr shape", nb, cap);
+      for (int L = 2; L <= 32; L *= 2) { /* the vector kernel: more threads per row */
+        pk_cuda_op vl = v;
+        vl.csr_lanes = L;
+        const int64_t capl = pk_cuda_partials_needed(&vl, &pc[i]);
+        CK(pk_cuda_cg_operator_step(NULL, &vl, st, 0, NULL, NULL, NULL, NULL, NULL, &nb));
+        check_nb("csr vector shape", nb, capl);
+        PK_EXPECT(nb == pk_cuda_op_partials(&vl), "csr vector shape: %lld slots, op_partials %lld", (long long)nb,
+                  (long long)pk_cuda_op_partials(&vl));
+      }
     }
   }
   SYNC();
@@ -1501,7 +1656,8 @@ PK_TEST_CASE(folded_steps) {
   PK_TEST_END();
 }
 
-PK_TEST_MAIN(PK_TEST_ENTRY(vector_kernels), PK_TEST_ENTRY(csr_operator), PK_TEST_ENTRY(stencil_operator),
+PK_TEST_MAIN(PK_TEST_ENTRY(vector_kernels), PK_TEST_ENTRY(csr_operator), PK_TEST_ENTRY(csr_long_rows),
+             PK_TEST_ENTRY(stencil_operator),
              PK_TEST_ENTRY(stencil_masked), PK_TEST_ENTRY(thinshell_operator),
              PK_TEST_ENTRY(precond_pointwise), PK_TEST_ENTRY(column_sym_kslow),
              PK_TEST_ENTRY(column_sym_kfast), PK_TEST_ENTRY(column_general), PK_TEST_ENTRY(column_onthefly),

@@ -34,7 +34,7 @@ extern "C" {
 
 /** Device view of an operator. Fields not used by the operator type are NULL. */
 typedef struct {
-  int32_t type;            /* PKRYLOV_OPERATOR_CSR / _STENCIL7 / _THINSHELL */
+  int32_t type;            /* PKRYLOV_OPERATOR_CSR / _STENCIL7 / _THINSHELL / _USER */
   int64_t n;
   int32_t nx, ny, nz;      /* grid (stencil, thin shell) */
   int32_t fp32;            /* 1: use the float copies of the coefficients (CSR values, stencil) */
@@ -44,6 +44,18 @@ typedef struct {
   const int64_t *col64;
   const double *val;
   const float *valf;
+  /* CSR threads per row: 0 or 1 one thread per row (the row sum in the CPU's order, bitwise the CPU's);
+     2, 4, 8, 16 or 32 a group of that many lanes of a warp per row (vector kernel, for long rows): lane l
+     adds the entries rp[r] + l, rp[r] + l + L, ... in order (from 0.0), then the lanes are combined by the
+     tree lane l += lane l + o for o = L/2, ..., 2, 1 (shuffles); the row sum is lane 0's. That order
+     differs from the CPU's, so A x differs from the CPU's by rounding (relative 1e-16 times the row's
+     sum |a_ij x_j| per entry). pk_cuda_operator_upload picks it from the row lengths
+     (pk_cuda_csr_lanes). */
+  int32_t csr_lanes;
+  /* USER (pkrylov_operator_create_user): no coefficients on the device; the solve driver calls the caller's
+     routine with device pointers, A x into `pre` (n values), before each launch that applies the operator,
+     and the launchers then read (A x)[cell] from `pre` (one thread per cell). */
+  const double *pre;
   /* column stencil, index i + nx*(j + ny*k), boundary and dry couplings already zero */
   const double *aW, *aS, *aV, *aC;
   const float *aWf, *aSf, *aVf, *aCf;
@@ -116,6 +128,15 @@ typedef struct {
 } pk_cuda_state;
 
 /* ---- sizes -------------------------------------------------------------------------------------- */
+
+/**
+ * CSR threads per row (pk_cuda_op.csr_lanes) for a matrix of n rows, nnz entries and longest row maxrow:
+ * 0 (one thread per row) when the mean row length nnz / n is below 32 and no row is both longer than 64
+ * and 8 times the mean; else the power of two nearest to an eighth of the mean row length, between 4 and
+ * 32 (measurements in pk_cuda_backend.cu). The environment variable PKRYLOV_CUDA_CSR_LANES (0, 1, 2, 4, 8, 16, 32), read at
+ * each upload, overrides the choice (tuning and measurement).
+ */
+int32_t pk_cuda_csr_lanes(int64_t n, int64_t nnz, int64_t maxrow);
 
 /** Number of partial-sum slots (blocks) the fused launchers below write for n cells / this pc. */
 int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_pc *pc);
@@ -273,6 +294,13 @@ int pk_cuda_precond_apply_public(struct pkrylov_precond_s *M, int32_t mem, const
  */
 int pk_cuda_check_pointer(struct pkrylov_context_s *ctx, const char *func, int32_t mem, const void *p,
                           const char *name);
+/**
+ * Call a user routine y = op(x) (pkrylov_apply_fn) with DEVICE pointers x, y of n values after
+ * synchronising the context's stream; a nonzero return is PKRYLOV_ERR_CALLBACK (what: "operator" or
+ * "preconditioner", for the message).
+ */
+int pk_cuda_user_call(struct pkrylov_context_s *ctx, int (*apply)(void *, int64_t, const double *, double *),
+                      void *data, int64_t n, const double *x, double *y, const char *what);
 /** Solver work area and the device solve (pk_cuda_solver.cu). */
 int pk_cuda_solver_setup(struct pkrylov_solver_s *s);
 void pk_cuda_solver_free(struct pkrylov_solver_s *s);

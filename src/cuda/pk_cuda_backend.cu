@@ -90,6 +90,25 @@ extern "C" int pk_cuda_context_init(pkrylov_context ctx) {
   return PKRYLOV_SUCCESS;
 }
 
+extern "C" int32_t pk_cuda_csr_lanes(int64_t n, int64_t nnz, int64_t maxrow) {
+  const char *env = getenv("PKRYLOV_CUDA_CSR_LANES");
+  if (env && *env) {
+    const int l = atoi(env);
+    if (l == 0 || l == 1 || l == 2 || l == 4 || l == 8 || l == 16 || l == 32) return l;
+  }
+  if (n <= 0) return 0;
+  const double mean = (double)nnz / (double)n;
+  const int uneven = maxrow > 64 && (double)maxrow > 8.0 * mean;
+  /* Measured on an H200, 27-point Laplacian 128^3 (27 entries per row), us per iteration, thread per row /
+     4 / 8 / 16 / 32 lanes: pipelined CG 363 / 603 / 667 / 939 / 1484, CG 688 / 458 / 528 / 661 / 862: at
+     27 entries per row one thread per row still wins for pipelined CG (the vector kernel runs the per-row
+     vector updates on one lane per group), so the vector kernel is kept for longer or uneven rows. */
+  if (mean < 32.0 && !uneven) return 0;
+  int lanes = 4; /* the power of two nearest (in log scale) to mean / 8, 4 ... 32 */
+  while (lanes < 32 && (double)(2 * lanes) <= mean / 8.0 * 1.41421356) lanes *= 2;
+  return lanes;
+}
+
 extern "C" void *pk_cuda_context_stream(pkrylov_context ctx) { return (void *)stream_of(ctx); }
 
 extern "C" void pk_cuda_context_free(pkrylov_context ctx) {
@@ -130,6 +149,10 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
     double *val;
     UP(A->csr.values, sizeof(double) * (size_t)A->nnz, &val);
     v->val = val;
+    int64_t maxrow = 0;
+    for (int64_t r = 0; r < n; r++)
+      if (A->csr.rowptr[r + 1] - A->csr.rowptr[r] > maxrow) maxrow = A->csr.rowptr[r + 1] - A->csr.rowptr[r];
+    v->csr_lanes = pk_cuda_csr_lanes(n, A->nnz, maxrow);
     break;
   }
   case PKRYLOV_OPERATOR_STENCIL7: {
@@ -146,6 +169,8 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
     }
     break;
   }
+  case PKRYLOV_OPERATOR_USER: /* the caller's routine: nothing on the device (pk_cuda_op.pre) */
+    break;
   default: { /* thin shell */
     const int64_t nx = A->nx, ny = A->ny, nz = A->nz;
     double *a, *b, *c, *dd, *area, *ax, *ay;
@@ -179,7 +204,8 @@ extern "C" void pk_cuda_operator_free(struct pkrylov_operator_s *A) {
 
 extern "C" int pk_cuda_operator_view(struct pkrylov_operator_s *A, int fp32, pk_cuda_op *view) {
   OpDev *d = (OpDev *)A->dev;
-  if (!fp32 || A->type == PKRYLOV_OPERATOR_THINSHELL) { /* the thin shell has no per-cell coefficients */
+  if (!fp32 || A->type == PKRYLOV_OPERATOR_THINSHELL || A->type == PKRYLOV_OPERATOR_USER) {
+    /* the thin shell has no per-cell coefficients, a user operator none on the device */
     *view = d->view;
     return PKRYLOV_SUCCESS;
   }
@@ -287,6 +313,14 @@ extern "C" void pk_cuda_precond_free(struct pkrylov_precond_s *M) {
 }
 
 extern "C" int pk_cuda_precond_view(struct pkrylov_precond_s *M, int fp32, pk_cuda_pc *view) {
+  if (M->type == PKRYLOV_PRECOND_USER) { /* the caller's routine, called by the solve driver */
+    memset(view, 0, sizeof *view);
+    view->type = PKRYLOV_PRECOND_USER;
+    view->n = view->ncols = M->n;
+    view->nz = 1;
+    view->layout = PKRYLOV_LAYOUT_KSLOW;
+    return PKRYLOV_SUCCESS;
+  }
   PcDev *d = (PcDev *)M->dev;
   /* the general (pivoting) path keeps fp64 factors */
   if (!fp32 || M->type == PKRYLOV_PRECOND_NONE || (M->type == PKRYLOV_PRECOND_COLUMN && !M->symmetric)) {
@@ -363,8 +397,54 @@ int public_apply(pkrylov_context ctx, const char *func, int64_t n, int32_t mem, 
 
 } // namespace
 
+namespace {
+
+/**
+ * The public apply of a user routine on a CUDA context: apply(data, n, in, out) with DEVICE arrays (host
+ * arrays go through device copies), after the stream has been synchronised. A nonzero return is
+ * PKRYLOV_ERR_CALLBACK (the output then holds NaN, as on the CPU).
+ */
+int public_user_apply(pkrylov_context ctx, const char *func, const char *what, pkrylov_apply_fn apply,
+                      void *data, int64_t n, int32_t mem, const double *in, const char *in_name, double *out,
+                      const char *out_name) {
+  int urc = 0;
+  int rc = public_apply(ctx, func, n, mem, in, in_name, out, out_name,
+                        [&](cudaStream_t st, const double *din, double *dout) {
+                          cudaError_t e = cudaStreamSynchronize(st);
+                          if (e != cudaSuccess) return (int)e;
+                          urc = apply(data, n, din, dout);
+                          if (urc) e = cudaMemsetAsync(dout, 0xff, sizeof(double) * (size_t)n, st); /* NaN */
+                          return (int)e;
+                        });
+  if (rc) return rc;
+  if (urc)
+    return pk_error(ctx, PKRYLOV_ERR_CALLBACK, func,
+                    "the apply routine of the user %s (n = %lld) returned %d (nonzero aborts the solve)", what,
+                    (long long)n, urc);
+  return PKRYLOV_SUCCESS;
+}
+
+} // namespace
+
+extern "C" int pk_cuda_user_call(struct pkrylov_context_s *ctx, pkrylov_apply_fn apply, void *data, int64_t n,
+                                 const double *x, double *y, const char *what) {
+  cudaError_t e = cudaStreamSynchronize(stream_of(ctx));
+  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "synchronising before a callback");
+  const int rc = apply(data, n, x, y);
+  if (rc)
+    return pk_error(ctx, PKRYLOV_ERR_CALLBACK, "user callback",
+                    "the apply routine of the user %s (n = %lld) returned %d (nonzero aborts the solve)", what,
+                    (long long)n, rc);
+  e = cudaGetLastError(); /* a launch failure the routine left behind */
+  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "after the user callback");
+  return PKRYLOV_SUCCESS;
+}
+
 extern "C" int pk_cuda_operator_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x,
                                              double *y) {
+  if (A->type == PKRYLOV_OPERATOR_USER)
+    return public_user_apply(A->ctx, "pkrylov_operator_apply", "operator", A->user.apply, A->user.data, A->n, mem,
+                             x, "x", y, "y");
   pk_cuda_op v;
   PK_CALL(pk_cuda_operator_view(A, 0, &v));
   return public_apply(A->ctx, "pkrylov_operator_apply", A->n, mem, x, "x", y, "y",
@@ -375,6 +455,9 @@ extern "C" int pk_cuda_operator_apply_public(struct pkrylov_operator_s *A, int32
 
 extern "C" int pk_cuda_precond_apply_public(struct pkrylov_precond_s *M, int32_t mem, const double *r,
                                             double *z) {
+  if (M->type == PKRYLOV_PRECOND_USER)
+    return public_user_apply(M->ctx, "pkrylov_precond_apply", "preconditioner", M->user.apply, M->user.data, M->n,
+                             mem, r, "r", z, "z");
   pk_cuda_pc v;
   PK_CALL(pk_cuda_precond_view(M, 0, &v));
   return public_apply(M->ctx, "pkrylov_precond_apply", M->n, mem, r, "r", z, "z",

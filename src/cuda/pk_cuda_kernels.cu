@@ -19,7 +19,9 @@
  *    per-column geometry (|T|, 4 face weights) once per thread, and for the CG operator loop
  *    (Act::PREFETCH) issues the loads of level k+1 during level k.
  *  - CSR: one thread per row (grid-stride, at most PKC_MAX_BLOCKS blocks), sequential sum in row order
- *    (a warp-per-row split would change the order of the row sum, so it is not used).
+ *    (bitwise the CPU's); for long rows (pk_cuda_op.csr_lanes, chosen at upload from the row lengths) a
+ *    group of 2 ... 32 lanes of a warp per row, coalesced loads of values and columns and a shuffle tree
+ *    (k_csr_vec: the row sum in another order than the CPU's, equal to rounding).
  *  - column preconditioner, symmetric, k-slow (pc_apply and the CG preconditioner loop): one thread per
  *    column, consecutive threads = consecutive columns (every level access coalesced), one of
  *      k_col_stage   (small problems, < PKC_OTF_MIN_CELLS cells) blocks of 32 columns; each thread first
@@ -141,9 +143,16 @@ GridShape grid_shape(int64_t ncols, int nz) {
   return g;
 }
 
+/** CSR lanes per row of a view: 1 (one thread per row) or the vector kernel's 2 ... 32. */
+int csr_lanes(const pk_cuda_op *op) {
+  const int l = op->csr_lanes;
+  return (l == 2 || l == 4 || l == 8 || l == 16 || l == 32) ? l : 1;
+}
+
 /** Number of partial-sum slots a launch over op writes. */
 int64_t op_blocks(const pk_cuda_op *op) {
-  if (op->type == PKRYLOV_OPERATOR_CSR) return blocks_1d(op->n);
+  if (op->type == PKRYLOV_OPERATOR_CSR) return blocks_1d(op->n * csr_lanes(op));
+  if (op->type == PKRYLOV_OPERATOR_USER) return blocks_1d(op->n);
   const GridShape g = grid_shape((int64_t)op->nx * op->ny, op->nz);
   return g.bx * g.by;
 }
@@ -667,6 +676,50 @@ __global__ void __launch_bounds__(PKC_BLOCK)
   finish<Act>(acc, part);
 }
 
+/** USER operator: (A x)[cell] precomputed in pre by the caller's routine; one thread per cell, grid-stride. */
+template <class Act>
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_pre(const double *__restrict__ pre, int64_t n, const double *__restrict__ x, Act act, double *part) {
+  if (!act.begin()) return;
+  Acc<Act> acc = {};
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t r = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; r < n; r += stride)
+    act(r, pre[r], x[r], act.load(r), acc.v);
+  finish<Act>(acc, part);
+}
+
+/**
+ * CSR, a group of L lanes (2 ... 32, a power of two) per row for long rows (pk_cuda_op.csr_lanes): warp w of
+ * the grid takes the rows w * 32/L + g (group g = lane / L), grid-stride over warps, so the loop bounds are
+ * the same for the whole warp and every lane takes part in the shuffles. Lane l of a group adds
+ * val[p] x[col[p]] for p = rp[r] + l, rp[r] + l + L, ... (consecutive lanes read consecutive entries:
+ * coalesced loads of val and col), then the group's sums are combined by the tree lane l += lane l + o,
+ * o = L/2, ..., 1 (shuffles within the group); lane 0 of the group applies the action to row r. Partial
+ * sums: only the groups' lane 0 accumulate, then the usual fixed block tree. The row sum's order differs
+ * from csr_apply_rows' (see pk_cuda.h); the actions' arithmetic is the same.
+ */
+template <typename V, typename I, class Act>
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_csr_vec(const int64_t *__restrict__ rp, const I *__restrict__ ci, const V *__restrict__ val, int64_t n,
+              int L, const double *__restrict__ x, Act act, double *part) {
+  if (!act.begin()) return;
+  Acc<Act> acc = {};
+  const int wl = threadIdx.x & 31, lane = wl & (L - 1);
+  const int64_t G = 32 / L; /* rows per warp */
+  const int64_t wstride = (int64_t)gridDim.x * (PKC_BLOCK / 32) * G;
+  for (int64_t r0 = ((int64_t)blockIdx.x * (PKC_BLOCK / 32) + (threadIdx.x >> 5)) * G; r0 < n; r0 += wstride) {
+    const int64_t r = r0 + wl / L;
+    double s = 0.0;
+    if (r < n) {
+      const int64_t p1 = rp[r + 1];
+      for (int64_t p = rp[r] + lane; p < p1; p += L) s += (double)val[p] * x[ci[p]];
+    }
+    for (int o = L / 2; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o, L);
+    if (lane == 0 && r < n) act(r, s, x[r], act.load(r), acc.v);
+  }
+  finish<Act>(acc, part);
+}
+
 /**
  * Column stencil: thread = column (i, j), levels [k0, k0 + kc). Per cell, st_line's expression:
  *   i = 0:       aC x + cs xs + cn xn + cd xd + cu xu (+ aW_{i+1} x_{i+1} when nx > 1)
@@ -847,10 +900,31 @@ __global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_thinshell_minb(PKC_THI
 template <class Act>
 int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, double *part, int64_t *nblocks,
               bool pdl = false) {
-  if (op->type == PKRYLOV_OPERATOR_CSR) {
+  if (op->type == PKRYLOV_OPERATOR_USER) {
     const int64_t nb = blocks_1d(op->n);
     if (nblocks) *nblocks = nb;
+    if (!op->pre) return (int)cudaErrorInvalidValue;
+    return launch_kernel(pdl, k_pre<Act>, dim3((unsigned)nb), dim3(PKC_BLOCK), 0, s, op->pre, op->n, x, act, part);
+  }
+  if (op->type == PKRYLOV_OPERATOR_CSR) {
+    const int L = csr_lanes(op);
+    const int64_t nb = blocks_1d(op->n * L);
+    if (nblocks) *nblocks = nb;
     const dim3 g((unsigned)nb), b(PKC_BLOCK);
+    if (L > 1) {
+      if (op->fp32) {
+        if (op->col32)
+          return launch_kernel(pdl, k_csr_vec<float, int32_t, Act>, g, b, 0, s, op->rowptr, op->col32, op->valf,
+                               op->n, L, x, act, part);
+        return launch_kernel(pdl, k_csr_vec<float, int64_t, Act>, g, b, 0, s, op->rowptr, op->col64, op->valf,
+                             op->n, L, x, act, part);
+      }
+      if (op->col32)
+        return launch_kernel(pdl, k_csr_vec<double, int32_t, Act>, g, b, 0, s, op->rowptr, op->col32, op->val,
+                             op->n, L, x, act, part);
+      return launch_kernel(pdl, k_csr_vec<double, int64_t, Act>, g, b, 0, s, op->rowptr, op->col64, op->val,
+                           op->n, L, x, act, part);
+    }
     if (op->fp32) {
       if (op->col32)
         return launch_kernel(pdl, k_csr<float, int32_t, Act>, g, b, 0, s, op->rowptr, op->col32, op->valf,
