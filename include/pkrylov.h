@@ -408,16 +408,23 @@ PKRYLOV_EXTERN int pkrylov_precond_destroy(pkrylov_precond *M);
  * routine may use OpenMP itself). x and y are distinct arrays; the routine must not keep pointers to them.
  * Return 0 on success; a nonzero return aborts: the solve (or pkrylov_operator_apply(),
  * pkrylov_precond_apply()) returns ::PKRYLOV_ERR_CALLBACK, the message gives the value returned, and the
- * solve gives x back as it came (the output of an apply call is then filled with NaN). CPU backend only
- * for now (a CUDA context answers ::PKRYLOV_ERR_UNSUPPORTED). A user operator has no matrix entries:
+ * solve gives x back as it came (the output of an apply call is then filled with NaN).
+ * On a CUDA context the routine gets DEVICE pointers (n doubles each in GPU memory: the solver's own work
+ * vectors, also in pkrylov_operator_apply() / pkrylov_precond_apply() with host arrays, which are copied
+ * to the device first), as a model's OpenACC (`deviceptr`) or CUDA Fortran code applies its operator on
+ * device arrays. The library has synchronised its stream before the call; the routine must have finished
+ * writing y when it returns (synchronise the stream or queue it used). A solve with a user operator or
+ * preconditioner on CUDA runs one iteration at a time (no CUDA graph: the host calls the routine between
+ * the kernels). A user operator has no matrix entries:
  * pkrylov_operator_get_info() reports nnz = -1, pkrylov_operator_get_csr() and pkrylov_operator_write_mtx()
  * answer ::PKRYLOV_ERR_UNSUPPORTED, and the JACOBI and COLUMN preconditioners cannot be built on it
  * (::PKRYLOV_ERR_UNSUPPORTED; pass a user preconditioner, its own column factors, or none). A user preconditioner works with any operator kind.
  */
 /**@{*/
 /**
- * y = A x (operator) or y = M^-1 x (preconditioner), n values each, host memory. user is the pointer given
- * at creation (the model's own data). Return 0 on success, nonzero to abort the solve.
+ * y = A x (operator) or y = M^-1 x (preconditioner), n values each, host memory (device memory on a CUDA
+ * context). user is the pointer given at creation (the model's own data). Return 0 on success, nonzero to
+ * abort the solve.
  */
 typedef int (*pkrylov_apply_fn)(void *user, int64_t n, const double *x, double *y);
 

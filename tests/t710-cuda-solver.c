@@ -7,8 +7,8 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
-#include "pk_cuda.h"
 #include "pk_test.h"
+#include "pk_cuda_test.h"
 
 /** A CUDA context, or NULL when there is no device (the case then skips). */
 static pkrylov_context cuda_ctx(void) {
@@ -207,6 +207,329 @@ PK_TEST_CASE(csr_solves_match_cpu) {
     }
   free(b);
   pkrylov_operator_destroy(&Ag), pkrylov_operator_destroy(&Ac);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
+/**
+ * CSR with long rows (the vector kernel, pk_cuda_op.csr_lanes > 1): a random SPD matrix of order 10007 with
+ * 20 to 200 entries per row and one of order 5003 with a few rows of about 2000 entries, CG and pipelined
+ * CG, no preconditioner and Jacobi, one-block and folded launches: the same iterations as the CPU within
+ * two, solutions within 1e-9 relative, and the true residual recomputed here on the host within the
+ * tolerance; mixed precision (fp32 values) reaches the same true residual.
+ */
+PK_TEST_CASE(long_row_csr_solves_match_cpu) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu) return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  for (int mtx = 0; mtx < 2; mtx++) {
+    pkrylov_operator Ag, Ac;
+    const int64_t n = mtx ? 5003 : 10007;
+    if (mtx == 0) {
+      PK_REQUIRE_OK(gpu, pkt_long_csr(gpu, n, 120, 0, 0, 41, &Ag));
+      PK_REQUIRE_OK(cpu, pkt_long_csr(cpu, n, 120, 0, 0, 41, &Ac));
+    } else {
+      PK_REQUIRE_OK(gpu, pkt_long_csr(gpu, n, 2, 4, 2000, 42, &Ag));
+      PK_REQUIRE_OK(cpu, pkt_long_csr(cpu, n, 2, 4, 2000, 42, &Ac));
+    }
+    pk_cuda_op view;
+    PK_REQUIRE_OK(gpu, pk_cuda_operator_view(Ag, 0, &view));
+    PK_EXPECT(view.csr_lanes > 1, "matrix %d: the upload chose %d lanes per row", mtx, view.csr_lanes);
+    double *b = rand_vec(n, 7 + (uint64_t)mtx), *r = vec(n);
+    for (int pct = PKRYLOV_PRECOND_NONE; pct <= PKRYLOV_PRECOND_JACOBI; pct++)
+      for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++)
+        for (int path = 0; path < 3; path++) { /* one-block kernels, folded + PDL, mixed precision */
+          double *xg = vec(n), *xc = vec(n);
+          pkrylov_result rg, rc;
+          pkrylov_precond Mg;
+          pkrylov_solver sg;
+          PK_REQUIRE_OK(gpu, pkrylov_precond_create(gpu, Ag, pct, 0, PKRYLOV_LAYOUT_AUTO, &Mg));
+          PK_REQUIRE_OK(gpu, pkrylov_solver_create(gpu, type, Ag, Mg, &sg));
+          PK_REQUIRE_OK(gpu, pkrylov_solver_set_tolerances(sg, 1e-10, 0));
+          if (path == 2) PK_REQUIRE_OK(gpu, pkrylov_solver_set_precision(sg, PKRYLOV_PRECISION_MIXED));
+          pk_cuda_solver_set_launch(sg, path == 1, path == 1);
+          PK_REQUIRE_OK(gpu, pkrylov_solver_solve(sg, PKRYLOV_MEM_HOST, b, xg));
+          PK_REQUIRE_OK(gpu, pkrylov_solver_get_result(sg, &rg));
+          pkrylov_solver_destroy(&sg);
+          pkrylov_precond_destroy(&Mg);
+          PK_REQUIRE_OK(cpu, solve_on(cpu, Ac, type, pct, 0, PKRYLOV_LAYOUT_AUTO, 1e-10, 1000, 0,
+                                      PKRYLOV_MEM_HOST, b, xc, &rc));
+          /* true residual of the GPU's x, on the host */
+          PK_EXPECT(pk_test_csr_matvec(Ac, xg, r) == 0, "reference matvec");
+          double rr = 0, bb = 0;
+          for (int64_t i = 0; i < n; i++) rr += (b[i] - r[i]) * (b[i] - r[i]), bb += b[i] * b[i];
+          const double rel = sqrt(rr / bb), d = pk_test_rel_diff(n, xg, xc);
+          printf("long csr %d pc %d type %d path %d: GPU %d its, CPU %d its, GPU-CPU %.3e, true rel residual "
+                 "%.3e\n", mtx, pct, type, path, rg.iterations, rc.iterations, d, rel);
+          PK_EXPECT(rg.converged && rc.converged, "matrix %d pc %d type %d path %d: %s / %s", mtx, pct, type, path,
+                    pkrylov_reason_string(rg.reason), pkrylov_reason_string(rc.reason));
+          PK_EXPECT(rel <= 1.5e-10, "matrix %d pc %d type %d path %d: true residual %.3e", mtx, pct, type, path,
+                    rel);
+          if (path < 2) {
+            PK_EXPECT(abs(rg.iterations - rc.iterations) <= 2, "matrix %d pc %d type %d path %d: GPU %d vs CPU %d",
+                      mtx, pct, type, path, rg.iterations, rc.iterations);
+            PK_EXPECT(d <= 1e-9, "matrix %d pc %d type %d path %d: solutions differ by %.3e", mtx, pct, type, path, d);
+          }
+          free(xg), free(xc);
+        }
+    free(b), free(r);
+    pkrylov_operator_destroy(&Ag), pkrylov_operator_destroy(&Ac);
+  }
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
+/**
+ * The caller's column factors (pkrylov_precond_create_column_factors, MITgcm's ini_cg3d Thomas factors
+ * computed here from the stencil's own coefficients) on a CUDA context: a random 37 x 29 x 11 stencil,
+ * positive and negative definite (MITgcm's sign), with and without dry cells. M^-1 r (host and device
+ * arrays) bitwise the CPU's (so the device uses the caller's factors, not factors it could recompute from
+ * the operator); CG and pipelined CG solves: the same iterations as the CPU within one, x within 1e-10.
+ */
+PK_TEST_CASE(column_factors_match_cpu) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu) return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  const int nx = 37, ny = 29, nz = 11, nc = nx * ny;
+  const int64_t n = (int64_t)nc * nz;
+  double *aW = vec(n), *aS = vec(n), *aV = vec(n), *aC = vec(n), *zmc = vec(n), *zmu = vec(n);
+  int32_t *mask = malloc(sizeof(int32_t) * (size_t)n);
+  for (int variant = 0; variant < 4; variant++) {
+    const double sg = variant & 1 ? -1.0 : 1.0;
+    const int dry = variant >= 2;
+    uint64_t st = 777 + (uint64_t)variant;
+    for (int64_t c = 0; c < n; c++) {
+      aW[c] = -sg * (0.5 + 0.4 * pk_test_rand(&st));
+      aS[c] = -sg * (0.5 + 0.4 * pk_test_rand(&st));
+      aV[c] = -sg * (2.0 + 1.5 * pk_test_rand(&st));
+      mask[c] = 1;
+    }
+    for (int64_t c = 0; c < n; c++) {
+      const int i = (int)(c % nx), j = (int)((c / nx) % ny), k = (int)(c / nc);
+      double sum = fabs(aW[c]) + fabs(aS[c]) + fabs(aV[c]);
+      if (i + 1 < nx) sum += fabs(aW[c + 1]);
+      if (j + 1 < ny) sum += fabs(aS[c + nx]);
+      if (k + 1 < nz) sum += fabs(aV[c + nc]);
+      aC[c] = sg * (sum + 0.1);
+      if (dry && ((c % nc) % 13 == 5 || (k >= nz - 2 && (c % nc) % 7 == 2))) mask[c] = 0;
+    }
+    for (int c = 0; c < nc; c++) /* MITgcm's ini_cg3d (see t210) */
+      for (int k = 0; k < nz; k++) {
+        const int64_t i = c + (int64_t)nc * k;
+        if (!mask[i]) {
+          zmc[i] = 1.0, zmu[i] = 0.0;
+          continue;
+        }
+        const double zml = k > 0 && mask[i - nc] ? aV[i] : 0.0;
+        const double up = k + 1 < nz && mask[i + nc] ? aV[i + nc] : 0.0;
+        zmc[i] = 1.0 / (aC[i] - (k > 0 ? zml * zmu[i - nc] : 0.0));
+        zmu[i] = up * zmc[i];
+      }
+    pkrylov_operator Ag, Ac;
+    pkrylov_precond Mg, Mc;
+    PK_REQUIRE_OK(gpu, pkrylov_operator_create_stencil7(gpu, nx, ny, nz, aW, aS, aV, aC, dry ? mask : NULL, &Ag));
+    PK_REQUIRE_OK(cpu, pkrylov_operator_create_stencil7(cpu, nx, ny, nz, aW, aS, aV, aC, dry ? mask : NULL, &Ac));
+    PK_REQUIRE_OK(gpu, pkrylov_precond_create_column_factors(gpu, Ag, 0, PKRYLOV_LAYOUT_AUTO, zmc, zmu, &Mg));
+    PK_REQUIRE_OK(cpu, pkrylov_precond_create_column_factors(cpu, Ac, 0, PKRYLOV_LAYOUT_AUTO, zmc, zmu, &Mc));
+    double *r = rand_vec(n, 50 + (uint64_t)variant), *zc = poisoned(n), *zg = poisoned(n), *dr, *dz;
+    PK_REQUIRE_OK(cpu, pkrylov_precond_apply(Mc, PKRYLOV_MEM_HOST, r, zc));
+    PK_REQUIRE_OK(gpu, pkrylov_precond_apply(Mg, PKRYLOV_MEM_HOST, r, zg));
+    PK_EXPECT(memcmp(zc, zg, sizeof(double) * (size_t)n) == 0, "variant %d: M^-1 r differs (%.3e)", variant,
+              pk_test_rel_diff(n, zg, zc));
+    cudaMalloc((void **)&dr, sizeof(double) * (size_t)n);
+    cudaMalloc((void **)&dz, sizeof(double) * (size_t)n);
+    cudaMemcpy(dr, r, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice);
+    cudaMemset(dz, 0xff, sizeof(double) * (size_t)n);
+    PK_REQUIRE_OK(gpu, pkrylov_precond_apply(Mg, PKRYLOV_MEM_DEVICE, dr, dz));
+    cudaMemcpy(zg, dz, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost);
+    PK_EXPECT(memcmp(zc, zg, sizeof(double) * (size_t)n) == 0, "variant %d: M^-1 r (device) differs", variant);
+    cudaFree(dr), cudaFree(dz);
+    for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+      double *xg = vec(n), *xc = vec(n);
+      pkrylov_result res[2];
+      for (int side = 0; side < 2; side++) {
+        pkrylov_solver s;
+        pkrylov_context c = side ? cpu : gpu;
+        PK_REQUIRE_OK(c, pkrylov_solver_create(c, type, side ? Ac : Ag, side ? Mc : Mg, &s));
+        PK_REQUIRE_OK(c, pkrylov_solver_set_tolerances(s, 1e-10, 0));
+        PK_REQUIRE_OK(c, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, r, side ? xc : xg));
+        PK_REQUIRE_OK(c, pkrylov_solver_get_result(s, &res[side]));
+        pkrylov_solver_destroy(&s);
+      }
+      printf("column factors variant %d type %d: GPU %d its, CPU %d its, GPU-CPU %.3e\n", variant, type,
+             res[0].iterations, res[1].iterations, pk_test_rel_diff(n, xg, xc));
+      PK_EXPECT(res[0].converged && res[1].converged && abs(res[0].iterations - res[1].iterations) <= 1,
+                "variant %d type %d: GPU %d its (%s), CPU %d its (%s)", variant, type, res[0].iterations,
+                pkrylov_reason_string(res[0].reason), res[1].iterations, pkrylov_reason_string(res[1].reason));
+      PK_EXPECT(pk_test_rel_diff(n, xg, xc) <= 1e-10, "variant %d type %d: x differs by %.3e", variant, type,
+                pk_test_rel_diff(n, xg, xc));
+      free(xg), free(xc);
+    }
+    free(r), free(zc), free(zg);
+    pkrylov_precond_destroy(&Mg), pkrylov_precond_destroy(&Mc);
+    pkrylov_operator_destroy(&Ag), pkrylov_operator_destroy(&Ac);
+  }
+  free(aW), free(aS), free(aV), free(aC), free(zmc), free(zmu), free(mask);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
+/** State of the callbacks of user_callbacks_match_cpu: a CPU-context CSR operator applied on the host. */
+typedef struct {
+  pkrylov_operator A; /* on a CPU context: the reference matrix */
+  int64_t n;
+  int device;         /* 1: the routine gets device pointers (copies through the host buffers) */
+  int calls, fail_at; /* fail_at > 0: return 3 at that call */
+  int not_device;     /* a pointer that was not device memory */
+  double *hx, *hy;
+  const double *diag; /* diagonal of A (Jacobi) */
+} ucb;
+
+/** 1 when p is device memory. */
+static int is_device(const void *p) {
+  struct cudaPointerAttributes at;
+  if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return at.type == cudaMemoryTypeDevice;
+}
+
+/** y = A x: device pointers are copied to the host, multiplied by pk_test_csr_matvec, copied back. */
+static int ucb_matvec(void *user, int64_t n, const double *x, double *y) {
+  ucb *u = (ucb *)user;
+  u->calls++;
+  if (u->fail_at > 0 && u->calls == u->fail_at) return 3;
+  if (!u->device) return pk_test_csr_matvec(u->A, x, y);
+  if (!is_device(x) || !is_device(y)) u->not_device++;
+  cudaMemcpy(u->hx, x, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost);
+  if (pk_test_csr_matvec(u->A, u->hx, u->hy)) return 1;
+  cudaMemcpy(y, u->hy, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice);
+  return 0;
+}
+
+/** y = x / diag(A) (Jacobi written here): same copies. */
+static int ucb_jacobi(void *user, int64_t n, const double *x, double *y) {
+  ucb *u = (ucb *)user;
+  u->calls++;
+  if (u->fail_at > 0 && u->calls == u->fail_at) return 3;
+  const double *xi = x;
+  double *yo = y;
+  if (u->device) {
+    if (!is_device(x) || !is_device(y)) u->not_device++;
+    cudaMemcpy(u->hx, x, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost);
+    xi = u->hx, yo = u->hy;
+  }
+  for (int64_t i = 0; i < n; i++) yo[i] = xi[i] / u->diag[i];
+  if (u->device) cudaMemcpy(y, u->hy, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice);
+  return 0;
+}
+
+/**
+ * User operators and preconditioners (callbacks) on a CUDA context: the routines get DEVICE pointers. A
+ * random sparse SPD matrix of order 4001 as a CPU CSR operator applied in the callback; user operator with no
+ * preconditioner and with a user Jacobi, and a user Jacobi on the device CSR operator; CG and pipelined CG
+ * against the same callbacks on a CPU context (host pointers): iterations within one, x within 1e-10.
+ * Public applies bitwise the CPU's. A routine that fails at its 5th call: PKRYLOV_ERR_CALLBACK naming the
+ * returned value, x given back as it came.
+ */
+PK_TEST_CASE(user_callbacks_match_cpu) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu) return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  const int64_t n = 4001;
+  pkrylov_operator Aref, Acsr_g;
+  PK_REQUIRE_OK(cpu, pkt_long_csr(cpu, n, 10, 0, 0, 93, &Aref));
+  PK_REQUIRE_OK(gpu, pkt_long_csr(gpu, n, 10, 0, 0, 93, &Acsr_g));
+  double *b = rand_vec(n, 91), *diag = vec(n);
+  {
+    int64_t nnz;
+    PK_REQUIRE_OK(cpu, pkrylov_operator_get_info(Aref, NULL, &nnz, NULL, NULL, NULL, NULL));
+    int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int64_t) * (size_t)nnz);
+    double *vv = malloc(sizeof(double) * (size_t)nnz);
+    PK_REQUIRE_OK(cpu, pkrylov_operator_get_csr(Aref, rp, ci, vv));
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t p = rp[i]; p < rp[i + 1]; p++)
+        if (ci[p] == i) diag[i] = vv[p];
+    free(rp), free(ci), free(vv);
+  }
+  ucb uo[2], up[2]; /* [0] GPU (device pointers), [1] CPU */
+  for (int i = 0; i < 2; i++) {
+    ucb z = {Aref, n, i == 0, 0, 0, 0, vec(n), vec(n), diag}, w = {Aref, n, i == 0, 0, 0, 0, vec(n), vec(n), diag};
+    uo[i] = z, up[i] = w; /* each with its own host buffers */
+  }
+  pkrylov_operator Ao[2];
+  pkrylov_precond Mo[2];
+  PK_REQUIRE_OK(gpu, pkrylov_operator_create_user(gpu, n, ucb_matvec, &uo[0], &Ao[0]));
+  PK_REQUIRE_OK(cpu, pkrylov_operator_create_user(cpu, n, ucb_matvec, &uo[1], &Ao[1]));
+  PK_REQUIRE_OK(gpu, pkrylov_precond_create_user(gpu, n, ucb_jacobi, &up[0], &Mo[0]));
+  PK_REQUIRE_OK(cpu, pkrylov_precond_create_user(cpu, n, ucb_jacobi, &up[1], &Mo[1]));
+  /* public applies, host arrays on the CUDA context */
+  {
+    double *yg = poisoned(n), *yc = poisoned(n);
+    PK_REQUIRE_OK(gpu, pkrylov_operator_apply(Ao[0], PKRYLOV_MEM_HOST, b, yg));
+    PK_REQUIRE_OK(cpu, pkrylov_operator_apply(Ao[1], PKRYLOV_MEM_HOST, b, yc));
+    PK_EXPECT(memcmp(yg, yc, sizeof(double) * (size_t)n) == 0, "user A x differs");
+    PK_REQUIRE_OK(gpu, pkrylov_precond_apply(Mo[0], PKRYLOV_MEM_HOST, b, yg));
+    PK_REQUIRE_OK(cpu, pkrylov_precond_apply(Mo[1], PKRYLOV_MEM_HOST, b, yc));
+    PK_EXPECT(memcmp(yg, yc, sizeof(double) * (size_t)n) == 0, "user M^-1 x differs");
+    free(yg), free(yc);
+  }
+  for (int combo = 0; combo < 3; combo++) /* user A + none, user A + user M, device CSR + user M */
+    for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+      double *x[2] = {vec(n), vec(n)};
+      pkrylov_result res[2];
+      for (int side = 0; side < 2; side++) {
+        pkrylov_context c = side ? cpu : gpu;
+        pkrylov_operator A = combo == 2 ? (side ? Aref : Acsr_g) : Ao[side];
+        pkrylov_solver s;
+        PK_REQUIRE_OK(c, pkrylov_solver_create(c, type, A, combo ? Mo[side] : NULL, &s));
+        PK_REQUIRE_OK(c, pkrylov_solver_set_tolerances(s, 1e-9, 0));
+        PK_REQUIRE_OK(c, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x[side]));
+        PK_REQUIRE_OK(c, pkrylov_solver_get_result(s, &res[side]));
+        pkrylov_solver_destroy(&s);
+      }
+      const double d = pk_test_rel_diff(n, x[0], x[1]);
+      printf("user callbacks combo %d type %d: GPU %d its, CPU %d its, GPU-CPU %.3e\n", combo, type,
+             res[0].iterations, res[1].iterations, d);
+      PK_EXPECT(res[0].converged && res[1].converged && abs(res[0].iterations - res[1].iterations) <= 1,
+                "combo %d type %d: GPU %d its (%s), CPU %d its (%s)", combo, type, res[0].iterations,
+                pkrylov_reason_string(res[0].reason), res[1].iterations, pkrylov_reason_string(res[1].reason));
+      PK_EXPECT(d <= 1e-10, "combo %d type %d: x differs by %.3e", combo, type, d);
+      free(x[0]), free(x[1]);
+    }
+  PK_EXPECT(uo[0].calls > 0 && up[0].calls > 0 && uo[0].not_device == 0 && up[0].not_device == 0,
+            "callbacks on the CUDA context: %d / %d calls, %d / %d calls with host pointers", uo[0].calls,
+            up[0].calls, uo[0].not_device, up[0].not_device);
+  /* a failing routine: PKRYLOV_ERR_CALLBACK, x as it came */
+  for (int which = 0; which < 2; which++)
+    for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+      ucb *u = which ? &up[0] : &uo[0];
+      u->calls = 0, u->fail_at = 5;
+      pkrylov_solver s;
+      double *x = rand_vec(n, 92), *x0 = vec(n);
+      memcpy(x0, x, sizeof(double) * (size_t)n);
+      PK_REQUIRE_OK(gpu, pkrylov_solver_create(gpu, type, which ? Acsr_g : Ao[0], which ? Mo[0] : NULL, &s));
+      PK_REQUIRE_OK(gpu, pkrylov_solver_set_initial_guess_nonzero(s, 1));
+      PK_EXPECT_CODE(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x), PKRYLOV_ERR_CALLBACK);
+      PK_EXPECT(pk_test_msg_has(gpu, "returned 3"), "message names the returned value");
+      PK_EXPECT(memcmp(x, x0, sizeof(double) * (size_t)n) == 0, "which %d type %d: x changed", which, type);
+      PK_EXPECT(u->calls == 5, "which %d type %d: %d calls (the routine is not called after it failed)", which,
+                type, u->calls);
+      pkrylov_solver_destroy(&s);
+      u->fail_at = 0;
+      free(x), free(x0);
+    }
+  for (int i = 0; i < 2; i++) {
+    pkrylov_precond_destroy(&Mo[i]);
+    pkrylov_operator_destroy(&Ao[i]);
+    free(uo[i].hx), free(uo[i].hy), free(up[i].hx), free(up[i].hy);
+  }
+  pkrylov_operator_destroy(&Aref), pkrylov_operator_destroy(&Acsr_g);
+  free(b), free(diag);
   PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
   PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
   PK_TEST_END();
@@ -547,6 +870,8 @@ PK_TEST_CASE(launch_paths_match) {
 }
 
 PK_TEST_MAIN(PK_TEST_ENTRY(apply_matches_cpu), PK_TEST_ENTRY(solves_match_cpu),
-             PK_TEST_ENTRY(csr_solves_match_cpu), PK_TEST_ENTRY(device_pointers_and_reproducibility),
+             PK_TEST_ENTRY(csr_solves_match_cpu), PK_TEST_ENTRY(long_row_csr_solves_match_cpu),
+             PK_TEST_ENTRY(column_factors_match_cpu), PK_TEST_ENTRY(user_callbacks_match_cpu),
+             PK_TEST_ENTRY(device_pointers_and_reproducibility),
              PK_TEST_ENTRY(mixed_precision_same_accuracy), PK_TEST_ENTRY(outcomes_match_cpu),
              PK_TEST_ENTRY(bad_device_input), PK_TEST_ENTRY(launch_paths_match))

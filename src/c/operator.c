@@ -501,9 +501,6 @@ int pkrylov_operator_create_user(pkrylov_context ctx, int64_t n, pkrylov_apply_f
   PK_CHECK(n > 0, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'n' = %lld must be > 0", (long long)n);
   PK_CHECK(n <= (int64_t)(SIZE_MAX / sizeof(double)) - 1, ctx, PKRYLOV_ERR_INVALID_SIZE,
            "argument 'n' = %lld is too large", (long long)n);
-  PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU, ctx, PKRYLOV_ERR_UNSUPPORTED,
-           "argument 'ctx' runs on the CUDA backend: user operators (callbacks) run on the CPU backend only "
-           "for now (create the context with PKRYLOV_BACKEND_CPU)");
   struct pkrylov_operator_s *B;
   PK_CALLOC(B, 1, ctx);
   B->ctx = ctx;

@@ -807,9 +807,6 @@ int pkrylov_precond_create_user(pkrylov_context ctx, int64_t n, pkrylov_apply_fn
   PK_CHECK_PTR(M, ctx);
   PK_CHECK_PTR(apply, ctx);
   PK_CHECK(n > 0, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'n' = %lld must be > 0", (long long)n);
-  PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU, ctx, PKRYLOV_ERR_UNSUPPORTED,
-           "argument 'ctx' runs on the CUDA backend: user preconditioners (callbacks) run on the CPU backend "
-           "only for now (create the context with PKRYLOV_BACKEND_CPU)");
   struct pkrylov_precond_s *P;
   PK_CALLOC(P, 1, ctx);
   P->ctx = ctx;

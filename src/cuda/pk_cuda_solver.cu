@@ -62,6 +62,7 @@ struct SolverDev {
   cudaGraphExec_t graph;  /* one block of graph_k iterations */
   int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl;
   const double *graph_hist; /* the history the graph records into (its kernels hold the pointer) */
+  double *ax;             /* user operator: A x from the caller's routine (n), allocated on first use */
   int fold_mode;          /* -1 auto, 0 off, 1 on (pk_cuda_solver_set_launch, PKRYLOV_CUDA_FOLD) */
   int pdl;                /* 1: programmatic dependent launches on the folded path (PKRYLOV_CUDA_PDL) */
 };
@@ -99,12 +100,91 @@ struct Run {
   int64_t n;
   int k;                 /* iterations per block: the sync interval, 1 with a monitor or stagnation window */
   int fold, pdl;         /* folded launchers; programmatic dependent launches (with fold only) */
+  pkrylov_operator uop;  /* user operator (callback), else NULL: A x by its routine into d->ax = op.pre */
+  pkrylov_precond upc;   /* user preconditioner (callback), else NULL (pc is then a NONE view) */
   double *hist;          /* device history, NULL when nothing reads it (history off, no monitor / window) */
   double tol, best;
   int32_t stalled, confirm_failures, restarts, have_final, hist_seen;
   double final_res;
   pkrylov_result *res;
 };
+
+int state_to_host(Run &R);
+
+/* ---- user callbacks (pkrylov_operator_create_user, pkrylov_precond_create_user) -----------------------
+ * The routine gets DEVICE pointers after the stream has been synchronised (pk_cuda_user_call); the driver
+ * then runs one iteration per block (no graph, no folded launchers: a graph cannot hold a host call) and
+ * reads the device state before each call inside an iteration, so the routine is not called once the solve
+ * has stopped. A user operator writes A x into d->ax, which the launchers read (pk_cuda_op.pre). */
+
+/** *running = 1 when the device state is RUNNING (reads it back: one synchronisation). */
+int still_running(Run &R, int *running) {
+  PK_CALL(state_to_host(R));
+  *running = R.d->hst->status == PK_ST_RUNNING;
+  return PKRYLOV_SUCCESS;
+}
+
+/** y = A x on whole vectors: the launcher, or the caller's routine. */
+int apply_op(Run &R, const double *x, double *y) {
+  pkrylov_context ctx = R.ctx;
+  if (R.uop) return pk_cuda_user_call(ctx, R.uop->user.apply, R.uop->user.data, R.n, x, y, "operator");
+  CU(pk_cuda_op_apply(R.stream, &R.op, x, y), "operator");
+  return PKRYLOV_SUCCESS;
+}
+
+/** A user operator: d->ax = A x (the launchers that follow read it); else nothing. */
+int user_ax(Run &R, const double *x) {
+  if (!R.uop) return PKRYLOV_SUCCESS;
+  return pk_cuda_user_call(R.ctx, R.uop->user.apply, R.uop->user.data, R.n, x, R.d->ax, "operator");
+}
+
+/** z = M^-1 r on whole vectors: the launcher (st may be NULL), or the caller's routine (when running). */
+int apply_pc(Run &R, const pk_cuda_state *st, const double *r, double *z) {
+  pkrylov_context ctx = R.ctx;
+  if (R.upc) {
+    if (st) {
+      int running;
+      PK_CALL(still_running(R, &running));
+      if (!running) return PKRYLOV_SUCCESS;
+    }
+    return pk_cuda_user_call(ctx, R.upc->user.apply, R.upc->user.data, R.n, r, z, "preconditioner");
+  }
+  CU(pk_cuda_pc_apply(R.stream, R.pcp, st, r, z), "z = M^-1 r");
+  return PKRYLOV_SUCCESS;
+}
+
+/** The CG preconditioner loop on st[0] (unfolded); with a user preconditioner: r -= alpha q (the NONE
+ *  loop), the routine z = M^-1 r, then the sums (r, z), (r, r). */
+int cg_precond(Run &R, int alpha_zero, int64_t *nb) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  double **v = d->v;
+  CU(pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, alpha_zero, R.n, v[D_R], v[D_Q], v[D_Z], d->part, nb),
+     "CG preconditioner loop");
+  if (!R.upc) return PKRYLOV_SUCCESS;
+  int running;
+  PK_CALL(still_running(R, &running));
+  if (!running) return PKRYLOV_SUCCESS; /* the scalar step copies a stopped state */
+  PK_CALL(pk_cuda_user_call(ctx, R.upc->user.apply, R.upc->user.data, R.n, v[D_R], v[D_Z], "preconditioner"));
+  const double *xs[2] = {v[D_R], v[D_R]}, *ys[2] = {v[D_Z], v[D_R]};
+  CU(pk_cuda_dots(R.stream, R.n, 2, xs, ys, d->part, nb), "dots");
+  return PKRYLOV_SUCCESS;
+}
+
+/** The CG operator loop on st[0] (unfolded); a user operator's routine first (when running). */
+int cg_operator(Run &R, int init, int64_t *nb) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  double **v = d->v;
+  if (R.uop) {
+    int running;
+    PK_CALL(still_running(R, &running));
+    if (running) PK_CALL(user_ax(R, v[D_Z]));
+  }
+  CU(pk_cuda_cg_operator_step(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, nb),
+     "CG operator loop");
+  return PKRYLOV_SUCCESS;
+}
 
 /** Sum nvals partials on the device and bring the sums to the host (one synchronisation). */
 int sums_to_host(Run &R, int64_t nb, int nvals, double *out) {
@@ -121,6 +201,7 @@ int true_residual(Run &R, double *r, double *res) {
   pkrylov_context ctx = R.ctx;
   int64_t nb;
   double rr;
+  PK_CALL(user_ax(R, R.d->v[D_X]));
   CU(pk_cuda_residual(R.stream, &R.op64, R.d->v[D_B], R.d->v[D_X], r, R.d->part, &nb), "residual");
   PK_CALL(sums_to_host(R, nb, 1, &rr));
   PK_CALL(pk_allreduce_sum(ctx, &rr, 1));
@@ -198,11 +279,9 @@ int cg_enqueue(Run &R, int count) {
   int64_t nbp = 0, nbo = 0;
   if (!R.fold) {
     for (int i = 0; i < count; i++) {
-      CU(pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, 0, R.n, v[D_R], v[D_Q], v[D_Z], d->part, &nbp),
-         "CG preconditioner loop");
+      PK_CALL(cg_precond(R, 0, &nbp));
       CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, d->part, nbp, R.hist, 0), "CG scalar step");
-      CU(pk_cuda_cg_operator_step(R.stream, &R.op, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, &nbo),
-         "CG operator loop");
+      PK_CALL(cg_operator(R, 0, &nbo));
       CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, d->part, nbo), "CG scalar step");
     }
     return PKRYLOV_SUCCESS;
@@ -240,9 +319,14 @@ int pipecg_enqueue(Run &R, int count) {
   int64_t nb = 0;
   if (!R.fold || count == 1) {
     for (int i = 0; i < count; i++) {
-      CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
+      PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
       CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist),
          "pipelined CG scalar step");
+      if (R.uop) {
+        int running;
+        PK_CALL(still_running(R, &running));
+        if (running) PK_CALL(user_ax(R, v[D_M]));
+      }
       CU(pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
                              v[D_U], v[D_W], d->part, &nb),
          "pipelined CG update");
@@ -372,13 +456,13 @@ restart:
   PK_CALL(state_to_device(R));
   {
     int64_t nb;
+    PK_CALL(user_ax(R, v[D_X]));
     CU(pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb), "residual");
     CU(cudaMemsetAsync(v[D_Q], 0, bytes, R.stream), "memset");
-    CU(pk_cuda_cg_precond_step(R.stream, R.pcp, R.d->st, 1, R.n, v[D_R], v[D_Q], v[D_Z], R.d->part, &nb), "init");
+    PK_CALL(cg_precond(R, 1, &nb));
     CU(pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, R.d->part, nb, R.hist, 1), "CG scalar step");
     CU(cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
-    CU(pk_cuda_cg_operator_step(R.stream, &R.op, R.d->st, 1, v[D_X], v[D_P], v[D_Z], v[D_Q], R.d->part, &nb),
-       "init");
+    PK_CALL(cg_operator(R, 1, &nb));
     CU(pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, R.d->part, nb), "CG scalar step");
     PK_CALL(state_to_host(R));
   }
@@ -439,13 +523,14 @@ int pipecg_replace(Run &R, int have_p) {
   pkrylov_context ctx = R.ctx;
   double **v = R.d->v;
   int64_t nb;
+  PK_CALL(user_ax(R, v[D_X]));
   CU(pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb), "residual");
-  CU(pk_cuda_pc_apply(R.stream, R.pcp, NULL, v[D_R], v[D_U]), "u = M^-1 r");
-  CU(pk_cuda_op_apply(R.stream, &R.op, v[D_U], v[D_W]), "w = A u");
+  PK_CALL(apply_pc(R, NULL, v[D_R], v[D_U]));  /* u = M^-1 r */
+  PK_CALL(apply_op(R, v[D_U], v[D_W]));        /* w = A u */
   if (have_p) {
-    CU(pk_cuda_op_apply(R.stream, &R.op, v[D_P], v[D_S]), "s = A p");
-    CU(pk_cuda_pc_apply(R.stream, R.pcp, NULL, v[D_S], v[D_Q]), "q = M^-1 s");
-    CU(pk_cuda_op_apply(R.stream, &R.op, v[D_Q], v[D_Z]), "z = A q");
+    PK_CALL(apply_op(R, v[D_P], v[D_S]));       /* s = A p */
+    PK_CALL(apply_pc(R, NULL, v[D_S], v[D_Q])); /* q = M^-1 s */
+    PK_CALL(apply_op(R, v[D_Q], v[D_Z]));       /* z = A q */
   }
   const double *xs[3] = {v[D_R], v[D_W], v[D_R]}, *ys[3] = {v[D_U], v[D_U], v[D_R]};
   CU(pk_cuda_dots(R.stream, R.n, 3, xs, ys, R.d->part, &nb), "dots");
@@ -474,7 +559,7 @@ restart:
   for (;;) {
     pk_cuda_state *h = R.d->hst;
     if (host_mode) { /* one iteration in two halves: [m = M^-1 w, scalars] sync [update] */
-      CU(pk_cuda_pc_apply(R.stream, R.pcp, R.d->st, v[D_W], v[D_M]), "m = M^-1 w");
+      PK_CALL(apply_pc(R, R.d->st, v[D_W], v[D_M]));
       CU(pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, R.d->part, R.d->nslots, R.hist),
          "pipelined CG scalar step");
       PK_CALL(state_to_host(R));
@@ -486,6 +571,7 @@ restart:
       }
       if (h->status == PK_ST_RUNNING) {
         int64_t nb;
+        PK_CALL(user_ax(R, v[D_M]));
         CU(pk_cuda_pipecg_step(R.stream, &R.op, R.d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
                                v[D_U], v[D_W], R.d->part, &nb),
            "pipelined CG update");
@@ -525,7 +611,7 @@ restart:
       double curv;
       CU(cudaMemcpyAsync(v[D_T], v[D_U], bytes, cudaMemcpyDeviceToDevice, R.stream), "copy");
       CU(pk_cuda_axpy_dev(R.stream, R.n, &R.d->st->beta, v[D_P], v[D_T]), "t = u + beta p");
-      CU(pk_cuda_op_apply(R.stream, &R.op, v[D_T], v[D_AT]), "A t");
+      PK_CALL(apply_op(R, v[D_T], v[D_AT])); /* A t */
       const double *xs[1] = {v[D_T]}, *ys[1] = {v[D_AT]};
       CU(pk_cuda_dots(R.stream, R.n, 1, xs, ys, R.d->part, &nb), "dot");
       PK_CALL(sums_to_host(R, nb, 1, &curv));
@@ -607,6 +693,7 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   cudaFree(d->work);
   cudaFree(d->part);
   cudaFree(d->hist);
+  cudaFree(d->ax);
   cudaFree(d->st);
   cudaFreeHost(d->hst);
   cudaFree(d->dsum);
@@ -649,12 +736,24 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.fold = d->fold_mode >= 0 ? d->fold_mode
           : s->A->type == PKRYLOV_OPERATOR_CSR ? d->nslots <= kFoldMaxSlots
                                                : n <= kFoldMaxCells;
+  R.uop = s->A->type == PKRYLOV_OPERATOR_USER ? s->A : NULL;
+  R.upc = s->M && s->M->type == PKRYLOV_PRECOND_USER ? s->M : NULL;
+  if (R.uop || R.upc) R.k = 1, R.fold = 0; /* host calls: one iteration per block, no graph, no fold */
   R.pdl = R.fold && d->pdl;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &R.op64));
   PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &R.op));
-  if (s->M) {
+  if (R.uop) {
+    if (!d->ax && cudaMalloc(&d->ax, sizeof(double) * (size_t)n) != cudaSuccess) {
+      cudaGetLastError();
+      d->ax = NULL;
+      return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_solver_solve",
+                      "cannot allocate the work vector of the user operator (%lld values)", (long long)n);
+    }
+    R.op.pre = R.op64.pre = d->ax;
+  }
+  if (s->M && !R.upc) {
     PK_CALL(pk_cuda_precond_view(s->M, s->mixed >= 1, &R.pc));
-  } else { /* the launchers take a NONE view for "no preconditioner" */
+  } else { /* the launchers take a NONE view for "no preconditioner" (and a user one: its routine is called) */
     R.pc.type = PKRYLOV_PRECOND_NONE;
     R.pc.n = R.pc.ncols = n;
     R.pc.nz = 1;
