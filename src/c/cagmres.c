@@ -8,9 +8,10 @@
  *  1. matrix powers: p_0 = v_j0, p_{t+1} = CY_t A M^-1 p_t + CX_t p_t + CXX_t p_{t-1} (t < s) into
  *     v_j0+1..v_j0+s: the Newton basis with the Ritz values of the first cycle as shifts (modified Leja
  *     order, complex pairs in real arithmetic), scaled; the first cycle uses the scaled monomial basis;
- *  2. block CGS: C = V^T P (one reduction), W = P - V C (basis_gemm into a scratch block);
+ *  2. block classical Gram-Schmidt with one reorthogonalisation (BCGS2): C = V^T P (one reduction),
+ *     W = P - V C (basis_gemm into a scratch block), C2 = V^T W (one reduction), W := W - V C2;
  *  3. CholQR: W^T W accumulated in double-double (one reduction), R^T R = W^T W factored in double-double
- *     (a scalar step), V_new = W R^-1 (basis_gemm);
+ *     (a scalar step), V_new = W R^-1 (basis_gemm in place);
  *  4. the Hessenberg columns from C, R and the matrix-powers coefficients (kry_scalar_cagmres.h), rotated
  *     and tested like GMRES columns.
  * So a block of s basis vectors costs s preconditioner applications and matrix-vector products and two
@@ -67,6 +68,8 @@ int pk_cagmres_sizes(pkrylov_solver s, pk_kry_sizes *z) {
   z->nwork = 2;
   z->nbasis = mmax + 1 + smax; /* v_0..v_mmax and the scratch block */
   z->nscalars = pk_ca_off(mmax, smax).total;
+  /* a block of up to smax iterations ends in one step: polls come at most sync - 1 + smax apart */
+  z->poll_iters = (s->ctx->backend == PKRYLOV_BACKEND_CUDA ? s->sync_interval : 1) + smax;
   return PKRYLOV_SUCCESS;
 }
 
@@ -113,14 +116,28 @@ static int ca_block(pk_kry_run *R, const pk_ca_off_t *o, int mmax, int j0, int k
     }
     PK_CALL(pk_kry_update(E, 1, &u, 0, NULL, 0, 0));
   }
-  /* block CGS: C = V(0:j0)^T P; W = P - V C into the scratch block */
+  /* block CGS, first pass: C = V(0:j0)^T P; W = P - V C into the scratch block */
   PK_CALL(pk_kry_block_dots(E, 0, q, q, k, 0, o->c, 0));
   PK_CALL(pk_kry_scalar(E, PK_KSS_CA_BUILD_T, j0 * 64 + k));
   PK_CALL(pk_kry_basis_gemm(E, 0, q + k, o->t, q + k, scr, k));
-  /* CholQR of W with the double-double Gram matrix: v_{j0+1..j0+k} = W R^-1 */
-  PK_CALL(pk_kry_block_dots(E, scr, k, scr, k, 1, o->gram, 0));
-  PK_CALL(pk_kry_scalar(E, PK_KSS_CA_CHOL, k + 32));
-  PK_CALL(pk_kry_basis_gemm(E, scr, k, o->rinv, k, q, k));
+  /* second pass: C2 = V(0:j0)^T W; P := W - V C2 (V C2 into P's slots, then the difference) */
+  PK_CALL(pk_kry_block_dots(E, 0, q, scr, k, 0, o->c2, 0));
+  PK_CALL(pk_kry_basis_gemm(E, 0, q, o->c2, q, q, k));
+  for (int t0 = 0; t0 < k; t0 += PK_KRY_MAXUPD) {
+    pk_kupd u[PK_KRY_MAXUPD];
+    const int nu = k - t0 < PK_KRY_MAXUPD ? k - t0 : PK_KRY_MAXUPD;
+    for (int t = 0; t < nu; t++) {
+      memset(&u[t], 0, sizeof u[t]);
+      u[t].y = GV(q + t0 + t);
+      u[t].cy = pk_cneg(PK_S_ONE);
+      u[t].nterms = 1;
+      u[t].x[0] = GV(scr + t0 + t);
+      u[t].c[0] = pk_c(PK_S_ONE);
+    }
+    PK_CALL(pk_kry_update(E, nu, u, 0, NULL, 0, 0));
+  }
+  /* CholQR with the double-double Gram matrix, in place: v_{j0+1..j0+k} = W R^-1 */
+  PK_CALL(ca_cholqr(E, o, q, k, 1, q));
   return pk_kry_scalar(E, PK_KSS_CA_HESS, j0 * 64 + k);
 }
 

@@ -346,7 +346,13 @@ static int kry_method(pkrylov_solver s, int (**sizes)(pkrylov_solver, pk_kry_siz
     *sizes = pk_pipebicgstab_sizes;
     *solve = pk_pipebicgstab_solve;
     return PKRYLOV_SUCCESS;
-  /* the GMRES family (gmres.c, cagmres.c) adds its cases here */
+  case PKRYLOV_SOLVER_GMRES:
+  case PKRYLOV_SOLVER_PIPEGMRES:
+  case PKRYLOV_SOLVER_FGMRES:
+  case PKRYLOV_SOLVER_CAGMRES:
+    *sizes = pk_gmres_sizes;
+    *solve = pk_gmres_solve;
+    return PKRYLOV_SUCCESS;
   default:
     return pk_error(s->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
                     "solver type %d is not implemented yet", s->type);
@@ -379,9 +385,10 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
 
   /* the engine, (re)made when the driver's sizes change (restart, step, sync interval) */
   pk_kry_sizes z;
+  memset(&z, 0, sizeof z);
   PK_CALL(sizes(s, &z));
   const int32_t interval = ctx->backend == PKRYLOV_BACKEND_CUDA ? s->sync_interval : 1;
-  const int32_t ring = interval + 1;
+  const int32_t ring = (z.poll_iters > interval ? z.poll_iters : interval) + 1;
   const int32_t nwork = z.nwork + 1, nscal = z.nscalars + ring;
   pk_kry *E = (pk_kry *)s->kry;
   if (E && (E->nwork != nwork || E->nbasis != z.nbasis || E->nscalars != nscal)) {

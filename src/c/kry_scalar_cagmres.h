@@ -7,6 +7,7 @@
  * appends (pk_ca_off(), smax = the largest block):
  *   HU[(mmax+1)*mmax]   the Hessenberg matrix before rotation (the reconstruction and the Ritz values use it)
  *   C[(mmax+1)*smax]    block Gram-Schmidt coefficients (V_0..V_j0)^T P_1..P_k, leading dimension j0+1
+ *   C2[(mmax+1)*smax]   those of the second pass (reorthogonalisation), same layout
  *   T[(mmax+1+smax)*smax]  [-C; I]: the scratch block W = [V_0..V_j0, P] T = P - V C
  *   GRAM[2*smax*smax]   W^T W (double-double hi/lo pairs, or plain doubles)
  *   R[smax*smax], RINV[smax*smax]   the Cholesky factor W = Q R and its inverse (column-major, ld k)
@@ -43,7 +44,7 @@ enum {
 
 typedef struct {
   pk_gm_off_t gm;
-  int hu, c, t, gram, r, rinv, cy, cx, cxx, shre, shim, fixed, total;
+  int hu, c, c2, t, gram, r, rinv, cy, cx, cxx, shre, shim, fixed, total;
 } pk_ca_off_t;
 
 PK_HD static inline pk_ca_off_t pk_ca_off(int mmax, int smax) {
@@ -51,7 +52,8 @@ PK_HD static inline pk_ca_off_t pk_ca_off(int mmax, int smax) {
   o.gm = pk_gm_off(mmax);
   o.hu = o.gm.total;
   o.c = o.hu + (mmax + 1) * mmax;
-  o.t = o.c + (mmax + 1) * smax;
+  o.c2 = o.c + (mmax + 1) * smax;
+  o.t = o.c2 + (mmax + 1) * smax;
   o.gram = o.t + (mmax + 1 + smax) * smax;
   o.r = o.gram + 2 * smax * smax;
   o.rinv = o.r + smax * smax;
@@ -235,7 +237,8 @@ PK_HD static inline void pk_ca_chol(double *S, int arg) {
 
 /**
  * PK_KSS_CA_HESS, arg j0*64+k: the Hessenberg columns j0..j0+k-1 of the block. With the raw block
- * P = [v_j0, p_1..p_k] = V Rc (Rc: column 0 = e_j0, column t = [C(:, t-1); R(:, t-1)]) and the
+ * P = [v_j0, p_1..p_k] = V Rc (Rc: column 0 = e_j0, column t = [C(:, t-1) + C2(:, t-1); R(:, t-1)], the
+ * coefficients of both Gram-Schmidt passes and of CholQR) and the
  * matrix-powers relation A M^-1 P(:, 0:k-1) = P B (B from CY/CX/CXX), splitting Rc's first k columns into
  * rows 0..j0-1 (X) and the upper triangular rows j0..j0+k-1 (U) gives
  *   H(:, j0:j0+k-1) = (Rc B - [H_old X; 0]) U^-1
@@ -251,14 +254,14 @@ PK_HD static inline void pk_ca_hess(double *S, int arg) {
   const int j0 = arg / 64, k = arg % 64, q = j0 + 1;
   const int kfail = (int)S[o.fixed + PK_CA_KFAIL], lucky = (int)S[o.fixed + PK_CA_KLUCKY];
   const int ncol = kfail < k ? (lucky ? kfail + 1 : kfail) : k;
-  const double *C = S + o.c, *R = S + o.r;
+  const double *C = S + o.c, *C2 = S + o.c2, *R = S + o.r;
   double *HU = S + o.hu;
   const int ldh = mmax + 1;
   double sigma = S[o.fixed + PK_CA_SIGMA];
   /* Rc(row, col) for rows 0..j0+k, cols 0..k */
 #define PK_CA_RC(row, col)                                                                         \
   ((col) == 0 ? ((row) == j0 ? 1.0 : 0.0)                                                          \
-              : ((row) <= j0 ? C[(row) + q * ((col)-1)]                                            \
+              : ((row) <= j0 ? C[(row) + q * ((col)-1)] + C2[(row) + q * ((col)-1)]               \
                              : ((row)-q < k ? R[((row)-q) + k * ((col)-1)] : 0.0)))
   for (int t = 0; t < ncol; t++) {
     double *h = HU + ldh * (j0 + t);

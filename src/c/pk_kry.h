@@ -232,6 +232,8 @@ typedef struct {
   int32_t nwork;    /* work vectors (the frame adds one) */
   int32_t nbasis;   /* basis vectors */
   int32_t nscalars; /* scalars including the header (>= PK_KS_DRIVER); the frame adds the ring */
+  int32_t poll_iters; /* most iterations between two polls when more than the sync interval (0: the sync
+                         interval; CA-GMRES finishes a block of s iterations in one step) */
 } pk_kry_sizes;
 
 /** Outcome of pk_kry_poll(). */
@@ -265,6 +267,17 @@ int pk_pipebicgstab_solve(pk_kry_run *R, pkrylov_result *res);
 /** GMRES family (gmres.c, cagmres.c: written by their helper; declared here so kry.c can route). */
 int pk_gmres_sizes(pkrylov_solver s, pk_kry_sizes *z);
 int pk_gmres_solve(pk_kry_run *R, pkrylov_result *res);
+/** CA-GMRES (cagmres.c; pk_gmres_sizes/solve route to these). */
+int pk_cagmres_sizes(pkrylov_solver s, pk_kry_sizes *z);
+int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res);
+/**
+ * Test hooks of CA-GMRES. pk_cagmres_step_used: the step the last solve of s used after its first cycle
+ * (the choice of step 0 = auto; 0 before a solve). pk_cagmres_cholqr: CholQR in place of basis vectors
+ * [a0, a0+k) of engine E (made for a CA-GMRES solver, k <= its step): Gram matrix and Cholesky factor in
+ * double-double (dd = 1) or double (dd = 0), V := V R^-1; *kfail = the columns that factored (k when all).
+ */
+int pk_cagmres_step_used(pkrylov_solver s, int32_t *step);
+int pk_cagmres_cholqr(pk_kry *E, int32_t a0, int32_t k, int32_t dd, int32_t *kfail);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Backends (kry_cpu.c, src/cuda/pk_cuda_kry.cu). kry.c implements the pk_kry_* functions above by      */
