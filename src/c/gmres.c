@@ -20,8 +20,8 @@
  * (z_{i+1}, z_{i+1}), is started asynchronously and finished after the next preconditioner application
  * and matrix-vector product. The norm h_{i,i-1} = sqrt((z,z) - sum h^2) fails (negative radicand) when
  * the basis has lost orthogonality: the cycle then stops at its last valid column, x is updated and a new
- * cycle starts from the true residual; PK_GM_MAX_BREAKDOWNS consecutive such cycles end the solve with
- * PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY.
+ * cycle starts from the true residual; PK_GM_MAX_BREAKDOWNS consecutive such cycles (the later ones without a
+ * usable column) end the solve with PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY.
  *
  * Every cycle starts from the true residual b - A x, which also confirms a converged estimate.
  */
@@ -32,7 +32,8 @@
 #include "kry_scalar.h"
 #include "pk_kry.h"
 
-/** Cycles in a row stopped by a loss of orthogonality (pipelined GMRES) before the solve reports it. */
+/** Cycles in a row stopped by a loss of orthogonality (pipelined GMRES) before their first column or right
+ *  after one successful column before the solve reports it. */
 #define PK_GM_MAX_BREAKDOWNS 3
 
 /* vector ids */
@@ -201,6 +202,9 @@ static int gmres_solve(pk_kry_run *R, pkrylov_result *res) {
     }
     if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
     if (st.code == PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY) {
+      /* a cycle that broke down after some columns made progress (x updated; an invariant subspace also
+         ends this way): only breakdowns without a usable column in a row end the solve */
+      if (nvalid > 0) breakdowns = 0;
       if (++breakdowns >= PK_GM_MAX_BREAKDOWNS) {
         res->reason = PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY;
         res->breakdown_iteration = st.code_it;

@@ -176,7 +176,8 @@ PK_HD static inline void pk_gm_arnoldi(double *S, int j) {
  * (z_i, v_l) with v_0..v_{i-2} normalised and v_{i-1} not yet (its norm eta = h_{i-1,i-2} is S[HSUB], 1 for
  * i = 1), D1[i] = (z_i, z_i), z_i = A M^-1 v_{i-1} unnormalised. Scaling by 1/eta gives column i-1:
  * h_{l,i-1} = (z_i, v_l) and h_{i,i-1} = sqrt((z_i, z_i) - sum_l h_{l,i-1}^2); a radicand <= 0 (lost
- * orthogonality) stops the cycle with PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY (the driver restarts).
+ * orthogonality, or an invariant subspace within rounding) stops the cycle before column i-1 with
+ * PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY (the driver restarts from the true residual).
  * Sets INV = 1/eta (the driver scales v_{i-1}, z_i and w with it), D2[0..i-1] = the unrotated column (the
  * coefficients of the basis recurrences) and HSUB = h_{i,i-1}.
  */
@@ -200,6 +201,9 @@ PK_HD static inline void pk_gm_pipe_column(double *S, int i) {
   }
   S[PK_GM_INV] = inv;
   const double hh = zeta - ss;
+  /* (z, z) - sum h^2 = ||v~_i||^2 in exact arithmetic; a radicand <= 0 means the basis lost orthogonality
+     (or, within rounding, an invariant subspace): the column is not usable, the driver restarts (Ghysels et
+     al.), and the restart's true residual tells the two apart */
   if (isfinite(hh) && !(hh > 0.0)) {
     pk_ks_stop(S, PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY, (int)S[PK_GM_IT0] + i);
     return;
