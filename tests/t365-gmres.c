@@ -72,35 +72,6 @@ static double *rhs_ones(pkrylov_operator A, int64_t n) {
 
 /* ---- shared matrices against dense LAPACK ------------------------------------------------------- */
 
-/** A convection-diffusion operator (CSR, upwind, unit cells, Dirichlet walls, k-slow layout), as
- *  pkrylov_operator_create_convdiff defines it: -div(D grad u) + w . grad u, D = diag(1, 1, aniso). */
-static int make_convdiff(pkrylov_context ctx, int nx, int ny, int nz, const double w[3], double aniso,
-                         pkrylov_operator *A) {
-  const int n = nx * ny * nz;
-  int *rp = malloc(sizeof(int) * (size_t)(n + 1)), *ci = malloc(sizeof(int) * (size_t)n * 7);
-  double *v = malloc(sizeof(double) * (size_t)n * 7);
-  int nnz = 0;
-  rp[0] = 0;
-  for (int k = 0; k < nz; k++)
-    for (int j = 0; j < ny; j++)
-      for (int i = 0; i < nx; i++) {
-        const int c = i + nx * (j + ny * k);
-        const double d[3] = {1.0, 1.0, aniso};
-        /* neighbours in increasing index order: z-, y-, x-, self, x+, y+, z+ */
-        const int nb[7] = {k > 0 ? c - nx * ny : -1, j > 0 ? c - nx : -1, i > 0 ? c - 1 : -1, c,
-                           i + 1 < nx ? c + 1 : -1, j + 1 < ny ? c + nx : -1, k + 1 < nz ? c + nx * ny : -1};
-        const double val[7] = {-d[2] - fmax(w[2], 0.0), -d[1] - fmax(w[1], 0.0), -d[0] - fmax(w[0], 0.0),
-                               2.0 * (2.0 + aniso) + fabs(w[0]) + fabs(w[1]) + fabs(w[2]),
-                               -d[0] - fmax(-w[0], 0.0), -d[1] - fmax(-w[1], 0.0), -d[2] - fmax(-w[2], 0.0)};
-        for (int t = 0; t < 7; t++)
-          if (nb[t] >= 0) ci[nnz] = nb[t], v[nnz++] = val[t];
-        rp[c + 1] = nnz;
-      }
-  int rc = pkrylov_operator_create_csr(ctx, n, 0, rp, ci, v, A);
-  free(rp), free(ci), free(v);
-  return rc;
-}
-
 /**
  * Solve A x = b with method t, step and preconditioner pctype; compare x with the reference xref and the
  * recomputed residual with the tolerance. Returns the iterations (-1 on error).
@@ -178,7 +149,7 @@ static int convdiff_case(int pctype, double wz) {
   pkrylov_operator A;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
   const double wind[3] = {1.5, -0.7, wz};
-  PK_REQUIRE_OK(ctx, make_convdiff(ctx, 10, 9, 8, wind, 20.0, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 10, 9, 8, wind, 20.0, &A));
   const int64_t n = 10 * 9 * 8;
   double *b = rhs_ones(A, n), *xref = vec(n);
   PK_EXPECT(pk_test_dense_solve(A, b, xref) == 0, "dgesv failed");
@@ -307,7 +278,7 @@ PK_TEST_CASE(fgmres_variable_preconditioner) {
   pkrylov_operator A;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
   const double wind[3] = {3.0, 2.0, 0.5};
-  PK_REQUIRE_OK(ctx, make_convdiff(ctx, 12, 10, 6, wind, 4.0, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 12, 10, 6, wind, 4.0, &A));
   int64_t n, nnz;
   PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, &nnz, NULL, NULL, NULL, NULL));
   int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int64_t) * (size_t)nnz);
@@ -365,7 +336,7 @@ PK_TEST_CASE(zero_rhs_and_exact_guess) {
   pkrylov_operator A;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
   const double wind[3] = {1.0, 0.5, 0.2};
-  PK_REQUIRE_OK(ctx, make_convdiff(ctx, 6, 5, 4, wind, 2.0, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 6, 5, 4, wind, 2.0, &A));
   const int64_t n = 120;
   double *b = vec(n), *x = vec(n), *one = vec(n);
   for (int t = 0; t < 4; t++) {
@@ -454,7 +425,7 @@ PK_TEST_CASE(monitor_history) {
   pkrylov_operator A;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
   const double wind[3] = {2.0, 1.0, 0.5};
-  PK_REQUIRE_OK(ctx, make_convdiff(ctx, 8, 7, 6, wind, 3.0, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 8, 7, 6, wind, 3.0, &A));
   const int64_t n = 8 * 7 * 6;
   double *b = rhs_ones(A, n), *x = vec(n), hist[64];
   for (int t = 0; t < 4; t++) {
@@ -518,7 +489,7 @@ PK_TEST_CASE(nan_and_callback_failure) {
   pkrylov_operator A, U;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
   const double wind[3] = {2.0, 1.0, 0.5};
-  PK_REQUIRE_OK(ctx, make_convdiff(ctx, 8, 7, 6, wind, 3.0, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 8, 7, 6, wind, 3.0, &A));
   const int64_t n = 8 * 7 * 6;
   bad_op B = {A, 0, 0, 0};
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_user(ctx, n, bad_op_apply, &B, &U));
