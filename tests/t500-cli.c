@@ -365,6 +365,76 @@ PK_TEST_CASE(matrix_bicgstab_nonsymmetric) {
   PK_TEST_END();
 }
 
+/**
+ * The GMRES family from the command line on orsirr_2 (nonsymmetric, cond 6e4) with Jacobi and the given
+ * --restart / --step: converged, the residual recomputed from the written solution, the solution against a
+ * dense LAPACK solve; a restart of 5 needs many more iterations than 30 (the option reaches the solver).
+ */
+static int check_gmres_cli(const char *tag, const char *solver, const char *opts, int *iterations) {
+  const char *mp = pk_test_matrix_path("orsirr_2.mtx");
+  if (!mp) return PK_SKIP;
+  char mpath[PK_PATH], out[PK_CAP], err[PK_CAP], args[PK_ARGS], px[PK_PATH];
+  snprintf(mpath, sizeof mpath, "%s", mp);
+  tmp(px, sizeof px, tag, "x.mtx");
+  remove(px);
+  snprintf(args, sizeof args,
+           "\"%s\" --solver %s %s --precond jacobi --rtol 1e-10 --maxit 20000 --json --out \"%s\"", mpath,
+           solver, opts, px);
+  int rc = solve(tag, args, out, err);
+  PK_EXPECT(rc == 0, "%s: exit %d: %s", tag, rc, err);
+  PK_EXPECT(json_bool(out, "converged") == 1 && json_str_is(out, "solver", solver), "%s", out);
+  double its = -1;
+  PK_EXPECT(json_num(out, "iterations", &its) == 0 && its > 0, "%s", out);
+  *iterations = (int)its;
+  double round = 0, mine = indep_relres(mpath, NULL, px, &round);
+  PK_EXPECT(mine <= 1e-10 * (1 + 1e-6), "%s: recomputed relative residual %.3e", tag, mine);
+  pkrylov_context ctx = NULL;
+  pkrylov_operator A = NULL;
+  PK_REQUIRE_OK(ctx, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, mpath, &A));
+  int64_t n = 0, nx = 0;
+  pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL);
+  double *ones = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
+  double *xref = malloc(sizeof(double) * (size_t)n);
+  double *x = read_vec(px, &nx);
+  PK_EXPECT(x && nx == n, "solution file %s", px);
+  if (x && nx == n) {
+    for (int64_t i = 0; i < n; i++) ones[i] = 1.0;
+    pk_test_csr_matvec(A, ones, b);
+    PK_EXPECT(pk_test_dense_solve(A, b, xref) == 0, "dense solve");
+    PK_EXPECT(pk_test_rel_diff(n, x, xref) <= 1e-5, "%s: vs dense %.3e", tag, pk_test_rel_diff(n, x, xref));
+  }
+  free(x), free(xref), free(b), free(ones);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(matrix_gmres_restart) {
+  int its30 = 0, its5 = 0;
+  int rc = check_gmres_cli("orsirr_gmres30", "gmres", "--restart 30", &its30);
+  if (rc != PK_PASS) return rc;
+  rc = check_gmres_cli("orsirr_gmres5", "gmres", "--restart 5", &its5);
+  PK_EXPECT(its5 > 2 * its30, "GMRES(5) %d iterations vs GMRES(30) %d: --restart not applied?", its5, its30);
+  return rc != PK_PASS ? rc : (pk_test_failures ? PK_FAIL : PK_PASS);
+}
+
+PK_TEST_CASE(matrix_pipegmres) {
+  int its = 0;
+  return check_gmres_cli("orsirr_pipegmres", "pipegmres", "--restart 40", &its);
+}
+
+PK_TEST_CASE(matrix_fgmres) {
+  int its = 0;
+  return check_gmres_cli("orsirr_fgmres", "fgmres", "--restart 20", &its);
+}
+
+PK_TEST_CASE(matrix_cagmres_steps) {
+  int its = 0, rc = check_gmres_cli("orsirr_cagmres4", "cagmres", "--restart 32 --step 4", &its);
+  if (rc != PK_PASS) return rc;
+  return check_gmres_cli("orsirr_cagmres_auto", "cagmres", "--restart 30 --step auto", &its);
+}
+
 PK_TEST_CASE(matrix_column_lap3d) {
   const char *mp = pk_test_matrix_path("lap3D_7pt_n20.mtx");
   if (!mp) return PK_SKIP;
@@ -702,6 +772,8 @@ PK_TEST_MAIN(PK_TEST_ENTRY(thinshell_json), PK_TEST_ENTRY(thinshell_pipecg_optio
              PK_TEST_ENTRY(text_report_and_quiet), PK_TEST_ENTRY(matrix_cg_dense),
              PK_TEST_ENTRY(matrix_pipecg_dense), PK_TEST_ENTRY(matrix_bicgstab_dense),
              PK_TEST_ENTRY(matrix_pipebicgstab_dense), PK_TEST_ENTRY(matrix_bicgstab_nonsymmetric),
+             PK_TEST_ENTRY(matrix_gmres_restart), PK_TEST_ENTRY(matrix_pipegmres), PK_TEST_ENTRY(matrix_fgmres),
+             PK_TEST_ENTRY(matrix_cagmres_steps),
              PK_TEST_ENTRY(matrix_column_lap3d),
              PK_TEST_ENTRY(rhs_option), PK_TEST_ENTRY(x0_exact_zero_iterations),
              PK_TEST_ENTRY(x0_returned_with_maxit0), PK_TEST_ENTRY(maxit_not_converged),
