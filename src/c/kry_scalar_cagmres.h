@@ -446,21 +446,23 @@ PK_HD static inline int pk_ca_hqr(double *a, int n, int lda, double *wr, double 
 
 /**
  * PK_KSS_CA_RITZ, arg kr (<= PK_CA_MAXSHIFT): the eigenvalues of the leading kr x kr block of HU (Ritz
- * values of the cycle's Krylov space) in modified Leja order (Bai, Hu, Reichel 1994): first the largest in
+ * values of the cycle's Krylov space; HU is overwritten) in modified Leja order (Bai, Hu, Reichel 1994): first the largest in
  * modulus, then each maximising the product of its distances to those already chosen, a complex value
  * followed by its conjugate. Into SHRE/SHIM and NSHIFT (0 when the iteration failed).
  */
 PK_HD static inline void pk_ca_ritz(double *S, int kr) {
   const pk_ca_off_t o = pk_ca_off_S(S);
   const int ldh = (int)S[PK_GM_M] + 1;
-  double a[PK_CA_MAXSHIFT * PK_CA_MAXSHIFT], wr[PK_CA_MAXSHIFT], wi[PK_CA_MAXSHIFT];
+  double wr[PK_CA_MAXSHIFT], wi[PK_CA_MAXSHIFT];
   int used[PK_CA_MAXSHIFT];
   if (kr > PK_CA_MAXSHIFT) kr = PK_CA_MAXSHIFT;
   S[o.fixed + PK_CA_NSHIFT] = 0.0;
   if (kr < 1) return;
+  /* in place in HU (the cycle is over; the next one rewrites it): zero below the subdiagonal first */
+  double *a = S + o.hu;
   for (int j = 0; j < kr; j++)
-    for (int i = 0; i < kr; i++) a[i + kr * j] = i <= j + 1 ? S[o.hu + i + ldh * j] : 0.0;
-  const int found = pk_ca_hqr(a, kr, kr, wr, wi);
+    for (int i = j + 2; i < kr; i++) a[i + ldh * j] = 0.0;
+  const int found = pk_ca_hqr(a, kr, ldh, wr, wi);
   if (found < kr) return;
   double scale = 0.0;
   for (int i = 0; i < kr; i++) {
