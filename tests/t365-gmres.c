@@ -42,7 +42,9 @@ static int solve(pkrylov_context ctx, pkrylov_operator A, const solve_opts *o, c
   pkrylov_precond M = o->M;
   pkrylov_solver s = NULL;
   int rc = 0;
-  if (!M) rc = pkrylov_precond_create(ctx, A, o->pctype, o->levels, o->levels ? PKRYLOV_LAYOUT_KSLOW : PKRYLOV_LAYOUT_AUTO, &M);
+  if (!M)
+    rc = pkrylov_precond_create(ctx, A, o->pctype, o->levels,
+                                o->levels ? PKRYLOV_LAYOUT_KSLOW : PKRYLOV_LAYOUT_AUTO, &M);
   if (!rc) rc = pkrylov_solver_create(ctx, o->type, A, M, &s);
   if (!rc) rc = pkrylov_solver_set_tolerances(s, o->rtol, o->atol);
   if (!rc) rc = pkrylov_solver_set_max_iterations(s, o->maxit);
@@ -76,8 +78,9 @@ static double *rhs_ones(pkrylov_operator A, int64_t n) {
  * Solve A x = b with method t, step and preconditioner pctype; compare x with the reference xref and the
  * recomputed residual with the tolerance. Returns the iterations (-1 on error).
  */
-static int check_solve(pkrylov_context ctx, pkrylov_operator A, const char *tag, int t, int pctype, int levels,
-                       int restart, int step, double rtol, const double *b, const double *xref, double xtol) {
+static int check_solve(pkrylov_context ctx, pkrylov_operator A, const char *tag, int t, int pctype,
+                       int levels, int restart, int step, double rtol, const double *b, const double *xref,
+                       double xtol) {
   int64_t n;
   if (pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL)) return pk_test_failures++, -1;
   double *x = vec(n);
@@ -105,7 +108,8 @@ static int check_solve(pkrylov_context ctx, pkrylov_operator A, const char *tag,
 }
 
 /** Every method (CA-GMRES with each step of `steps`, ending with -1) on matrix `name`, b = A * ones. */
-static int matrix_case(const char *name, int pctype, int restart, const int *steps, double rtol, double xtol) {
+static int matrix_case(const char *name, int pctype, int restart, const int *steps, double rtol,
+                       double xtol) {
   const char *path = pk_test_matrix_path(name);
   if (!path) return PK_SKIP;
   pkrylov_context ctx;
@@ -117,7 +121,8 @@ static int matrix_case(const char *name, int pctype, int restart, const int *ste
   double *b = rhs_ones(A, n), *xref = vec(n);
   PK_EXPECT(pk_test_dense_solve(A, b, xref) == 0, "dgesv failed");
   for (int t = 0; t < 3; t++) check_solve(ctx, A, name, t, pctype, 0, restart, 0, rtol, b, xref, xtol);
-  for (int k = 0; steps[k] >= 0; k++) check_solve(ctx, A, name, 3, pctype, 0, restart, steps[k], rtol, b, xref, xtol);
+  for (int k = 0; steps[k] >= 0; k++)
+    check_solve(ctx, A, name, 3, pctype, 0, restart, steps[k], rtol, b, xref, xtol);
   free(b), free(xref);
   pkrylov_operator_destroy(&A);
   pkrylov_context_destroy(&ctx);
@@ -195,7 +200,8 @@ PK_TEST_CASE(thinshell_against_cg) {
     const double relres = pk_test_true_relres(A, b, x), diff = pk_test_rel_diff(n, x, xcg);
     printf("thinshell %s: %d iterations (CG %d), relres %.3g, |x - x_cg| / |x_cg| = %.3g\n", gm_names[t],
            res.iterations, rcg.iterations, relres, diff);
-    PK_EXPECT(res.converged && relres <= 1.01e-9, "%s: reason %d, relres %.3g", gm_names[t], res.reason, relres);
+    PK_EXPECT(res.converged && relres <= 1.01e-9, "%s: reason %d, relres %.3g", gm_names[t], res.reason,
+              relres);
     PK_EXPECT(diff <= 1e-6, "%s: differs from CG by %.3g", gm_names[t], diff);
   }
   free(b), free(xcg), free(x);
@@ -456,8 +462,8 @@ PK_TEST_CASE(monitor_history) {
     /* the estimates are the residuals of the minimisation: non-increasing (within a restart cycle and across
        cycles), and the last is the true residual of the returned x */
     for (int i = 1; i < len; i++)
-      PK_EXPECT(hist[i] <= hist[i - 1] * (1 + 1e-12), "%s: history[%d] = %.6g > history[%d] = %.6g", gm_names[t],
-                i, hist[i], i - 1, hist[i - 1]);
+      PK_EXPECT(hist[i] <= hist[i - 1] * (1 + 1e-12), "%s: history[%d] = %.6g > history[%d] = %.6g",
+                gm_names[t], i, hist[i], i - 1, hist[i - 1]);
     PK_EXPECT(fabs(tr - hist[len - 1]) <= 1e-8 * hist[0], "%s: true residual %.10g vs estimate %.10g",
               gm_names[t], tr, hist[len - 1]);
     PK_EXPECT(tr < 0.9 * hist[0], "%s: x did not improve", gm_names[t]);
@@ -469,7 +475,8 @@ PK_TEST_CASE(monitor_history) {
   PK_TEST_END();
 }
 
-/** A user operator: the CSR operator's product, NaN from call nan_from on, or a failure from call fail_from. */
+/** A user operator: the CSR operator's product, NaN from call nan_from on, or a failure from call fail_from.
+ */
 typedef struct {
   pkrylov_operator A;
   int calls, nan_from, fail_from;
@@ -558,7 +565,8 @@ PK_TEST_CASE(bad_options) {
 
 PK_TEST_MAIN(PK_TEST_ENTRY(ani1_nonsymm_none), PK_TEST_ENTRY(ani1_nonsymm_jacobi_restart5),
              PK_TEST_ENTRY(pores_1_jacobi), PK_TEST_ENTRY(orsirr_2_jacobi), PK_TEST_ENTRY(convdiff_none),
-             PK_TEST_ENTRY(convdiff_jacobi), PK_TEST_ENTRY(convdiff_column), PK_TEST_ENTRY(thinshell_against_cg),
-             PK_TEST_ENTRY(full_space_n_iterations), PK_TEST_ENTRY(fgmres_variable_preconditioner),
-             PK_TEST_ENTRY(zero_rhs_and_exact_guess), PK_TEST_ENTRY(lucky_breakdown), PK_TEST_ENTRY(monitor_history),
+             PK_TEST_ENTRY(convdiff_jacobi), PK_TEST_ENTRY(convdiff_column),
+             PK_TEST_ENTRY(thinshell_against_cg), PK_TEST_ENTRY(full_space_n_iterations),
+             PK_TEST_ENTRY(fgmres_variable_preconditioner), PK_TEST_ENTRY(zero_rhs_and_exact_guess),
+             PK_TEST_ENTRY(lucky_breakdown), PK_TEST_ENTRY(monitor_history),
              PK_TEST_ENTRY(nan_and_callback_failure), PK_TEST_ENTRY(bad_options))

@@ -16,12 +16,12 @@
 #include "pk_test.h"
 
 void dgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n, double *a, const int *lda,
-             double *s, double *u, const int *ldu, double *vt, const int *ldvt, double *work, const int *lwork,
-             int *info);
+             double *s, double *u, const int *ldu, double *vt, const int *ldvt, double *work,
+             const int *lwork, int *info);
 
 void dgeev_(const char *jobvl, const char *jobvr, const int *n, double *a, const int *lda, double *wr,
-            double *wi, double *vl, const int *ldvl, double *vr, const int *ldvr, double *work, const int *lwork,
-            int *info);
+            double *wi, double *vl, const int *ldvl, double *vr, const int *ldvr, double *work,
+            const int *lwork, int *info);
 
 /** 2-norm condition number of the n x k column-major block V (dgesvd on a copy). */
 static double cond2(int n, int k, const double *V) {
@@ -229,7 +229,8 @@ PK_TEST_CASE(ritz_values_vs_dgeev) {
     double *H = calloc((size_t)ld * n, sizeof(double)), *a = calloc((size_t)n * n, sizeof(double));
     double wr[40], wi[40], lr[40], li[40], work[4 * 40 + 64], dummy = 0;
     for (int j = 0; j < n; j++)
-      for (int i = 0; i <= j + 1 && i < n; i++) H[i + ld * j] = pk_test_rand(&seed) + (i == j ? 0.5 * c : 0.0);
+      for (int i = 0; i <= j + 1 && i < n; i++)
+        H[i + ld * j] = pk_test_rand(&seed) + (i == j ? 0.5 * c : 0.0);
     for (int j = 0; j < n; j++)
       for (int i = 0; i < n; i++) a[i + n * j] = H[i + ld * j];
     const int found = pk_ca_hqr(H, n, ld, wr, wi);
@@ -242,8 +243,8 @@ PK_TEST_CASE(ritz_values_vs_dgeev) {
     for (int i = 0; i < n; i++) {
       double best = INFINITY;
       for (int k = 0; k < n; k++) best = fmin(best, hypot(wr[i] - lr[k], wi[i] - li[k]));
-      PK_EXPECT(best <= 1e-9 * scale, "n = %d: eigenvalue %g%+gi not in dgeev's list (distance %.3g)", n, wr[i],
-                wi[i], best);
+      PK_EXPECT(best <= 1e-9 * scale, "n = %d: eigenvalue %g%+gi not in dgeev's list (distance %.3g)", n,
+                wr[i], wi[i], best);
       ncomplex += wi[i] != 0.0;
     }
     printf("n = %d: %d eigenvalues (%d complex) match dgeev\n", n, n, ncomplex);

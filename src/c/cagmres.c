@@ -33,7 +33,7 @@
 #include "kry_scalar.h"
 #include "pk_kry.h"
 
-/** Cycles ended by an indefinite Gram matrix before the solve reports PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY. */
+/** Cycles ended by an indefinite Gram matrix before the solve reports breakdown_orthogonality. */
 #define PK_CA_MAX_BREAKDOWNS 4
 
 #define GV(j) (PK_KV_V0 + (j))

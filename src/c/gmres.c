@@ -84,7 +84,8 @@ static int update_x(pk_kry_run *R, int m, int k) {
   pk_kry *E = R->E;
   const pk_gm_off_t o = pk_gm_off(m);
   PK_CALL(pk_kry_scalar(E, PK_KSS_GM_SOLVE, k));
-  if (R->s->type == PKRYLOV_SOLVER_FGMRES) return pk_kry_basis_axpy(E, PK_KV_X, pk_c(PK_S_ONE), m + 1, k, o.y, 0);
+  if (R->s->type == PKRYLOV_SOLVER_FGMRES)
+    return pk_kry_basis_axpy(E, PK_KV_X, pk_c(PK_S_ONE), m + 1, k, o.y, 0);
   if (!R->s->M) return pk_kry_basis_axpy(E, PK_KV_X, pk_c(PK_S_ONE), 0, k, o.y, 0);
   PK_CALL(pk_kry_basis_axpy(E, W_T, pk_c(PK_S_ZERO), 0, k, o.y, 0));
   PK_CALL(pk_kry_precond(E, W_T, W_Z));

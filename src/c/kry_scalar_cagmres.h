@@ -35,11 +35,11 @@ enum {
 
 /** Step ids (300-399); arg packs j0 * 64 + k (k <= 16) where a step needs both. */
 enum {
-  PK_KSS_CA_COEF = 300,   /**< arg k: CY/CX/CXX of the next block (Newton when shifts exist, else monomial) */
-  PK_KSS_CA_BUILD_T = 301,/**< arg j0*64+k: T = [-C; I] */
-  PK_KSS_CA_CHOL = 302,   /**< arg k + 32*dd: Cholesky of GRAM (double-double or double) -> R, RINV, KFAIL */
-  PK_KSS_CA_HESS = 303,   /**< arg j0*64+k: Hessenberg columns j0..j0+k-1 from C, R, the coefficients */
-  PK_KSS_CA_RITZ = 304    /**< arg kr: Ritz values of the leading kr x kr block of HU -> Leja-ordered shifts */
+  PK_KSS_CA_COEF = 300,    /**< arg k: CY/CX/CXX of the next block (Newton with shifts, else monomial) */
+  PK_KSS_CA_BUILD_T = 301, /**< arg j0*64+k: T = [-C; I] */
+  PK_KSS_CA_CHOL = 302,    /**< arg k + 32*dd: Cholesky of GRAM (double-double or double): R, RINV, KFAIL */
+  PK_KSS_CA_HESS = 303,    /**< arg j0*64+k: Hessenberg columns j0..j0+k-1 from C, C2, R, the coefficients */
+  PK_KSS_CA_RITZ = 304     /**< arg kr: Ritz values of the leading kr x kr block of HU: Leja-ordered shifts */
 };
 
 typedef struct {
@@ -446,9 +446,9 @@ PK_HD static inline int pk_ca_hqr(double *a, int n, int lda, double *wr, double 
 
 /**
  * PK_KSS_CA_RITZ, arg kr (<= PK_CA_MAXSHIFT): the eigenvalues of the leading kr x kr block of HU (Ritz
- * values of the cycle's Krylov space; HU is overwritten) in modified Leja order (Bai, Hu, Reichel 1994): first the largest in
- * modulus, then each maximising the product of its distances to those already chosen, a complex value
- * followed by its conjugate. Into SHRE/SHIM and NSHIFT (0 when the iteration failed).
+ * values of the cycle's Krylov space; HU is overwritten) in modified Leja order (Bai, Hu, Reichel 1994):
+ * first the largest in modulus, then each maximising the product of its distances to those already chosen, a
+ * complex value followed by its conjugate. Into SHRE/SHIM and NSHIFT (0 when the iteration failed).
  */
 PK_HD static inline void pk_ca_ritz(double *S, int kr) {
   const pk_ca_off_t o = pk_ca_off_S(S);
