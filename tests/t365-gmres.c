@@ -376,41 +376,43 @@ PK_TEST_CASE(zero_rhs_and_exact_guess) {
 }
 
 PK_TEST_CASE(lucky_breakdown) {
-  /* A diagonal with 3 distinct eigenvalues: the Krylov space of any b has dimension 3, GMRES is exact after
-     3 iterations (h_{4,3} = 0) */
+  /* A diagonal with ne distinct eigenvalues: the Krylov space of any b has dimension ne, GMRES is exact after
+     ne iterations (h_{ne+1,ne} = 0) */
   pkrylov_context ctx;
-  pkrylov_operator A;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
   const int n = 50;
   double d[50], *b = vec(n), *x = vec(n), xref[50];
-  uint64_t seed = 11;
-  for (int i = 0; i < n; i++) {
-    d[i] = 1.0 + (i % 3) * 1.5;
-    b[i] = pk_test_rand(&seed);
-    xref[i] = b[i] / d[i];
-  }
-  PK_REQUIRE_OK(ctx, make_diag(ctx, n, d, &A));
-  const int tt[6] = {0, 1, 2, 3, 3, 3}, ss[6] = {0, 0, 0, 1, 4, 0};
-  for (int c = 0; c < 6; c++) {
-    solve_opts o = opts(gm_types[tt[c]], PKRYLOV_PRECOND_NONE, 30);
-    o.rtol = 1e-13;
-    o.step = ss[c];
-    pkrylov_result res;
-    memset(x, 0, sizeof(double) * (size_t)n);
-    PK_REQUIRE_OK(ctx, solve(ctx, A, &o, b, x, &res));
-    const double err = pk_test_rel_diff(n, x, xref);
-    printf("3 eigenvalues, %s s=%d: %d iterations, reason %d, error %.3g\n", gm_names[tt[c]], ss[c],
-           res.iterations, res.reason, err);
-    /* pipelined GMRES sees h_{4,3} = 0 as (z, z) - sum h^2 <= 0, which it cannot tell from a loss of
-       orthogonality without another reduction: it restarts without that column (Ghysels et al.), so the
-       exact solution takes a few cycles */
-    const int its_ok = tt[c] == 2 ? res.iterations >= 3 && res.iterations <= 30 : res.iterations == 3;
-    PK_EXPECT(res.converged && its_ok, "%s s=%d: %d iterations, reason %d", gm_names[tt[c]], ss[c],
-              res.iterations, res.reason);
-    PK_EXPECT(err <= 1e-13, "%s s=%d: error %.3g", gm_names[tt[c]], ss[c], err);
+  for (int ne = 1; ne <= 3; ne += 2) {
+    pkrylov_operator A;
+    uint64_t seed = 11;
+    for (int i = 0; i < n; i++) {
+      d[i] = 1.0 + (i % ne) * 1.5;
+      b[i] = pk_test_rand(&seed);
+      xref[i] = b[i] / d[i];
+    }
+    PK_REQUIRE_OK(ctx, make_diag(ctx, n, d, &A));
+    const int tt[6] = {0, 1, 2, 3, 3, 3}, ss[6] = {0, 0, 0, 1, 4, 0};
+    for (int c = 0; c < 6; c++) {
+      solve_opts o = opts(gm_types[tt[c]], PKRYLOV_PRECOND_NONE, 30);
+      o.rtol = 1e-13;
+      o.step = ss[c];
+      pkrylov_result res;
+      memset(x, 0, sizeof(double) * (size_t)n);
+      PK_REQUIRE_OK(ctx, solve(ctx, A, &o, b, x, &res));
+      const double err = pk_test_rel_diff(n, x, xref);
+      printf("%d eigenvalue(s), %s s=%d: %d iterations, reason %d, error %.3g\n", ne, gm_names[tt[c]], ss[c],
+             res.iterations, res.reason, err);
+      /* pipelined GMRES sees h_{ne+1,ne} = 0 as (z, z) - sum h^2 <= 0, which it cannot tell from a loss of
+         orthogonality without another reduction: it ends the cycle before that column and finishes with a
+         classical GMRES cycle */
+      const int its_ok = tt[c] == 2 ? res.iterations >= ne && res.iterations <= 2 * ne : res.iterations == ne;
+      PK_EXPECT(res.converged && its_ok, "%s s=%d: %d iterations, reason %d", gm_names[tt[c]], ss[c],
+                res.iterations, res.reason);
+      PK_EXPECT(err <= 1e-13, "%s s=%d: error %.3g", gm_names[tt[c]], ss[c], err);
+    }
+    pkrylov_operator_destroy(&A);
   }
   free(b), free(x);
-  pkrylov_operator_destroy(&A);
   pkrylov_context_destroy(&ctx);
   PK_TEST_END();
 }

@@ -19,9 +19,11 @@
  * z_{i+1} = A M^-1 z_i - sum_l h_{l,i-1} z_{l+1}; the one reduction per iteration, (z_{i+1}, v_l) and
  * (z_{i+1}, z_{i+1}), is started asynchronously and finished after the next preconditioner application
  * and matrix-vector product. The norm h_{i,i-1} = sqrt((z,z) - sum h^2) fails (negative radicand) when
- * the basis has lost orthogonality: the cycle then stops at its last valid column, x is updated and a new
- * cycle starts from the true residual; PK_GM_MAX_BREAKDOWNS consecutive such cycles (the later ones without a
- * usable column) end the solve with PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY.
+ * the basis has lost orthogonality (or, within rounding, the Krylov space is invariant: the two cannot be
+ * told apart without another reduction): the cycle then stops at its last valid column, x is updated and
+ * the next cycle runs as classical GMRES from the true residual (which finishes an invariant subspace
+ * exactly), then pipelining resumes; PK_GM_MAX_BREAKDOWNS pipelined cycles in a row that break down end the
+ * solve with PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY.
  *
  * Every cycle starts from the true residual b - A x, which also confirms a converged estimate.
  */
@@ -32,8 +34,8 @@
 #include "kry_scalar.h"
 #include "pk_kry.h"
 
-/** Cycles in a row stopped by a loss of orthogonality (pipelined GMRES) before their first column or right
- *  after one successful column before the solve reports it. */
+/** Pipelined cycles stopped by a loss of orthogonality, with no pipelined cycle between them that ended
+ *  without one, before the solve reports it. */
 #define PK_GM_MAX_BREAKDOWNS 3
 
 /* vector ids */
@@ -155,7 +157,8 @@ static int gmres_solve(pk_kry_run *R, pkrylov_result *res) {
   const int pipe = s->type == PKRYLOV_SOLVER_PIPEGMRES;
   const int32_t sync = pk_kry_sync_interval(E);
   const double md = (double)m;
-  int breakdowns = 0; /* consecutive cycles ended by a loss of orthogonality */
+  int breakdowns = 0; /* pipelined cycles ended by a loss of orthogonality since the last one without */
+  int fallback = 0;   /* pipelined: run this cycle as classical GMRES (after a breakdown) */
   pk_kry_status st;
   memset(&st, 0, sizeof st);
   PK_CALL(pk_kry_set(E, PK_GM_M, 1, &md));
@@ -172,13 +175,14 @@ static int gmres_solve(pk_kry_run *R, pkrylov_result *res) {
     }
     const int32_t it0 = st.its;
     const int L = s->maxit - it0 < m ? s->maxit - it0 : m;
+    const int pipe_now = pipe && !fallback;
     int pending = 0; /* pipelined: a reduction started and not finished */
     if (cycle > 0 || !st.code) {
       if (L == 0) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
-      const int niter = pipe ? L + 1 : L;
+      const int niter = pipe_now ? L + 1 : L;
       for (int i = 0; i < niter; i++) {
-        PK_CALL(pipe ? pipe_iteration(R, m, i, L) : gmres_iteration(R, m, i));
-        pending = pipe && i < L;
+        PK_CALL(pipe_now ? pipe_iteration(R, m, i, L) : gmres_iteration(R, m, i));
+        pending = pipe_now && i < L;
         if ((i + 1) % sync == 0 || i + 1 == niter) {
           PK_CALL(pk_kry_poll(R, 0, &st));
           if (st.code || st.host) break;
@@ -203,16 +207,17 @@ static int gmres_solve(pk_kry_run *R, pkrylov_result *res) {
     }
     if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
     if (st.code == PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY) {
-      /* a cycle that broke down after some columns made progress (x updated; an invariant subspace also
-         ends this way): only breakdowns without a usable column in a row end the solve */
-      if (nvalid > 0) breakdowns = 0;
+      /* pipelined: the next cycle runs as classical GMRES, which also finishes an invariant subspace that
+         the pipelined norm cannot tell from a loss of orthogonality; repeated breakdowns are reported */
       if (++breakdowns >= PK_GM_MAX_BREAKDOWNS) {
         res->reason = PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY;
         res->breakdown_iteration = st.code_it;
         return PKRYLOV_SUCCESS;
       }
+      fallback = 1;
     } else {
-      breakdowns = 0;
+      if (pipe_now) breakdowns = 0;
+      fallback = 0;
     }
     if (st.its >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
   }
