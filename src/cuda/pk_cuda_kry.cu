@@ -1,0 +1,773 @@
+/**
+ * @file pk_cuda_kry.cu
+ * @brief The CUDA backend of the vector engine of the BiCGStab and GMRES families (pk_kry.h).
+ *
+ * Everything the drivers ask for is enqueued on the context's stream; the host waits for the device only in
+ * get, sync, unbind and first_nonfinite. Device state per engine: the work vectors and the basis block
+ * (column-major, leading dimension ld = n rounded up to 32 values, 256 bytes), the scalar array S, the
+ * device copies of b and x when the caller passed host arrays, and the partial-sum buffer of the
+ * reductions.
+ *
+ * Kernels (all 1-D blocks of KB = 256 threads, grid sizes a function of the problem only):
+ *  - update: one generic fused kernel per call. The update list and the pairs travel by value in a kernel
+ *    parameter struct (copied to shared memory by every block); the coefficient values are read from S on
+ *    the device (so an update can use a scalar that a device-side scalar step just computed). Per element,
+ *    the updates run in list order with the arithmetic of pk_kry.h (t = cy*y; t = t + c*x ...; a zero
+ *    coefficient skips its term; compiled with -fmad=false, so each element is bitwise the CPU engine's),
+ *    then the dot products of the pairs are accumulated; one partial per block.
+ *  - multi-dot (block_dots, basis_dots): a tile of TA x TB dot products per block row (grid.y = tiles),
+ *    each thread loading TA + TB vectors per element; double-double variant with the exact two-product
+ *    (fma) and two-sum.
+ *  - basis_axpy, basis_gemm: one thread per element walking the basis columns (each basis vector read once
+ *    per output chunk), no reduction.
+ *  - sums: every reduction is two-stage and deterministic: each thread adds its elements in order, a fixed
+ *    tree (warp shuffles 16..1, then warp 0 over the 8 warp sums) gives one partial per block, then one
+ *    block per value adds the partials in block order (lane t: blocks t, t + 256, ...; then the same tree)
+ *    and writes S[out + j] directly. No atomics on floating-point values.
+ *  - scalar steps: a <<<1, 1>>> kernel calling pk_kry_scalar_step (kry_scalar.h).
+ * The operator products, preconditioner applications and residuals use the launchers of
+ * pk_cuda_kernels.cu (every operator and preconditioner type they support; user-callback operators and
+ * preconditioners run on the CPU only: PKRYLOV_ERR_UNSUPPORTED at create).
+ *
+ * Without MPI, PK_KRY_ASYNC is the same as the blocking form: the sums are in S when the next operation on
+ * the stream runs.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "pk_kry.h"
+}
+#include "kry_scalar.h"
+#include "pk_cuda.h"
+
+namespace {
+
+constexpr int KB = 256;                  /* threads per block */
+constexpr int64_t KMAX_UPD_BLOCKS = 1024; /* update / axpy / gemm grid cap */
+constexpr int64_t KMAX_DOT_BLOCKS = 256; /* multi-dot grid cap (grid.x): bounds the partial slots */
+constexpr int KGEMM_J = 8;               /* outputs per chunk of basis_gemm */
+
+/** Engine state on the device (E->priv). */
+struct KryDev {
+  cudaStream_t st;
+  double *vec;     /* nwork work vectors, then nbasis basis vectors, then bound copies of b and x: ld apart */
+  double *S;       /* nscalars (at least 1) */
+  double *b, *x;   /* the bound b and x on the device (own copies or the caller's device arrays) */
+  double *part;    /* partial sums */
+  size_t part_cap; /* doubles */
+  double *hbuf;    /* pinned host buffer for get (nscalars) */
+  unsigned long long *aux;  /* device: [0] first non-finite index, [1] unknown scalar step id + 1 (0: none) */
+  unsigned long long *haux; /* pinned host twin */
+  pk_cuda_op op;   /* the operator of matvec (fp32 coefficients with mixed precision level 2) */
+  pk_cuda_op op64; /* fp64: residuals */
+  pk_cuda_pc pc;   /* preconditioner view (a NONE view without one) */
+};
+
+KryDev *dev_of(pk_kry *E) { return (KryDev *)E->priv; }
+
+int kerr(pk_kry *E, cudaError_t e, const char *what) {
+  cudaGetLastError(); /* clear a sticky launch error */
+  return pk_error(E->ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
+                  "pkrylov_solver_solve", "CUDA vector engine, %s: CUDA error %s (%s)", what,
+                  cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+#define KCU(expr, what)                                                                             \
+  do {                                                                                             \
+    cudaError_t kcu_e_ = (cudaError_t)(expr);                                                      \
+    if (kcu_e_ != cudaSuccess) return kerr(E, kcu_e_, (what));                                     \
+  } while (0)
+
+/** Device pointer of vector id v (ids were checked by the front end). */
+double *vp(pk_kry *E, pk_vid v) {
+  KryDev *D = dev_of(E);
+  if (v == PK_KV_X) return D->x;
+  if (v == PK_KV_B) return D->b;
+  if (v >= PK_KV_V0) return D->vec + (size_t)(E->nwork + (v - PK_KV_V0)) * (size_t)E->ld;
+  return D->vec + (size_t)(v - PK_KV_W0) * (size_t)E->ld;
+}
+/** Basis vector j. */
+double *bp(pk_kry *E, int32_t j) { return vp(E, PK_KV_V0 + j); }
+
+int64_t grid_1d(int64_t n, int64_t cap) {
+  int64_t b = (n + KB - 1) / KB;
+  if (b > cap) b = cap;
+  return b < 1 ? 1 : b;
+}
+/** Multi-dot grid.x: about 4 elements per thread, at most KMAX_DOT_BLOCKS. */
+int64_t grid_dot(int64_t n) {
+  int64_t b = (n + 4 * KB - 1) / (4 * KB);
+  if (b > KMAX_DOT_BLOCKS) b = KMAX_DOT_BLOCKS;
+  return b < 1 ? 1 : b;
+}
+
+/** Make the partial-sum buffer hold at least `need` doubles (stream-ordered reallocation). */
+int ensure_part(pk_kry *E, size_t need) {
+  KryDev *D = dev_of(E);
+  if (need <= D->part_cap) return PKRYLOV_SUCCESS;
+  if (D->part) KCU(cudaFreeAsync(D->part, D->st), "freeing the partial sums");
+  D->part = NULL;
+  D->part_cap = 0;
+  KCU(cudaMallocAsync((void **)&D->part, sizeof(double) * need, D->st), "allocating the partial sums");
+  D->part_cap = need;
+  return PKRYLOV_SUCCESS;
+}
+
+/* ---- device helpers ------------------------------------------------------------------------------- */
+
+/** Fixed-shape block sum: warp shuffles (16..1), then warp 0 over the KB/32 warp sums. Result in thread 0.
+ *  Every thread must call it; sh holds KB/32 doubles and may be reused after the call's last sync. */
+__device__ __forceinline__ double block_sum(double v, double *sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  __syncthreads(); /* sh may still be read by a previous call */
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  double r = 0.0;
+  if (warp == 0) {
+    r = lane < KB / 32 ? sh[lane] : 0.0;
+#pragma unroll
+    for (int o = (KB / 32) / 2; o > 0; o >>= 1) r += __shfl_down_sync(0xffffffffu, r, o);
+  }
+  return r;
+}
+
+/* double-double arithmetic (no contraction: -fmad=false; the products' errors by an explicit fma) */
+__device__ __forceinline__ void two_sum(double a, double b, double &s, double &e) {
+  s = a + b;
+  const double bb = s - a;
+  e = (a - (s - bb)) + (b - bb);
+}
+__device__ __forceinline__ void fast_two_sum(double a, double b, double &s, double &e) {
+  s = a + b;
+  e = b - (s - a);
+}
+/** (ah, al) += (bh, bl), the accurate double-double sum. */
+__device__ __forceinline__ void dd_add(double &ah, double &al, double bh, double bl) {
+  double s1, s2, t1, t2;
+  two_sum(ah, bh, s1, s2);
+  two_sum(al, bl, t1, t2);
+  s2 = s2 + t1;
+  fast_two_sum(s1, s2, s1, s2);
+  s2 = s2 + t2;
+  fast_two_sum(s1, s2, ah, al);
+}
+/** (ah, al) += a * b exactly multiplied. */
+__device__ __forceinline__ void dd_fma(double &ah, double &al, double a, double b) {
+  const double p = a * b;
+  const double e = fma(a, b, -p);
+  dd_add(ah, al, p, e);
+}
+
+/** Block sum in double-double: the tree of block_sum with dd_add. Result in thread 0. */
+__device__ __forceinline__ void block_sum_dd(double &h, double &l, double *sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const double oh = __shfl_down_sync(0xffffffffu, h, o), ol = __shfl_down_sync(0xffffffffu, l, o);
+    dd_add(h, l, oh, ol);
+  }
+  __syncthreads();
+  if (lane == 0) sh[2 * warp] = h, sh[2 * warp + 1] = l;
+  __syncthreads();
+  if (warp == 0) {
+    h = lane < KB / 32 ? sh[2 * lane] : 0.0;
+    l = lane < KB / 32 ? sh[2 * lane + 1] : 0.0;
+#pragma unroll
+    for (int o = (KB / 32) / 2; o > 0; o >>= 1) {
+      const double oh = __shfl_down_sync(0xffffffffu, h, o), ol = __shfl_down_sync(0xffffffffu, l, o);
+      dd_add(h, l, oh, ol);
+    }
+  }
+}
+
+/**
+ * Second stage of every reduction: one block per value v (blockIdx.x), out[v] = sum over blocks b in order
+ * of part[b * nvals + v] (lane t adds b = t, t + KB, ... from 0.0, then the block tree).
+ * DD: value v is the pair (part[b * nvals + 2v], part[b * nvals + 2v + 1]); out[2v], out[2v + 1].
+ */
+template <bool DD> __global__ void __launch_bounds__(KB) k_sum(const double *part, int64_t nb, int nvals, double *out) {
+  __shared__ double sh[2 * (KB / 32)];
+  const int v = blockIdx.x;
+  if (!DD) {
+    double acc = 0.0;
+    for (int64_t b = threadIdx.x; b < nb; b += KB) acc += part[b * nvals + v];
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) out[v] = acc;
+  } else {
+    double h = 0.0, l = 0.0;
+    for (int64_t b = threadIdx.x; b < nb; b += KB) dd_add(h, l, part[b * nvals + 2 * v], part[b * nvals + 2 * v + 1]);
+    block_sum_dd(h, l, sh);
+    if (threadIdx.x == 0) out[2 * v] = h, out[2 * v + 1] = l;
+  }
+}
+
+/* ---- the fused update ----------------------------------------------------------------------------- */
+
+struct UpdK {
+  double *y;
+  const double *x[PK_KRY_MAXTERMS];
+  pk_coef cy;
+  pk_coef c[PK_KRY_MAXTERMS];
+  int32_t nterms;
+  int32_t pad;
+};
+
+struct UpdArgs {
+  UpdK u[PK_KRY_MAXUPD];
+  const double *pa[PK_KRY_MAXPAIRS];
+  const double *pb[PK_KRY_MAXPAIRS];
+  int32_t nupd, npairs;
+};
+static_assert(sizeof(UpdArgs) % 8 == 0, "UpdArgs is copied as 64-bit words");
+static_assert(sizeof(UpdArgs) <= 4000, "UpdArgs must fit the kernel parameter space");
+
+/** Updates, then the partial dot products of the pairs (part[block * npairs + j]) when part != NULL. */
+__global__ void __launch_bounds__(KB) k_update(int64_t n, const UpdArgs args, const double *S, double *part) {
+  __shared__ UpdArgs a;
+  __shared__ double cv[PK_KRY_MAXUPD][PK_KRY_MAXTERMS + 1];
+  __shared__ double sh[KB / 32];
+  {
+    const unsigned long long *src = (const unsigned long long *)&args;
+    unsigned long long *dst = (unsigned long long *)&a;
+    for (int w = threadIdx.x; w < (int)(sizeof(UpdArgs) / 8); w += KB) dst[w] = src[w];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < a.nupd * (PK_KRY_MAXTERMS + 1); t += KB) {
+    const int u = t / (PK_KRY_MAXTERMS + 1), k = t % (PK_KRY_MAXTERMS + 1);
+    double v = 0.0;
+    if (k == 0)
+      v = pk_coef_value(a.u[u].cy, S);
+    else if (k - 1 < a.u[u].nterms)
+      v = pk_coef_value(a.u[u].c[k - 1], S);
+    cv[u][k] = v;
+  }
+  __syncthreads();
+  const int nupd = a.nupd, np = a.npairs;
+  double acc[PK_KRY_MAXPAIRS];
+#pragma unroll
+  for (int j = 0; j < PK_KRY_MAXPAIRS; j++) acc[j] = 0.0;
+  const int64_t stride = (int64_t)gridDim.x * KB;
+  for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
+    for (int u = 0; u < nupd; u++) {
+      double *y = a.u[u].y;
+      const double cy = cv[u][0];
+      double t = 0.0;
+      bool live = false;
+      if (cy != 0.0) {
+        t = cy * y[i];
+        live = true;
+      }
+      const int nt = a.u[u].nterms;
+      for (int k = 0; k < nt; k++) {
+        const double c = cv[u][k + 1];
+        if (c == 0.0) continue;
+        const double p = c * a.u[u].x[k][i];
+        t = live ? t + p : p;
+        live = true;
+      }
+      y[i] = t;
+    }
+#pragma unroll
+    for (int j = 0; j < PK_KRY_MAXPAIRS; j++)
+      if (j < np) acc[j] += a.pa[j][i] * a.pb[j][i];
+  }
+  if (!part) return;
+#pragma unroll
+  for (int j = 0; j < PK_KRY_MAXPAIRS; j++) {
+    if (j < np) { /* np is uniform over the block: every thread takes the same branches */
+      const double s = block_sum(acc[j], sh);
+      if (threadIdx.x == 0) part[(int64_t)blockIdx.x * np + j] = s;
+    }
+  }
+}
+
+/* ---- multi-dot ------------------------------------------------------------------------------------ */
+
+/** One side of a multi-dot: vector i < k is base + i * ld, except the last one when `last` is set. */
+struct Side {
+  const double *base;
+  const double *last;
+  int64_t ld;
+  int32_t k;
+};
+__device__ __forceinline__ const double *side_ptr(const Side &s, int i) {
+  return (s.last && i == s.k - 1) ? s.last : s.base + (int64_t)i * s.ld;
+}
+
+/**
+ * Tile (ta, tb) = (blockIdx.y % nta, blockIdx.y / nta) of the dot products (A_i, B_j), i < A.k, j < B.k:
+ * partials of value p = i + A.k * j at part[blockIdx.x * nvals + p] (DD: 2p, 2p + 1), nvals = A.k * B.k
+ * (DD: twice that).
+ */
+template <int TA, int TB, bool DD>
+__global__ void __launch_bounds__(KB) k_mdot(int64_t n, Side A, Side B, int nta, double *part) {
+  __shared__ double sh[2 * (KB / 32)];
+  const int ta = blockIdx.y % nta, tb = blockIdx.y / nta;
+  const int i0 = ta * TA, j0 = tb * TB;
+  const double *pa[TA], *pb[TB];
+#pragma unroll
+  for (int q = 0; q < TA; q++) pa[q] = i0 + q < A.k ? side_ptr(A, i0 + q) : nullptr;
+#pragma unroll
+  for (int q = 0; q < TB; q++) pb[q] = j0 + q < B.k ? side_ptr(B, j0 + q) : nullptr;
+  double h[TA][TB], l[TA][TB];
+#pragma unroll
+  for (int p = 0; p < TA; p++)
+#pragma unroll
+    for (int q = 0; q < TB; q++) h[p][q] = 0.0, l[p][q] = 0.0;
+  const int64_t stride = (int64_t)gridDim.x * KB;
+  for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
+    double va[TA], vb[TB];
+#pragma unroll
+    for (int p = 0; p < TA; p++) va[p] = pa[p] ? pa[p][i] : 0.0;
+#pragma unroll
+    for (int q = 0; q < TB; q++) vb[q] = pb[q] ? pb[q][i] : 0.0;
+#pragma unroll
+    for (int p = 0; p < TA; p++)
+#pragma unroll
+      for (int q = 0; q < TB; q++) {
+        if (DD)
+          dd_fma(h[p][q], l[p][q], va[p], vb[q]);
+        else
+          h[p][q] += va[p] * vb[q];
+      }
+  }
+  const int ka = A.k, nv = A.k * B.k * (DD ? 2 : 1);
+#pragma unroll
+  for (int p = 0; p < TA; p++)
+#pragma unroll
+    for (int q = 0; q < TB; q++) {
+      if (!pa[p] || !pb[q]) continue; /* uniform over the block */
+      const int64_t v = (int64_t)(i0 + p) + (int64_t)ka * (j0 + q);
+      if (DD) {
+        double hh = h[p][q], ll = l[p][q];
+        block_sum_dd(hh, ll, sh);
+        if (threadIdx.x == 0) part[(int64_t)blockIdx.x * nv + 2 * v] = hh, part[(int64_t)blockIdx.x * nv + 2 * v + 1] = ll;
+      } else {
+        const double s = block_sum(h[p][q], sh);
+        if (threadIdx.x == 0) part[(int64_t)blockIdx.x * nv + v] = s;
+      }
+    }
+}
+
+/* ---- basis_axpy, basis_gemm ------------------------------------------------------------------------- */
+
+/** y = cy*y + sum_{j < k} s S[c0 + j] V_j (the update's arithmetic: zero coefficients skip their term). */
+__global__ void __launch_bounds__(KB) k_basis_axpy(int64_t n, double *y, pk_coef cy, const double *V, int64_t ld,
+                                                   int k, const double *S, int c0, int neg) {
+  extern __shared__ double cf[]; /* k + 1 */
+  for (int j = threadIdx.x; j <= k; j += KB) {
+    double v;
+    if (j == 0)
+      v = pk_coef_value(cy, S);
+    else
+      v = neg ? -S[c0 + j - 1] : S[c0 + j - 1];
+    cf[j] = v;
+  }
+  __syncthreads();
+  const int64_t stride = (int64_t)gridDim.x * KB;
+  for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
+    double t = 0.0;
+    bool live = false;
+    if (cf[0] != 0.0) {
+      t = cf[0] * y[i];
+      live = true;
+    }
+    for (int j = 0; j < k; j++) {
+      const double c = cf[j + 1];
+      if (c == 0.0) continue;
+      const double p = c * V[(int64_t)j * ld + i];
+      t = live ? t + p : p;
+      live = true;
+    }
+    y[i] = t;
+  }
+}
+
+/**
+ * V_{out_j} = sum_{i < iend} V_{in_i} T[i + ldt j] for j < kout, with the CPU engine's arithmetic: t = V_0
+ * T_0j, then t = t + V_i T_ij for i ascending (every term, zeros included); iend = kin, or min(j + 1, kin)
+ * in place (out == in: T upper triangular, so column j reads rows i <= j only). Outputs in chunks of
+ * KGEMM_J, all of a chunk computed before any is written, chunks in descending order: in place, the rows
+ * a chunk reads are overwritten only by itself (after it is computed) or by lower chunks, which come later.
+ */
+__global__ void __launch_bounds__(KB) k_basis_gemm(int64_t n, const double *Vin, double *Vout, int64_t ld,
+                                                   int kin, int kout, const double *T, int ldt, int inplace) {
+  const int64_t stride = (int64_t)gridDim.x * KB;
+  const int nch = (kout + KGEMM_J - 1) / KGEMM_J;
+  for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
+    for (int ch = nch - 1; ch >= 0; ch--) {
+      double acc[KGEMM_J];
+#pragma unroll
+      for (int q = 0; q < KGEMM_J; q++) acc[q] = 0.0;
+      const int j0 = ch * KGEMM_J;
+      int rend = kin;
+      if (inplace && j0 + KGEMM_J < rend) rend = j0 + KGEMM_J; /* rows <= the chunk's last column */
+      for (int r = 0; r < rend; r++) {
+        const double v = Vin[(int64_t)r * ld + i];
+#pragma unroll
+        for (int q = 0; q < KGEMM_J; q++) {
+          const int j = j0 + q;
+          if (j >= kout || (inplace && r > j)) continue;
+          const double p = v * __ldg(T + r + (int64_t)ldt * j);
+          acc[q] = r == 0 ? p : acc[q] + p;
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < KGEMM_J; q++)
+        if (j0 + q < kout) Vout[(int64_t)(j0 + q) * ld + i] = acc[q];
+    }
+  }
+}
+
+/* ---- small kernels ---------------------------------------------------------------------------------- */
+
+/** The scalar step; an unknown id is remembered in *bad (read back by get / sync / unbind). */
+__global__ void k_scalar(int id, double *S, int arg, unsigned long long *bad) {
+  if (pk_kry_scalar_step(id, S, arg) < 0) *bad = (unsigned long long)(id + 1);
+}
+
+constexpr int KSET_MAX = 64;
+struct SetArgs {
+  double v[KSET_MAX];
+};
+__global__ void k_set(double *S, int count, const SetArgs a) {
+  if ((int)threadIdx.x < count) S[threadIdx.x] = a.v[threadIdx.x];
+}
+
+/** *slot = min index i with v[i] not finite (integer atomics: the result is the same in any order). */
+__global__ void __launch_bounds__(KB) k_first_nonfinite(int64_t n, const double *v, unsigned long long *slot) {
+  const int64_t stride = (int64_t)gridDim.x * KB;
+  for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride)
+    if (!isfinite(v[i])) {
+      atomicMin(slot, (unsigned long long)i);
+      return; /* later indices of this thread are larger */
+    }
+}
+
+/* ---- helpers ---------------------------------------------------------------------------------------- */
+
+/** Second stage into S[out ..] (nvals values; DD: nvals pairs). */
+int sum_into(pk_kry *E, int64_t nb, int nvals, bool dd, int32_t out) {
+  KryDev *D = dev_of(E);
+  if (nvals <= 0) return PKRYLOV_SUCCESS;
+  if (dd)
+    k_sum<true><<<nvals, KB, 0, D->st>>>(D->part, nb, 2 * nvals, D->S + out);
+  else
+    k_sum<false><<<nvals, KB, 0, D->st>>>(D->part, nb, nvals, D->S + out);
+  KCU(cudaGetLastError(), "summing partials");
+  return PKRYLOV_SUCCESS;
+}
+
+/** All dot products (A_i, B_j) into S[out + i + A.k * j] (DD: pairs). */
+int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out) {
+  KryDev *D = dev_of(E);
+  const int64_t n = E->n;
+  if (A.k <= 0 || B.k <= 0) return PKRYLOV_SUCCESS;
+  const int64_t nb = grid_dot(n);
+  const int nvals = A.k * B.k;
+  PK_CALL(ensure_part(E, (size_t)nb * (size_t)nvals * (dd ? 2 : 1)));
+  cudaStream_t s = D->st;
+  if (dd) {
+    constexpr int TA = 2, TB = 2;
+    const int nta = (A.k + TA - 1) / TA, ntb = (B.k + TB - 1) / TB;
+    k_mdot<TA, TB, true><<<dim3((unsigned)nb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, D->part);
+  } else if (B.k == 1) {
+    constexpr int TA = 8, TB = 1;
+    const int nta = (A.k + TA - 1) / TA;
+    k_mdot<TA, TB, false><<<dim3((unsigned)nb, (unsigned)nta), KB, 0, s>>>(n, A, B, nta, D->part);
+  } else {
+    constexpr int TA = 4, TB = 4;
+    const int nta = (A.k + TA - 1) / TA, ntb = (B.k + TB - 1) / TB;
+    k_mdot<TA, TB, false><<<dim3((unsigned)nb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, D->part);
+  }
+  KCU(cudaGetLastError(), "dot products");
+  return sum_into(E, nb, nvals, dd, out);
+}
+
+/** Wait for the stream, then report a scalar step id that the device did not know (a driver bug). */
+int sync_checked(pk_kry *E, const char *what) {
+  KryDev *D = dev_of(E);
+  KCU(cudaMemcpyAsync(D->haux + 1, D->aux + 1, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st), what);
+  KCU(cudaStreamSynchronize(D->st), what);
+  if (D->haux[1])
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry_scalar", "unknown scalar step id %lld",
+                    (long long)D->haux[1] - 1);
+  return PKRYLOV_SUCCESS;
+}
+
+/* ---- the backend table ------------------------------------------------------------------------------ */
+
+void kd_destroy(pk_kry *E);
+
+int kd_create(pk_kry *E) {
+  pkrylov_solver s = E->s;
+  pkrylov_context ctx = E->ctx;
+  const char *fn = "pkrylov_solver_solve";
+  if (s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange || !s->A->dev)
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
+                    "the operator is applied by a user routine (callback or halo exchange), which the CUDA "
+                    "BiCGStab/GMRES engine does not support yet; use a CPU context");
+  if (s->M && (s->M->type == PKRYLOV_PRECOND_USER || !s->M->dev))
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
+                    "the preconditioner is applied by a user routine, which the CUDA BiCGStab/GMRES engine "
+                    "does not support yet; use a CPU context");
+  KryDev *D = (KryDev *)calloc(1, sizeof(KryDev));
+  if (!D) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, fn, "cannot allocate the CUDA engine state");
+  E->priv = D;
+  D->st = (cudaStream_t)pk_cuda_context_stream(ctx);
+  const int64_t n = E->n;
+  E->ld = (n + 31) / 32 * 32;
+  PK_CALL(pk_cuda_operator_view(s->A, 0, &D->op64));
+  PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &D->op));
+  if (s->M) {
+    PK_CALL(pk_cuda_precond_view(s->M, s->mixed >= 1, &D->pc));
+  } else {
+    memset(&D->pc, 0, sizeof D->pc);
+    D->pc.type = PKRYLOV_PRECOND_NONE;
+    D->pc.n = D->pc.ncols = n;
+    D->pc.nz = 1;
+    D->pc.layout = PKRYLOV_LAYOUT_KSLOW;
+  }
+  const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
+  const size_t vbytes = sizeof(double) * nvec * (size_t)E->ld;
+  const int32_t ns = E->nscalars > 0 ? E->nscalars : 1;
+  cudaError_t e = cudaMalloc((void **)&D->vec, vbytes);
+  if (e == cudaSuccess) e = cudaMalloc((void **)&D->S, sizeof(double) * (size_t)ns);
+  if (e == cudaSuccess) e = cudaMallocHost((void **)&D->hbuf, sizeof(double) * (size_t)ns);
+  if (e == cudaSuccess) e = cudaMalloc((void **)&D->aux, sizeof(unsigned long long) * 2);
+  if (e == cudaSuccess) e = cudaMallocHost((void **)&D->haux, sizeof(unsigned long long) * 2);
+  if (e == cudaSuccess) e = cudaMemsetAsync(D->vec, 0, vbytes, D->st);
+  if (e == cudaSuccess) e = cudaMemsetAsync(D->S, 0, sizeof(double) * (size_t)ns, D->st);
+  if (e == cudaSuccess) e = cudaMemsetAsync(D->aux, 0, sizeof(unsigned long long) * 2, D->st);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND, fn,
+                    "allocating the CUDA engine (%zu vectors of %lld values): %s", nvec, (long long)n,
+                    cudaGetErrorString(e));
+  }
+  D->b = D->vec + (nvec - 2) * (size_t)E->ld;
+  D->x = D->vec + (nvec - 1) * (size_t)E->ld;
+  const int64_t need = pk_cuda_partials_needed(&D->op64, s->M ? &D->pc : NULL);
+  size_t cap = (size_t)(need > KMAX_UPD_BLOCKS ? need : KMAX_UPD_BLOCKS) * PK_KRY_MAXPAIRS;
+  const size_t bd = (size_t)KMAX_DOT_BLOCKS * ((size_t)E->nbasis + 2);
+  if (bd > cap) cap = bd;
+  return ensure_part(E, cap);
+}
+
+void kd_destroy(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  if (!D) return;
+  cudaStreamSynchronize(D->st); /* queued work may still use the buffers */
+  cudaFree(D->vec);
+  cudaFree(D->S);
+  if (D->part) cudaFree(D->part);
+  cudaFree(D->aux);
+  cudaFreeHost(D->hbuf);
+  cudaFreeHost(D->haux);
+  cudaGetLastError();
+  free(D);
+  E->priv = NULL;
+}
+
+int kd_bind(pk_kry *E, int32_t x_zero) {
+  KryDev *D = dev_of(E);
+  pkrylov_context ctx = E->ctx;
+  const char *fn = "pkrylov_solver_solve";
+  PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->b_user, "b"));
+  PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->x_user, "x"));
+  const size_t bytes = sizeof(double) * (size_t)E->n;
+  const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
+  if (E->mem == PKRYLOV_MEM_DEVICE) {
+    D->b = (double *)E->b_user;
+    D->x = E->x_user;
+  } else {
+    D->b = D->vec + (nvec - 2) * (size_t)E->ld;
+    D->x = D->vec + (nvec - 1) * (size_t)E->ld;
+    KCU(cudaMemcpyAsync(D->b, E->b_user, bytes, cudaMemcpyHostToDevice, D->st), "copying b to the device");
+    if (!x_zero) KCU(cudaMemcpyAsync(D->x, E->x_user, bytes, cudaMemcpyHostToDevice, D->st), "copying x");
+  }
+  if (x_zero) KCU(cudaMemsetAsync(D->x, 0, bytes, D->st), "zeroing x");
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_unbind(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  if (E->mem == PKRYLOV_MEM_HOST && E->x_user)
+    KCU(cudaMemcpyAsync(E->x_user, D->x, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToHost, D->st),
+        "copying x to the host");
+  PK_CALL(sync_checked(E, "finishing the solve"));
+  const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
+  D->b = D->vec + (nvec - 2) * (size_t)E->ld; /* never leave the caller's device arrays behind */
+  D->x = D->vec + (nvec - 1) * (size_t)E->ld;
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_copy(pk_kry *E, pk_vid src, pk_vid dst) {
+  double *a = vp(E, src), *b = vp(E, dst);
+  if (a == b) return PKRYLOV_SUCCESS;
+  KCU(cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, dev_of(E)->st), "copy");
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_first_nonfinite(pk_kry *E, pk_vid v, int64_t *index, double *value) {
+  KryDev *D = dev_of(E);
+  const double *p = vp(E, v);
+  KCU(cudaMemsetAsync(D->aux, 0xff, sizeof(unsigned long long), D->st), "first non-finite");
+  k_first_nonfinite<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, 0, D->st>>>(E->n, p, D->aux);
+  KCU(cudaGetLastError(), "first non-finite");
+  KCU(cudaMemcpyAsync(D->haux, D->aux, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st), "copy");
+  KCU(cudaStreamSynchronize(D->st), "first non-finite");
+  const unsigned long long i = D->haux[0];
+  *index = -1;
+  if (value) *value = 0.0;
+  if (i != ~0ULL) {
+    *index = (int64_t)i;
+    double h = 0.0;
+    KCU(cudaMemcpy(&h, p + i, sizeof(double), cudaMemcpyDeviceToHost), "copy");
+    if (value) *value = h;
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_matvec(pk_kry *E, pk_vid x, pk_vid y) {
+  KryDev *D = dev_of(E);
+  KCU(pk_cuda_op_apply(D->st, &D->op, vp(E, x), vp(E, y)), "operator product");
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_precond(pk_kry *E, pk_vid x, pk_vid y) {
+  KryDev *D = dev_of(E);
+  double *a = vp(E, x), *b = vp(E, y);
+  if (D->pc.type == PKRYLOV_PRECOND_NONE) {
+    if (a != b)
+      KCU(cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, D->st), "copy");
+    return PKRYLOV_SUCCESS;
+  }
+  KCU(pk_cuda_pc_apply(D->st, &D->pc, NULL, a, b), "preconditioner");
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
+  KryDev *D = dev_of(E);
+  int64_t nb = 0;
+  KCU(pk_cuda_residual(D->st, &D->op64, D->b, vp(E, x), vp(E, r), D->part, &nb), "residual");
+  if (out >= 0) return sum_into(E, nb, 1, false, out);
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
+              int32_t flags) {
+  (void)flags;
+  KryDev *D = dev_of(E);
+  if (nupd <= 0 && npairs <= 0) return PKRYLOV_SUCCESS;
+  UpdArgs a;
+  memset(&a, 0, sizeof a);
+  a.nupd = nupd;
+  a.npairs = npairs;
+  for (int i = 0; i < nupd; i++) {
+    a.u[i].y = vp(E, u[i].y);
+    a.u[i].cy = u[i].cy;
+    a.u[i].nterms = u[i].nterms;
+    for (int k = 0; k < u[i].nterms; k++) {
+      a.u[i].x[k] = vp(E, u[i].x[k]);
+      a.u[i].c[k] = u[i].c[k];
+    }
+  }
+  for (int j = 0; j < npairs; j++) {
+    a.pa[j] = vp(E, pairs[j].a);
+    a.pb[j] = vp(E, pairs[j].b);
+  }
+  const int64_t nb = grid_1d(E->n, KMAX_UPD_BLOCKS);
+  k_update<<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, npairs > 0 ? D->part : nullptr);
+  KCU(cudaGetLastError(), "vector update");
+  if (npairs > 0) return sum_into(E, nb, npairs, false, out);
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,
+                  int32_t flags) {
+  (void)flags;
+  Side A, B;
+  A.base = bp(E, a0), A.last = nullptr, A.ld = E->ld, A.k = ka;
+  B.base = bp(E, b0), B.last = nullptr, B.ld = E->ld, B.k = kb;
+  return mdot(E, A, B, dd != 0, out);
+}
+
+int kd_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out, int32_t flags) {
+  (void)flags;
+  Side A, B;
+  const double *xp = vp(E, x);
+  A.base = k > 0 ? bp(E, b0) : xp, A.ld = E->ld, A.k = k + (with_norm ? 1 : 0);
+  A.last = with_norm ? xp : nullptr;
+  B.base = xp, B.last = nullptr, B.ld = 0, B.k = 1;
+  return mdot(E, A, B, false, out);
+}
+
+int kd_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
+  KryDev *D = dev_of(E);
+  const size_t smem = sizeof(double) * ((size_t)k + 1);
+  if (smem > 48 * 1024) KCU(cudaFuncSetAttribute(k_basis_axpy, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "basis axpy");
+  k_basis_axpy<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, smem, D->st>>>(E->n, vp(E, y), cy, bp(E, b0 < E->nbasis ? b0 : 0), E->ld, k,
+                                                                             D->S, c0, neg);
+  KCU(cudaGetLastError(), "basis axpy");
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1, int32_t kout) {
+  KryDev *D = dev_of(E);
+  if (kout <= 0) return PKRYLOV_SUCCESS;
+  if (kin <= 0) return PKRYLOV_SUCCESS; /* nothing defined to write (the CPU engine reads row 0 regardless) */
+  k_basis_gemm<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, 0, D->st>>>(E->n, bp(E, a0), bp(E, b1), E->ld, kin,
+                                                                          kout, D->S + t0, ldt, b1 == a0);
+  KCU(cudaGetLastError(), "basis gemm");
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_scalar(pk_kry *E, int32_t id, int32_t arg) {
+  KryDev *D = dev_of(E);
+  k_scalar<<<1, 1, 0, D->st>>>(id, D->S, arg, D->aux + 1);
+  KCU(cudaGetLastError(), "scalar step");
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_wait(pk_kry *E) {
+  (void)E;
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_get(pk_kry *E, int32_t first, int32_t count, double *host) {
+  KryDev *D = dev_of(E);
+  if (count <= 0) return PKRYLOV_SUCCESS;
+  KCU(cudaMemcpyAsync(D->hbuf, D->S + first, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
+      "reading the scalars");
+  PK_CALL(sync_checked(E, "reading the scalars"));
+  memcpy(host, D->hbuf, sizeof(double) * (size_t)count);
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
+  KryDev *D = dev_of(E);
+  for (int32_t o = 0; o < count; o += KSET_MAX) { /* values by value: the host array is free on return */
+    const int c = count - o < KSET_MAX ? count - o : KSET_MAX;
+    SetArgs a;
+    memcpy(a.v, host + o, sizeof(double) * (size_t)c);
+    k_set<<<1, KSET_MAX, 0, D->st>>>(D->S + first + o, c, a);
+    KCU(cudaGetLastError(), "writing the scalars");
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_sync(pk_kry *E) { return sync_checked(E, "synchronising"); }
+
+} // namespace
+
+extern "C" const pk_kry_backend pk_kry_cuda_backend = {
+    kd_create,   kd_destroy,    kd_bind,       kd_unbind,     kd_copy,       kd_first_nonfinite, kd_matvec,
+    kd_precond,  kd_residual,   kd_update,     kd_block_dots, kd_basis_dots, kd_basis_axpy,      kd_basis_gemm,
+    kd_scalar,   kd_wait,       kd_get,        kd_set,        kd_sync};
