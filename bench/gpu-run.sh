@@ -2,12 +2,13 @@
 # gpu-run.sh: THE one command to run on a GPU machine, from the repository root, with a carried build tree.
 #
 #   bash bench/gpu-run.sh [BUILD_DIR] [--no-sanitizer] [--no-ctest] [--no-cpu-bench] [--no-plot]
-#                         [-- ARGS FOR pkrylov-bench-gpu]
+#                         [--no-kry-bench] [-- ARGS FOR pkrylov-bench-gpu]
 #
 # BUILD_DIR: argument, else $PKRYLOV_BUILD_DIR, else build-gpu. Results go to $OUT (the device tool's
 # folder that comes back), else ./gpu-run-out. At most 8 files are written there (the tool's limit):
-#   gpu-run.log (everything this script prints: nvidia-smi, ctest, the summary), sanitizer.log,
-#   bench-gpu.log, bench-gpu.json, bench-gpu.png, bench-cpu.log, bench-cpu-h100.json.
+#   gpu-run.log (everything this script prints: nvidia-smi, ctest, the summary, and the output of
+#   pkrylov-bench-gpu-kry), sanitizer.log, bench-gpu.log, bench-gpu.json, bench-gpu.png, bench-cpu.log,
+#   bench-cpu-h100.json, bench-gpu-kry.json.
 #
 # How to build the tree to carry (on the development machine, from the repository root /work/main; build
 # trees hold absolute paths, so this script makes /work/main a link to the repository root on the GPU
@@ -28,7 +29,7 @@
 set -u
 
 BUILD=${PKRYLOV_BUILD_DIR:-build-gpu}
-SANITIZE=1 CTEST=1 CPUBENCH=1 PLOT=1
+SANITIZE=1 CTEST=1 CPUBENCH=1 PLOT=1 KRYBENCH=1
 BENCH_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,8 +37,9 @@ while [ $# -gt 0 ]; do
     --no-ctest) CTEST=0 ;;
     --no-cpu-bench) CPUBENCH=0 ;;
     --no-plot) PLOT=0 ;;
+    --no-kry-bench) KRYBENCH=0 ;;
     --) shift; BENCH_ARGS=("$@"); break ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     -*) echo "gpu-run.sh: unknown option $1" >&2; exit 2 ;;
     *) BUILD=$1 ;;
   esac
@@ -136,6 +138,17 @@ if [ -x "$BENCH" ]; then
 else
   echo "gpu-run.sh: $BENCH not built (configure with -DPKRYLOV_ENABLE_CUDA=ON)"
   step bench-gpu 2
+fi
+
+# ---- the BiCGStab / GMRES families on the GPU (pkrylov-bench-gpu-kry; its table goes to gpu-run.log) ----
+KBENCH=$BUILD/bench/pkrylov-bench-gpu-kry
+if [ $KRYBENCH = 1 ]; then
+  if [ -x "$KBENCH" ]; then
+    echo "=== pkrylov-bench-gpu-kry"
+    "$KBENCH" --json "$OUT/bench-gpu-kry.json"; step bench-gpu-kry $?
+  else
+    step bench-gpu-kry 2
+  fi
 fi
 
 # ---- the CPU benchmark on the GPU machine's CPUs ----

@@ -1,0 +1,785 @@
+/**
+ * @file pkrylov-bench-gpu-kry.cu
+ * @brief GPU benchmark of the BiCGStab and GMRES families: pkrylov (CUDA and CPU backends) against
+ *        BiCGStab and GMRES(m) written with the vendor libraries (cuSPARSE SpMV + cuBLAS), against the GPU's
+ *        copy bandwidth measured in the same run.
+ *
+ *   pkrylov-bench-gpu-kry [--problems LIST] [--restart M] [--iters K] [--repeat R] [--cpu-iters K]
+ *                         [--cpu-repeat R] [--copy-gib G] [--no-cpu] [--json FILE]
+ *
+ * LIST is a comma-separated list of: all (default: cd:64x64x64, cd:128x128x64, lap:32, lap:64, lap:128),
+ * cd:NXxNYxNZ (convection-diffusion, see below), lap:N (CSR 7-point Laplacian on an N^3 grid).
+ *
+ * Every solve is Jacobi-preconditioned (right preconditioning; the vendor codes apply diag(A)^-1 with
+ * cublasDdgmm), from x0 = 0, on the operator in CSR form (the same matrix for every row).
+ *
+ * Timing: the time per iteration is the difference of two solves with fixed iteration counts, divided by
+ * the difference of the counts, best of R. The tolerance is never reached (rtol = 1e-300, atol = 0: every
+ * solve, pkrylov and vendor alike, runs exactly maxit iterations; the row is marked "error" when a solve
+ * stops earlier, e.g. by a breakdown), so both sides do the same number of iterations; set-up, initial and
+ * final residuals cancel out. BiCGStab family: maxit 10 and 10 + K. GMRES family: maxit M and M + M*c
+ * (whole restart cycles, M = --restart, default 30, c = max(1, K / M)), so the per-iteration time is that
+ * of a whole cycle, with its growing Gram-Schmidt cost and the end-of-cycle update. GPU solves are timed
+ * with a host clock after cudaDeviceSynchronize(); pkrylov CUDA solves take b and x as DEVICE pointers.
+ *
+ * THE VENDOR BASELINES, as a user writes them with cuSPARSE (CSR SpMV, CUSPARSE_SPMV_CSR_ALG1, int32
+ * indices) and cuBLAS in CUBLAS_POINTER_MODE_HOST (each dot product and norm returns to the host: one host
+ * synchronisation each), on the legacy default stream:
+ *  - BiCGStab (van der Vorst, right preconditioned): per iteration rho = (r0, r), p = r + beta (p - omega v),
+ *    ph = M^-1 p, v = A ph, alpha = rho / (r0, v), s = r - alpha v, ||s|| (convergence test), sh = M^-1 s,
+ *    t = A sh, omega = (t, s) / (t, t), x += alpha ph + omega sh, r = s - omega t, ||r||: 2 SpMV, 2 Jacobi,
+ *    6 host synchronisations.
+ *  - GMRES(m) with classical Gram-Schmidt (one pass), right preconditioned: per iteration z = M^-1 v_j,
+ *    w = A z, h = V_j^T w (cublasDgemv, copied to the host), w -= V_j h (cublasDgemv), ||w|| (host),
+ *    v_{j+1} = w / ||w||; the Hessenberg matrix, its Givens rotations and the least-squares solve on the
+ *    host; at the end of a cycle x += M^-1 (V y) (cublasDgemv, Jacobi, axpy), and r = b - A x, ||r||.
+ *
+ * Bytes per iteration (to turn times into bandwidth): one count per method family, the same for every
+ * implementation of it (vendor, pkrylov classical, pipelined), so the fraction ranks times; it counts the
+ * traffic of the classical method with each vector pass fused as far as its data flow allows:
+ *   operator application: CSR 12 B per nonzero + 8 B per row (row pointer) + x and y (16 B per row);
+ *   Jacobi: dinv, in, out 24 B per row;
+ *   BiCGStab: 2 applications + 2 Jacobi + 18 vector words per row (p update 4, (r0, v) 2, s and ||s|| 3,
+ *     (t, s) and (t, t) 2, x update 4, r update and (r0, r) and ||r|| 3);
+ *   GMRES(m): per iteration 1 application + 1 Jacobi + (m + 1) + 5 vector words per row on average over a
+ *     cycle (Gram-Schmidt: dots read j + 1 basis vectors and w, the update reads them again and writes w,
+ *     the normalisation reads w and writes v_{j+1}; mean j = (m - 1) / 2).
+ * The copy bandwidth is the faster of a copy kernel and cudaMemcpy over >= 1 GiB (read + write bytes, best
+ * of 10), measured at the start of the run (as bench/pkrylov-bench-gpu.cu does; that code is repeated here).
+ *
+ * The convection-diffusion problem: -laplace(u) + beta . grad(u) on the unit cube, nx x ny x nz interior
+ * points, mesh width h = 1/(nx+1) in every direction (scaled by h^2), first-order upwind, beta = (20, 10, 5):
+ * diagonal 6 + h (20 + 10 + 5), upwind (lower) neighbour -1 - h beta_d, downwind neighbour -1; Dirichlet
+ * boundary couplings dropped. Non-symmetric, diagonally dominant. (The library's own operator
+ * pkrylov_operator_create_convdiff is not used here, so the vendor and pkrylov rows share one CSR matrix.)
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusparse.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <string>
+#include <vector>
+
+#include "pkrylov.h"
+
+#define CK_CUDA(call)                                                                                        \
+  do {                                                                                                       \
+    cudaError_t e_ = (call);                                                                                 \
+    if (e_ != cudaSuccess) {                                                                                 \
+      fprintf(stderr, "pkrylov-bench-gpu-kry: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                   \
+              cudaGetErrorString(e_));                                                                       \
+      exit(2);                                                                                               \
+    }                                                                                                        \
+  } while (0)
+#define CK_SPARSE(call)                                                                                      \
+  do {                                                                                                       \
+    cusparseStatus_t e_ = (call);                                                                            \
+    if (e_ != CUSPARSE_STATUS_SUCCESS) {                                                                     \
+      fprintf(stderr, "pkrylov-bench-gpu-kry: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                   \
+              cusparseGetErrorString(e_));                                                                   \
+      exit(2);                                                                                               \
+    }                                                                                                        \
+  } while (0)
+#define CK_BLAS(call)                                                                                        \
+  do {                                                                                                       \
+    cublasStatus_t e_ = (call);                                                                              \
+    if (e_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
+      fprintf(stderr, "pkrylov-bench-gpu-kry: %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call,     \
+              (int)e_);                                                                                      \
+      exit(2);                                                                                               \
+    }                                                                                                        \
+  } while (0)
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/** Pseudo-random right-hand side in [-0.5, 0.5), fixed seed (as the other benchmarks). */
+static void random_rhs(std::vector<double> &b) {
+  uint64_t st = 12345;
+  for (double &v : b) {
+    st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+    v = (double)(st >> 11) / 9007199254740992.0 - 0.5;
+  }
+}
+
+/* ---- copy bandwidth (as bench/pkrylov-bench-gpu.cu) ---------------------------------------------- */
+
+__global__ void copy_kernel(const double2 *__restrict__ a, double2 *__restrict__ b, size_t n) {
+  const size_t base = (size_t)blockIdx.x * blockDim.x * 4 + threadIdx.x;
+  double2 v[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const size_t i = base + (size_t)j * blockDim.x;
+    if (i < n) v[j] = a[i];
+  }
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const size_t i = base + (size_t)j * blockDim.x;
+    if (i < n) b[i] = v[j];
+  }
+}
+
+__global__ void fill_kernel(double2 *a, size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    a[i] = make_double2((double)(i % 97) + 0.5, (double)(i % 89) - 0.25);
+}
+
+/** Device-to-device copy bandwidth (bytes/s, read + write), the faster of a kernel and cudaMemcpy. */
+static double copy_bandwidth(double gib) {
+  const size_t bytes = (size_t)(gib * 1073741824.0) & ~(size_t)255, n2 = bytes / 16;
+  double2 *a, *b;
+  CK_CUDA(cudaMalloc(&a, bytes));
+  CK_CUDA(cudaMalloc(&b, bytes));
+  fill_kernel<<<1024, 256>>>(a, n2);
+  CK_CUDA(cudaGetLastError());
+  cudaEvent_t e0, e1;
+  CK_CUDA(cudaEventCreate(&e0));
+  CK_CUDA(cudaEventCreate(&e1));
+  const size_t blocks = (n2 + 4 * 256 - 1) / (4 * 256);
+  float best = 1e30f;
+  for (int r = 0; r < 12; r++) {
+    float ms;
+    CK_CUDA(cudaEventRecord(e0));
+    copy_kernel<<<(unsigned)blocks, 256>>>(a, b, n2);
+    CK_CUDA(cudaEventRecord(e1));
+    CK_CUDA(cudaEventSynchronize(e1));
+    CK_CUDA(cudaGetLastError());
+    CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 2 && ms < best) best = ms;
+    CK_CUDA(cudaEventRecord(e0));
+    CK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CK_CUDA(cudaEventRecord(e1));
+    CK_CUDA(cudaEventSynchronize(e1));
+    CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 2 && ms < best) best = ms;
+  }
+  double2 probe;
+  CK_CUDA(cudaMemcpy(&probe, b + n2 / 3, sizeof probe, cudaMemcpyDeviceToHost));
+  if (probe.x != (double)((n2 / 3) % 97) + 0.5) {
+    fprintf(stderr, "pkrylov-bench-gpu-kry: copy check failed\n");
+    exit(2);
+  }
+  CK_CUDA(cudaEventDestroy(e0));
+  CK_CUDA(cudaEventDestroy(e1));
+  CK_CUDA(cudaFree(a));
+  CK_CUDA(cudaFree(b));
+  return 2.0 * (double)bytes / (best * 1e-3);
+}
+
+/* ---- matrices -------------------------------------------------------------------------------------- */
+
+struct HostCsr {
+  int64_t n = 0, nnz = 0;
+  std::vector<int32_t> rowptr, col;
+  std::vector<double> val;
+};
+
+/** 7-point operator on an nx x ny x nz grid, index i + nx (j + ny k): diagonal dg, lower neighbour in
+ *  direction d lo[d], upper neighbour up[d] (couplings across the boundary dropped). */
+static void grid7_csr(int nx, int ny, int nz, double dg, const double lo[3], const double up[3], HostCsr &A) {
+  const int64_t n = (int64_t)nx * ny * nz;
+  A.n = n;
+  A.rowptr.assign((size_t)n + 1, 0);
+  A.col.clear();
+  A.val.clear();
+  A.col.reserve((size_t)(7 * n));
+  A.val.reserve((size_t)(7 * n));
+  const int64_t sx = 1, sy = nx, sz = (int64_t)nx * ny;
+  for (int k = 0; k < nz; k++)
+    for (int j = 0; j < ny; j++)
+      for (int i = 0; i < nx; i++) {
+        const int64_t r = i + sy * j + sz * k;
+        if (k > 0) A.col.push_back((int32_t)(r - sz)), A.val.push_back(lo[2]);
+        if (j > 0) A.col.push_back((int32_t)(r - sy)), A.val.push_back(lo[1]);
+        if (i > 0) A.col.push_back((int32_t)(r - sx)), A.val.push_back(lo[0]);
+        A.col.push_back((int32_t)r), A.val.push_back(dg);
+        if (i < nx - 1) A.col.push_back((int32_t)(r + sx)), A.val.push_back(up[0]);
+        if (j < ny - 1) A.col.push_back((int32_t)(r + sy)), A.val.push_back(up[1]);
+        if (k < nz - 1) A.col.push_back((int32_t)(r + sz)), A.val.push_back(up[2]);
+        A.rowptr[(size_t)r + 1] = (int32_t)A.col.size();
+      }
+  A.nnz = (int64_t)A.col.size();
+}
+
+static void laplacian(int m, HostCsr &A) {
+  const double lo[3] = {-1, -1, -1}, up[3] = {-1, -1, -1};
+  grid7_csr(m, m, m, 6.0, lo, up, A);
+}
+
+static void convdiff(int nx, int ny, int nz, HostCsr &A) {
+  const double h = 1.0 / (nx + 1), beta[3] = {20.0, 10.0, 5.0};
+  const double lo[3] = {-1.0 - h * beta[0], -1.0 - h * beta[1], -1.0 - h * beta[2]}, up[3] = {-1, -1, -1};
+  grid7_csr(nx, ny, nz, 6.0 + h * (beta[0] + beta[1] + beta[2]), lo, up, A);
+}
+
+/* ---- the vendor baselines ---------------------------------------------------------------------------- */
+
+struct Vendor {
+  cusparseHandle_t sp = NULL;
+  cublasHandle_t bl = NULL;
+  int n = 0, m = 0; /* m: GMRES restart */
+  int *rowptr = NULL, *col = NULL;
+  double *val = NULL, *dinv = NULL;
+  cusparseSpMatDescr_t A = NULL;
+  void *spmv_buf = NULL;
+  /* vectors: b x r r0 p ph v s sh t (BiCGStab), w z (GMRES), V (m + 1 columns) */
+  double *b = NULL, *x = NULL, *r = NULL, *r0 = NULL, *p = NULL, *ph = NULL, *v = NULL, *s = NULL, *sh = NULL,
+         *t = NULL, *w = NULL, *z = NULL, *V = NULL, *hdev = NULL;
+};
+
+static void spmv(Vendor &V, const double *x, double *y) {
+  const double one = 1.0, zero = 0.0;
+  cusparseDnVecDescr_t dx, dy;
+  CK_SPARSE(cusparseCreateDnVec(&dx, V.n, (void *)x, CUDA_R_64F));
+  CK_SPARSE(cusparseCreateDnVec(&dy, V.n, y, CUDA_R_64F));
+  CK_SPARSE(cusparseSpMV(V.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, V.A, dx, &zero, dy, CUDA_R_64F,
+                         CUSPARSE_SPMV_CSR_ALG1, V.spmv_buf));
+  cusparseDestroyDnVec(dx);
+  cusparseDestroyDnVec(dy);
+}
+
+/** y = diag(A)^-1 x. */
+static void jacobi(Vendor &V, const double *x, double *y) {
+  CK_BLAS(cublasDdgmm(V.bl, CUBLAS_SIDE_LEFT, V.n, 1, x, V.n, V.dinv, 1, y, V.n));
+}
+
+static void vendor_setup(Vendor &V, const HostCsr &A, const std::vector<double> &b, int m) {
+  V.n = (int)A.n;
+  V.m = m;
+  const size_t n = (size_t)A.n, nnz = (size_t)A.nnz, vb = n * sizeof(double);
+  CK_CUDA(cudaMalloc(&V.rowptr, (n + 1) * sizeof(int)));
+  CK_CUDA(cudaMalloc(&V.col, nnz * sizeof(int)));
+  CK_CUDA(cudaMalloc(&V.val, nnz * sizeof(double)));
+  CK_CUDA(cudaMemcpy(V.rowptr, A.rowptr.data(), (n + 1) * sizeof(int), cudaMemcpyHostToDevice));
+  CK_CUDA(cudaMemcpy(V.col, A.col.data(), nnz * sizeof(int), cudaMemcpyHostToDevice));
+  CK_CUDA(cudaMemcpy(V.val, A.val.data(), nnz * sizeof(double), cudaMemcpyHostToDevice));
+  double **vecs[] = {&V.b, &V.x, &V.r, &V.r0, &V.p, &V.ph, &V.v, &V.s, &V.sh, &V.t, &V.w, &V.z, &V.dinv};
+  for (double **p : vecs) {
+    CK_CUDA(cudaMalloc(p, vb));
+    CK_CUDA(cudaMemset(*p, 0, vb));
+  }
+  CK_CUDA(cudaMalloc(&V.V, vb * (size_t)(m + 1)));
+  CK_CUDA(cudaMalloc(&V.hdev, sizeof(double) * (size_t)(m + 2)));
+  CK_CUDA(cudaMemcpy(V.b, b.data(), vb, cudaMemcpyHostToDevice));
+  std::vector<double> dv(n, 0.0);
+  for (size_t i = 0; i < n; i++)
+    for (int e = A.rowptr[i]; e < A.rowptr[i + 1]; e++)
+      if (A.col[(size_t)e] == (int)i) dv[i] = 1.0 / A.val[(size_t)e];
+  CK_CUDA(cudaMemcpy(V.dinv, dv.data(), vb, cudaMemcpyHostToDevice));
+  CK_SPARSE(cusparseCreate(&V.sp));
+  CK_BLAS(cublasCreate(&V.bl));
+  CK_BLAS(cublasSetPointerMode(V.bl, CUBLAS_POINTER_MODE_HOST));
+  CK_SPARSE(cusparseCreateCsr(&V.A, A.n, A.n, A.nnz, V.rowptr, V.col, V.val, CUSPARSE_INDEX_32I,
+                              CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+  cusparseDnVecDescr_t dx, dy;
+  CK_SPARSE(cusparseCreateDnVec(&dx, V.n, V.x, CUDA_R_64F));
+  CK_SPARSE(cusparseCreateDnVec(&dy, V.n, V.t, CUDA_R_64F));
+  const double one = 1.0, zero = 0.0;
+  size_t sz = 0;
+  CK_SPARSE(cusparseSpMV_bufferSize(V.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, V.A, dx, &zero, dy,
+                                    CUDA_R_64F, CUSPARSE_SPMV_CSR_ALG1, &sz));
+  CK_CUDA(cudaMalloc(&V.spmv_buf, sz ? sz : 16));
+  cusparseDestroyDnVec(dx);
+  cusparseDestroyDnVec(dy);
+  CK_CUDA(cudaDeviceSynchronize());
+}
+
+static void vendor_free(Vendor &V) {
+  if (V.A) cusparseDestroySpMat(V.A);
+  if (V.sp) cusparseDestroy(V.sp);
+  if (V.bl) cublasDestroy(V.bl);
+  void *ptrs[] = {V.rowptr, V.col, V.val, V.dinv, V.spmv_buf, V.b, V.x,  V.r, V.r0, V.p,
+                  V.ph,     V.v,   V.s,   V.sh,   V.t,        V.w, V.z,  V.V, V.hdev};
+  for (void *p : ptrs)
+    if (p) cudaFree(p);
+  V = Vendor();
+}
+
+/** ||b - A x|| / ||b|| (t is overwritten). */
+static double vendor_relres(Vendor &V) {
+  const double one = 1.0, mone = -1.0;
+  double bn, tn;
+  spmv(V, V.x, V.t);
+  CK_BLAS(cublasDscal(V.bl, V.n, &mone, V.t, 1));
+  CK_BLAS(cublasDaxpy(V.bl, V.n, &one, V.b, 1, V.t, 1));
+  CK_BLAS(cublasDnrm2(V.bl, V.n, V.t, 1, &tn));
+  CK_BLAS(cublasDnrm2(V.bl, V.n, V.b, 1, &bn));
+  return tn / bn;
+}
+
+/** Vendor BiCGStab from x0 = 0; returns the iterations done (stops at ||r|| <= rtol ||b|| or maxit). */
+static int vendor_bicgstab(Vendor &V, int maxit, double rtol) {
+  const int n = V.n;
+  const size_t vb = (size_t)n * sizeof(double);
+  const double one = 1.0;
+  CK_CUDA(cudaMemsetAsync(V.x, 0, vb));
+  CK_CUDA(cudaMemcpyAsync(V.r, V.b, vb, cudaMemcpyDeviceToDevice));
+  CK_CUDA(cudaMemcpyAsync(V.r0, V.b, vb, cudaMemcpyDeviceToDevice));
+  CK_CUDA(cudaMemsetAsync(V.p, 0, vb));
+  CK_CUDA(cudaMemsetAsync(V.v, 0, vb));
+  double bnorm, rnorm, rho_old = 1.0, alpha = 1.0, omega = 1.0;
+  CK_BLAS(cublasDnrm2(V.bl, n, V.b, 1, &bnorm));
+  rnorm = bnorm;
+  int it = 0;
+  while (it < maxit && !(rnorm <= rtol * bnorm)) {
+    double rho, r0v, ts, tt;
+    CK_BLAS(cublasDdot(V.bl, n, V.r0, 1, V.r, 1, &rho));
+    if (rho == 0.0) break;
+    const double beta = (rho / rho_old) * (alpha / omega);
+    double momega = -omega;
+    CK_BLAS(cublasDaxpy(V.bl, n, &momega, V.v, 1, V.p, 1)); /* p = r + beta (p - omega v) */
+    CK_BLAS(cublasDscal(V.bl, n, &beta, V.p, 1));
+    CK_BLAS(cublasDaxpy(V.bl, n, &one, V.r, 1, V.p, 1));
+    jacobi(V, V.p, V.ph);
+    spmv(V, V.ph, V.v);
+    CK_BLAS(cublasDdot(V.bl, n, V.r0, 1, V.v, 1, &r0v));
+    alpha = rho / r0v;
+    const double malpha = -alpha;
+    CK_BLAS(cublasDaxpy(V.bl, n, &malpha, V.v, 1, V.r, 1)); /* s (in r) = r - alpha v */
+    double snorm;
+    CK_BLAS(cublasDnrm2(V.bl, n, V.r, 1, &snorm));
+    it++;
+    if (snorm <= rtol * bnorm) {
+      CK_BLAS(cublasDaxpy(V.bl, n, &alpha, V.ph, 1, V.x, 1));
+      rnorm = snorm;
+      break;
+    }
+    jacobi(V, V.r, V.sh);
+    spmv(V, V.sh, V.t);
+    CK_BLAS(cublasDdot(V.bl, n, V.t, 1, V.r, 1, &ts));
+    CK_BLAS(cublasDdot(V.bl, n, V.t, 1, V.t, 1, &tt));
+    omega = ts / tt;
+    momega = -omega;
+    CK_BLAS(cublasDaxpy(V.bl, n, &alpha, V.ph, 1, V.x, 1));
+    CK_BLAS(cublasDaxpy(V.bl, n, &omega, V.sh, 1, V.x, 1));
+    CK_BLAS(cublasDaxpy(V.bl, n, &momega, V.t, 1, V.r, 1));
+    CK_BLAS(cublasDnrm2(V.bl, n, V.r, 1, &rnorm));
+    rho_old = rho;
+    if (omega == 0.0) break;
+  }
+  CK_CUDA(cudaDeviceSynchronize());
+  return it;
+}
+
+/** Vendor GMRES(m) from x0 = 0 (see the file comment); returns the iterations done. */
+static int vendor_gmres(Vendor &V, int maxit, double rtol) {
+  const int n = V.n, m = V.m;
+  const size_t vb = (size_t)n * sizeof(double);
+  const double one = 1.0, zero = 0.0, mone = -1.0;
+  std::vector<double> H((size_t)(m + 1) * m), cs(m), sn(m), g(m + 1), h(m + 1), y(m);
+  CK_CUDA(cudaMemsetAsync(V.x, 0, vb));
+  double bnorm;
+  CK_BLAS(cublasDnrm2(V.bl, n, V.b, 1, &bnorm));
+  int it = 0;
+  while (it < maxit) {
+    /* r = b - A x */
+    spmv(V, V.x, V.r);
+    CK_BLAS(cublasDscal(V.bl, n, &mone, V.r, 1));
+    CK_BLAS(cublasDaxpy(V.bl, n, &one, V.b, 1, V.r, 1));
+    double beta;
+    CK_BLAS(cublasDnrm2(V.bl, n, V.r, 1, &beta));
+    if (beta <= rtol * bnorm || beta == 0.0) break;
+    const double ib = 1.0 / beta;
+    CK_BLAS(cublasDcopy(V.bl, n, V.r, 1, V.V, 1));
+    CK_BLAS(cublasDscal(V.bl, n, &ib, V.V, 1));
+    std::fill(g.begin(), g.end(), 0.0);
+    g[0] = beta;
+    int j = 0;
+    bool done = false;
+    for (; j < m && it < maxit; j++) {
+      double *vj = V.V + (size_t)j * n, *vn = V.V + (size_t)(j + 1) * n;
+      jacobi(V, vj, V.z);
+      spmv(V, V.z, V.w);
+      /* classical Gram-Schmidt: h = V^T w, w -= V h */
+      CK_BLAS(cublasDgemv(V.bl, CUBLAS_OP_T, n, j + 1, &one, V.V, n, V.w, 1, &zero, V.hdev, 1));
+      CK_CUDA(cudaMemcpy(h.data(), V.hdev, sizeof(double) * (size_t)(j + 1), cudaMemcpyDeviceToHost));
+      CK_BLAS(cublasDgemv(V.bl, CUBLAS_OP_N, n, j + 1, &mone, V.V, n, V.hdev, 1, &one, V.w, 1));
+      double hn;
+      CK_BLAS(cublasDnrm2(V.bl, n, V.w, 1, &hn));
+      h[(size_t)j + 1] = hn;
+      if (hn > 0) {
+        const double ih = 1.0 / hn;
+        CK_BLAS(cublasDcopy(V.bl, n, V.w, 1, vn, 1));
+        CK_BLAS(cublasDscal(V.bl, n, &ih, vn, 1));
+      }
+      /* Givens on the host */
+      for (int i = 0; i < j; i++) {
+        const double a = cs[i] * h[i] + sn[i] * h[i + 1];
+        h[i + 1] = -sn[i] * h[i] + cs[i] * h[i + 1];
+        h[i] = a;
+      }
+      const double d = hypot(h[j], h[j + 1]);
+      cs[j] = d > 0 ? h[j] / d : 1.0;
+      sn[j] = d > 0 ? h[j + 1] / d : 0.0;
+      h[j] = d;
+      h[j + 1] = 0.0;
+      g[j + 1] = -sn[j] * g[j];
+      g[j] = cs[j] * g[j];
+      for (int i = 0; i <= j; i++) H[(size_t)i + (size_t)(m + 1) * j] = h[i];
+      it++;
+      if (fabs(g[j + 1]) <= rtol * bnorm || hn == 0.0) {
+        j++;
+        done = true;
+        break;
+      }
+    }
+    /* y = H^-1 g, x += M^-1 (V y) */
+    for (int i = j - 1; i >= 0; i--) {
+      double s = g[i];
+      for (int k = i + 1; k < j; k++) s -= H[(size_t)i + (size_t)(m + 1) * k] * y[k];
+      y[i] = s / H[(size_t)i + (size_t)(m + 1) * i];
+    }
+    CK_CUDA(cudaMemcpy(V.hdev, y.data(), sizeof(double) * (size_t)j, cudaMemcpyHostToDevice));
+    CK_BLAS(cublasDgemv(V.bl, CUBLAS_OP_N, n, j, &one, V.V, n, V.hdev, 1, &zero, V.w, 1));
+    jacobi(V, V.w, V.z);
+    CK_BLAS(cublasDaxpy(V.bl, n, &one, V.z, 1, V.x, 1));
+    if (done) break;
+  }
+  CK_CUDA(cudaDeviceSynchronize());
+  return it;
+}
+
+/* ---- rows -------------------------------------------------------------------------------------------- */
+
+struct Row {
+  std::string problem, impl, solver;
+  int64_t n = 0, nnz = 0;
+  std::string status = "ok", message;
+  double t_iter = NAN, bytes = NAN, gbs = NAN, fraction = NAN, vendor_ratio = NAN;
+  int its_tol = 0;     /* iterations to rtol 1e-8 (negative: not reached within maxit) */
+  double relres = NAN; /* true relative residual of that solve */
+};
+
+struct Config {
+  int K = 60, R = 3, cpuK = 10, cpuR = 1, m = 30, maxit = 2000;
+  double copy_gib = 1.0;
+  bool cpu = true;
+};
+
+/** Time per iteration: (t(i1) - t(i0)) / (i1 - i0), best of R; solve(its) returns seconds, < 0: failed. */
+template <class F> static double time_per_iteration(F solve, int i0, int i1, int R) {
+  double best = INFINITY;
+  for (int r = 0; r < R; r++) {
+    const double a = solve(i0), b = solve(i1);
+    if (a < 0 || b < 0) return -1;
+    const double per = (b - a) / (i1 - i0);
+    if (per < best) best = per;
+  }
+  return best;
+}
+
+static bool is_gmres(int type) { return type != PKRYLOV_SOLVER_BICGSTAB && type != PKRYLOV_SOLVER_PIPEBICGSTAB; }
+
+static const char *solver_name(int type) {
+  switch (type) {
+  case PKRYLOV_SOLVER_BICGSTAB: return "bicgstab";
+  case PKRYLOV_SOLVER_PIPEBICGSTAB: return "pipebicgstab";
+  case PKRYLOV_SOLVER_GMRES: return "gmres";
+  case PKRYLOV_SOLVER_PIPEGMRES: return "pipegmres";
+  case PKRYLOV_SOLVER_FGMRES: return "fgmres";
+  default: return "cagmres";
+  }
+}
+
+/** Bytes per iteration of the method family (see the file comment). */
+static double model_bytes(bool gmres, int m, int64_t n, int64_t nnz) {
+  const double op = 12.0 * (double)nnz + 8.0 * (double)n + 16.0 * (double)n, jac = 24.0 * (double)n;
+  if (!gmres) return 2 * op + 2 * jac + 18.0 * 8.0 * (double)n;
+  return op + jac + ((double)m + 6.0) * 8.0 * (double)n;
+}
+
+/** Iteration counts of the two timed solves. */
+static void counts(bool gmres, int K, int m, int *i0, int *i1) {
+  if (!gmres) {
+    *i0 = 10, *i1 = 10 + K;
+  } else {
+    const int c = K / m > 1 ? K / m : 1;
+    *i0 = m, *i1 = m + c * m;
+  }
+}
+
+static Row vendor_row(Vendor &V, const Row &proto, const Config &cf, bool gmres) {
+  Row row = proto;
+  row.impl = "vendor";
+  row.solver = gmres ? "gmres" : "bicgstab";
+  row.bytes = model_bytes(gmres, cf.m, row.n, row.nnz);
+  auto solve = [&](int maxit, double rtol) { return gmres ? vendor_gmres(V, maxit, rtol) : vendor_bicgstab(V, maxit, rtol); };
+  const int its = solve(cf.maxit, 1e-8);
+  row.relres = vendor_relres(V);
+  row.its_tol = row.relres <= 1.1e-8 ? its : -its;
+  int i0, i1;
+  counts(gmres, cf.K, cf.m, &i0, &i1);
+  row.t_iter = time_per_iteration(
+      [&](int k) {
+        CK_CUDA(cudaDeviceSynchronize());
+        const double t0 = now();
+        const int done = solve(k, 1e-300);
+        const double t = now() - t0;
+        return done == k ? t : -1.0;
+      },
+      i0, i1, cf.R);
+  if (row.t_iter < 0) row.status = "error", row.message = "stopped before the fixed iteration count";
+  return row;
+}
+
+static std::string pk_msg(pkrylov_context ctx, int rc) {
+  const char *msg = NULL;
+  if (ctx) pkrylov_context_get_last_error(ctx, NULL, &msg);
+  std::string s = pkrylov_error_string(rc);
+  if (msg && *msg) s += std::string(": ") + msg;
+  return s;
+}
+
+/** One pkrylov row on context ctx (device: b and x are device arrays). */
+static Row pk_row(const Row &proto, const Config &cf, pkrylov_context ctx, bool device, const HostCsr &C,
+                  const std::vector<double> &b, int type) {
+  Row row = proto;
+  row.impl = device ? "pkrylov-cuda" : "pkrylov-cpu";
+  row.solver = solver_name(type);
+  const bool gmres = is_gmres(type);
+  row.bytes = model_bytes(gmres, cf.m, row.n, row.nnz);
+  pkrylov_operator A = NULL;
+  pkrylov_precond M = NULL;
+  pkrylov_solver s = NULL;
+  double *db = NULL, *dx = NULL;
+  std::vector<double> hx((size_t)C.n, 0.0);
+  const size_t vb = sizeof(double) * (size_t)C.n;
+  int rc = pkrylov_operator_create_csr(ctx, (int32_t)C.n, 0, C.rowptr.data(), C.col.data(), C.val.data(), &A);
+  if (!rc) rc = pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M);
+  if (!rc) rc = pkrylov_solver_create(ctx, type, A, M, &s);
+  if (!rc) rc = pkrylov_solver_set_restart(s, cf.m);
+  if (!rc && device) {
+    CK_CUDA(cudaMalloc(&db, vb));
+    CK_CUDA(cudaMalloc(&dx, vb));
+    CK_CUDA(cudaMemcpy(db, b.data(), vb, cudaMemcpyHostToDevice));
+  }
+  const int mem = device ? PKRYLOV_MEM_DEVICE : PKRYLOV_MEM_HOST;
+  const double *bp = device ? db : b.data();
+  double *xp = device ? dx : hx.data();
+  pkrylov_result res;
+  if (!rc) { /* to rtol 1e-8 */
+    rc = pkrylov_solver_set_tolerances(s, 1e-8, 0.0);
+    if (!rc) rc = pkrylov_solver_set_max_iterations(s, cf.maxit);
+    if (!rc) rc = pkrylov_solver_solve(s, mem, bp, xp);
+    if (!rc) rc = pkrylov_solver_get_result(s, &res);
+    if (!rc) {
+      row.its_tol = res.converged ? res.iterations : -res.iterations;
+      row.relres = res.rel_residual;
+    }
+  }
+  if (!rc) rc = pkrylov_solver_set_tolerances(s, 1e-300, 0.0);
+  if (rc) {
+    row.status = "unavailable";
+    row.message = pk_msg(ctx, rc);
+  } else {
+    int i0, i1;
+    const int K = device ? cf.K : cf.cpuK;
+    counts(gmres, K, cf.m, &i0, &i1);
+    int got = -1;
+    row.t_iter = time_per_iteration(
+        [&](int k) {
+          if (pkrylov_solver_set_max_iterations(s, k)) return -1.0;
+          if (device) CK_CUDA(cudaDeviceSynchronize());
+          const double t0 = now();
+          if (pkrylov_solver_solve(s, mem, bp, xp)) return -1.0;
+          if (device) CK_CUDA(cudaDeviceSynchronize());
+          const double t = now() - t0;
+          pkrylov_result r;
+          pkrylov_solver_get_result(s, &r);
+          got = r.iterations;
+          return r.iterations == k ? t : -1.0;
+        },
+        i0, i1, device ? cf.R : cf.cpuR);
+    if (row.t_iter < 0) {
+      row.status = "error";
+      char msg[128];
+      snprintf(msg, sizeof msg, "stopped before the fixed iteration count (%d iterations)", got);
+      row.message = msg;
+    }
+  }
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  if (db) cudaFree(db);
+  if (dx) cudaFree(dx);
+  return row;
+}
+
+static void print_header(void) {
+  printf("%-14s %-13s %-13s %9s %10s %8s %8s %8s %9s  %s\n", "problem", "impl", "solver", "unknowns", "us/iter",
+         "GB/s", "of copy", "vend/it", "its@1e-8", "note");
+}
+
+static void print_row(const Row &r) {
+  char t[32] = "-", g[32] = "-", f[32] = "-", v[32] = "-", it[32] = "-";
+  if (r.status == "ok") {
+    snprintf(t, sizeof t, "%.2f", r.t_iter * 1e6);
+    snprintf(g, sizeof g, "%.1f", r.gbs);
+    snprintf(f, sizeof f, "%.0f%%", 100 * r.fraction);
+    if (r.vendor_ratio == r.vendor_ratio) snprintf(v, sizeof v, "%.2fx", r.vendor_ratio);
+  }
+  if (r.its_tol) snprintf(it, sizeof it, "%d", r.its_tol);
+  const std::string note = r.status == "ok" ? r.message : r.status + (r.message.empty() ? "" : ": " + r.message);
+  printf("%-14s %-13s %-13s %9lld %10s %8s %8s %8s %9s  %s\n", r.problem.c_str(), r.impl.c_str(), r.solver.c_str(),
+         (long long)r.n, t, g, f, v, it, note.c_str());
+  fflush(stdout);
+}
+
+static std::string js(const std::string &s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      o += '\\', o += c;
+    else if ((unsigned char)c < 0x20)
+      o += ' ';
+    else
+      o += c;
+  }
+  return o + "\"";
+}
+
+static std::string jn(double v) {
+  if (!(v == v) || isinf(v)) return "null";
+  char b[64];
+  snprintf(b, sizeof b, "%.6e", v);
+  return b;
+}
+
+static const int kTypes[] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,
+                             PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_SOLVER_CAGMRES};
+
+int main(int argc, char **argv) {
+  Config cf;
+  std::string problems = "all";
+  const char *json = NULL;
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    const bool has = i + 1 < argc;
+    if (a == "--problems" && has)
+      problems = argv[++i];
+    else if (a == "--restart" && has)
+      cf.m = atoi(argv[++i]);
+    else if (a == "--iters" && has)
+      cf.K = atoi(argv[++i]);
+    else if (a == "--repeat" && has)
+      cf.R = atoi(argv[++i]);
+    else if (a == "--cpu-iters" && has)
+      cf.cpuK = atoi(argv[++i]);
+    else if (a == "--cpu-repeat" && has)
+      cf.cpuR = atoi(argv[++i]);
+    else if (a == "--copy-gib" && has)
+      cf.copy_gib = atof(argv[++i]);
+    else if (a == "--json" && has)
+      json = argv[++i];
+    else if (a == "--no-cpu")
+      cf.cpu = false;
+    else {
+      fprintf(stderr,
+              "usage: %s [--problems LIST] [--restart M] [--iters K] [--repeat R] [--cpu-iters K] [--cpu-repeat R]\n"
+              "          [--copy-gib G] [--no-cpu] [--json FILE]\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  if (cf.K < 1 || cf.R < 1 || cf.cpuK < 1 || cf.cpuR < 1 || cf.m < 1 || cf.copy_gib <= 0) {
+    fprintf(stderr, "pkrylov-bench-gpu-kry: counts must be >= 1\n");
+    return 2;
+  }
+  if (problems == "all") problems = "cd:64x64x64,cd:128x128x64,lap:32,lap:64,lap:128";
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+    fprintf(stderr, "pkrylov-bench-gpu-kry: no CUDA device\n");
+    return 2;
+  }
+  cudaDeviceProp prop;
+  CK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const double copy_bw = copy_bandwidth(cf.copy_gib);
+  printf("device: %s; copy bandwidth %.0f GB/s; restart %d; GPU K %d R %d, CPU K %d R %d\n", prop.name,
+         copy_bw / 1e9, cf.m, cf.K, cf.R, cf.cpuK, cf.cpuR);
+  pkrylov_context gctx = NULL, cctx = NULL;
+  int rc = pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &gctx);
+  if (rc) fprintf(stderr, "no pkrylov CUDA context: %s\n", pkrylov_error_string(rc));
+  if (cf.cpu && pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cctx)) cctx = NULL;
+  std::vector<Row> rows;
+  print_header();
+  size_t pos = 0;
+  while (pos < problems.size()) {
+    size_t e = problems.find(',', pos);
+    if (e == std::string::npos) e = problems.size();
+    const std::string p = problems.substr(pos, e - pos);
+    pos = e + 1;
+    HostCsr C;
+    int nx = 0, ny = 0, nz = 0, m = 0;
+    if (sscanf(p.c_str(), "cd:%dx%dx%d", &nx, &ny, &nz) == 3 && nx > 0 && ny > 0 && nz > 0)
+      convdiff(nx, ny, nz, C);
+    else if (sscanf(p.c_str(), "lap:%d", &m) == 1 && m > 0)
+      laplacian(m, C);
+    else {
+      fprintf(stderr, "pkrylov-bench-gpu-kry: unknown problem '%s'\n", p.c_str());
+      continue;
+    }
+    std::vector<double> b((size_t)C.n);
+    random_rhs(b);
+    Row proto;
+    proto.problem = p;
+    proto.n = C.n;
+    proto.nnz = C.nnz;
+    const size_t first = rows.size();
+    Vendor V;
+    vendor_setup(V, C, b, cf.m);
+    for (int g = 0; g < 2; g++) rows.push_back(vendor_row(V, proto, cf, g == 1)), print_row(rows.back());
+    vendor_free(V);
+    for (int type : kTypes) {
+      if (gctx) rows.push_back(pk_row(proto, cf, gctx, true, C, b, type)), print_row(rows.back());
+      if (cctx) rows.push_back(pk_row(proto, cf, cctx, false, C, b, type)), print_row(rows.back());
+    }
+    /* derived columns: bandwidth, ratio to the vendor code of the same family */
+    double tv[2] = {NAN, NAN};
+    for (size_t i = first; i < rows.size(); i++)
+      if (rows[i].impl == "vendor" && rows[i].status == "ok") tv[rows[i].solver == "gmres"] = rows[i].t_iter;
+    for (size_t i = first; i < rows.size(); i++) {
+      Row &r = rows[i];
+      if (r.status != "ok") continue;
+      r.gbs = r.bytes / r.t_iter / 1e9;
+      r.fraction = r.bytes / r.t_iter / copy_bw;
+      const bool g = r.solver != "bicgstab" && r.solver != "pipebicgstab";
+      r.vendor_ratio = tv[g] / r.t_iter;
+    }
+    printf("-- %s (derived columns filled in):\n", p.c_str());
+    for (size_t i = first; i < rows.size(); i++) print_row(rows[i]);
+  }
+  if (json) {
+    FILE *f = fopen(json, "w");
+    if (!f) {
+      perror(json);
+      return 1;
+    }
+    fprintf(f, "{\n  \"device\": %s,\n  \"copy_bandwidth_Bps\": %s,\n  \"restart\": %d,\n  \"rows\": [\n",
+            js(prop.name).c_str(), jn(copy_bw).c_str(), cf.m);
+    for (size_t i = 0; i < rows.size(); i++) {
+      const Row &r = rows[i];
+      fprintf(f,
+              "    {\"problem\": %s, \"impl\": %s, \"solver\": %s, \"n\": %lld, \"nnz\": %lld, \"status\": %s, "
+              "\"message\": %s, \"t_iter_s\": %s, \"bytes\": %s, \"GBps\": %s, \"copy_fraction\": %s, "
+              "\"vendor_ratio\": %s, \"its_to_1e-8\": %d, \"relres\": %s}%s\n",
+              js(r.problem).c_str(), js(r.impl).c_str(), js(r.solver).c_str(), (long long)r.n, (long long)r.nnz,
+              js(r.status).c_str(), js(r.message).c_str(), jn(r.t_iter).c_str(), jn(r.bytes).c_str(),
+              jn(r.gbs).c_str(), jn(r.fraction).c_str(), jn(r.vendor_ratio).c_str(), r.its_tol,
+              jn(r.relres).c_str(), i + 1 < rows.size() ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+    fclose(f);
+  }
+  if (gctx) pkrylov_context_destroy(&gctx);
+  if (cctx) pkrylov_context_destroy(&cctx);
+  return 0;
+}
