@@ -17,6 +17,9 @@
 #include <string.h>
 
 #include "pk_kry.h"
+#ifdef PKRYLOV_HAVE_CUDA
+#include "pk_cuda.h"
+#endif
 
 int pk_kry_is_kry_type(int32_t type) {
   return type >= PKRYLOV_SOLVER_BICGSTAB && type <= PKRYLOV_SOLVER_CAGMRES;
@@ -369,6 +372,12 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
                     "solver type %d is not implemented on the CUDA backend yet", s->type);
   const int host = mem == PKRYLOV_MEM_HOST;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) { /* where b and x live, before any host read of them */
+    PK_CALL(pk_cuda_check_pointer(ctx, "pkrylov_solver_solve", mem, b, "b"));
+    PK_CALL(pk_cuda_check_pointer(ctx, "pkrylov_solver_solve", mem, x, "x"));
+  }
+#endif
   if (host) {
     int64_t bad = pk_first_nonfinite(b, n);
     PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
