@@ -4,11 +4,15 @@
  *        BiCGStab and GMRES(m) written with the vendor libraries (cuSPARSE SpMV + cuBLAS), against the GPU's
  *        copy bandwidth measured in the same run.
  *
- *   pkrylov-bench-gpu-kry [--problems LIST] [--restart M] [--iters K] [--repeat R] [--cpu-iters K]
+ *   pkrylov-bench-gpu-kry [--problems LIST] [--restart M] [--step S] [--iters K] [--repeat R] [--cpu-iters K]
  *                         [--cpu-repeat R] [--copy-gib G] [--no-cpu] [--json FILE]
  *
  * LIST is a comma-separated list of: all (default: cd:64x64x64, cd:128x128x64, lap:32, lap:64, lap:128),
  * cd:NXxNYxNZ (convection-diffusion, see below), lap:N (CSR 7-point Laplacian on an N^3 grid).
+ *
+ * CA-GMRES runs with step S (--step, default 5: a divisor of the default restart 30, so that a cycle is whole
+ * blocks; the automatic choice times candidates during the first cycle, which would blur a fixed-count
+ * timing).
  *
  * Every solve is Jacobi-preconditioned (right preconditioning; the vendor codes apply diag(A)^-1 with
  * cublasDdgmm), from x0 = 0, on the operator in CSR form (the same matrix for every row).
@@ -47,11 +51,9 @@
  * The copy bandwidth is the faster of a copy kernel and cudaMemcpy over >= 1 GiB (read + write bytes, best
  * of 10), measured at the start of the run (as bench/pkrylov-bench-gpu.cu does; that code is repeated here).
  *
- * The convection-diffusion problem: -laplace(u) + beta . grad(u) on the unit cube, nx x ny x nz interior
- * points, mesh width h = 1/(nx+1) in every direction (scaled by h^2), first-order upwind, beta = (20, 10, 5):
- * diagonal 6 + h (20 + 10 + 5), upwind (lower) neighbour -1 - h beta_d, downwind neighbour -1; Dirichlet
- * boundary couplings dropped. Non-symmetric, diagonally dominant. (The library's own operator
- * pkrylov_operator_create_convdiff is not used here, so the vendor and pkrylov rows share one CSR matrix.)
+ * The convection-diffusion problem is the library's pkrylov_operator_create_convdiff (CSR, 7-point,
+ * first-order upwind) with wind (1, 0.5, 0.25) and aniso 1: non-symmetric, an M-matrix. It is exported as
+ * CSR once (pkrylov_operator_get_csr), so the vendor and every pkrylov row use the same matrix.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -119,12 +121,14 @@ __global__ void copy_kernel(const double2 *__restrict__ a, double2 *__restrict__
 #pragma unroll
   for (int j = 0; j < 4; j++) {
     const size_t i = base + (size_t)j * blockDim.x;
-    if (i < n) v[j] = a[i];
+    if (i < n)
+      v[j] = a[i];
   }
 #pragma unroll
   for (int j = 0; j < 4; j++) {
     const size_t i = base + (size_t)j * blockDim.x;
-    if (i < n) b[i] = v[j];
+    if (i < n)
+      b[i] = v[j];
   }
 }
 
@@ -154,13 +158,15 @@ static double copy_bandwidth(double gib) {
     CK_CUDA(cudaEventSynchronize(e1));
     CK_CUDA(cudaGetLastError());
     CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2 && ms < best) best = ms;
+    if (r >= 2 && ms < best)
+      best = ms;
     CK_CUDA(cudaEventRecord(e0));
     CK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
     CK_CUDA(cudaEventRecord(e1));
     CK_CUDA(cudaEventSynchronize(e1));
     CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2 && ms < best) best = ms;
+    if (r >= 2 && ms < best)
+      best = ms;
   }
   double2 probe;
   CK_CUDA(cudaMemcpy(&probe, b + n2 / 3, sizeof probe, cudaMemcpyDeviceToHost));
@@ -198,13 +204,19 @@ static void grid7_csr(int nx, int ny, int nz, double dg, const double lo[3], con
     for (int j = 0; j < ny; j++)
       for (int i = 0; i < nx; i++) {
         const int64_t r = i + sy * j + sz * k;
-        if (k > 0) A.col.push_back((int32_t)(r - sz)), A.val.push_back(lo[2]);
-        if (j > 0) A.col.push_back((int32_t)(r - sy)), A.val.push_back(lo[1]);
-        if (i > 0) A.col.push_back((int32_t)(r - sx)), A.val.push_back(lo[0]);
+        if (k > 0)
+          A.col.push_back((int32_t)(r - sz)), A.val.push_back(lo[2]);
+        if (j > 0)
+          A.col.push_back((int32_t)(r - sy)), A.val.push_back(lo[1]);
+        if (i > 0)
+          A.col.push_back((int32_t)(r - sx)), A.val.push_back(lo[0]);
         A.col.push_back((int32_t)r), A.val.push_back(dg);
-        if (i < nx - 1) A.col.push_back((int32_t)(r + sx)), A.val.push_back(up[0]);
-        if (j < ny - 1) A.col.push_back((int32_t)(r + sy)), A.val.push_back(up[1]);
-        if (k < nz - 1) A.col.push_back((int32_t)(r + sz)), A.val.push_back(up[2]);
+        if (i < nx - 1)
+          A.col.push_back((int32_t)(r + sx)), A.val.push_back(up[0]);
+        if (j < ny - 1)
+          A.col.push_back((int32_t)(r + sy)), A.val.push_back(up[1]);
+        if (k < nz - 1)
+          A.col.push_back((int32_t)(r + sz)), A.val.push_back(up[2]);
         A.rowptr[(size_t)r + 1] = (int32_t)A.col.size();
       }
   A.nnz = (int64_t)A.col.size();
@@ -215,10 +227,28 @@ static void laplacian(int m, HostCsr &A) {
   grid7_csr(m, m, m, 6.0, lo, up, A);
 }
 
-static void convdiff(int nx, int ny, int nz, HostCsr &A) {
-  const double h = 1.0 / (nx + 1), beta[3] = {20.0, 10.0, 5.0};
-  const double lo[3] = {-1.0 - h * beta[0], -1.0 - h * beta[1], -1.0 - h * beta[2]}, up[3] = {-1, -1, -1};
-  grid7_csr(nx, ny, nz, 6.0 + h * (beta[0] + beta[1] + beta[2]), lo, up, A);
+/** The library's convection-diffusion operator (pkrylov_operator_create_convdiff, wind kWind, aniso 1) as
+ *  host CSR, through pkrylov_operator_get_csr on a CPU context. Returns 0 or the pkrylov status. */
+static const double kWind[3] = {1.0, 0.5, 0.25};
+static int convdiff(pkrylov_context cpu, int nx, int ny, int nz, HostCsr &A) {
+  pkrylov_operator op = NULL;
+  int rc = pkrylov_operator_create_convdiff(cpu, nx, ny, nz, kWind, 1.0, &op);
+  int64_t n = 0, nnz = 0;
+  if (!rc)
+    rc = pkrylov_operator_get_info(op, &n, &nnz, NULL, NULL, NULL, NULL);
+  std::vector<int64_t> rp, ci;
+  if (!rc) {
+    rp.resize((size_t)n + 1), ci.resize((size_t)nnz);
+    A.val.resize((size_t)nnz);
+    rc = pkrylov_operator_get_csr(op, rp.data(), ci.data(), A.val.data());
+  }
+  pkrylov_operator_destroy(&op);
+  if (rc)
+    return rc;
+  A.n = n, A.nnz = nnz;
+  A.rowptr.assign(rp.begin(), rp.end());
+  A.col.assign(ci.begin(), ci.end());
+  return 0;
 }
 
 /* ---- the vendor baselines ---------------------------------------------------------------------------- */
@@ -273,7 +303,8 @@ static void vendor_setup(Vendor &V, const HostCsr &A, const std::vector<double> 
   std::vector<double> dv(n, 0.0);
   for (size_t i = 0; i < n; i++)
     for (int e = A.rowptr[i]; e < A.rowptr[i + 1]; e++)
-      if (A.col[(size_t)e] == (int)i) dv[i] = 1.0 / A.val[(size_t)e];
+      if (A.col[(size_t)e] == (int)i)
+        dv[i] = 1.0 / A.val[(size_t)e];
   CK_CUDA(cudaMemcpy(V.dinv, dv.data(), vb, cudaMemcpyHostToDevice));
   CK_SPARSE(cusparseCreate(&V.sp));
   CK_BLAS(cublasCreate(&V.bl));
@@ -294,13 +325,17 @@ static void vendor_setup(Vendor &V, const HostCsr &A, const std::vector<double> 
 }
 
 static void vendor_free(Vendor &V) {
-  if (V.A) cusparseDestroySpMat(V.A);
-  if (V.sp) cusparseDestroy(V.sp);
-  if (V.bl) cublasDestroy(V.bl);
-  void *ptrs[] = {V.rowptr, V.col, V.val, V.dinv, V.spmv_buf, V.b, V.x,  V.r, V.r0, V.p,
-                  V.ph,     V.v,   V.s,   V.sh,   V.t,        V.w, V.z,  V.V, V.hdev};
+  if (V.A)
+    cusparseDestroySpMat(V.A);
+  if (V.sp)
+    cusparseDestroy(V.sp);
+  if (V.bl)
+    cublasDestroy(V.bl);
+  void *ptrs[] = {V.rowptr, V.col, V.val, V.dinv, V.spmv_buf, V.b, V.x, V.r, V.r0,  V.p,
+                  V.ph,     V.v,   V.s,   V.sh,   V.t,        V.w, V.z, V.V, V.hdev};
   for (void *p : ptrs)
-    if (p) cudaFree(p);
+    if (p)
+      cudaFree(p);
   V = Vendor();
 }
 
@@ -333,7 +368,8 @@ static int vendor_bicgstab(Vendor &V, int maxit, double rtol) {
   while (it < maxit && !(rnorm <= rtol * bnorm)) {
     double rho, r0v, ts, tt;
     CK_BLAS(cublasDdot(V.bl, n, V.r0, 1, V.r, 1, &rho));
-    if (rho == 0.0) break;
+    if (rho == 0.0)
+      break;
     const double beta = (rho / rho_old) * (alpha / omega);
     double momega = -omega;
     CK_BLAS(cublasDaxpy(V.bl, n, &momega, V.v, 1, V.p, 1)); /* p = r + beta (p - omega v) */
@@ -364,7 +400,8 @@ static int vendor_bicgstab(Vendor &V, int maxit, double rtol) {
     CK_BLAS(cublasDaxpy(V.bl, n, &momega, V.t, 1, V.r, 1));
     CK_BLAS(cublasDnrm2(V.bl, n, V.r, 1, &rnorm));
     rho_old = rho;
-    if (omega == 0.0) break;
+    if (omega == 0.0)
+      break;
   }
   CK_CUDA(cudaDeviceSynchronize());
   return it;
@@ -387,7 +424,8 @@ static int vendor_gmres(Vendor &V, int maxit, double rtol) {
     CK_BLAS(cublasDaxpy(V.bl, n, &one, V.b, 1, V.r, 1));
     double beta;
     CK_BLAS(cublasDnrm2(V.bl, n, V.r, 1, &beta));
-    if (beta <= rtol * bnorm || beta == 0.0) break;
+    if (beta <= rtol * bnorm || beta == 0.0)
+      break;
     const double ib = 1.0 / beta;
     CK_BLAS(cublasDcopy(V.bl, n, V.r, 1, V.V, 1));
     CK_BLAS(cublasDscal(V.bl, n, &ib, V.V, 1));
@@ -424,7 +462,8 @@ static int vendor_gmres(Vendor &V, int maxit, double rtol) {
       h[j + 1] = 0.0;
       g[j + 1] = -sn[j] * g[j];
       g[j] = cs[j] * g[j];
-      for (int i = 0; i <= j; i++) H[(size_t)i + (size_t)(m + 1) * j] = h[i];
+      for (int i = 0; i <= j; i++)
+        H[(size_t)i + (size_t)(m + 1) * j] = h[i];
       it++;
       if (fabs(g[j + 1]) <= rtol * bnorm || hn == 0.0) {
         j++;
@@ -435,14 +474,16 @@ static int vendor_gmres(Vendor &V, int maxit, double rtol) {
     /* y = H^-1 g, x += M^-1 (V y) */
     for (int i = j - 1; i >= 0; i--) {
       double s = g[i];
-      for (int k = i + 1; k < j; k++) s -= H[(size_t)i + (size_t)(m + 1) * k] * y[k];
+      for (int k = i + 1; k < j; k++)
+        s -= H[(size_t)i + (size_t)(m + 1) * k] * y[k];
       y[i] = s / H[(size_t)i + (size_t)(m + 1) * i];
     }
     CK_CUDA(cudaMemcpy(V.hdev, y.data(), sizeof(double) * (size_t)j, cudaMemcpyHostToDevice));
     CK_BLAS(cublasDgemv(V.bl, CUBLAS_OP_N, n, j, &one, V.V, n, V.hdev, 1, &zero, V.w, 1));
     jacobi(V, V.w, V.z);
     CK_BLAS(cublasDaxpy(V.bl, n, &one, V.z, 1, V.x, 1));
-    if (done) break;
+    if (done)
+      break;
   }
   CK_CUDA(cudaDeviceSynchronize());
   return it;
@@ -460,7 +501,7 @@ struct Row {
 };
 
 struct Config {
-  int K = 60, R = 3, cpuK = 10, cpuR = 1, m = 30, maxit = 2000;
+  int K = 40, R = 3, cpuK = 10, cpuR = 1, m = 30, step = 5, maxit = 2000;
   double copy_gib = 1.0;
   bool cpu = true;
 };
@@ -470,30 +511,41 @@ template <class F> static double time_per_iteration(F solve, int i0, int i1, int
   double best = INFINITY;
   for (int r = 0; r < R; r++) {
     const double a = solve(i0), b = solve(i1);
-    if (a < 0 || b < 0) return -1;
+    if (a < 0 || b < 0)
+      return -1;
     const double per = (b - a) / (i1 - i0);
-    if (per < best) best = per;
+    if (per < best)
+      best = per;
   }
   return best;
 }
 
-static bool is_gmres(int type) { return type != PKRYLOV_SOLVER_BICGSTAB && type != PKRYLOV_SOLVER_PIPEBICGSTAB; }
+static bool is_gmres(int type) {
+  return type != PKRYLOV_SOLVER_BICGSTAB && type != PKRYLOV_SOLVER_PIPEBICGSTAB;
+}
 
 static const char *solver_name(int type) {
   switch (type) {
-  case PKRYLOV_SOLVER_BICGSTAB: return "bicgstab";
-  case PKRYLOV_SOLVER_PIPEBICGSTAB: return "pipebicgstab";
-  case PKRYLOV_SOLVER_GMRES: return "gmres";
-  case PKRYLOV_SOLVER_PIPEGMRES: return "pipegmres";
-  case PKRYLOV_SOLVER_FGMRES: return "fgmres";
-  default: return "cagmres";
+  case PKRYLOV_SOLVER_BICGSTAB:
+    return "bicgstab";
+  case PKRYLOV_SOLVER_PIPEBICGSTAB:
+    return "pipebicgstab";
+  case PKRYLOV_SOLVER_GMRES:
+    return "gmres";
+  case PKRYLOV_SOLVER_PIPEGMRES:
+    return "pipegmres";
+  case PKRYLOV_SOLVER_FGMRES:
+    return "fgmres";
+  default:
+    return "cagmres";
   }
 }
 
 /** Bytes per iteration of the method family (see the file comment). */
 static double model_bytes(bool gmres, int m, int64_t n, int64_t nnz) {
   const double op = 12.0 * (double)nnz + 8.0 * (double)n + 16.0 * (double)n, jac = 24.0 * (double)n;
-  if (!gmres) return 2 * op + 2 * jac + 18.0 * 8.0 * (double)n;
+  if (!gmres)
+    return 2 * op + 2 * jac + 18.0 * 8.0 * (double)n;
   return op + jac + ((double)m + 6.0) * 8.0 * (double)n;
 }
 
@@ -512,7 +564,9 @@ static Row vendor_row(Vendor &V, const Row &proto, const Config &cf, bool gmres)
   row.impl = "vendor";
   row.solver = gmres ? "gmres" : "bicgstab";
   row.bytes = model_bytes(gmres, cf.m, row.n, row.nnz);
-  auto solve = [&](int maxit, double rtol) { return gmres ? vendor_gmres(V, maxit, rtol) : vendor_bicgstab(V, maxit, rtol); };
+  auto solve = [&](int maxit, double rtol) {
+    return gmres ? vendor_gmres(V, maxit, rtol) : vendor_bicgstab(V, maxit, rtol);
+  };
   const int its = solve(cf.maxit, 1e-8);
   row.relres = vendor_relres(V);
   row.its_tol = row.relres <= 1.1e-8 ? its : -its;
@@ -527,15 +581,18 @@ static Row vendor_row(Vendor &V, const Row &proto, const Config &cf, bool gmres)
         return done == k ? t : -1.0;
       },
       i0, i1, cf.R);
-  if (row.t_iter < 0) row.status = "error", row.message = "stopped before the fixed iteration count";
+  if (row.t_iter < 0)
+    row.status = "error", row.message = "stopped before the fixed iteration count";
   return row;
 }
 
 static std::string pk_msg(pkrylov_context ctx, int rc) {
   const char *msg = NULL;
-  if (ctx) pkrylov_context_get_last_error(ctx, NULL, &msg);
+  if (ctx)
+    pkrylov_context_get_last_error(ctx, NULL, &msg);
   std::string s = pkrylov_error_string(rc);
-  if (msg && *msg) s += std::string(": ") + msg;
+  if (msg && *msg)
+    s += std::string(": ") + msg;
   return s;
 }
 
@@ -554,9 +611,14 @@ static Row pk_row(const Row &proto, const Config &cf, pkrylov_context ctx, bool 
   std::vector<double> hx((size_t)C.n, 0.0);
   const size_t vb = sizeof(double) * (size_t)C.n;
   int rc = pkrylov_operator_create_csr(ctx, (int32_t)C.n, 0, C.rowptr.data(), C.col.data(), C.val.data(), &A);
-  if (!rc) rc = pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M);
-  if (!rc) rc = pkrylov_solver_create(ctx, type, A, M, &s);
-  if (!rc) rc = pkrylov_solver_set_restart(s, cf.m);
+  if (!rc)
+    rc = pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M);
+  if (!rc)
+    rc = pkrylov_solver_create(ctx, type, A, M, &s);
+  if (!rc)
+    rc = pkrylov_solver_set_restart(s, cf.m);
+  if (!rc && type == PKRYLOV_SOLVER_CAGMRES)
+    rc = pkrylov_solver_set_step(s, cf.step);
   if (!rc && device) {
     CK_CUDA(cudaMalloc(&db, vb));
     CK_CUDA(cudaMalloc(&dx, vb));
@@ -566,17 +628,21 @@ static Row pk_row(const Row &proto, const Config &cf, pkrylov_context ctx, bool 
   const double *bp = device ? db : b.data();
   double *xp = device ? dx : hx.data();
   pkrylov_result res;
-  if (!rc) { /* to rtol 1e-8 */
+  if (!rc && (device || C.n <= 300000)) { /* to rtol 1e-8 (CPU: small problems only, to keep the run short) */
     rc = pkrylov_solver_set_tolerances(s, 1e-8, 0.0);
-    if (!rc) rc = pkrylov_solver_set_max_iterations(s, cf.maxit);
-    if (!rc) rc = pkrylov_solver_solve(s, mem, bp, xp);
-    if (!rc) rc = pkrylov_solver_get_result(s, &res);
+    if (!rc)
+      rc = pkrylov_solver_set_max_iterations(s, cf.maxit);
+    if (!rc)
+      rc = pkrylov_solver_solve(s, mem, bp, xp);
+    if (!rc)
+      rc = pkrylov_solver_get_result(s, &res);
     if (!rc) {
       row.its_tol = res.converged ? res.iterations : -res.iterations;
       row.relres = res.rel_residual;
     }
   }
-  if (!rc) rc = pkrylov_solver_set_tolerances(s, 1e-300, 0.0);
+  if (!rc)
+    rc = pkrylov_solver_set_tolerances(s, 1e-300, 0.0);
   if (rc) {
     row.status = "unavailable";
     row.message = pk_msg(ctx, rc);
@@ -587,11 +653,15 @@ static Row pk_row(const Row &proto, const Config &cf, pkrylov_context ctx, bool 
     int got = -1;
     row.t_iter = time_per_iteration(
         [&](int k) {
-          if (pkrylov_solver_set_max_iterations(s, k)) return -1.0;
-          if (device) CK_CUDA(cudaDeviceSynchronize());
+          if (pkrylov_solver_set_max_iterations(s, k))
+            return -1.0;
+          if (device)
+            CK_CUDA(cudaDeviceSynchronize());
           const double t0 = now();
-          if (pkrylov_solver_solve(s, mem, bp, xp)) return -1.0;
-          if (device) CK_CUDA(cudaDeviceSynchronize());
+          if (pkrylov_solver_solve(s, mem, bp, xp))
+            return -1.0;
+          if (device)
+            CK_CUDA(cudaDeviceSynchronize());
           const double t = now() - t0;
           pkrylov_result r;
           pkrylov_solver_get_result(s, &r);
@@ -609,14 +679,16 @@ static Row pk_row(const Row &proto, const Config &cf, pkrylov_context ctx, bool 
   pkrylov_solver_destroy(&s);
   pkrylov_precond_destroy(&M);
   pkrylov_operator_destroy(&A);
-  if (db) cudaFree(db);
-  if (dx) cudaFree(dx);
+  if (db)
+    cudaFree(db);
+  if (dx)
+    cudaFree(dx);
   return row;
 }
 
 static void print_header(void) {
-  printf("%-14s %-13s %-13s %9s %10s %8s %8s %8s %9s  %s\n", "problem", "impl", "solver", "unknowns", "us/iter",
-         "GB/s", "of copy", "vend/it", "its@1e-8", "note");
+  printf("%-14s %-13s %-13s %9s %10s %8s %8s %8s %9s  %s\n", "problem", "impl", "solver", "unknowns",
+         "us/iter", "GB/s", "of copy", "vend/it", "its@1e-8", "note");
 }
 
 static void print_row(const Row &r) {
@@ -625,12 +697,15 @@ static void print_row(const Row &r) {
     snprintf(t, sizeof t, "%.2f", r.t_iter * 1e6);
     snprintf(g, sizeof g, "%.1f", r.gbs);
     snprintf(f, sizeof f, "%.0f%%", 100 * r.fraction);
-    if (r.vendor_ratio == r.vendor_ratio) snprintf(v, sizeof v, "%.2fx", r.vendor_ratio);
+    if (r.vendor_ratio == r.vendor_ratio)
+      snprintf(v, sizeof v, "%.2fx", r.vendor_ratio);
   }
-  if (r.its_tol) snprintf(it, sizeof it, "%d", r.its_tol);
-  const std::string note = r.status == "ok" ? r.message : r.status + (r.message.empty() ? "" : ": " + r.message);
-  printf("%-14s %-13s %-13s %9lld %10s %8s %8s %8s %9s  %s\n", r.problem.c_str(), r.impl.c_str(), r.solver.c_str(),
-         (long long)r.n, t, g, f, v, it, note.c_str());
+  if (r.its_tol)
+    snprintf(it, sizeof it, "%d", r.its_tol);
+  const std::string note =
+      r.status == "ok" ? r.message : r.status + (r.message.empty() ? "" : ": " + r.message);
+  printf("%-14s %-13s %-13s %9lld %10s %8s %8s %8s %9s  %s\n", r.problem.c_str(), r.impl.c_str(),
+         r.solver.c_str(), (long long)r.n, t, g, f, v, it, note.c_str());
   fflush(stdout);
 }
 
@@ -648,10 +723,37 @@ static std::string js(const std::string &s) {
 }
 
 static std::string jn(double v) {
-  if (!(v == v) || isinf(v)) return "null";
+  if (!(v == v) || isinf(v))
+    return "null";
   char b[64];
   snprintf(b, sizeof b, "%.6e", v);
   return b;
+}
+
+/** The rows so far as JSON (rewritten after every problem, so a run cut short keeps what it measured). */
+static int write_json(const char *json, const char *device, double copy_bw, int m,
+                      const std::vector<Row> &rows) {
+  FILE *f = fopen(json, "w");
+  if (!f) {
+    perror(json);
+    return 1;
+  }
+  fprintf(f, "{\n  \"device\": %s,\n  \"copy_bandwidth_Bps\": %s,\n  \"restart\": %d,\n  \"rows\": [\n",
+          js(device).c_str(), jn(copy_bw).c_str(), m);
+  for (size_t i = 0; i < rows.size(); i++) {
+    const Row &r = rows[i];
+    fprintf(f,
+            "    {\"problem\": %s, \"impl\": %s, \"solver\": %s, \"n\": %lld, \"nnz\": %lld, \"status\": %s, "
+            "\"message\": %s, \"t_iter_s\": %s, \"bytes\": %s, \"GBps\": %s, \"copy_fraction\": %s, "
+            "\"vendor_ratio\": %s, \"its_to_1e-8\": %d, \"relres\": %s}%s\n",
+            js(r.problem).c_str(), js(r.impl).c_str(), js(r.solver).c_str(), (long long)r.n, (long long)r.nnz,
+            js(r.status).c_str(), js(r.message).c_str(), jn(r.t_iter).c_str(), jn(r.bytes).c_str(),
+            jn(r.gbs).c_str(), jn(r.fraction).c_str(), jn(r.vendor_ratio).c_str(), r.its_tol,
+            jn(r.relres).c_str(), i + 1 < rows.size() ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  fclose(f);
+  return 0;
 }
 
 static const int kTypes[] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,
@@ -668,6 +770,8 @@ int main(int argc, char **argv) {
       problems = argv[++i];
     else if (a == "--restart" && has)
       cf.m = atoi(argv[++i]);
+    else if (a == "--step" && has)
+      cf.step = atoi(argv[++i]);
     else if (a == "--iters" && has)
       cf.K = atoi(argv[++i]);
     else if (a == "--repeat" && has)
@@ -684,7 +788,8 @@ int main(int argc, char **argv) {
       cf.cpu = false;
     else {
       fprintf(stderr,
-              "usage: %s [--problems LIST] [--restart M] [--iters K] [--repeat R] [--cpu-iters K] [--cpu-repeat R]\n"
+              "usage: %s [--problems LIST] [--restart M] [--step S] [--iters K] [--repeat R] [--cpu-iters K] "
+              "[--cpu-repeat R]\n"
               "          [--copy-gib G] [--no-cpu] [--json FILE]\n",
               argv[0]);
       return 2;
@@ -694,7 +799,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "pkrylov-bench-gpu-kry: counts must be >= 1\n");
     return 2;
   }
-  if (problems == "all") problems = "cd:64x64x64,cd:128x128x64,lap:32,lap:64,lap:128";
+  if (problems == "all")
+    problems = "cd:64x64x64,cd:128x128x64,lap:32,lap:64,lap:128";
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
     fprintf(stderr, "pkrylov-bench-gpu-kry: no CUDA device\n");
@@ -707,21 +813,32 @@ int main(int argc, char **argv) {
          copy_bw / 1e9, cf.m, cf.K, cf.R, cf.cpuK, cf.cpuR);
   pkrylov_context gctx = NULL, cctx = NULL;
   int rc = pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &gctx);
-  if (rc) fprintf(stderr, "no pkrylov CUDA context: %s\n", pkrylov_error_string(rc));
-  if (cf.cpu && pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cctx)) cctx = NULL;
+  if (rc)
+    fprintf(stderr, "no pkrylov CUDA context: %s\n", pkrylov_error_string(rc));
+  pkrylov_context xctx = NULL; /* CPU context for building the matrices */
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &xctx)) {
+    fprintf(stderr, "pkrylov-bench-gpu-kry: no CPU context\n");
+    return 2;
+  }
+  if (cf.cpu)
+    cctx = xctx;
   std::vector<Row> rows;
   print_header();
   size_t pos = 0;
   while (pos < problems.size()) {
     size_t e = problems.find(',', pos);
-    if (e == std::string::npos) e = problems.size();
+    if (e == std::string::npos)
+      e = problems.size();
     const std::string p = problems.substr(pos, e - pos);
     pos = e + 1;
     HostCsr C;
     int nx = 0, ny = 0, nz = 0, m = 0;
-    if (sscanf(p.c_str(), "cd:%dx%dx%d", &nx, &ny, &nz) == 3 && nx > 0 && ny > 0 && nz > 0)
-      convdiff(nx, ny, nz, C);
-    else if (sscanf(p.c_str(), "lap:%d", &m) == 1 && m > 0)
+    if (sscanf(p.c_str(), "cd:%dx%dx%d", &nx, &ny, &nz) == 3 && nx > 0 && ny > 0 && nz > 0) {
+      if (convdiff(xctx, nx, ny, nz, C)) {
+        fprintf(stderr, "pkrylov-bench-gpu-kry: convdiff %s: %s\n", p.c_str(), pk_msg(xctx, 1).c_str());
+        continue;
+      }
+    } else if (sscanf(p.c_str(), "lap:%d", &m) == 1 && m > 0)
       laplacian(m, C);
     else {
       fprintf(stderr, "pkrylov-bench-gpu-kry: unknown problem '%s'\n", p.c_str());
@@ -736,50 +853,39 @@ int main(int argc, char **argv) {
     const size_t first = rows.size();
     Vendor V;
     vendor_setup(V, C, b, cf.m);
-    for (int g = 0; g < 2; g++) rows.push_back(vendor_row(V, proto, cf, g == 1)), print_row(rows.back());
+    for (int g = 0; g < 2; g++)
+      rows.push_back(vendor_row(V, proto, cf, g == 1)), print_row(rows.back());
     vendor_free(V);
     for (int type : kTypes) {
-      if (gctx) rows.push_back(pk_row(proto, cf, gctx, true, C, b, type)), print_row(rows.back());
-      if (cctx) rows.push_back(pk_row(proto, cf, cctx, false, C, b, type)), print_row(rows.back());
+      if (gctx)
+        rows.push_back(pk_row(proto, cf, gctx, true, C, b, type)), print_row(rows.back());
+      if (cctx)
+        rows.push_back(pk_row(proto, cf, cctx, false, C, b, type)), print_row(rows.back());
     }
     /* derived columns: bandwidth, ratio to the vendor code of the same family */
     double tv[2] = {NAN, NAN};
     for (size_t i = first; i < rows.size(); i++)
-      if (rows[i].impl == "vendor" && rows[i].status == "ok") tv[rows[i].solver == "gmres"] = rows[i].t_iter;
+      if (rows[i].impl == "vendor" && rows[i].status == "ok")
+        tv[rows[i].solver == "gmres"] = rows[i].t_iter;
     for (size_t i = first; i < rows.size(); i++) {
       Row &r = rows[i];
-      if (r.status != "ok") continue;
+      if (r.status != "ok")
+        continue;
       r.gbs = r.bytes / r.t_iter / 1e9;
       r.fraction = r.bytes / r.t_iter / copy_bw;
       const bool g = r.solver != "bicgstab" && r.solver != "pipebicgstab";
       r.vendor_ratio = tv[g] / r.t_iter;
     }
     printf("-- %s (derived columns filled in):\n", p.c_str());
-    for (size_t i = first; i < rows.size(); i++) print_row(rows[i]);
-  }
-  if (json) {
-    FILE *f = fopen(json, "w");
-    if (!f) {
-      perror(json);
+    for (size_t i = first; i < rows.size(); i++)
+      print_row(rows[i]);
+    if (json && write_json(json, prop.name, copy_bw, cf.m, rows))
       return 1;
-    }
-    fprintf(f, "{\n  \"device\": %s,\n  \"copy_bandwidth_Bps\": %s,\n  \"restart\": %d,\n  \"rows\": [\n",
-            js(prop.name).c_str(), jn(copy_bw).c_str(), cf.m);
-    for (size_t i = 0; i < rows.size(); i++) {
-      const Row &r = rows[i];
-      fprintf(f,
-              "    {\"problem\": %s, \"impl\": %s, \"solver\": %s, \"n\": %lld, \"nnz\": %lld, \"status\": %s, "
-              "\"message\": %s, \"t_iter_s\": %s, \"bytes\": %s, \"GBps\": %s, \"copy_fraction\": %s, "
-              "\"vendor_ratio\": %s, \"its_to_1e-8\": %d, \"relres\": %s}%s\n",
-              js(r.problem).c_str(), js(r.impl).c_str(), js(r.solver).c_str(), (long long)r.n, (long long)r.nnz,
-              js(r.status).c_str(), js(r.message).c_str(), jn(r.t_iter).c_str(), jn(r.bytes).c_str(),
-              jn(r.gbs).c_str(), jn(r.fraction).c_str(), jn(r.vendor_ratio).c_str(), r.its_tol,
-              jn(r.relres).c_str(), i + 1 < rows.size() ? "," : "");
-    }
-    fprintf(f, "  ]\n}\n");
-    fclose(f);
   }
-  if (gctx) pkrylov_context_destroy(&gctx);
-  if (cctx) pkrylov_context_destroy(&cctx);
+  if (json && write_json(json, prop.name, copy_bw, cf.m, rows))
+    return 1;
+  if (gctx)
+    pkrylov_context_destroy(&gctx);
+  pkrylov_context_destroy(&xctx);
   return 0;
 }

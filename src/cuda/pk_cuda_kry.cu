@@ -46,10 +46,10 @@ extern "C" {
 
 namespace {
 
-constexpr int KB = 256;                  /* threads per block */
+constexpr int KB = 256;                   /* threads per block */
 constexpr int64_t KMAX_UPD_BLOCKS = 1024; /* update / axpy / gemm grid cap */
-constexpr int64_t KMAX_DOT_BLOCKS = 256; /* multi-dot grid cap (grid.x): bounds the partial slots */
-constexpr int KGEMM_J = 8;               /* outputs per chunk of basis_gemm */
+constexpr int64_t KMAX_DOT_BLOCKS = 256;  /* multi-dot grid cap (grid.x): bounds the partial slots */
+constexpr int KGEMM_J = 8;                /* outputs per chunk of basis_gemm */
 
 /** Engine state on the device (E->priv). */
 struct KryDev {
@@ -62,12 +62,14 @@ struct KryDev {
   double *hbuf;    /* pinned host buffer for get (nscalars) */
   unsigned long long *aux;  /* device: [0] first non-finite index, [1] unknown scalar step id + 1 (0: none) */
   unsigned long long *haux; /* pinned host twin */
-  pk_cuda_op op;   /* the operator of matvec (fp32 coefficients with mixed precision level 2) */
-  pk_cuda_op op64; /* fp64: residuals */
-  pk_cuda_pc pc;   /* preconditioner view (a NONE view without one) */
+  pk_cuda_op op;            /* the operator of matvec (fp32 coefficients with mixed precision level 2) */
+  pk_cuda_op op64;          /* fp64: residuals */
+  pk_cuda_pc pc;            /* preconditioner view (a NONE view without one) */
 };
 
-KryDev *dev_of(pk_kry *E) { return (KryDev *)E->priv; }
+KryDev *dev_of(pk_kry *E) {
+  return (KryDev *)E->priv;
+}
 
 int kerr(pk_kry *E, cudaError_t e, const char *what) {
   cudaGetLastError(); /* clear a sticky launch error */
@@ -76,40 +78,50 @@ int kerr(pk_kry *E, cudaError_t e, const char *what) {
                   cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-#define KCU(expr, what)                                                                             \
-  do {                                                                                             \
-    cudaError_t kcu_e_ = (cudaError_t)(expr);                                                      \
-    if (kcu_e_ != cudaSuccess) return kerr(E, kcu_e_, (what));                                     \
+#define KCU(expr, what)                                                                                      \
+  do {                                                                                                       \
+    cudaError_t kcu_e_ = (cudaError_t)(expr);                                                                \
+    if (kcu_e_ != cudaSuccess)                                                                               \
+      return kerr(E, kcu_e_, (what));                                                                        \
   } while (0)
 
 /** Device pointer of vector id v (ids were checked by the front end). */
 double *vp(pk_kry *E, pk_vid v) {
   KryDev *D = dev_of(E);
-  if (v == PK_KV_X) return D->x;
-  if (v == PK_KV_B) return D->b;
-  if (v >= PK_KV_V0) return D->vec + (size_t)(E->nwork + (v - PK_KV_V0)) * (size_t)E->ld;
+  if (v == PK_KV_X)
+    return D->x;
+  if (v == PK_KV_B)
+    return D->b;
+  if (v >= PK_KV_V0)
+    return D->vec + (size_t)(E->nwork + (v - PK_KV_V0)) * (size_t)E->ld;
   return D->vec + (size_t)(v - PK_KV_W0) * (size_t)E->ld;
 }
 /** Basis vector j. */
-double *bp(pk_kry *E, int32_t j) { return vp(E, PK_KV_V0 + j); }
+double *bp(pk_kry *E, int32_t j) {
+  return vp(E, PK_KV_V0 + j);
+}
 
 int64_t grid_1d(int64_t n, int64_t cap) {
   int64_t b = (n + KB - 1) / KB;
-  if (b > cap) b = cap;
+  if (b > cap)
+    b = cap;
   return b < 1 ? 1 : b;
 }
 /** Multi-dot grid.x: about 4 elements per thread, at most KMAX_DOT_BLOCKS. */
 int64_t grid_dot(int64_t n) {
   int64_t b = (n + 4 * KB - 1) / (4 * KB);
-  if (b > KMAX_DOT_BLOCKS) b = KMAX_DOT_BLOCKS;
+  if (b > KMAX_DOT_BLOCKS)
+    b = KMAX_DOT_BLOCKS;
   return b < 1 ? 1 : b;
 }
 
 /** Make the partial-sum buffer hold at least `need` doubles (stream-ordered reallocation). */
 int ensure_part(pk_kry *E, size_t need) {
   KryDev *D = dev_of(E);
-  if (need <= D->part_cap) return PKRYLOV_SUCCESS;
-  if (D->part) KCU(cudaFreeAsync(D->part, D->st), "freeing the partial sums");
+  if (need <= D->part_cap)
+    return PKRYLOV_SUCCESS;
+  if (D->part)
+    KCU(cudaFreeAsync(D->part, D->st), "freeing the partial sums");
   D->part = NULL;
   D->part_cap = 0;
   KCU(cudaMallocAsync((void **)&D->part, sizeof(double) * need, D->st), "allocating the partial sums");
@@ -124,15 +136,18 @@ int ensure_part(pk_kry *E, size_t need) {
 __device__ __forceinline__ double block_sum(double v, double *sh) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, o);
   __syncthreads(); /* sh may still be read by a previous call */
-  if (lane == 0) sh[warp] = v;
+  if (lane == 0)
+    sh[warp] = v;
   __syncthreads();
   double r = 0.0;
   if (warp == 0) {
     r = lane < KB / 32 ? sh[lane] : 0.0;
 #pragma unroll
-    for (int o = (KB / 32) / 2; o > 0; o >>= 1) r += __shfl_down_sync(0xffffffffu, r, o);
+    for (int o = (KB / 32) / 2; o > 0; o >>= 1)
+      r += __shfl_down_sync(0xffffffffu, r, o);
   }
   return r;
 }
@@ -173,7 +188,8 @@ __device__ __forceinline__ void block_sum_dd(double &h, double &l, double *sh) {
     dd_add(h, l, oh, ol);
   }
   __syncthreads();
-  if (lane == 0) sh[2 * warp] = h, sh[2 * warp + 1] = l;
+  if (lane == 0)
+    sh[2 * warp] = h, sh[2 * warp + 1] = l;
   __syncthreads();
   if (warp == 0) {
     h = lane < KB / 32 ? sh[2 * lane] : 0.0;
@@ -191,19 +207,24 @@ __device__ __forceinline__ void block_sum_dd(double &h, double &l, double *sh) {
  * of part[b * nvals + v] (lane t adds b = t, t + KB, ... from 0.0, then the block tree).
  * DD: value v is the pair (part[b * nvals + 2v], part[b * nvals + 2v + 1]); out[2v], out[2v + 1].
  */
-template <bool DD> __global__ void __launch_bounds__(KB) k_sum(const double *part, int64_t nb, int nvals, double *out) {
+template <bool DD>
+__global__ void __launch_bounds__(KB) k_sum(const double *part, int64_t nb, int nvals, double *out) {
   __shared__ double sh[2 * (KB / 32)];
   const int v = blockIdx.x;
   if (!DD) {
     double acc = 0.0;
-    for (int64_t b = threadIdx.x; b < nb; b += KB) acc += part[b * nvals + v];
+    for (int64_t b = threadIdx.x; b < nb; b += KB)
+      acc += part[b * nvals + v];
     acc = block_sum(acc, sh);
-    if (threadIdx.x == 0) out[v] = acc;
+    if (threadIdx.x == 0)
+      out[v] = acc;
   } else {
     double h = 0.0, l = 0.0;
-    for (int64_t b = threadIdx.x; b < nb; b += KB) dd_add(h, l, part[b * nvals + 2 * v], part[b * nvals + 2 * v + 1]);
+    for (int64_t b = threadIdx.x; b < nb; b += KB)
+      dd_add(h, l, part[b * nvals + 2 * v], part[b * nvals + 2 * v + 1]);
     block_sum_dd(h, l, sh);
-    if (threadIdx.x == 0) out[2 * v] = h, out[2 * v + 1] = l;
+    if (threadIdx.x == 0)
+      out[2 * v] = h, out[2 * v + 1] = l;
   }
 }
 
@@ -235,7 +256,8 @@ __global__ void __launch_bounds__(KB) k_update(int64_t n, const UpdArgs args, co
   {
     const unsigned long long *src = (const unsigned long long *)&args;
     unsigned long long *dst = (unsigned long long *)&a;
-    for (int w = threadIdx.x; w < (int)(sizeof(UpdArgs) / 8); w += KB) dst[w] = src[w];
+    for (int w = threadIdx.x; w < (int)(sizeof(UpdArgs) / 8); w += KB)
+      dst[w] = src[w];
   }
   __syncthreads();
   for (int t = threadIdx.x; t < a.nupd * (PK_KRY_MAXTERMS + 1); t += KB) {
@@ -251,7 +273,8 @@ __global__ void __launch_bounds__(KB) k_update(int64_t n, const UpdArgs args, co
   const int nupd = a.nupd, np = a.npairs;
   double acc[PK_KRY_MAXPAIRS];
 #pragma unroll
-  for (int j = 0; j < PK_KRY_MAXPAIRS; j++) acc[j] = 0.0;
+  for (int j = 0; j < PK_KRY_MAXPAIRS; j++)
+    acc[j] = 0.0;
   const int64_t stride = (int64_t)gridDim.x * KB;
   for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
     for (int u = 0; u < nupd; u++) {
@@ -266,7 +289,8 @@ __global__ void __launch_bounds__(KB) k_update(int64_t n, const UpdArgs args, co
       const int nt = a.u[u].nterms;
       for (int k = 0; k < nt; k++) {
         const double c = cv[u][k + 1];
-        if (c == 0.0) continue;
+        if (c == 0.0)
+          continue;
         const double p = c * a.u[u].x[k][i];
         t = live ? t + p : p;
         live = true;
@@ -275,14 +299,17 @@ __global__ void __launch_bounds__(KB) k_update(int64_t n, const UpdArgs args, co
     }
 #pragma unroll
     for (int j = 0; j < PK_KRY_MAXPAIRS; j++)
-      if (j < np) acc[j] += a.pa[j][i] * a.pb[j][i];
+      if (j < np)
+        acc[j] += a.pa[j][i] * a.pb[j][i];
   }
-  if (!part) return;
+  if (!part)
+    return;
 #pragma unroll
   for (int j = 0; j < PK_KRY_MAXPAIRS; j++) {
     if (j < np) { /* np is uniform over the block: every thread takes the same branches */
       const double s = block_sum(acc[j], sh);
-      if (threadIdx.x == 0) part[(int64_t)blockIdx.x * np + j] = s;
+      if (threadIdx.x == 0)
+        part[(int64_t)blockIdx.x * np + j] = s;
     }
   }
 }
@@ -312,21 +339,26 @@ __global__ void __launch_bounds__(KB) k_mdot(int64_t n, Side A, Side B, int nta,
   const int i0 = ta * TA, j0 = tb * TB;
   const double *pa[TA], *pb[TB];
 #pragma unroll
-  for (int q = 0; q < TA; q++) pa[q] = i0 + q < A.k ? side_ptr(A, i0 + q) : nullptr;
+  for (int q = 0; q < TA; q++)
+    pa[q] = i0 + q < A.k ? side_ptr(A, i0 + q) : nullptr;
 #pragma unroll
-  for (int q = 0; q < TB; q++) pb[q] = j0 + q < B.k ? side_ptr(B, j0 + q) : nullptr;
+  for (int q = 0; q < TB; q++)
+    pb[q] = j0 + q < B.k ? side_ptr(B, j0 + q) : nullptr;
   double h[TA][TB], l[TA][TB];
 #pragma unroll
   for (int p = 0; p < TA; p++)
 #pragma unroll
-    for (int q = 0; q < TB; q++) h[p][q] = 0.0, l[p][q] = 0.0;
+    for (int q = 0; q < TB; q++)
+      h[p][q] = 0.0, l[p][q] = 0.0;
   const int64_t stride = (int64_t)gridDim.x * KB;
   for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
     double va[TA], vb[TB];
 #pragma unroll
-    for (int p = 0; p < TA; p++) va[p] = pa[p] ? pa[p][i] : 0.0;
+    for (int p = 0; p < TA; p++)
+      va[p] = pa[p] ? pa[p][i] : 0.0;
 #pragma unroll
-    for (int q = 0; q < TB; q++) vb[q] = pb[q] ? pb[q][i] : 0.0;
+    for (int q = 0; q < TB; q++)
+      vb[q] = pb[q] ? pb[q][i] : 0.0;
 #pragma unroll
     for (int p = 0; p < TA; p++)
 #pragma unroll
@@ -342,15 +374,18 @@ __global__ void __launch_bounds__(KB) k_mdot(int64_t n, Side A, Side B, int nta,
   for (int p = 0; p < TA; p++)
 #pragma unroll
     for (int q = 0; q < TB; q++) {
-      if (!pa[p] || !pb[q]) continue; /* uniform over the block */
+      if (!pa[p] || !pb[q])
+        continue; /* uniform over the block */
       const int64_t v = (int64_t)(i0 + p) + (int64_t)ka * (j0 + q);
       if (DD) {
         double hh = h[p][q], ll = l[p][q];
         block_sum_dd(hh, ll, sh);
-        if (threadIdx.x == 0) part[(int64_t)blockIdx.x * nv + 2 * v] = hh, part[(int64_t)blockIdx.x * nv + 2 * v + 1] = ll;
+        if (threadIdx.x == 0)
+          part[(int64_t)blockIdx.x * nv + 2 * v] = hh, part[(int64_t)blockIdx.x * nv + 2 * v + 1] = ll;
       } else {
         const double s = block_sum(h[p][q], sh);
-        if (threadIdx.x == 0) part[(int64_t)blockIdx.x * nv + v] = s;
+        if (threadIdx.x == 0)
+          part[(int64_t)blockIdx.x * nv + v] = s;
       }
     }
 }
@@ -358,8 +393,8 @@ __global__ void __launch_bounds__(KB) k_mdot(int64_t n, Side A, Side B, int nta,
 /* ---- basis_axpy, basis_gemm ------------------------------------------------------------------------- */
 
 /** y = cy*y + sum_{j < k} s S[c0 + j] V_j (the update's arithmetic: zero coefficients skip their term). */
-__global__ void __launch_bounds__(KB) k_basis_axpy(int64_t n, double *y, pk_coef cy, const double *V, int64_t ld,
-                                                   int k, const double *S, int c0, int neg) {
+__global__ void __launch_bounds__(KB) k_basis_axpy(int64_t n, double *y, pk_coef cy, const double *V,
+                                                   int64_t ld, int k, const double *S, int c0, int neg) {
   extern __shared__ double cf[]; /* k + 1 */
   for (int j = threadIdx.x; j <= k; j += KB) {
     double v;
@@ -380,7 +415,8 @@ __global__ void __launch_bounds__(KB) k_basis_axpy(int64_t n, double *y, pk_coef
     }
     for (int j = 0; j < k; j++) {
       const double c = cf[j + 1];
-      if (c == 0.0) continue;
+      if (c == 0.0)
+        continue;
       const double p = c * V[(int64_t)j * ld + i];
       t = live ? t + p : p;
       live = true;
@@ -404,23 +440,27 @@ __global__ void __launch_bounds__(KB) k_basis_gemm(int64_t n, const double *Vin,
     for (int ch = nch - 1; ch >= 0; ch--) {
       double acc[KGEMM_J];
 #pragma unroll
-      for (int q = 0; q < KGEMM_J; q++) acc[q] = 0.0;
+      for (int q = 0; q < KGEMM_J; q++)
+        acc[q] = 0.0;
       const int j0 = ch * KGEMM_J;
       int rend = kin;
-      if (inplace && j0 + KGEMM_J < rend) rend = j0 + KGEMM_J; /* rows <= the chunk's last column */
+      if (inplace && j0 + KGEMM_J < rend)
+        rend = j0 + KGEMM_J; /* rows <= the chunk's last column */
       for (int r = 0; r < rend; r++) {
         const double v = Vin[(int64_t)r * ld + i];
 #pragma unroll
         for (int q = 0; q < KGEMM_J; q++) {
           const int j = j0 + q;
-          if (j >= kout || (inplace && r > j)) continue;
+          if (j >= kout || (inplace && r > j))
+            continue;
           const double p = v * __ldg(T + r + (int64_t)ldt * j);
           acc[q] = r == 0 ? p : acc[q] + p;
         }
       }
 #pragma unroll
       for (int q = 0; q < KGEMM_J; q++)
-        if (j0 + q < kout) Vout[(int64_t)(j0 + q) * ld + i] = acc[q];
+        if (j0 + q < kout)
+          Vout[(int64_t)(j0 + q) * ld + i] = acc[q];
     }
   }
 }
@@ -429,7 +469,8 @@ __global__ void __launch_bounds__(KB) k_basis_gemm(int64_t n, const double *Vin,
 
 /** The scalar step; an unknown id is remembered in *bad (read back by get / sync / unbind). */
 __global__ void k_scalar(int id, double *S, int arg, unsigned long long *bad) {
-  if (pk_kry_scalar_step(id, S, arg) < 0) *bad = (unsigned long long)(id + 1);
+  if (pk_kry_scalar_step(id, S, arg) < 0)
+    *bad = (unsigned long long)(id + 1);
 }
 
 constexpr int KSET_MAX = 64;
@@ -437,11 +478,13 @@ struct SetArgs {
   double v[KSET_MAX];
 };
 __global__ void k_set(double *S, int count, const SetArgs a) {
-  if ((int)threadIdx.x < count) S[threadIdx.x] = a.v[threadIdx.x];
+  if ((int)threadIdx.x < count)
+    S[threadIdx.x] = a.v[threadIdx.x];
 }
 
 /** *slot = min index i with v[i] not finite (integer atomics: the result is the same in any order). */
-__global__ void __launch_bounds__(KB) k_first_nonfinite(int64_t n, const double *v, unsigned long long *slot) {
+__global__ void __launch_bounds__(KB)
+    k_first_nonfinite(int64_t n, const double *v, unsigned long long *slot) {
   const int64_t stride = (int64_t)gridDim.x * KB;
   for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride)
     if (!isfinite(v[i])) {
@@ -455,7 +498,8 @@ __global__ void __launch_bounds__(KB) k_first_nonfinite(int64_t n, const double 
 /** Second stage into S[out ..] (nvals values; DD: nvals pairs). */
 int sum_into(pk_kry *E, int64_t nb, int nvals, bool dd, int32_t out) {
   KryDev *D = dev_of(E);
-  if (nvals <= 0) return PKRYLOV_SUCCESS;
+  if (nvals <= 0)
+    return PKRYLOV_SUCCESS;
   if (dd)
     k_sum<true><<<nvals, KB, 0, D->st>>>(D->part, nb, 2 * nvals, D->S + out);
   else
@@ -468,7 +512,8 @@ int sum_into(pk_kry *E, int64_t nb, int nvals, bool dd, int32_t out) {
 int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out) {
   KryDev *D = dev_of(E);
   const int64_t n = E->n;
-  if (A.k <= 0 || B.k <= 0) return PKRYLOV_SUCCESS;
+  if (A.k <= 0 || B.k <= 0)
+    return PKRYLOV_SUCCESS;
   const int64_t nb = grid_dot(n);
   const int nvals = A.k * B.k;
   PK_CALL(ensure_part(E, (size_t)nb * (size_t)nvals * (dd ? 2 : 1)));
@@ -493,7 +538,8 @@ int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out) {
 /** Wait for the stream, then report a scalar step id that the device did not know (a driver bug). */
 int sync_checked(pk_kry *E, const char *what) {
   KryDev *D = dev_of(E);
-  KCU(cudaMemcpyAsync(D->haux + 1, D->aux + 1, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st), what);
+  KCU(cudaMemcpyAsync(D->haux + 1, D->aux + 1, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st),
+      what);
   KCU(cudaStreamSynchronize(D->st), what);
   if (D->haux[1])
     return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry_scalar", "unknown scalar step id %lld",
@@ -518,7 +564,8 @@ int kd_create(pk_kry *E) {
                     "the preconditioner is applied by a user routine, which the CUDA BiCGStab/GMRES engine "
                     "does not support yet; use a CPU context");
   KryDev *D = (KryDev *)calloc(1, sizeof(KryDev));
-  if (!D) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, fn, "cannot allocate the CUDA engine state");
+  if (!D)
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, fn, "cannot allocate the CUDA engine state");
   E->priv = D;
   D->st = (cudaStream_t)pk_cuda_context_stream(ctx);
   const int64_t n = E->n;
@@ -538,13 +585,20 @@ int kd_create(pk_kry *E) {
   const size_t vbytes = sizeof(double) * nvec * (size_t)E->ld;
   const int32_t ns = E->nscalars > 0 ? E->nscalars : 1;
   cudaError_t e = cudaMalloc((void **)&D->vec, vbytes);
-  if (e == cudaSuccess) e = cudaMalloc((void **)&D->S, sizeof(double) * (size_t)ns);
-  if (e == cudaSuccess) e = cudaMallocHost((void **)&D->hbuf, sizeof(double) * (size_t)ns);
-  if (e == cudaSuccess) e = cudaMalloc((void **)&D->aux, sizeof(unsigned long long) * 2);
-  if (e == cudaSuccess) e = cudaMallocHost((void **)&D->haux, sizeof(unsigned long long) * 2);
-  if (e == cudaSuccess) e = cudaMemsetAsync(D->vec, 0, vbytes, D->st);
-  if (e == cudaSuccess) e = cudaMemsetAsync(D->S, 0, sizeof(double) * (size_t)ns, D->st);
-  if (e == cudaSuccess) e = cudaMemsetAsync(D->aux, 0, sizeof(unsigned long long) * 2, D->st);
+  if (e == cudaSuccess)
+    e = cudaMalloc((void **)&D->S, sizeof(double) * (size_t)ns);
+  if (e == cudaSuccess)
+    e = cudaMallocHost((void **)&D->hbuf, sizeof(double) * (size_t)ns);
+  if (e == cudaSuccess)
+    e = cudaMalloc((void **)&D->aux, sizeof(unsigned long long) * 2);
+  if (e == cudaSuccess)
+    e = cudaMallocHost((void **)&D->haux, sizeof(unsigned long long) * 2);
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(D->vec, 0, vbytes, D->st);
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(D->S, 0, sizeof(double) * (size_t)ns, D->st);
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(D->aux, 0, sizeof(unsigned long long) * 2, D->st);
   if (e != cudaSuccess) {
     cudaGetLastError();
     return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND, fn,
@@ -556,17 +610,20 @@ int kd_create(pk_kry *E) {
   const int64_t need = pk_cuda_partials_needed(&D->op64, s->M ? &D->pc : NULL);
   size_t cap = (size_t)(need > KMAX_UPD_BLOCKS ? need : KMAX_UPD_BLOCKS) * PK_KRY_MAXPAIRS;
   const size_t bd = (size_t)KMAX_DOT_BLOCKS * ((size_t)E->nbasis + 2);
-  if (bd > cap) cap = bd;
+  if (bd > cap)
+    cap = bd;
   return ensure_part(E, cap);
 }
 
 void kd_destroy(pk_kry *E) {
   KryDev *D = dev_of(E);
-  if (!D) return;
+  if (!D)
+    return;
   cudaStreamSynchronize(D->st); /* queued work may still use the buffers */
   cudaFree(D->vec);
   cudaFree(D->S);
-  if (D->part) cudaFree(D->part);
+  if (D->part)
+    cudaFree(D->part);
   cudaFree(D->aux);
   cudaFreeHost(D->hbuf);
   cudaFreeHost(D->haux);
@@ -590,9 +647,11 @@ int kd_bind(pk_kry *E, int32_t x_zero) {
     D->b = D->vec + (nvec - 2) * (size_t)E->ld;
     D->x = D->vec + (nvec - 1) * (size_t)E->ld;
     KCU(cudaMemcpyAsync(D->b, E->b_user, bytes, cudaMemcpyHostToDevice, D->st), "copying b to the device");
-    if (!x_zero) KCU(cudaMemcpyAsync(D->x, E->x_user, bytes, cudaMemcpyHostToDevice, D->st), "copying x");
+    if (!x_zero)
+      KCU(cudaMemcpyAsync(D->x, E->x_user, bytes, cudaMemcpyHostToDevice, D->st), "copying x");
   }
-  if (x_zero) KCU(cudaMemsetAsync(D->x, 0, bytes, D->st), "zeroing x");
+  if (x_zero)
+    KCU(cudaMemsetAsync(D->x, 0, bytes, D->st), "zeroing x");
   return PKRYLOV_SUCCESS;
 }
 
@@ -610,7 +669,8 @@ int kd_unbind(pk_kry *E) {
 
 int kd_copy(pk_kry *E, pk_vid src, pk_vid dst) {
   double *a = vp(E, src), *b = vp(E, dst);
-  if (a == b) return PKRYLOV_SUCCESS;
+  if (a == b)
+    return PKRYLOV_SUCCESS;
   KCU(cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, dev_of(E)->st), "copy");
   return PKRYLOV_SUCCESS;
 }
@@ -625,12 +685,14 @@ int kd_first_nonfinite(pk_kry *E, pk_vid v, int64_t *index, double *value) {
   KCU(cudaStreamSynchronize(D->st), "first non-finite");
   const unsigned long long i = D->haux[0];
   *index = -1;
-  if (value) *value = 0.0;
+  if (value)
+    *value = 0.0;
   if (i != ~0ULL) {
     *index = (int64_t)i;
     double h = 0.0;
     KCU(cudaMemcpy(&h, p + i, sizeof(double), cudaMemcpyDeviceToHost), "copy");
-    if (value) *value = h;
+    if (value)
+      *value = h;
   }
   return PKRYLOV_SUCCESS;
 }
@@ -657,7 +719,8 @@ int kd_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   KryDev *D = dev_of(E);
   int64_t nb = 0;
   KCU(pk_cuda_residual(D->st, &D->op64, D->b, vp(E, x), vp(E, r), D->part, &nb), "residual");
-  if (out >= 0) return sum_into(E, nb, 1, false, out);
+  if (out >= 0)
+    return sum_into(E, nb, 1, false, out);
   return PKRYLOV_SUCCESS;
 }
 
@@ -665,7 +728,8 @@ int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const p
               int32_t flags) {
   (void)flags;
   KryDev *D = dev_of(E);
-  if (nupd <= 0 && npairs <= 0) return PKRYLOV_SUCCESS;
+  if (nupd <= 0 && npairs <= 0)
+    return PKRYLOV_SUCCESS;
   UpdArgs a;
   memset(&a, 0, sizeof a);
   a.nupd = nupd;
@@ -686,7 +750,8 @@ int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const p
   const int64_t nb = grid_1d(E->n, KMAX_UPD_BLOCKS);
   k_update<<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, npairs > 0 ? D->part : nullptr);
   KCU(cudaGetLastError(), "vector update");
-  if (npairs > 0) return sum_into(E, nb, npairs, false, out);
+  if (npairs > 0)
+    return sum_into(E, nb, npairs, false, out);
   return PKRYLOV_SUCCESS;
 }
 
@@ -712,19 +777,23 @@ int kd_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm,
 int kd_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
   KryDev *D = dev_of(E);
   const size_t smem = sizeof(double) * ((size_t)k + 1);
-  if (smem > 48 * 1024) KCU(cudaFuncSetAttribute(k_basis_axpy, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "basis axpy");
-  k_basis_axpy<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, smem, D->st>>>(E->n, vp(E, y), cy, bp(E, b0 < E->nbasis ? b0 : 0), E->ld, k,
-                                                                             D->S, c0, neg);
+  if (smem > 48 * 1024)
+    KCU(cudaFuncSetAttribute(k_basis_axpy, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+        "basis axpy");
+  k_basis_axpy<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, smem, D->st>>>(
+      E->n, vp(E, y), cy, bp(E, b0 < E->nbasis ? b0 : 0), E->ld, k, D->S, c0, neg);
   KCU(cudaGetLastError(), "basis axpy");
   return PKRYLOV_SUCCESS;
 }
 
 int kd_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1, int32_t kout) {
   KryDev *D = dev_of(E);
-  if (kout <= 0) return PKRYLOV_SUCCESS;
-  if (kin <= 0) return PKRYLOV_SUCCESS; /* nothing defined to write (the CPU engine reads row 0 regardless) */
-  k_basis_gemm<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, 0, D->st>>>(E->n, bp(E, a0), bp(E, b1), E->ld, kin,
-                                                                          kout, D->S + t0, ldt, b1 == a0);
+  if (kout <= 0)
+    return PKRYLOV_SUCCESS;
+  if (kin <= 0)
+    return PKRYLOV_SUCCESS; /* nothing defined to write (the CPU engine reads row 0 regardless) */
+  k_basis_gemm<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, 0, D->st>>>(
+      E->n, bp(E, a0), bp(E, b1), E->ld, kin, kout, D->S + t0, ldt, b1 == a0);
   KCU(cudaGetLastError(), "basis gemm");
   return PKRYLOV_SUCCESS;
 }
@@ -743,7 +812,8 @@ int kd_wait(pk_kry *E) {
 
 int kd_get(pk_kry *E, int32_t first, int32_t count, double *host) {
   KryDev *D = dev_of(E);
-  if (count <= 0) return PKRYLOV_SUCCESS;
+  if (count <= 0)
+    return PKRYLOV_SUCCESS;
   KCU(cudaMemcpyAsync(D->hbuf, D->S + first, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
       "reading the scalars");
   PK_CALL(sync_checked(E, "reading the scalars"));
@@ -763,11 +833,13 @@ int kd_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
   return PKRYLOV_SUCCESS;
 }
 
-int kd_sync(pk_kry *E) { return sync_checked(E, "synchronising"); }
+int kd_sync(pk_kry *E) {
+  return sync_checked(E, "synchronising");
+}
 
 } // namespace
 
 extern "C" const pk_kry_backend pk_kry_cuda_backend = {
-    kd_create,   kd_destroy,    kd_bind,       kd_unbind,     kd_copy,       kd_first_nonfinite, kd_matvec,
-    kd_precond,  kd_residual,   kd_update,     kd_block_dots, kd_basis_dots, kd_basis_axpy,      kd_basis_gemm,
-    kd_scalar,   kd_wait,       kd_get,        kd_set,        kd_sync};
+    kd_create,  kd_destroy,  kd_bind,   kd_unbind,     kd_copy,       kd_first_nonfinite, kd_matvec,
+    kd_precond, kd_residual, kd_update, kd_block_dots, kd_basis_dots, kd_basis_axpy,      kd_basis_gemm,
+    kd_scalar,  kd_wait,     kd_get,    kd_set,        kd_sync};
