@@ -508,7 +508,9 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   return PKRYLOV_SUCCESS;
 
 failed: /* only user callbacks (and backends) fail after the arguments were checked: give x back */
+  E->discard_x = 1;
   (void)pk_kry_unbind(E);
+  E->discard_x = 0;
   if (x_entry) memcpy(x, x_entry, sizeof(double) * (size_t)n);
   free(x_entry);
   return ierr;

@@ -127,10 +127,11 @@ int32_t pk_kry_nscalars(const pk_kry *E);
 
 /**
  * Bind the solve's arrays (mem: PKRYLOV_MEM_HOST or PKRYLOV_MEM_DEVICE, already checked by the caller).
- * On CUDA with host arrays b and x are copied to the device. x_zero 1: x := 0 (no initial guess).
+ * On CUDA b and x are copied into the engine's own device vectors (from host or device arrays; x goes back
+ * at unbind, except after a failure). x_zero 1: x := 0 (no initial guess).
  */
 int pk_kry_bind(pk_kry *E, int32_t mem, const double *b, double *x, int32_t x_zero);
-/** End of solve: on CUDA with host arrays copy x back (waits for the device). */
+/** End of solve: on CUDA copy x back to the caller's array unless discard_x (waits for the device). */
 int pk_kry_unbind(pk_kry *E);
 /** Copy the bound x into work vector id `save` or back (checkpoint for "x holds the last good iterate"). */
 int pk_kry_copy(pk_kry *E, pk_vid src, pk_vid dst);
@@ -294,6 +295,8 @@ struct pk_kry {
   int32_t mem;         /* of the bound arrays */
   const double *b_user; /* the caller's b and x (host or device) */
   double *x_user;
+  int32_t discard_x;    /* unbind after a failure: do not copy the engine's x back (backends that keep
+                           their own copy of x; the caller's x then stays as it came) */
   void *priv;          /* backend state: vectors, basis, scalars, bound copies */
 };
 

@@ -640,16 +640,15 @@ int kd_bind(pk_kry *E, int32_t x_zero) {
   PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->x_user, "x"));
   const size_t bytes = sizeof(double) * (size_t)E->n;
   const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
-  if (E->mem == PKRYLOV_MEM_DEVICE) {
-    D->b = (double *)E->b_user;
-    D->x = E->x_user;
-  } else {
-    D->b = D->vec + (nvec - 2) * (size_t)E->ld;
-    D->x = D->vec + (nvec - 1) * (size_t)E->ld;
-    KCU(cudaMemcpyAsync(D->b, E->b_user, bytes, cudaMemcpyHostToDevice, D->st), "copying b to the device");
-    if (!x_zero)
-      KCU(cudaMemcpyAsync(D->x, E->x_user, bytes, cudaMemcpyHostToDevice, D->st), "copying x");
-  }
+  /* b and x always live in the engine's own (padded, aligned) vectors: the operator and preconditioner
+     launchers are written for the library's buffers, and the caller's x stays as it came until the solve
+     has finished (a device-to-device copy each way costs two vector passes per solve) */
+  const cudaMemcpyKind kin = E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+  D->b = D->vec + (nvec - 2) * (size_t)E->ld;
+  D->x = D->vec + (nvec - 1) * (size_t)E->ld;
+  KCU(cudaMemcpyAsync(D->b, E->b_user, bytes, kin, D->st), "copying b");
+  if (!x_zero)
+    KCU(cudaMemcpyAsync(D->x, E->x_user, bytes, kin, D->st), "copying x");
   if (x_zero)
     KCU(cudaMemsetAsync(D->x, 0, bytes, D->st), "zeroing x");
   return PKRYLOV_SUCCESS;
@@ -657,9 +656,10 @@ int kd_bind(pk_kry *E, int32_t x_zero) {
 
 int kd_unbind(pk_kry *E) {
   KryDev *D = dev_of(E);
-  if (E->mem == PKRYLOV_MEM_HOST && E->x_user)
-    KCU(cudaMemcpyAsync(E->x_user, D->x, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToHost, D->st),
-        "copying x to the host");
+  if (E->x_user && !E->discard_x)
+    KCU(cudaMemcpyAsync(E->x_user, D->x, sizeof(double) * (size_t)E->n,
+                        E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, D->st),
+        "copying x back");
   PK_CALL(sync_checked(E, "finishing the solve"));
   const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
   D->b = D->vec + (nvec - 2) * (size_t)E->ld; /* never leave the caller's device arrays behind */
