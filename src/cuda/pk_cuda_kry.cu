@@ -392,15 +392,23 @@ __global__ void __launch_bounds__(KB) k_mdot(int64_t n, Side A, Side B, int nta,
 
 /* ---- basis_axpy, basis_gemm ------------------------------------------------------------------------- */
 
+/**
+ * Shared-memory doubles for the coefficients of k_basis_axpy: k + 1, rounded up to even, plus two. The
+ * compiler loads the coefficient loop's shared values in 16-byte pairs and may read one pair past the last
+ * coefficient (compute-sanitizer memcheck saw it); the padding is zeroed.
+ */
+__host__ __device__ inline int basis_axpy_npad(int k) { return ((k + 2) & ~1) + 2; }
+
 /** y = cy*y + sum_{j < k} s S[c0 + j] V_j (the update's arithmetic: zero coefficients skip their term). */
 __global__ void __launch_bounds__(KB) k_basis_axpy(int64_t n, double *y, pk_coef cy, const double *V,
                                                    int64_t ld, int k, const double *S, int c0, int neg) {
-  extern __shared__ double cf[]; /* k + 1 */
-  for (int j = threadIdx.x; j <= k; j += KB) {
-    double v;
+  extern __shared__ double cf[]; /* k + 1 coefficients, zero-padded to basis_axpy_npad(k) */
+  const int npad = basis_axpy_npad(k);
+  for (int j = threadIdx.x; j < npad; j += KB) {
+    double v = 0.0;
     if (j == 0)
       v = pk_coef_value(cy, S);
-    else
+    else if (j <= k)
       v = neg ? -S[c0 + j - 1] : S[c0 + j - 1];
     cf[j] = v;
   }
@@ -776,7 +784,7 @@ int kd_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm,
 
 int kd_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
   KryDev *D = dev_of(E);
-  const size_t smem = sizeof(double) * ((size_t)k + 1);
+  const size_t smem = sizeof(double) * (size_t)basis_axpy_npad(k);
   if (smem > 48 * 1024)
     KCU(cudaFuncSetAttribute(k_basis_axpy, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
         "basis axpy");
