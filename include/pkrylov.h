@@ -833,8 +833,23 @@ PKRYLOV_EXTERN int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t
 PKRYLOV_EXTERN int pkrylov_rci_set_tolerances(pkrylov_rci r, double rtol, double atol);
 /** Iteration cap (>= 0; default 1000). */
 PKRYLOV_EXTERN int pkrylov_rci_set_max_iterations(pkrylov_rci r, int32_t maxit);
-/** Pipelined CG: residual replacement every k iterations (k >= 0, 0 = never, default 50). Ignored by CG. */
+/**
+ * Residual replacement every k iterations (k >= 0, 0 = never, default 50), as
+ * pkrylov_solver_set_residual_replacement(): pipelined CG and pipelined BiCGStab; ignored by the others.
+ */
 PKRYLOV_EXTERN int pkrylov_rci_set_residual_replacement(pkrylov_rci r, int32_t k);
+/**
+ * GMRES family: restart length m (1 <= m <= 1000, default 30), as pkrylov_solver_set_restart(); ignored by
+ * CG, pipelined CG and the BiCGStab family.
+ */
+PKRYLOV_EXTERN int pkrylov_rci_set_restart(pkrylov_rci r, int32_t m);
+/**
+ * CA-GMRES: step size (1 <= step <= 16, or 0 = auto, the default), as pkrylov_solver_set_step(); ignored by
+ * the others. Auto times the candidate steps during the first cycle, the caller's answers included, so the
+ * choice (and with it the request sequence) may differ from run to run: give a step where that matters
+ * (several ranks must issue the same requests).
+ */
+PKRYLOV_EXTERN int pkrylov_rci_set_step(pkrylov_rci r, int32_t step);
 /**
  * Start a solve of A x = b (abandons one in progress). b and x: n values in memory space mem (host only
  * for now), distinct, finite; both must stay valid until ::PKRYLOV_RCI_DONE (b is read, x is updated in
