@@ -270,7 +270,6 @@ static int lib_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M,
   return ierr;
 }
 
-#define NT (getenv("NT") ? atoi(getenv("NT")) : 6)
 static const int32_t TYPES[6] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,
                                  PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES};
 
@@ -378,7 +377,7 @@ static int compare_all(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t 
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, nz, PKRYLOV_LAYOUT_KSLOW, &M));
   const int64_t n = P.n;
   double *b = make_rhs(&P), *x = malloc(sizeof(double) * n), *xl = malloc(sizeof(double) * n);
-  for (int t = 0; t < NT; t++) {
+  for (int t = 0; t < 6; t++) {
     pkrylov_result lib, res;
     PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPES[t], S, b, xl, 0, &lib));
     PK_EXPECT(lib.converged, "%s %s: the library solve did not converge (%s)", label, tname(TYPES[t]),
@@ -484,7 +483,7 @@ PK_TEST_CASE(max_iterations_same_as_library) {
   settings S = DEFAULTS;
   S.maxit = 7;
   S.restart = 5;
-  for (int t = 0; t < NT; t++) {
+  for (int t = 0; t < 6; t++) {
     pkrylov_result lib, res;
     PK_REQUIRE_OK(ctx, lib_solve(ctx, A, NULL, TYPES[t], &S, b, xl, 0, &lib));
     pkrylov_rci r = make_rci(ctx, TYPES[t], P.n, PC_NONE, 1, &S);
@@ -534,7 +533,7 @@ PK_TEST_CASE(two_ranks_caller_sums) {
   settings S = DEFAULTS;
   trace T[2];
   memset(T, 0, sizeof T);
-  for (int t = 0; t < NT; t++) {
+  for (int t = 0; t < 6; t++) {
     const char *nm = tname(TYPES[t]);
     pkrylov_result lib, res[2];
     PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPES[t], &S, b, xl, 0, &lib));
@@ -639,7 +638,7 @@ PK_TEST_CASE(abandon_and_restart) {
   fixture F;
   PK_REQUIRE_OK(NULL, fixture_make(&F));
   const int64_t n = F.P.n;
-  for (int t = 0; t < NT; t++) {
+  for (int t = 0; t < 6; t++) {
     const char *nm = tname(TYPES[t]);
     for (int by_caller = 0; by_caller <= 1; by_caller++) {
       pkrylov_rci r = make_rci(F.ctx, TYPES[t], n, PC_JACOBI, by_caller, &DEFAULTS);
@@ -678,7 +677,7 @@ PK_TEST_CASE(abandon_and_restart) {
 PK_TEST_CASE(destroy_mid_solve) {
   fixture F;
   PK_REQUIRE_OK(NULL, fixture_make(&F));
-  for (int t = 0; t < NT; t++)
+  for (int t = 0; t < 6; t++)
     for (int k = 0; k < 3; k++) {
       pkrylov_rci r = make_rci(F.ctx, TYPES[t], F.P.n, PC_JACOBI, k != 1, &DEFAULTS);
       PK_REQUIRE_OK(F.ctx, r ? 0 : PKRYLOV_ERR_INTERNAL);
