@@ -816,9 +816,11 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
  * The BiCGStab and GMRES families run the very solve of pkrylov_solver_solve() (same iterations, same x,
  * bitwise, when the caller's products and sums are the library's arithmetic), its operator, preconditioner
  * and global sums turned into requests; the requests are those of that driver, in its order:
- * - a solve starts with REDUCE (1 partial: (b, b)), MATVEC (in = x) and REDUCE (1: ||b - A x||^2), then the
- *   driver's own set-up; a convergence is confirmed by MATVEC (in = x) and REDUCE (1), and so is the final
- *   residual of a solve that did not converge.
+ * - they work on the rci's own copy of the iterate (in = that copy where the CG path gives x) and write x
+ *   when the solve ends (DONE); until then x keeps the initial guess.
+ * - a solve starts with REDUCE (1 partial: (b, b)), MATVEC (in = the iterate) and REDUCE (1:
+ *   ||b - A x||^2), then the driver's own set-up; a convergence is confirmed by MATVEC (in = the iterate)
+ *   and REDUCE (1), and so is the final residual of a solve that did not converge.
  * - BiCGStab: PRECOND, MATVEC, REDUCE (1), REDUCE (1), PRECOND, MATVEC, REDUCE (2), REDUCE (2).
  * - pipelined BiCGStab: REDUCE_START (5), PRECOND, MATVEC, REDUCE_WAIT, REDUCE_START (3), PRECOND, MATVEC,
  *   REDUCE_WAIT (residual replacement iterations: blocking sums and a few more products instead).
@@ -832,7 +834,8 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
  *   ranks is exact on one rank and a close (not an exact double-double) sum on several.
  * The number of partials of a request is whatever the driver's reduction has: the caller need not know
  * what they are, only sum them. Abandoning a solve of these types (a new pkrylov_rci_start(), destroy)
- * gives its x back as it was when it started; their settings change only between solves (a setter in the
+ * writes nothing to its b and x (which need not exist any more then); their settings change only between
+ * solves (a setter in the
  * middle of one answers ::PKRYLOV_ERR_INVALID_STATE). These types run their solve in a worker thread of the
  * rci (created with it, joined by pkrylov_rci_destroy()) while the caller's thread waits, so exactly one of
  * the two runs at any time; the caller may call pkrylov_rci_step() from any one thread at a time. The

@@ -28,10 +28,13 @@ int pk_rci_kry_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t prec
 void pk_rci_kry_destroy(pk_rci_kry *K);
 /**
  * Abandon the solve in progress, if any: its pending request is answered with an abort, the driver
- * unwinds (its x is given back as it was when that solve started) and the worker waits for the next solve.
+ * unwinds (writing nothing of the caller's) and the worker waits for the next solve.
  */
 void pk_rci_kry_abandon(pk_rci_kry *K);
-/** Prepare a solve of A x = b (host arrays of n values, checked by the caller; nothing in progress). */
+/**
+ * Prepare a solve of A x = b (host arrays of n values, checked by the caller; nothing in progress). The
+ * solve works on a copy of x (copied in here when x_nonzero), copied out to x at DONE.
+ */
 int pk_rci_kry_start(pk_rci_kry *K, const pk_rci_kry_settings *set, const double *b, double *x,
                      int32_t x_nonzero);
 /**

@@ -602,7 +602,7 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
              bad >= 0 ? x[bad] : 0.0, (long long)bad);
   }
   if (r->kry) {
-    /* abandon a solve in progress first: its driver gives its x back when it unwinds, which may be this x */
+    /* abandon a solve in progress first (it writes nothing of the caller's while it unwinds) */
     pk_rci_kry_abandon(r->kry);
     r->active = 0;
     if (!x_nonzero) memset(x, 0, sizeof(double) * (size_t)r->n);

@@ -20,11 +20,14 @@
  * team). The worker is made with the rci and lives until it is destroyed; it runs one solve per
  * pkrylov_rci_start, begun at the first pkrylov_rci_step.
  *
+ * The solve works on the rci's own copy of x (xw: the caller's initial guess copied in at the start, the
+ * result copied out to the caller's x at DONE), so an abandoned solve never writes to the caller's arrays,
+ * which may already be gone then.
+ *
  * Abandoning a solve (a new start, destroy): `abort` is set and the worker is given the turn; the pending
  * routine returns nonzero (or the hook an error), so the driver stops with PKRYLOV_ERR_CALLBACK exactly as
- * on a failing user callback: every later routine or hook returns at once without posting, the frame gives
- * x back as it was when that solve started, and the worker hands the turn back when pkrylov_solver_solve
- * has returned. Nothing is left allocated or running.
+ * on a failing user callback: every later routine or hook returns at once without posting, and the worker
+ * hands the turn back when pkrylov_solver_solve has returned. Nothing is left allocated or running.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -55,8 +58,9 @@ struct pk_rci_kry {
   int pending;       /* a solve was started (pkrylov_rci_start) and not begun yet */
   int32_t req, npart; /* the request posted */
   double *in, *out, *part;
-  const double *b;   /* the solve's arrays */
+  const double *b;   /* the solve's arrays: the caller's b and x */
   double *x;
+  double *xw;        /* n: the iterate the solve works on */
   int ierr;          /* status of the finished solve */
   pkrylov_result res; /* and its result */
 };
@@ -129,7 +133,7 @@ static void *rk_main(void *arg) {
     pthread_mutex_unlock(&K->mu);
     pkrylov_result res;
     memset(&res, 0, sizeof res);
-    int ierr = pkrylov_solver_solve(K->s, PKRYLOV_MEM_HOST, K->b, K->x);
+    int ierr = pkrylov_solver_solve(K->s, PKRYLOV_MEM_HOST, K->b, K->xw);
     if (!ierr) ierr = pkrylov_solver_get_result(K->s, &res);
     pthread_mutex_lock(&K->mu);
     K->ierr = ierr;
@@ -183,6 +187,7 @@ void pk_rci_kry_destroy(pk_rci_kry *K) {
   pkrylov_precond_destroy(&K->M);
   pkrylov_operator_destroy(&K->A);
   pkrylov_context_destroy(&K->pctx);
+  free(K->xw);
   free(K);
 }
 
@@ -203,9 +208,15 @@ int pk_rci_kry_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t prec
   if (!K) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the reverse-communication state");
   K->ctx = ctx;
   K->n = n;
+  K->xw = calloc((size_t)n, sizeof(double));
+  if (!K->xw) {
+    free(K);
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate a vector of %lld values", (long long)n);
+  }
   K->turn = TURN_CALLER;
   int ierr = pkrylov_context_create(PKRYLOV_BACKEND_CPU, &K->pctx);
   if (ierr) {
+    free(K->xw);
     free(K);
     return pk_error(ctx, ierr, func, "cannot make the private context: %s", pkrylov_last_error_message());
   }
@@ -247,6 +258,7 @@ int pk_rci_kry_start(pk_rci_kry *K, const pk_rci_kry_settings *set, const double
   if (ierr) return rk_forward(K, ierr, func);
   K->b = b;
   K->x = x;
+  if (x_nonzero) memcpy(K->xw, x, sizeof(double) * (size_t)K->n);
   K->pending = 1;
   return PKRYLOV_SUCCESS;
 }
@@ -271,7 +283,8 @@ int pk_rci_kry_step(pk_rci_kry *K, int32_t *req, double **in, double **out, doub
   *partials = K->part;
   *npartials = K->npart;
   if (K->req != PKRYLOV_RCI_DONE) return PKRYLOV_SUCCESS;
-  if (K->ierr) return rk_forward(K, K->ierr, "pkrylov_rci_step");
+  if (K->ierr) return rk_forward(K, K->ierr, "pkrylov_rci_step"); /* x keeps its value from the start */
+  memcpy(K->x, K->xw, sizeof(double) * (size_t)K->n);
   *res = K->res;
   return PKRYLOV_SUCCESS;
 }
