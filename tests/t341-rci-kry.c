@@ -16,8 +16,9 @@
  * Also: the request protocol (every REDUCE_START followed by its REDUCE_WAIT with the same array and
  * count, the partials poisoned with NaN between them to prove the driver does not read them, the
  * pipelined methods' START, PRECOND, MATVEC, WAIT overlap), abandoning a solve mid-way (its x untouched,
- * also while the solve runs: written at DONE only; the next solve bitwise a fresh one), a rejected start that leaves the solve in progress running, destroy
- * mid-solve (ASan/LSan: nothing leaks, the worker is joined), wrong order of calls and bad arguments.
+ * also while the solve runs: written at DONE only; the next solve bitwise a fresh one), a rejected start
+ * that leaves the solve in progress running, destroy mid-solve (ASan/LSan: nothing leaks, the worker is
+ * joined), wrong order of calls and bad arguments.
  */
 #include <string.h>
 
@@ -48,19 +49,23 @@ static void prob_free(prob *P) {
 /** The test's copy of operator A (CSR export), its Jacobi scaling and (nz > 0) its column factors. */
 static int prob_make(pkrylov_operator A, int32_t nz, prob *P) {
   memset(P, 0, sizeof *P);
-  if (pkrylov_operator_get_info(A, &P->n, &P->nnz, NULL, NULL, NULL, NULL)) return 1;
+  if (pkrylov_operator_get_info(A, &P->n, &P->nnz, NULL, NULL, NULL, NULL))
+    return 1;
   const int64_t n = P->n;
   P->rp = malloc(sizeof(int64_t) * (size_t)(n + 1));
   P->ci = malloc(sizeof(int64_t) * (size_t)P->nnz);
   P->v = malloc(sizeof(double) * (size_t)P->nnz);
   P->dinv = malloc(sizeof(double) * (size_t)n);
-  if (pkrylov_operator_get_csr(A, P->rp, P->ci, P->v)) return 1;
+  if (pkrylov_operator_get_csr(A, P->rp, P->ci, P->v))
+    return 1;
   for (int64_t i = 0; i < n; i++) {
     P->dinv[i] = 0.0;
     for (int64_t k = P->rp[i]; k < P->rp[i + 1]; k++)
-      if (P->ci[k] == i) P->dinv[i] = 1.0 / P->v[k];
+      if (P->ci[k] == i)
+        P->dinv[i] = 1.0 / P->v[k];
   }
-  if (nz <= 0) return 0;
+  if (nz <= 0)
+    return 0;
   P->nz = nz;
   P->ncols = n / nz;
   P->dl = calloc((size_t)n, sizeof(double)), P->d = calloc((size_t)n, sizeof(double));
@@ -71,14 +76,18 @@ static int prob_make(pkrylov_operator A, int32_t nz, prob *P) {
     for (int32_t k = 0; k < nz; k++) {
       const int64_t row = c + P->ncols * k;
       for (int64_t q = P->rp[row]; q < P->rp[row + 1]; q++) {
-        if (P->ci[q] == row) d[k] = P->v[q];
-        if (k > 0 && P->ci[q] == row - P->ncols) dl[k - 1] = P->v[q]; /* A(k, k-1) */
-        if (k < nz - 1 && P->ci[q] == row + P->ncols) du[k] = P->v[q]; /* A(k, k+1) */
+        if (P->ci[q] == row)
+          d[k] = P->v[q];
+        if (k > 0 && P->ci[q] == row - P->ncols)
+          dl[k - 1] = P->v[q]; /* A(k, k-1) */
+        if (k < nz - 1 && P->ci[q] == row + P->ncols)
+          du[k] = P->v[q]; /* A(k, k+1) */
       }
     }
     int m = nz, info = 0;
     dgttrf_(&m, dl, d, du, P->du2 + c * nz, P->ipiv + c * nz, &info);
-    if (info) return 1;
+    if (info)
+      return 1;
   }
   return 0;
 }
@@ -87,7 +96,8 @@ static int prob_make(pkrylov_operator A, int32_t nz, prob *P) {
 static void matvec_rows(const prob *P, const double *x, double *y, int64_t r0, int64_t r1) {
   for (int64_t i = r0; i < r1; i++) {
     double s = 0.0;
-    for (int64_t k = P->rp[i]; k < P->rp[i + 1]; k++) s += P->v[k] * x[P->ci[k]];
+    for (int64_t k = P->rp[i]; k < P->rp[i + 1]; k++)
+      s += P->v[k] * x[P->ci[k]];
     y[i - r0] = s;
   }
 }
@@ -100,7 +110,8 @@ static void column_apply(const prob *P, const double *r, double *z) {
   for (int64_t c = 0; c < nc; c++) {
     const double *dl = P->dl + c * nz, *d = P->d + c * nz, *du = P->du + c * nz, *du2 = P->du2 + c * nz;
     const int *ip = P->ipiv + c * nz;
-    for (int32_t k = 0; k < nz; k++) t[k] = r[c + nc * k];
+    for (int32_t k = 0; k < nz; k++)
+      t[k] = r[c + nc * k];
     for (int32_t i = 0; i < nz - 1; i++) { /* L y = P b */
       const double bi = t[i], bi1 = t[i + 1];
       if (ip[i] == i + 1) {
@@ -112,9 +123,12 @@ static void column_apply(const prob *P, const double *r, double *z) {
     }
     const int32_t m = nz - 1; /* U x = y */
     t[m] = t[m] / d[m];
-    if (m > 0) t[m - 1] = (t[m - 1] - du[m - 1] * t[m]) / d[m - 1];
-    for (int32_t i = nz - 3; i >= 0; i--) t[i] = (t[i] - du[i] * t[i + 1] - du2[i] * t[i + 2]) / d[i];
-    for (int32_t k = 0; k < nz; k++) z[c + nc * k] = t[k];
+    if (m > 0)
+      t[m - 1] = (t[m - 1] - du[m - 1] * t[m]) / d[m - 1];
+    for (int32_t i = nz - 3; i >= 0; i--)
+      t[i] = (t[i] - du[i] * t[i + 1] - du2[i] * t[i + 2]) / d[i];
+    for (int32_t k = 0; k < nz; k++)
+      z[c + nc * k] = t[k];
   }
   free(t);
 }
@@ -153,7 +167,8 @@ static void trace_add(trace *T, int32_t req, int32_t np, double *in, double *out
 
 static int count_req(const trace *T, int32_t q) {
   int c = 0;
-  for (int i = 0; i < T->len; i++) c += T->e[i].req == q;
+  for (int i = 0; i < T->len; i++)
+    c += T->e[i].req == q;
   return c;
 }
 
@@ -171,7 +186,8 @@ enum { PC_NONE, PC_JACOBI, PC_COLUMN };
 /** The test's answer to a PRECOND request on the whole vector. */
 static void precond_apply(const prob *P, int pc, int64_t r0, int64_t r1, const double *in, double *out) {
   if (pc == PC_JACOBI)
-    for (int64_t i = r0; i < r1; i++) out[i - r0] = P->dinv[i] * in[i - r0];
+    for (int64_t i = r0; i < r1; i++)
+      out[i - r0] = P->dinv[i] * in[i - r0];
   else
     column_apply(P, in, out);
 }
@@ -194,7 +210,8 @@ static void reduce_request(trace *T, int32_t req, double *part, int32_t np) {
     T->inflight = part;
     T->inflight_np = np;
     memcpy(T->sent, part, sizeof(double) * (size_t)np);
-    for (int j = 0; j < np; j++) part[j] = NAN; /* undefined until WAIT, as with MPI_Iallreduce */
+    for (int j = 0; j < np; j++)
+      part[j] = NAN; /* undefined until WAIT, as with MPI_Iallreduce */
   } else {
     if (T->inflight != part || T->inflight_np != np) {
       fprintf(stderr, "REDUCE_WAIT (%p, %d) does not match the START (%p, %d)\n", (void *)part, np,
@@ -208,7 +225,8 @@ static void reduce_request(trace *T, int32_t req, double *part, int32_t np) {
 static pkrylov_rci make_rci(pkrylov_context ctx, int32_t type, int64_t n, int pc, int by_caller,
                             const settings *S) {
   pkrylov_rci r = NULL;
-  if (pkrylov_rci_create(ctx, type, n, pc != PC_NONE, by_caller, &r)) return NULL;
+  if (pkrylov_rci_create(ctx, type, n, pc != PC_NONE, by_caller, &r))
+    return NULL;
   if (pkrylov_rci_set_tolerances(r, S->rtol, 0.0) || pkrylov_rci_set_max_iterations(r, S->maxit) ||
       pkrylov_rci_set_restart(r, S->restart) || pkrylov_rci_set_step(r, S->step) ||
       pkrylov_rci_set_residual_replacement(r, S->replace))
@@ -220,17 +238,20 @@ static pkrylov_rci make_rci(pkrylov_context ctx, int32_t type, int64_t n, int pc
  * Drive an rci solve of the whole problem (one "rank") to DONE, or for at most max_req requests
  * (max_req > 0: the solve is left in progress). Returns the first failing status, -1 on a protocol error.
  */
-static int drive(pkrylov_rci r, const prob *P, int pc, const double *b, double *x, int32_t x_nonzero, trace *T,
-                 int max_req, int start) {
+static int drive(pkrylov_rci r, const prob *P, int pc, const double *b, double *x, int32_t x_nonzero,
+                 trace *T, int max_req, int start) {
   int ierr = start ? pkrylov_rci_start(r, PKRYLOV_MEM_HOST, b, x, x_nonzero) : 0;
-  if (ierr) return ierr;
+  if (ierr)
+    return ierr;
   trace_reset(T);
   for (int k = 0; max_req <= 0 || k < max_req; k++) {
     int32_t req, np;
     double *in, *out, *part;
-    if ((ierr = pkrylov_rci_step(r, &req, &in, &out, &part, &np))) return ierr;
+    if ((ierr = pkrylov_rci_step(r, &req, &in, &out, &part, &np)))
+      return ierr;
     trace_add(T, req, np, in, out, part);
-    if (req == PKRYLOV_RCI_DONE) return T->bad ? -1 : 0;
+    if (req == PKRYLOV_RCI_DONE)
+      return T->bad ? -1 : 0;
     if (req == PKRYLOV_RCI_MATVEC || req == PKRYLOV_RCI_PRECOND) {
       if (!in || !out || in == out || part || np) {
         fprintf(stderr, "request %d: in %p out %p partials %p npartials %d\n", req, (void *)in, (void *)out,
@@ -254,37 +275,49 @@ static int drive(pkrylov_rci r, const prob *P, int pc, const double *b, double *
 }
 
 /** The same solve through pkrylov_solver_solve with the built-in operator and preconditioner. */
-static int lib_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, int32_t type, const settings *S,
-                     const double *b, double *x, int32_t x_nonzero, pkrylov_result *res) {
+static int lib_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, int32_t type,
+                     const settings *S, const double *b, double *x, int32_t x_nonzero, pkrylov_result *res) {
   pkrylov_solver s = NULL;
   int ierr = pkrylov_solver_create(ctx, type, A, M, &s);
-  if (!ierr) ierr = pkrylov_solver_set_tolerances(s, S->rtol, 0.0);
-  if (!ierr) ierr = pkrylov_solver_set_max_iterations(s, S->maxit);
-  if (!ierr) ierr = pkrylov_solver_set_restart(s, S->restart);
-  if (!ierr) ierr = pkrylov_solver_set_step(s, S->step);
-  if (!ierr) ierr = pkrylov_solver_set_residual_replacement(s, S->replace);
-  if (!ierr) ierr = pkrylov_solver_set_initial_guess_nonzero(s, x_nonzero);
-  if (!ierr) ierr = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);
-  if (!ierr) ierr = pkrylov_solver_get_result(s, res);
+  if (!ierr)
+    ierr = pkrylov_solver_set_tolerances(s, S->rtol, 0.0);
+  if (!ierr)
+    ierr = pkrylov_solver_set_max_iterations(s, S->maxit);
+  if (!ierr)
+    ierr = pkrylov_solver_set_restart(s, S->restart);
+  if (!ierr)
+    ierr = pkrylov_solver_set_step(s, S->step);
+  if (!ierr)
+    ierr = pkrylov_solver_set_residual_replacement(s, S->replace);
+  if (!ierr)
+    ierr = pkrylov_solver_set_initial_guess_nonzero(s, x_nonzero);
+  if (!ierr)
+    ierr = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);
+  if (!ierr)
+    ierr = pkrylov_solver_get_result(s, res);
   pkrylov_solver_destroy(&s);
   return ierr;
 }
 
-static const int32_t TYPES[6] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,
-                                 PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES};
+static const int32_t TYPES[6] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB,
+                                 PKRYLOV_SOLVER_GMRES,    PKRYLOV_SOLVER_PIPEGMRES,
+                                 PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES};
 
 static const char *tname(int32_t t) {
   static const char *names[] = {"bicgstab", "pipebicgstab", "gmres", "pipegmres", "fgmres", "cagmres"};
-  return t >= PKRYLOV_SOLVER_BICGSTAB && t <= PKRYLOV_SOLVER_CAGMRES ? names[t - PKRYLOV_SOLVER_BICGSTAB] : "?";
+  return t >= PKRYLOV_SOLVER_BICGSTAB && t <= PKRYLOV_SOLVER_CAGMRES ? names[t - PKRYLOV_SOLVER_BICGSTAB]
+                                                                     : "?";
 }
 
-static int pipelined(int32_t t) { return t == PKRYLOV_SOLVER_PIPEBICGSTAB || t == PKRYLOV_SOLVER_PIPEGMRES; }
+static int pipelined(int32_t t) {
+  return t == PKRYLOV_SOLVER_PIPEBICGSTAB || t == PKRYLOV_SOLVER_PIPEGMRES;
+}
 
 /** All result fields but the time equal (bitwise). */
 static void expect_same_result(const char *what, const pkrylov_result *a, const pkrylov_result *b) {
   PK_EXPECT(a->iterations == b->iterations && a->reason == b->reason && a->converged == b->converged,
-            "%s: rci %d iterations (%s), library %d (%s)", what, a->iterations, pkrylov_reason_string(a->reason),
-            b->iterations, pkrylov_reason_string(b->reason));
+            "%s: rci %d iterations (%s), library %d (%s)", what, a->iterations,
+            pkrylov_reason_string(a->reason), b->iterations, pkrylov_reason_string(b->reason));
   PK_EXPECT(a->final_residual == b->final_residual && a->initial_residual == b->initial_residual &&
                 a->rhs_norm == b->rhs_norm && a->rel_residual == b->rel_residual,
             "%s: residuals rci %.17g %.17g %.17g, library %.17g %.17g %.17g", what, a->initial_residual,
@@ -293,19 +326,21 @@ static void expect_same_result(const char *what, const pkrylov_result *a, const 
                 a->residual_replacements == b->residual_replacements &&
                 a->breakdown_iteration == b->breakdown_iteration,
             "%s: checks %d/%d replacements %d/%d breakdown %d/%d", what, a->true_residual_checks,
-            b->true_residual_checks, a->residual_replacements, b->residual_replacements, a->breakdown_iteration,
-            b->breakdown_iteration);
+            b->true_residual_checks, a->residual_replacements, b->residual_replacements,
+            a->breakdown_iteration, b->breakdown_iteration);
 }
 
 /** The protocol of a finished trace: DONE once at the end, START/WAIT checked in drive, overlap pattern. */
-static void expect_protocol(const char *what, const trace *T, int32_t type, int pc, int by_caller, int iterations,
-                            const settings *S) {
+static void expect_protocol(const char *what, const trace *T, int32_t type, int pc, int by_caller,
+                            int iterations, const settings *S) {
   const int restart = S->restart;
   PK_EXPECT(T->len > 0 && T->e[T->len - 1].req == PKRYLOV_RCI_DONE && count_req(T, PKRYLOV_RCI_DONE) == 1,
             "%s: DONE not once at the end", what);
   PK_EXPECT(!T->bad && !T->inflight, "%s: reduction protocol", what);
-  if (pc == PC_NONE) PK_EXPECT(count_req(T, PKRYLOV_RCI_PRECOND) == 0, "%s: PRECOND without preconditioner", what);
-  else PK_EXPECT(count_req(T, PKRYLOV_RCI_PRECOND) >= iterations, "%s: too few PRECOND", what);
+  if (pc == PC_NONE)
+    PK_EXPECT(count_req(T, PKRYLOV_RCI_PRECOND) == 0, "%s: PRECOND without preconditioner", what);
+  else
+    PK_EXPECT(count_req(T, PKRYLOV_RCI_PRECOND) >= iterations, "%s: too few PRECOND", what);
   PK_EXPECT(count_req(T, PKRYLOV_RCI_MATVEC) >= iterations, "%s: too few MATVEC", what);
   const int starts = count_req(T, PKRYLOV_RCI_REDUCE_START), waits = count_req(T, PKRYLOV_RCI_REDUCE_WAIT);
   if (!by_caller) {
@@ -314,8 +349,8 @@ static void expect_protocol(const char *what, const trace *T, int32_t type, int 
   }
   /* at least one per iteration; CA-GMRES: at least one per block of `step` iterations (its point) */
   const int per = type == PKRYLOV_SOLVER_CAGMRES ? S->step : 1;
-  PK_EXPECT(starts == waits && starts > iterations / per, "%s: %d START, %d WAIT, %d iterations", what, starts,
-            waits, iterations);
+  PK_EXPECT(starts == waits && starts > iterations / per, "%s: %d START, %d WAIT, %d iterations", what,
+            starts, waits, iterations);
   /* the first reduction of a solve is (b, b) */
   for (int i = 0; i < T->len; i++)
     if (T->e[i].req == PKRYLOV_RCI_REDUCE_START) {
@@ -325,19 +360,21 @@ static void expect_protocol(const char *what, const trace *T, int32_t type, int 
   /* overlapped reductions: START, [PRECOND], MATVEC (of the preconditioned vector), WAIT */
   int overlapped = 0;
   for (int i = 0; i + 1 < T->len; i++) {
-    if (T->e[i].req != PKRYLOV_RCI_REDUCE_START || T->e[i + 1].req == PKRYLOV_RCI_REDUCE_WAIT) continue;
+    if (T->e[i].req != PKRYLOV_RCI_REDUCE_START || T->e[i + 1].req == PKRYLOV_RCI_REDUCE_WAIT)
+      continue;
     int j = i + 1;
     double *m = NULL;
     if (pc != PC_NONE) {
-      PK_EXPECT(T->e[j].req == PKRYLOV_RCI_PRECOND, "%s: START at %d then %d, not PRECOND", what, i, T->e[j].req);
+      PK_EXPECT(T->e[j].req == PKRYLOV_RCI_PRECOND, "%s: START at %d then %d, not PRECOND", what, i,
+                T->e[j].req);
       m = T->e[j].out;
       j++;
     }
     PK_EXPECT(j < T->len && T->e[j].req == PKRYLOV_RCI_MATVEC && (!m || T->e[j].in == m),
               "%s: START at %d: no MATVEC of the preconditioned vector", what, i);
     j++;
-    PK_EXPECT(j < T->len && T->e[j].req == PKRYLOV_RCI_REDUCE_WAIT, "%s: START at %d: then %d, not WAIT", what, i,
-              j < T->len ? T->e[j].req : -1);
+    PK_EXPECT(j < T->len && T->e[j].req == PKRYLOV_RCI_REDUCE_WAIT, "%s: START at %d: then %d, not WAIT",
+              what, i, j < T->len ? T->e[j].req : -1);
     overlapped++;
   }
   /* pipelined BiCGStab: two per iteration (one in an iteration with residual replacement); pipelined GMRES:
@@ -346,8 +383,8 @@ static void expect_protocol(const char *what, const trace *T, int32_t type, int 
     PK_EXPECT(overlapped >= iterations, "%s: %d overlapped reductions for %d iterations", what, overlapped,
               iterations);
   else if (type == PKRYLOV_SOLVER_PIPEGMRES)
-    PK_EXPECT(overlapped >= iterations - 2 * ((iterations + restart - 1) / restart), "%s: %d overlapped reductions for %d iterations", what, overlapped,
-              iterations);
+    PK_EXPECT(overlapped >= iterations - 2 * ((iterations + restart - 1) / restart),
+              "%s: %d overlapped reductions for %d iterations", what, overlapped, iterations);
   else
     PK_EXPECT(overlapped == 0, "%s: %d overlapped reductions in a method without", what, overlapped);
 }
@@ -355,7 +392,8 @@ static void expect_protocol(const char *what, const trace *T, int32_t type, int 
 /** b = A (1 + i/n) by the test's matvec. */
 static double *make_rhs(const prob *P) {
   double *xt = malloc(sizeof(double) * (size_t)P->n), *b = malloc(sizeof(double) * (size_t)P->n);
-  for (int64_t i = 0; i < P->n; i++) xt[i] = 1.0 + (double)i / (double)P->n;
+  for (int64_t i = 0; i < P->n; i++)
+    xt[i] = 1.0 + (double)i / (double)P->n;
   matvec_rows(P, xt, b, 0, P->n);
   free(xt);
   return b;
@@ -372,7 +410,8 @@ static int compare_all(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t 
   prob P;
   PK_REQUIRE_OK(ctx, prob_make(A, pc == PC_COLUMN ? nz : 0, &P) ? PKRYLOV_ERR_INTERNAL : 0);
   pkrylov_precond M = NULL;
-  if (pc == PC_JACOBI) PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  if (pc == PC_JACOBI)
+    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M));
   if (pc == PC_COLUMN)
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, nz, PKRYLOV_LAYOUT_KSLOW, &M));
   const int64_t n = P.n;
@@ -387,7 +426,8 @@ static int compare_all(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t 
       snprintf(what, sizeof what, "%s %s reduce_by_caller %d", label, tname(TYPES[t]), by_caller);
       pkrylov_rci r = make_rci(ctx, TYPES[t], n, pc, by_caller, S);
       PK_REQUIRE_OK(ctx, r ? 0 : PKRYLOV_ERR_INTERNAL);
-      for (int64_t i = 0; i < n; i++) x[i] = 99.0; /* ignored: x_nonzero 0 */
+      for (int64_t i = 0; i < n; i++)
+        x[i] = 99.0; /* ignored: x_nonzero 0 */
       PK_EXPECT(drive(r, &P, pc, b, x, 0, &g_T, 0, 1) == 0, "%s: rci loop failed", what);
       PK_EXPECT_CODE(ctx, pkrylov_rci_get_result(r, &res), PKRYLOV_SUCCESS);
       expect_same_result(what, &res, &lib);
@@ -395,12 +435,14 @@ static int compare_all(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t 
                 pk_test_rel_diff(n, x, xl));
       expect_protocol(what, &g_T, TYPES[t], pc, by_caller, res.iterations, S);
       /* a second solve with the same rci, from an initial guess */
-      for (int64_t i = 0; i < n; i++) x[i] = xl[i] = 0.5;
+      for (int64_t i = 0; i < n; i++)
+        x[i] = xl[i] = 0.5;
       PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPES[t], S, b, xl, 1, &lib));
       PK_EXPECT(drive(r, &P, pc, b, x, 1, &g_T, 0, 1) == 0, "%s: second rci loop failed", what);
       PK_EXPECT_CODE(ctx, pkrylov_rci_get_result(r, &res), PKRYLOV_SUCCESS);
       expect_same_result(what, &res, &lib);
-      PK_EXPECT(memcmp(x, xl, sizeof(double) * n) == 0, "%s: initial guess: x differs from the library's", what);
+      PK_EXPECT(memcmp(x, xl, sizeof(double) * n) == 0, "%s: initial guess: x differs from the library's",
+                what);
       pkrylov_rci_destroy(&r);
       PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPES[t], S, b, xl, 0, &lib)); /* for the next by_caller */
     }
@@ -413,7 +455,8 @@ static int compare_all(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t 
 
 static int with_mtx(const char *file, int pc, const settings *S) {
   const char *path = pk_test_matrix_path(file);
-  if (!path) return PK_SKIP;
+  if (!path)
+    return PK_SKIP;
   pkrylov_context ctx;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
   pkrylov_operator A;
@@ -472,7 +515,8 @@ PK_TEST_CASE(convdiff_none_same_as_library) {
 
 PK_TEST_CASE(max_iterations_same_as_library) {
   const char *path = pk_test_matrix_path("orsirr_2.mtx");
-  if (!path) return PK_SKIP;
+  if (!path)
+    return PK_SKIP;
   pkrylov_context ctx;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
   pkrylov_operator A;
@@ -497,7 +541,8 @@ PK_TEST_CASE(max_iterations_same_as_library) {
     /* the final residual reported is that of x, recomputed here */
     double *ax = malloc(sizeof(double) * P.n);
     matvec_rows(&P, x, ax, 0, P.n);
-    for (int64_t i = 0; i < P.n; i++) ax[i] = b[i] - ax[i];
+    for (int64_t i = 0; i < P.n; i++)
+      ax[i] = b[i] - ax[i];
     PK_EXPECT_NEAR(res.final_residual, pk_test_norm(P.n, ax), 1e-10 * res.final_residual);
     free(ax);
     pkrylov_rci_destroy(&r);
@@ -549,46 +594,57 @@ PK_TEST_CASE(two_ranks_caller_sums) {
       int32_t q[2], np[2];
       double *in[2], *out[2], *part[2];
       for (int k = 0; k < 2; k++) {
-        if (pkrylov_rci_step(r[k], &q[k], &in[k], &out[k], &part[k], &np[k])) ok = 0;
+        if (pkrylov_rci_step(r[k], &q[k], &in[k], &out[k], &part[k], &np[k]))
+          ok = 0;
         trace_add(&T[k], q[k], np[k], in[k], out[k], part[k]);
       }
       nreq++;
       if (!ok || q[0] != q[1] || np[0] != np[1]) {
-        fprintf(stderr, "%s: request %d: ranks ask %d (%d) and %d (%d)\n", nm, nreq, q[0], np[0], q[1], np[1]);
+        fprintf(stderr, "%s: request %d: ranks ask %d (%d) and %d (%d)\n", nm, nreq, q[0], np[0], q[1],
+                np[1]);
         ok = 0;
         break;
       }
-      if (q[0] == PKRYLOV_RCI_DONE) break;
+      if (q[0] == PKRYLOV_RCI_DONE)
+        break;
       if (q[0] == PKRYLOV_RCI_MATVEC) {
-        for (int k = 0; k < 2; k++) memcpy(g + lo[k], in[k], sizeof(double) * len[k]);
-        for (int k = 0; k < 2; k++) matvec_rows(&P, g, out[k], lo[k], lo[k] + len[k]);
+        for (int k = 0; k < 2; k++)
+          memcpy(g + lo[k], in[k], sizeof(double) * len[k]);
+        for (int k = 0; k < 2; k++)
+          matvec_rows(&P, g, out[k], lo[k], lo[k] + len[k]);
       } else if (q[0] == PKRYLOV_RCI_PRECOND) {
-        for (int k = 0; k < 2; k++) precond_apply(&P, PC_JACOBI, lo[k], lo[k] + len[k], in[k], out[k]);
+        for (int k = 0; k < 2; k++)
+          precond_apply(&P, PC_JACOBI, lo[k], lo[k] + len[k], in[k], out[k]);
       } else {
-        for (int k = 0; k < 2; k++) reduce_request(&T[k], q[k], part[k], np[k]);
+        for (int k = 0; k < 2; k++)
+          reduce_request(&T[k], q[k], part[k], np[k]);
         if (T[0].bad || T[1].bad) {
           ok = 0;
           break;
         }
         if (q[0] == PKRYLOV_RCI_REDUCE_WAIT)
           for (int k = 0; k < 2; k++)
-            for (int j = 0; j < np[k]; j++) part[k][j] = T[0].sent[j] + T[1].sent[j];
+            for (int j = 0; j < np[k]; j++)
+              part[k][j] = T[0].sent[j] + T[1].sent[j];
       }
     }
     PK_EXPECT(ok, "%s: the two ranks' loop failed", nm);
-    for (int k = 0; k < 2; k++) PK_EXPECT_CODE(ctx, pkrylov_rci_get_result(r[k], &res[k]), PKRYLOV_SUCCESS);
+    for (int k = 0; k < 2; k++)
+      PK_EXPECT_CODE(ctx, pkrylov_rci_get_result(r[k], &res[k]), PKRYLOV_SUCCESS);
     /* both ranks agree on the outcome; it is the library's up to the rounding of the sums */
     PK_EXPECT(res[0].iterations == res[1].iterations && res[0].reason == res[1].reason &&
                   res[0].final_residual == res[1].final_residual,
               "%s: ranks disagree: %d/%d iterations", nm, res[0].iterations, res[1].iterations);
-    PK_EXPECT(res[0].converged && abs(res[0].iterations - lib.iterations) <= 2, "%s: %d iterations (%s), library %d",
-              nm, res[0].iterations, pkrylov_reason_string(res[0].reason), lib.iterations);
+    PK_EXPECT(res[0].converged && abs(res[0].iterations - lib.iterations) <= 2,
+              "%s: %d iterations (%s), library %d", nm, res[0].iterations,
+              pkrylov_reason_string(res[0].reason), lib.iterations);
     const double tr = pk_test_true_relres(A, b, x);
     PK_EXPECT(tr <= S.rtol * 1.0001, "%s: true relative residual %g", nm, tr);
     PK_EXPECT_NEAR(res[0].rel_residual, tr, 1e-6 * tr);
     PK_EXPECT(pk_test_rel_diff(n, x, xd) < 1e-5, "%s: x vs dense %g", nm, pk_test_rel_diff(n, x, xd));
     PK_EXPECT(pk_test_rel_diff(n, x, xl) < 1e-5, "%s: x vs library %g", nm, pk_test_rel_diff(n, x, xl));
-    for (int k = 0; k < 2; k++) pkrylov_rci_destroy(&r[k]);
+    for (int k = 0; k < 2; k++)
+      pkrylov_rci_destroy(&r[k]);
   }
   free(T[0].e), free(T[1].e);
   free(b), free(x), free(xl), free(xd), free(g);
@@ -622,7 +678,8 @@ static int fixture_make(fixture *F) {
   F->b2 = malloc(sizeof(double) * n), F->x = malloc(sizeof(double) * n), F->x2 = malloc(sizeof(double) * n);
   F->xl = malloc(sizeof(double) * n);
   uint64_t seed = 11;
-  for (int64_t i = 0; i < n; i++) F->b2[i] = pk_test_rand(&seed);
+  for (int64_t i = 0; i < n; i++)
+    F->b2[i] = pk_test_rand(&seed);
   return 0;
 }
 
@@ -645,7 +702,8 @@ PK_TEST_CASE(abandon_and_restart) {
       PK_REQUIRE_OK(F.ctx, r ? 0 : PKRYLOV_ERR_INTERNAL);
       /* a solve from an initial guess, abandoned after some requests in the middle of its iteration */
       uint64_t seed = 5;
-      for (int64_t i = 0; i < n; i++) F.x[i] = pk_test_rand(&seed);
+      for (int64_t i = 0; i < n; i++)
+        F.x[i] = pk_test_rand(&seed);
       double *x0 = malloc(sizeof(double) * n);
       memcpy(x0, F.x, sizeof(double) * n);
       PK_EXPECT(drive(r, &F.P, PC_JACOBI, F.b, F.x, 1, &g_T, 40 + 7 * t, 1) == 0, "%s: first loop", nm);
@@ -656,10 +714,12 @@ PK_TEST_CASE(abandon_and_restart) {
       memcpy(bgone, F.b, sizeof(double) * n);
       PK_EXPECT(drive(r, &F.P, PC_JACOBI, bgone, F.x, 1, &g_T, 9, 1) == 0, "%s: loop to abandon", nm);
       free(bgone); /* ASan: the abandoning start below must not read b (nor x) */
-      for (int64_t i = 0; i < n; i++) F.x[i] = -1.0;
+      for (int64_t i = 0; i < n; i++)
+        F.x[i] = -1.0;
       PK_EXPECT(drive(r, &F.P, PC_JACOBI, F.b2, F.x2, 0, &g_T, 0, 1) == 0, "%s: second loop", nm);
       int64_t written = 0;
-      for (int64_t i = 0; i < n; i++) written += F.x[i] != -1.0;
+      for (int64_t i = 0; i < n; i++)
+        written += F.x[i] != -1.0;
       PK_EXPECT(written == 0, "%s: the abandoned solve wrote %lld values of its x", nm, (long long)written);
       pkrylov_result res, lib;
       PK_REQUIRE_OK(F.ctx, pkrylov_rci_get_result(r, &res));
@@ -715,12 +775,15 @@ PK_TEST_CASE(wrong_order_and_bad_input) {
   int32_t req;
   pkrylov_result res;
   /* bad type, bad sizes, bad flags */
-  PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_CAGMRES + 1, n, 0, 0, &r), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_CAGMRES + 1, n, 0, 0, &r),
+                 PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT(pk_test_msg_has(ctx, "'type'"), "message");
-  PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_PRECOND_JACOBI, n, 0, 0, &r), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_PRECOND_JACOBI, n, 0, 0, &r),
+                 PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_GMRES, 0, 0, 0, &r), PKRYLOV_ERR_INVALID_SIZE);
   PK_EXPECT(pk_test_msg_has(ctx, "'n'"), "message");
-  PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_BICGSTAB, -5, 1, 1, &r), PKRYLOV_ERR_INVALID_SIZE);
+  PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_BICGSTAB, -5, 1, 1, &r),
+                 PKRYLOV_ERR_INVALID_SIZE);
   PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_BICGSTAB, INT64_MAX / 2, 1, 1, &r),
                  PKRYLOV_ERR_INVALID_SIZE);
   PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_FGMRES, n, 3, 0, &r), PKRYLOV_ERR_INVALID_VALUE);
@@ -766,15 +829,18 @@ PK_TEST_CASE(wrong_order_and_bad_input) {
     for (;;) {
       int32_t q, np;
       double *in, *out, *part;
-      if ((ierr = pkrylov_rci_step(r, &q, &in, &out, &part, &np))) break;
-      if (q == PKRYLOV_RCI_DONE) break;
+      if ((ierr = pkrylov_rci_step(r, &q, &in, &out, &part, &np)))
+        break;
+      if (q == PKRYLOV_RCI_DONE)
+        break;
       if (q == PKRYLOV_RCI_MATVEC)
         matvec_rows(&F.P, in, out, 0, n);
       else if (q == PKRYLOV_RCI_PRECOND)
         precond_apply(&F.P, PC_JACOBI, 0, n, in, out);
       else {
         reduce_request(&g_T, q, part, np);
-        if (q == PKRYLOV_RCI_REDUCE_WAIT) memcpy(part, g_T.sent, sizeof(double) * np);
+        if (q == PKRYLOV_RCI_REDUCE_WAIT)
+          memcpy(part, g_T.sent, sizeof(double) * np);
       }
     }
     PK_EXPECT(ierr == 0 && !g_T.bad, "continued loop failed");

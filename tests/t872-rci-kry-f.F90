@@ -80,11 +80,13 @@ program t872_rci_kry_f
             call drive(r, 1)
             call pk_rci_get_result(r, res)
             call check_solution('')
-            if (res%iterations /= lib%iterations .or. res%reason /= lib%reason) call fail('iterations or reason')
+            if (res%iterations /= lib%iterations .or. res%reason /= lib%reason) &
+                call fail('iterations or reason')
             if (any(x /= xl)) call fail('x differs from pk_solver_solve')
             if (res%final_residual /= lib%final_residual) call fail('final residual differs')
             pipelined = types(it) == PKRYLOV_SOLVER_PIPEBICGSTAB .or. types(it) == PKRYLOV_SOLVER_PIPEGMRES
-            if (ib == 1 .and. pipelined .and. overlapped < res%iterations/2) call fail('pipelined request order')
+            if (ib == 1 .and. pipelined .and. overlapped < res%iterations/2) &
+                call fail('pipelined request order')
             if (.not. pipelined .and. overlapped /= 0) call fail('a blocking method overlapped a reduction')
             if (ib == 1 .and. starts < 1) call fail('no reduction requests')
             ! after DONE: a step needs a new start

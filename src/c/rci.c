@@ -485,7 +485,8 @@ int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t pre
            "argument 'ctx': reverse communication is implemented for the CPU backend only");
   const int kry = pk_kry_is_kry_type(type);
   const int nvec = kry ? 0 : type == PKRYLOV_SOLVER_CG ? W_U + 1 : RCI_NVEC;
-  PK_CHECK((uint64_t)n <= SIZE_MAX / sizeof(double) / (size_t)(nvec > 0 ? nvec : 4), ctx, PKRYLOV_ERR_INVALID_SIZE,
+  PK_CHECK((uint64_t)n <= SIZE_MAX / sizeof(double) / (size_t)(nvec > 0 ? nvec : 4), ctx,
+           PKRYLOV_ERR_INVALID_SIZE,
            "argument 'n' = %lld is too large", (long long)n);
   struct pkrylov_rci_s *R;
   PK_CALLOC(R, 1, ctx);
@@ -572,7 +573,8 @@ int pkrylov_rci_set_residual_replacement(pkrylov_rci r, int32_t k) {
 int pkrylov_rci_set_restart(pkrylov_rci r, int32_t m) {
   PK_CHECK(r != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'r' is NULL");
   RCI_CHECK_SETTABLE(r);
-  PK_CHECK(m >= 1 && m <= 1000, r->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'm' = %d must be in [1, 1000]", m);
+  PK_CHECK(m >= 1 && m <= 1000, r->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'm' = %d must be in [1, 1000]",
+           m);
   r->restart = m;
   return PKRYLOV_SUCCESS;
 }

@@ -43,7 +43,7 @@ struct pk_rci_kry {
   pkrylov_context ctx;  /* the caller's: errors */
   pkrylov_context pctx; /* private CPU context: the operator, preconditioner, solver and the hook */
   pkrylov_operator A;
-  pkrylov_precond M;    /* NULL without preconditioner */
+  pkrylov_precond M; /* NULL without preconditioner */
   pkrylov_solver s;
   int64_t n;
   pthread_t thread;
@@ -51,17 +51,17 @@ struct pk_rci_kry {
   pthread_cond_t cv;
   int have_mu, have_cv, have_thread;
   /* shared between the sides: read and written only by the side that has the turn */
-  int turn;          /* TURN_CALLER or TURN_WORKER (changed under mu) */
-  int cmd;           /* what the worker does when it gets the turn outside a solve */
-  int abort;         /* the caller abandons the solve in progress */
-  int busy;          /* a solve runs in the worker (it holds a request pending) */
-  int pending;       /* a solve was started (pkrylov_rci_start) and not begun yet */
+  int turn;           /* TURN_CALLER or TURN_WORKER (changed under mu) */
+  int cmd;            /* what the worker does when it gets the turn outside a solve */
+  int abort;          /* the caller abandons the solve in progress */
+  int busy;           /* a solve runs in the worker (it holds a request pending) */
+  int pending;        /* a solve was started (pkrylov_rci_start) and not begun yet */
   int32_t req, npart; /* the request posted */
   double *in, *out, *part;
-  const double *b;   /* the solve's arrays: the caller's b and x */
+  const double *b; /* the solve's arrays: the caller's b and x */
   double *x;
-  double *xw;        /* n: the iterate the solve works on */
-  int ierr;          /* status of the finished solve */
+  double *xw;         /* n: the iterate the solve works on */
+  int ierr;           /* status of the finished solve */
   pkrylov_result res; /* and its result */
 };
 
@@ -79,7 +79,8 @@ static int rk_post(pk_rci_kry *K, int32_t q, double *in, double *out, double *pa
     K->npart = npart;
     K->turn = TURN_CALLER;
     pthread_cond_broadcast(&K->cv);
-    while (K->turn != TURN_WORKER) pthread_cond_wait(&K->cv, &K->mu);
+    while (K->turn != TURN_WORKER)
+      pthread_cond_wait(&K->cv, &K->mu);
     ab = K->abort;
   }
   pthread_mutex_unlock(&K->mu);
@@ -104,13 +105,15 @@ static int rk_abandoned(pkrylov_context ctx) {
 
 /** Hook: the caller starts the global sum of vals[0..count). */
 static int rk_hook_begin(void *data, pkrylov_context ctx, double *vals, int count) {
-  if (rk_post((pk_rci_kry *)data, PKRYLOV_RCI_REDUCE_START, NULL, NULL, vals, count)) return rk_abandoned(ctx);
+  if (rk_post((pk_rci_kry *)data, PKRYLOV_RCI_REDUCE_START, NULL, NULL, vals, count))
+    return rk_abandoned(ctx);
   return PKRYLOV_SUCCESS;
 }
 
 /** Hook: the caller finishes it (vals then hold the global sums). */
 static int rk_hook_end(void *data, pkrylov_context ctx, double *vals, int count) {
-  if (rk_post((pk_rci_kry *)data, PKRYLOV_RCI_REDUCE_WAIT, NULL, NULL, vals, count)) return rk_abandoned(ctx);
+  if (rk_post((pk_rci_kry *)data, PKRYLOV_RCI_REDUCE_WAIT, NULL, NULL, vals, count))
+    return rk_abandoned(ctx);
   return PKRYLOV_SUCCESS;
 }
 
@@ -127,14 +130,17 @@ static void *rk_main(void *arg) {
   pk_rci_kry *K = (pk_rci_kry *)arg;
   pthread_mutex_lock(&K->mu);
   for (;;) {
-    while (K->turn != TURN_WORKER) pthread_cond_wait(&K->cv, &K->mu);
-    if (K->cmd == CMD_QUIT) break;
+    while (K->turn != TURN_WORKER)
+      pthread_cond_wait(&K->cv, &K->mu);
+    if (K->cmd == CMD_QUIT)
+      break;
     K->cmd = CMD_NONE;
     pthread_mutex_unlock(&K->mu);
     pkrylov_result res;
     memset(&res, 0, sizeof res);
     int ierr = pkrylov_solver_solve(K->s, PKRYLOV_MEM_HOST, K->b, K->xw);
-    if (!ierr) ierr = pkrylov_solver_get_result(K->s, &res);
+    if (!ierr)
+      ierr = pkrylov_solver_get_result(K->s, &res);
     pthread_mutex_lock(&K->mu);
     K->ierr = ierr;
     K->res = res;
@@ -155,23 +161,28 @@ static void *rk_main(void *arg) {
 static void rk_run_worker(pk_rci_kry *K) {
   K->turn = TURN_WORKER;
   pthread_cond_broadcast(&K->cv);
-  while (K->turn != TURN_CALLER) pthread_cond_wait(&K->cv, &K->mu);
+  while (K->turn != TURN_CALLER)
+    pthread_cond_wait(&K->cv, &K->mu);
 }
 
 void pk_rci_kry_abandon(pk_rci_kry *K) {
-  if (!K) return;
+  if (!K)
+    return;
   K->pending = 0;
-  if (!K->busy) return;
+  if (!K->busy)
+    return;
   pthread_mutex_lock(&K->mu);
   K->abort = 1;
-  while (K->busy) rk_run_worker(K); /* after the abort the worker hands back only at the end of the solve */
+  while (K->busy)
+    rk_run_worker(K); /* after the abort the worker hands back only at the end of the solve */
   K->abort = 0;
   pthread_mutex_unlock(&K->mu);
   pkrylov_context_clear_error(K->pctx);
 }
 
 void pk_rci_kry_destroy(pk_rci_kry *K) {
-  if (!K) return;
+  if (!K)
+    return;
   if (K->have_thread) {
     pk_rci_kry_abandon(K);
     pthread_mutex_lock(&K->mu);
@@ -181,8 +192,10 @@ void pk_rci_kry_destroy(pk_rci_kry *K) {
     pthread_mutex_unlock(&K->mu);
     pthread_join(K->thread, NULL);
   }
-  if (K->have_cv) pthread_cond_destroy(&K->cv);
-  if (K->have_mu) pthread_mutex_destroy(&K->mu);
+  if (K->have_cv)
+    pthread_cond_destroy(&K->cv);
+  if (K->have_mu)
+    pthread_mutex_destroy(&K->mu);
   pkrylov_solver_destroy(&K->s);
   pkrylov_precond_destroy(&K->M);
   pkrylov_operator_destroy(&K->A);
@@ -205,13 +218,15 @@ int pk_rci_kry_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t prec
   const char *func = "pkrylov_rci_create";
   *out = NULL;
   pk_rci_kry *K = calloc(1, sizeof *K);
-  if (!K) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the reverse-communication state");
+  if (!K)
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the reverse-communication state");
   K->ctx = ctx;
   K->n = n;
   K->xw = calloc((size_t)n, sizeof(double));
   if (!K->xw) {
     free(K);
-    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate a vector of %lld values", (long long)n);
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate a vector of %lld values",
+                    (long long)n);
   }
   K->turn = TURN_CALLER;
   int ierr = pkrylov_context_create(PKRYLOV_BACKEND_CPU, &K->pctx);
@@ -222,7 +237,8 @@ int pk_rci_kry_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t prec
   }
   if (!(ierr = pkrylov_operator_create_user(K->pctx, n, rk_matvec, K, &K->A)) && preconditioned)
     ierr = pkrylov_precond_create_user(K->pctx, n, rk_precond, K, &K->M);
-  if (!ierr) ierr = pkrylov_solver_create(K->pctx, type, K->A, K->M, &K->s);
+  if (!ierr)
+    ierr = pkrylov_solver_create(K->pctx, type, K->A, K->M, &K->s);
   if (ierr) {
     ierr = rk_forward(K, ierr, func);
     pk_rci_kry_destroy(K);
@@ -232,9 +248,12 @@ int pk_rci_kry_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t prec
     K->pctx->reduce_hook = &rk_hook;
     K->pctx->reduce_hook_data = K;
   }
-  if (pthread_mutex_init(&K->mu, NULL) == 0) K->have_mu = 1;
-  if (K->have_mu && pthread_cond_init(&K->cv, NULL) == 0) K->have_cv = 1;
-  if (K->have_cv && pthread_create(&K->thread, NULL, rk_main, K) == 0) K->have_thread = 1;
+  if (pthread_mutex_init(&K->mu, NULL) == 0)
+    K->have_mu = 1;
+  if (K->have_mu && pthread_cond_init(&K->cv, NULL) == 0)
+    K->have_cv = 1;
+  if (K->have_cv && pthread_create(&K->thread, NULL, rk_main, K) == 0)
+    K->have_thread = 1;
   if (!K->have_thread) {
     pk_rci_kry_destroy(K);
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot start the solver's worker thread");
@@ -249,16 +268,24 @@ int pk_rci_kry_start(pk_rci_kry *K, const pk_rci_kry_settings *set, const double
   pk_rci_kry_abandon(K);
   pkrylov_solver s = K->s;
   int ierr = pkrylov_solver_set_tolerances(s, set->rtol, set->atol);
-  if (!ierr) ierr = pkrylov_solver_set_max_iterations(s, set->maxit);
-  if (!ierr) ierr = pkrylov_solver_set_residual_replacement(s, set->replace_interval);
-  if (!ierr) ierr = pkrylov_solver_set_restart(s, set->restart);
-  if (!ierr) ierr = pkrylov_solver_set_step(s, set->step);
-  if (!ierr) ierr = pkrylov_solver_set_initial_guess_nonzero(s, x_nonzero);
-  if (!ierr) ierr = pkrylov_context_set_num_threads(K->pctx, K->ctx->num_threads);
-  if (ierr) return rk_forward(K, ierr, func);
+  if (!ierr)
+    ierr = pkrylov_solver_set_max_iterations(s, set->maxit);
+  if (!ierr)
+    ierr = pkrylov_solver_set_residual_replacement(s, set->replace_interval);
+  if (!ierr)
+    ierr = pkrylov_solver_set_restart(s, set->restart);
+  if (!ierr)
+    ierr = pkrylov_solver_set_step(s, set->step);
+  if (!ierr)
+    ierr = pkrylov_solver_set_initial_guess_nonzero(s, x_nonzero);
+  if (!ierr)
+    ierr = pkrylov_context_set_num_threads(K->pctx, K->ctx->num_threads);
+  if (ierr)
+    return rk_forward(K, ierr, func);
   K->b = b;
   K->x = x;
-  if (x_nonzero) memcpy(K->xw, x, sizeof(double) * (size_t)K->n);
+  if (x_nonzero)
+    memcpy(K->xw, x, sizeof(double) * (size_t)K->n);
   K->pending = 1;
   return PKRYLOV_SUCCESS;
 }
@@ -282,8 +309,10 @@ int pk_rci_kry_step(pk_rci_kry *K, int32_t *req, double **in, double **out, doub
   *out = K->out;
   *partials = K->part;
   *npartials = K->npart;
-  if (K->req != PKRYLOV_RCI_DONE) return PKRYLOV_SUCCESS;
-  if (K->ierr) return rk_forward(K, K->ierr, "pkrylov_rci_step"); /* x keeps its value from the start */
+  if (K->req != PKRYLOV_RCI_DONE)
+    return PKRYLOV_SUCCESS;
+  if (K->ierr)
+    return rk_forward(K, K->ierr, "pkrylov_rci_step"); /* x keeps its value from the start */
   memcpy(K->x, K->xw, sizeof(double) * (size_t)K->n);
   *res = K->res;
   return PKRYLOV_SUCCESS;

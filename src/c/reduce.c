@@ -29,7 +29,8 @@ static int reduce_hook_end(pkrylov_context ctx, pk_reduce_request *req) {
 /* ---- end of the hook -------------------------------------------------------------------------------- */
 
 int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count) {
-  if (ctx && ctx->reduce_hook) return ctx->reduce_hook->sum(ctx->reduce_hook_data, ctx, vals, count); /* hook */
+  if (ctx && ctx->reduce_hook) /* hook */
+    return ctx->reduce_hook->sum(ctx->reduce_hook_data, ctx, vals, count);
   (void)ctx;
   (void)vals;
   (void)count;
