@@ -66,9 +66,7 @@ program t872_rci_kry_f
         ! the library's solve (CSR, JACOBI, step 4 for CA-GMRES: the rci uses the same)
         call pk_solver_create(ctx, s, types(it), A, M)
         call pk_solver_set_tolerances(s, rtol, 0.0_c_double)
-        if (types(it) == PKRYLOV_SOLVER_CAGMRES) then
-            if (pkrylov_step4(s) /= 0) call fail('solver step')
-        end if
+        call pk_solver_set_step(s, 4_c_int32_t)
         call pk_solver_solve(s, b, xl)
         call pk_solver_get_result(s, lib)
         call pk_solver_destroy(s)
@@ -129,20 +127,6 @@ program t872_rci_kry_f
     if (failures > 0) error stop 1
     print '(a)', 'ok'
 contains
-    !> The library's solver with CA-GMRES step 4 (pk_solver has no Fortran wrapper for the step: the C
-    !> function through an interface written here).
-    integer function pkrylov_step4(sv)
-        type(pk_solver), intent(in) :: sv
-        interface
-            function c_set_step(h, step) bind(C, name="pkrylov_solver_set_step")
-                use, intrinsic :: iso_c_binding, only: c_ptr, c_int, c_int32_t
-                type(c_ptr), value :: h
-                integer(c_int32_t), value :: step
-                integer(c_int) :: c_set_step
-            end function c_set_step
-        end interface
-        pkrylov_step4 = c_set_step(sv%h, 4_c_int32_t)
-    end function pkrylov_step4
     !> The loop: answer every request until DONE; count reductions and overlapped ones.
     subroutine drive(rr, start)
         type(pk_rci), intent(in) :: rr
