@@ -163,9 +163,10 @@ module pkrylov_mod
     public :: pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get
     ! the MKL-compatible reverse-communication FGMRES (pkrylov_mkl_fgmres.inc, in the contains part)
     public :: pk_dfgmres_init, pk_dfgmres_check, pk_dfgmres, pk_dfgmres_get
-    ! handle-based reverse communication (CG, pipelined CG, caller-owned reductions)
+    ! handle-based reverse communication (all solver types, caller-owned reductions)
     public :: pk_rci_create, pk_rci_start, pk_rci_step, pk_rci_get_result, pk_rci_destroy
     public :: pk_rci_set_tolerances, pk_rci_set_max_iterations, pk_rci_set_residual_replacement
+    public :: pk_rci_set_restart, pk_rci_set_step
     ! solver settings and history, threads, operator export, Matrix Market, preconditioner apply/info
     public :: pk_solver_set_true_residual_interval, pk_solver_set_residual_replacement
     public :: pk_solver_set_stagnation_window, pk_solver_set_precision, pk_solver_set_sync_interval
@@ -2005,8 +2006,8 @@ contains
     ! ---------------------------------------------------------------------------------------------
     ! Handle-based reverse communication (pkrylov_rci_*)
 
-    !> Create a reverse-communication solve of size n (type PKRYLOV_SOLVER_CG or _PIPECG;
-    !> preconditioned, reduce_by_caller: 0 or 1).
+    !> Create a reverse-communication solve of size n (type PKRYLOV_SOLVER_*: CG, PIPECG, BICGSTAB,
+    !> PIPEBICGSTAB, GMRES, PIPEGMRES, FGMRES, CAGMRES; preconditioned, reduce_by_caller: 0 or 1).
     subroutine pk_rci_create(ctx, r, type, n, preconditioned, reduce_by_caller, ierr)
         type(pk_context), intent(in) :: ctx !! the context
         type(pk_rci), intent(out) :: r !! the new handle
@@ -2024,6 +2025,22 @@ contains
             r%n = n
         end if
     end subroutine pk_rci_create
+
+    !> GMRES family: restart length m (1..1000, default 30).
+    subroutine pk_rci_set_restart(r, m, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        integer(c_int32_t), intent(in) :: m !! Krylov vectors per cycle
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_rci_set_restart(r%h, m), r%ctx, 'pk_rci_set_restart', ierr)
+    end subroutine pk_rci_set_restart
+
+    !> CA-GMRES: step size (1..16, or 0 = auto, the default).
+    subroutine pk_rci_set_step(r, step, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        integer(c_int32_t), intent(in) :: step !! basis vectors per block
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_rci_set_step(r%h, step), r%ctx, 'pk_rci_set_step', ierr)
+    end subroutine pk_rci_set_step
 
     !> Start a solve of A x = b; b and x (n values, host) must stay in place (target) until the step
     !> that returns PKRYLOV_RCI_DONE: x is updated in place.
@@ -2103,7 +2120,9 @@ contains
         end if
     end subroutine pk_rci_destroy
 
-    !> As pk_solver_set_tolerances: stop when ||r|| <= max(rtol ||b||, atol) (defaults 1e-8 and 0).
+    !> As pk_solver_set_tolerances: stop when ||r|| <= max(rtol ||b||, atol) (defaults 1e-8 and 0). For the
+    !> BiCGStab and GMRES families every setting is taken when a solve starts: a change in the middle of a
+    !> solve is PKRYLOV_ERR_INVALID_STATE.
     subroutine pk_rci_set_tolerances(r, rtol, atol, ierr)
         type(pk_rci), intent(in) :: r !! the handle
         real(c_double), intent(in) :: rtol !! relative tolerance, >= 0
@@ -2120,7 +2139,8 @@ contains
         call check(pkrylov_rci_set_max_iterations(r%h, maxit), r%ctx, 'pk_rci_set_max_iterations', ierr)
     end subroutine pk_rci_set_max_iterations
 
-    !> Pipelined CG: residual replacement every k iterations (k >= 0, 0 = never, default 50). Ignored by CG.
+    !> Pipelined CG and pipelined BiCGStab: residual replacement every k iterations (k >= 0, 0 = never,
+    !> default 50). Ignored by the others.
     subroutine pk_rci_set_residual_replacement(r, k, ierr)
         type(pk_rci), intent(in) :: r !! the handle
         integer(c_int32_t), intent(in) :: k !! interval, >= 0

@@ -787,25 +787,59 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
 
 /* ------------------------------------------------------------------------------------------------ */
 /**
- * @name Handle-based reverse communication (pipelined solvers, caller-owned reductions)
+ * @name Handle-based reverse communication (every solver type, caller-owned reductions)
  *
- * The solver runs as a state machine and hands every operation it cannot do itself back to the caller:
- * y = A x, y = M^-1 x and, when the caller owns the communicator, the start and the end of each global sum,
- * so that the reduction of pipelined CG overlaps the caller's preconditioner and matvec. The operand and
- * result vectors of a request point into the rci's workspace (or into the caller's x), n values each.
+ * The solver hands every operation it cannot do itself back to the caller: y = A x, y = M^-1 x and, when
+ * the caller owns the communicator, the start and the end of each global sum, so that the reductions of the
+ * pipelined methods overlap the caller's preconditioner and matvec. The operand and result vectors of a
+ * request point into the rci's workspace (or into the caller's x), n values each.
  * CPU backend only for now: on a CUDA context pkrylov_rci_create() answers ::PKRYLOV_ERR_UNSUPPORTED.
  *
  * Loop: pkrylov_rci_start(); then call pkrylov_rci_step() and answer its request until it gives
  * ::PKRYLOV_RCI_DONE; the outcome is in pkrylov_rci_get_result() and x (the caller's array, updated in
- * place) holds the solution or the last good iterate. Requests per iteration:
+ * place) holds the solution or the last good iterate. Without preconditioner no PRECOND request appears;
+ * with reduce_by_caller 0 no REDUCE request appears (the library sums, as pkrylov_solver_solve() does).
+ * With reduce_by_caller 1 every global sum is a REDUCE_START (partials: the local values, npartials of
+ * them) and a REDUCE_WAIT naming the same array: sum each value elementwise over the ranks, in place
+ * (MPI_Iallreduce with MPI_IN_PLACE at START, MPI_Wait at WAIT); the solver does not read the array in
+ * between. A blocking sum is a START directly followed by its WAIT.
+ *
+ * CG and pipelined CG run as state machines (the recurrences of pkrylov_solver_solve()). Per iteration:
  * - CG (reduce_by_caller 1): PRECOND (in = r, out = z), REDUCE_START, REDUCE_WAIT (2 partials), MATVEC
  *   (in = z, out = a work vector), REDUCE_START, REDUCE_WAIT (1 partial): two blocking reductions.
  * - pipelined CG: REDUCE_START (3 partials: (r,u), (w,u), (r,r)), PRECOND (in = w, out = m), MATVEC
  *   (in = m, out = n), REDUCE_WAIT; the library then updates the vectors and starts the next reduction.
  * Set-up, restarts, residual replacement and the true-residual confirmation of convergence issue further
  * MATVEC (in = x for r = b - A x), PRECOND and reduction requests; the first reduction of a solve carries
- * one more partial, (b, b). Without preconditioner no PRECOND request appears; with reduce_by_caller 0
- * no REDUCE request appears (the library sums, as pkrylov_solver_solve() does).
+ * one more partial, (b, b).
+ *
+ * The BiCGStab and GMRES families run the very solve of pkrylov_solver_solve() (same iterations, same x,
+ * bitwise, when the caller's products and sums are the library's arithmetic), its operator, preconditioner
+ * and global sums turned into requests; the requests are those of that driver, in its order:
+ * - they work on the rci's own copy of the iterate (in = that copy where the CG path gives x) and write x
+ *   when the solve ends (DONE); until then x keeps the initial guess.
+ * - a solve starts with REDUCE (1 partial: (b, b)), MATVEC (in = the iterate) and REDUCE (1:
+ *   ||b - A x||^2), then the driver's own set-up; a convergence is confirmed by MATVEC (in = the iterate)
+ *   and REDUCE (1), and so is the final residual of a solve that did not converge.
+ * - BiCGStab: PRECOND, MATVEC, REDUCE (1), REDUCE (1), PRECOND, MATVEC, REDUCE (2), REDUCE (2).
+ * - pipelined BiCGStab: REDUCE_START (5), PRECOND, MATVEC, REDUCE_WAIT, REDUCE_START (3), PRECOND, MATVEC,
+ *   REDUCE_WAIT (residual replacement iterations: blocking sums and a few more products instead).
+ * - GMRES and FGMRES: PRECOND, MATVEC, then two blocking REDUCEs of j and j + 1 values in step j of a cycle
+ *   (classical Gram-Schmidt twice; the norm in the second); the end of a cycle adds PRECOND (GMRES) and
+ *   MATVEC for the new residual.
+ * - pipelined GMRES: REDUCE_START (j + 1 values), PRECOND, MATVEC, REDUCE_WAIT: one overlapped sum per step
+ *   (the first and the last step of a cycle block).
+ * - CA-GMRES: blocks of s (pkrylov_rci_set_step()) PRECOND, MATVEC pairs, then blocking REDUCEs of Gram
+ *   matrices. Their entries come as (hi, lo) double-double pairs: summing hi and lo separately over the
+ *   ranks is exact on one rank and a close (not an exact double-double) sum on several.
+ * The number of partials of a request is whatever the driver's reduction has: the caller need not know
+ * what they are, only sum them. Abandoning a solve of these types (a new pkrylov_rci_start(), destroy)
+ * writes nothing to its b and x (which need not exist any more then); their settings change only between
+ * solves (a setter in the
+ * middle of one answers ::PKRYLOV_ERR_INVALID_STATE). These types run their solve in a worker thread of the
+ * rci (created with it, joined by pkrylov_rci_destroy()) while the caller's thread waits, so exactly one of
+ * the two runs at any time; the caller may call pkrylov_rci_step() from any one thread at a time. The
+ * library's loops in the worker use their own OpenMP team (pkrylov_context_set_num_threads() of ctx).
  */
 /**@{*/
 typedef struct pkrylov_rci_s *pkrylov_rci; /**< a reverse-communication solve */
@@ -822,23 +856,44 @@ typedef enum {
 
 /**
  * Create a reverse-communication solver of size n.
- * @param[in] type              ::PKRYLOV_SOLVER_CG or ::PKRYLOV_SOLVER_PIPECG
+ * @param[in] type              a ::pkrylov_solver_type: ::PKRYLOV_SOLVER_CG to ::PKRYLOV_SOLVER_CAGMRES
  * @param[in] n                 number of unknowns, > 0
- * @param[in] preconditioned    1: PRECOND requests (M^-1 symmetric, of one sign); 0: none (M = I)
+ * @param[in] preconditioned    1: PRECOND requests (CG, pipelined CG: M^-1 symmetric, of one sign; the
+ *                              others apply it on the right, FGMRES lets it vary); 0: none (M = I)
  * @param[in] reduce_by_caller  1: REDUCE_START/REDUCE_WAIT requests; 0: the library sums
  */
 PKRYLOV_EXTERN int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t preconditioned,
                                       int32_t reduce_by_caller, pkrylov_rci *r);
-/** As pkrylov_solver_set_tolerances() (defaults rtol 1e-8, atol 0). */
+/**
+ * As pkrylov_solver_set_tolerances() (defaults rtol 1e-8, atol 0). For every setter: the BiCGStab and GMRES
+ * families take the settings when a solve starts and refuse a change in the middle of one
+ * (::PKRYLOV_ERR_INVALID_STATE); CG and pipelined CG read them as they go.
+ */
 PKRYLOV_EXTERN int pkrylov_rci_set_tolerances(pkrylov_rci r, double rtol, double atol);
 /** Iteration cap (>= 0; default 1000). */
 PKRYLOV_EXTERN int pkrylov_rci_set_max_iterations(pkrylov_rci r, int32_t maxit);
-/** Pipelined CG: residual replacement every k iterations (k >= 0, 0 = never, default 50). Ignored by CG. */
+/**
+ * Residual replacement every k iterations (k >= 0, 0 = never, default 50), as
+ * pkrylov_solver_set_residual_replacement(): pipelined CG and pipelined BiCGStab; ignored by the others.
+ */
 PKRYLOV_EXTERN int pkrylov_rci_set_residual_replacement(pkrylov_rci r, int32_t k);
 /**
- * Start a solve of A x = b (abandons one in progress). b and x: n values in memory space mem (host only
- * for now), distinct, finite; both must stay valid until ::PKRYLOV_RCI_DONE (b is read, x is updated in
- * place). x_nonzero 1: x holds an initial guess; 0: the solve starts from x = 0.
+ * GMRES family: restart length m (1 <= m <= 1000, default 30), as pkrylov_solver_set_restart(); ignored by
+ * CG, pipelined CG and the BiCGStab family.
+ */
+PKRYLOV_EXTERN int pkrylov_rci_set_restart(pkrylov_rci r, int32_t m);
+/**
+ * CA-GMRES: step size (1 <= step <= 16, or 0 = auto, the default), as pkrylov_solver_set_step(); ignored by
+ * the others. Auto times the candidate steps during the first cycle, the caller's answers included, so the
+ * choice (and with it the request sequence) may differ from run to run: give a step where that matters
+ * (several ranks must issue the same requests).
+ */
+PKRYLOV_EXTERN int pkrylov_rci_set_step(pkrylov_rci r, int32_t step);
+/**
+ * Start a solve of A x = b (abandons one in progress; invalid arguments return an error and leave a solve
+ * in progress running). b and x: n values in memory space mem (host only for now), distinct, finite; both
+ * must stay valid until ::PKRYLOV_RCI_DONE (b is read, x is updated in place). x_nonzero 1: x holds an
+ * initial guess; 0: the solve starts from x = 0.
  */
 PKRYLOV_EXTERN int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x,
                                      int32_t x_nonzero);

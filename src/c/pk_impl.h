@@ -75,6 +75,10 @@ struct pkrylov_context_s {
   char last_message[1024];
   int64_t live_objects;   /* operators + preconditioners + solvers not yet destroyed */
   void *cuda;             /* CUDA backend state (device, stream), NULL on the CPU */
+  const struct pk_reduce_hook *reduce_hook; /* reduce.c: override of the global sums, NULL = none (set
+                                               only on the private context of a reverse-communication
+                                               solve, rci_kry.c) */
+  void *reduce_hook_data; /* passed to the hook's functions */
 };
 
 /**
@@ -329,6 +333,18 @@ int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count);
 int pk_allreduce_begin(pkrylov_context ctx, double *vals, int count, pk_reduce_request *req);
 /** Finish a reduction started by pk_allreduce_begin(). */
 int pk_allreduce_end(pkrylov_context ctx, pk_reduce_request *req);
+/**
+ * A per-context override of the global sums (reduce.c calls it first when ctx->reduce_hook is set): used
+ * only by the reverse-communication solve of rci_kry.c, which hands every global sum to its caller. sum
+ * is blocking; begin/end are the split phase (vals stays untouched by the solver in between). Each returns
+ * a status (an error aborts the solve).
+ */
+typedef struct pk_reduce_hook {
+  int (*sum)(void *data, pkrylov_context ctx, double *vals, int count);
+  int (*begin)(void *data, pkrylov_context ctx, double *vals, int count);
+  int (*end)(void *data, pkrylov_context ctx, double *vals, int count);
+} pk_reduce_hook;
+
 /** sums[j] = sum over chunks c in increasing order of partials[c*nvals + j] (deterministic local sum). */
 void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double *sums);
 

@@ -13,12 +13,18 @@
  * MATVEC request of an iteration is in = z. Pipelined CG (Ghysels-Vanroose): m = M^-1 w and n = A m do not
  * depend on the scalars of the iteration, so they are requested while the reduction of (r,u), (w,u),
  * (r,r) is in flight: REDUCE_START, PRECOND, MATVEC, REDUCE_WAIT, then the fused vector update.
+ *
+ * The BiCGStab and GMRES families are not state machines here: rci_kry.c runs the library's own solve of
+ * those types as a coroutine (worker thread) and turns its operator, preconditioner and global sums into
+ * the same requests. This file routes them there (R->kry) and keeps the argument checks and the settings
+ * common to both paths.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pk_impl.h"
+#include "pk_kry.h"
+#include "pk_rci.h"
 
 /** As solver.c: confirmation failures and pipelined restarts before reporting stagnation. */
 #define RCI_MAX_CONFIRM_FAILURES 5
@@ -32,10 +38,12 @@ struct pkrylov_rci_s {
   int32_t type, preconditioned, by_caller;
   int64_t n;
   double rtol, atol;
-  int32_t maxit, replace_interval;
+  int32_t maxit, replace_interval, restart, step;
+  pk_rci_kry *kry; /* BiCGStab and GMRES families: the coroutine (rci_kry.c); NULL for CG and pipelined CG */
   double *work; /* nvec * n */
   double *v[RCI_NVEC];
   double part[4]; /* the partial sums handed to the caller */
+  double *kpart;  /* BiCGStab and GMRES families: the driver's partial sums of the request */
   /* request being answered */
   int32_t req, npart;
   double *in, *out;
@@ -465,9 +473,9 @@ int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t pre
                        int32_t reduce_by_caller, pkrylov_rci *r) {
   PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
   PK_CHECK_PTR(r, ctx);
-  PK_CHECK(type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG, ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'type' = %d is not a pkrylov_solver_type (CG %d, PIPECG %d)", type, PKRYLOV_SOLVER_CG,
-           PKRYLOV_SOLVER_PIPECG);
+  PK_CHECK(type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG || pk_kry_is_kry_type(type), ctx,
+           PKRYLOV_ERR_INVALID_VALUE, "argument 'type' = %d is not a pkrylov_solver_type (%d to %d)", type,
+           PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_CAGMRES);
   PK_CHECK(n > 0, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'n' = %lld must be > 0", (long long)n);
   PK_CHECK(preconditioned == 0 || preconditioned == 1, ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'preconditioned' = %d must be 0 or 1", preconditioned);
@@ -475,16 +483,26 @@ int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t pre
            "argument 'reduce_by_caller' = %d must be 0 or 1", reduce_by_caller);
   PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU, ctx, PKRYLOV_ERR_UNSUPPORTED,
            "argument 'ctx': reverse communication is implemented for the CPU backend only");
-  const int nvec = type == PKRYLOV_SOLVER_CG ? W_U + 1 : RCI_NVEC;
-  PK_CHECK((uint64_t)n <= SIZE_MAX / sizeof(double) / (size_t)nvec, ctx, PKRYLOV_ERR_INVALID_SIZE,
+  const int kry = pk_kry_is_kry_type(type);
+  const int nvec = kry ? 0 : type == PKRYLOV_SOLVER_CG ? W_U + 1 : RCI_NVEC;
+  PK_CHECK((uint64_t)n <= SIZE_MAX / sizeof(double) / (size_t)(nvec > 0 ? nvec : 4), ctx,
+           PKRYLOV_ERR_INVALID_SIZE,
            "argument 'n' = %lld is too large", (long long)n);
   struct pkrylov_rci_s *R;
   PK_CALLOC(R, 1, ctx);
-  R->work = calloc((size_t)nvec * (size_t)n, sizeof(double));
-  if (!R->work) {
-    free(R);
-    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
-                    "cannot allocate %d work vectors of %lld values", nvec, (long long)n);
+  if (kry) {
+    int ierr = pk_rci_kry_create(ctx, type, n, preconditioned, reduce_by_caller, &R->kry);
+    if (ierr) {
+      free(R);
+      return ierr;
+    }
+  } else {
+    R->work = calloc((size_t)nvec * (size_t)n, sizeof(double));
+    if (!R->work) {
+      free(R);
+      return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
+                      "cannot allocate %d work vectors of %lld values", nvec, (long long)n);
+    }
   }
   for (int i = 0; i < nvec; i++)
     R->v[i] = R->work + (size_t)i * (size_t)n;
@@ -497,6 +515,8 @@ int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t pre
   R->atol = 0.0;
   R->maxit = 1000;
   R->replace_interval = 50;
+  R->restart = 30;
+  R->step = 0;
   ctx->live_objects++;
   *r = R;
   return PKRYLOV_SUCCESS;
@@ -507,14 +527,22 @@ int pkrylov_rci_destroy(pkrylov_rci *r) {
   if (!*r)
     return PKRYLOV_SUCCESS;
   (*r)->ctx->live_objects--;
+  pk_rci_kry_destroy((*r)->kry); /* abandons a solve in progress, stops the worker */
   free((*r)->work);
   free(*r);
   *r = NULL;
   return PKRYLOV_SUCCESS;
 }
 
+/** The BiCGStab and GMRES families take their settings at pkrylov_rci_start: none may change mid-solve. */
+#define RCI_CHECK_SETTABLE(r)                                                                                \
+  PK_CHECK(!((r)->kry && (r)->active), (r)->ctx, PKRYLOV_ERR_INVALID_STATE,                                 \
+           "a solve is in progress: settings change between solves (finish it, or abandon it with "          \
+           "pkrylov_rci_start)")
+
 int pkrylov_rci_set_tolerances(pkrylov_rci r, double rtol, double atol) {
   PK_CHECK(r != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'r' is NULL");
+  RCI_CHECK_SETTABLE(r);
   PK_CHECK(isfinite(rtol) && rtol >= 0, r->ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'rtol' = %g must be finite and >= 0", rtol);
   PK_CHECK(isfinite(atol) && atol >= 0, r->ctx, PKRYLOV_ERR_INVALID_VALUE,
@@ -528,6 +556,7 @@ int pkrylov_rci_set_tolerances(pkrylov_rci r, double rtol, double atol) {
 
 int pkrylov_rci_set_max_iterations(pkrylov_rci r, int32_t maxit) {
   PK_CHECK(r != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'r' is NULL");
+  RCI_CHECK_SETTABLE(r);
   PK_CHECK(maxit >= 0, r->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'maxit' = %d must be >= 0", maxit);
   r->maxit = maxit;
   return PKRYLOV_SUCCESS;
@@ -535,8 +564,27 @@ int pkrylov_rci_set_max_iterations(pkrylov_rci r, int32_t maxit) {
 
 int pkrylov_rci_set_residual_replacement(pkrylov_rci r, int32_t k) {
   PK_CHECK(r != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'r' is NULL");
+  RCI_CHECK_SETTABLE(r);
   PK_CHECK(k >= 0, r->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'k' = %d must be >= 0", k);
   r->replace_interval = k;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_rci_set_restart(pkrylov_rci r, int32_t m) {
+  PK_CHECK(r != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'r' is NULL");
+  RCI_CHECK_SETTABLE(r);
+  PK_CHECK(m >= 1 && m <= 1000, r->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'm' = %d must be in [1, 1000]",
+           m);
+  r->restart = m;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_rci_set_step(pkrylov_rci r, int32_t step) {
+  PK_CHECK(r != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'r' is NULL");
+  RCI_CHECK_SETTABLE(r);
+  PK_CHECK(step >= 0 && step <= 16, r->ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'step' = %d must be in [0, 16] (0 = auto)", step);
+  r->step = step;
   return PKRYLOV_SUCCESS;
 }
 
@@ -554,9 +602,20 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
     PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE,
              "argument 'x' (initial guess) has a non-finite value (%g) at index %lld",
              bad >= 0 ? x[bad] : 0.0, (long long)bad);
-  } else {
-    memset(x, 0, sizeof(double) * (size_t)r->n);
   }
+  if (r->kry) {
+    /* abandon a solve in progress first (it writes nothing of the caller's while it unwinds) */
+    pk_rci_kry_abandon(r->kry);
+    r->active = 0;
+    if (!x_nonzero) memset(x, 0, sizeof(double) * (size_t)r->n);
+    pk_rci_kry_settings set = {r->rtol, r->atol, r->maxit, r->replace_interval, r->restart, r->step};
+    PK_CALL(pk_rci_kry_start(r->kry, &set, b, x, x_nonzero));
+    r->b = b;
+    r->x = x;
+    r->active = 1;
+    return PKRYLOV_SUCCESS;
+  }
+  if (!x_nonzero) memset(x, 0, sizeof(double) * (size_t)r->n);
   r->b = b;
   r->x = x;
   r->x_zero = !x_nonzero;
@@ -581,10 +640,28 @@ int pkrylov_rci_step(pkrylov_rci r, int32_t *request, double **in, double **out,
   PK_CHECK_PTR(request, r->ctx);
   PK_CHECK(r->active, r->ctx, PKRYLOV_ERR_INVALID_STATE,
            "no solve in progress: call pkrylov_rci_start first (a finished solve answered PKRYLOV_RCI_DONE)");
-  int ierr = rci_run(r);
-  if (ierr) {
-    r->active = 0;
-    return ierr;
+  if (r->kry) {
+    double *ki, *ko, *kp;
+    int32_t kq, kn;
+    pkrylov_result kres;
+    int ierr = pk_rci_kry_step(r->kry, &kq, &ki, &ko, &kp, &kn, &kres);
+    if (ierr || kq == PKRYLOV_RCI_DONE) r->active = 0;
+    if (ierr) return ierr;
+    if (kq == PKRYLOV_RCI_DONE) {
+      r->done = kres;
+      r->has_result = 1;
+    }
+    r->req = kq;
+    r->in = ki;
+    r->out = ko;
+    if (kp) r->kpart = kp;
+    r->npart = kn;
+  } else {
+    int ierr = rci_run(r);
+    if (ierr) {
+      r->active = 0;
+      return ierr;
+    }
   }
   const int is_vec = r->req == PKRYLOV_RCI_MATVEC || r->req == PKRYLOV_RCI_PRECOND;
   const int is_red = r->req == PKRYLOV_RCI_REDUCE_START || r->req == PKRYLOV_RCI_REDUCE_WAIT;
@@ -594,7 +671,7 @@ int pkrylov_rci_step(pkrylov_rci r, int32_t *request, double **in, double **out,
   if (out)
     *out = is_vec ? r->out : NULL;
   if (partials)
-    *partials = is_red ? r->part : NULL;
+    *partials = is_red ? (r->kry ? r->kpart : r->part) : NULL;
   if (npartials)
     *npartials = is_red ? r->npart : 0;
   return PKRYLOV_SUCCESS;
