@@ -7,15 +7,19 @@
 #define PK_MPI_TEST_H
 
 #include <mpi.h>
+#include <string.h>
 
 #include "pk_test.h"
 #include "pkrylov_mpi.h"
 
 #define PK_MPI_TEST_MAIN(...)                                                                      \
   int main(int argc, char **argv) {                                                                \
-    MPI_Init(&argc, &argv);                                                                        \
     static const pk_test_entry entries[] = {__VA_ARGS__};                                          \
-    int rc = pk_test_main(argc, argv, entries, (int)(sizeof(entries) / sizeof(entries[0])));       \
+    const int count_ = (int)(sizeof(entries) / sizeof(entries[0]));                                \
+    if (argc > 1 && strncmp(argv[1], "serial_", 7) == 0) /* starts mpirun itself: no MPI here */    \
+      return pk_test_main(argc, argv, entries, count_);                                            \
+    MPI_Init(&argc, &argv);                                                                        \
+    int rc = pk_test_main(argc, argv, entries, count_);                                            \
     int fail = rc != PK_PASS && rc != PK_SKIP, skip = rc == PK_SKIP, anyfail = 0, allskip = 0;     \
     MPI_Allreduce(&fail, &anyfail, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);                           \
     MPI_Allreduce(&skip, &allskip, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);                           \
