@@ -261,6 +261,79 @@ PK_TEST_CASE(pipecg_column) { return solve_compare(PKRYLOV_SOLVER_PIPECG, 0); }
 PK_TEST_CASE(cg_reproducible) { return solve_compare(PKRYLOV_SOLVER_CG, 1); }
 PK_TEST_CASE(pipecg_reproducible) { return solve_compare(PKRYLOV_SOLVER_PIPECG, 1); }
 
+/** Reverse communication on distributed vectors, the library summing over the communicator: run rci to
+ *  its end answering MATVEC with A and PRECOND with M (both collective); returns the iterations or -1. */
+static int rci_run(pkrylov_rci r, pkrylov_operator A, pkrylov_precond M, const double *b, double *x) {
+  if (pkrylov_rci_start(r, PKRYLOV_MEM_HOST, b, x, 0)) return -1;
+  for (;;) {
+    int32_t req;
+    double *in, *out;
+    if (pkrylov_rci_step(r, &req, &in, &out, NULL, NULL)) return -1;
+    if (req == PKRYLOV_RCI_DONE) break;
+    if (req == PKRYLOV_RCI_MATVEC && pkrylov_operator_apply(A, PKRYLOV_MEM_HOST, in, out)) return -1;
+    if (req == PKRYLOV_RCI_PRECOND && pkrylov_precond_apply(M, PKRYLOV_MEM_HOST, in, out)) return -1;
+  }
+  pkrylov_result res;
+  if (pkrylov_rci_get_result(r, &res) || !res.converged) return -1;
+  return res.iterations;
+}
+
+PK_TEST_CASE(rci_distributed) {
+  int rank, size;
+  pk_mpi_world(&rank, &size);
+  pkrylov_thinshell_params p;
+  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(16, 12, 10, &p));
+  p.nu = 1.0;
+  const int64_t ng = 16 * 12 * 10;
+  double *bg = malloc(sizeof(double) * ng), *x1 = malloc(sizeof(double) * ng), *xg = malloc(sizeof(double) * ng);
+  if (!bg || !x1 || !xg) return PK_FAIL;
+  pkrylov_context c1, ctx = world_ctx();
+  pkrylov_operator A1, A;
+  pkrylov_precond M1, M;
+  pkrylov_rci r1, r;
+  if (!ctx) return PK_FAIL;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &c1));
+  PK_REQUIRE_OK(c1, pkrylov_operator_create_thinshell(c1, &p, &A1));
+  for (int64_t c = 0; c < ng; c++) xg[c] = cos(0.003 * (double)c);
+  PK_REQUIRE_OK(c1, pkrylov_operator_apply(A1, PKRYLOV_MEM_HOST, xg, bg));
+  PK_REQUIRE_OK(c1, pkrylov_precond_create(c1, A1, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M1));
+  PK_REQUIRE_OK(c1, pkrylov_rci_create(c1, PKRYLOV_SOLVER_PIPECG, ng, 1, 0, &r1));
+  PK_REQUIRE_OK(c1, pkrylov_rci_set_tolerances(r1, 1e-12, 0.0));
+  const int it1 = rci_run(r1, A1, M1, bg, x1);
+  PK_EXPECT(it1 > 0, "single-rank reverse communication converged");
+  double xmax = 0;
+  for (int64_t c = 0; c < ng; c++) xmax = fmax(xmax, fabs(x1[c]));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell_dist(ctx, &p, 1, size, &A));
+  int64_t n;
+  int32_t i0, nxl, j0, nyl;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_get_dist_info(A, NULL, NULL, &i0, &nxl, &j0, &nyl, NULL, NULL));
+  double *b = malloc(sizeof(double) * n), *x = malloc(sizeof(double) * n);
+  if (!b || !x) return PK_FAIL;
+  restrict_block(bg, 16, 12, 10, i0, nxl, j0, nyl, b);
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  PK_REQUIRE_OK(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_PIPECG, n, 1, 0, &r));
+  PK_REQUIRE_OK(ctx, pkrylov_rci_set_tolerances(r, 1e-12, 0.0));
+  const int it = rci_run(r, A, M, b, x);
+  PK_EXPECT(it == it1, "%d ranks: %d iterations, one rank %d", size, it, it1);
+  PK_REQUIRE_OK(ctx, pkrylov_operator_gather(A, 0, x, rank == 0 ? xg : NULL));
+  if (rank == 0) {
+    double dmax = 0;
+    for (int64_t c = 0; c < ng; c++) dmax = fmax(dmax, fabs(xg[c] - x1[c]));
+    PK_EXPECT(dmax <= 1e-10 * xmax, "max |x - x_1rank| = %.3g (max |x| %.3g)", dmax, xmax);
+  }
+  pkrylov_rci_destroy(&r);
+  pkrylov_rci_destroy(&r1);
+  pkrylov_precond_destroy(&M);
+  pkrylov_precond_destroy(&M1);
+  pkrylov_operator_destroy(&A);
+  pkrylov_operator_destroy(&A1);
+  pkrylov_context_destroy(&ctx);
+  pkrylov_context_destroy(&c1);
+  free(bg), free(x1), free(xg), free(b), free(x);
+  PK_TEST_END();
+}
+
 /** Every rank must get code; the message must contain needle on every rank. */
 static void expect_everywhere(pkrylov_context ctx, int got, int code, const char *needle) {
   PK_EXPECT(got == code, "got %d (%s), expected %d", got, pkrylov_error_string(got), code);
@@ -346,4 +419,5 @@ PK_TEST_CASE(bad_input_every_rank) {
 
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(thinshell_product_bitwise), PK_TEST_ENTRY(stencil_product_bitwise),
                  PK_TEST_ENTRY(cg_column), PK_TEST_ENTRY(pipecg_column), PK_TEST_ENTRY(cg_reproducible),
-                 PK_TEST_ENTRY(pipecg_reproducible), PK_TEST_ENTRY(bad_input_every_rank))
+                 PK_TEST_ENTRY(pipecg_reproducible), PK_TEST_ENTRY(rci_distributed),
+                 PK_TEST_ENTRY(bad_input_every_rank))
