@@ -4,7 +4,8 @@
  *        the same iterations and solution (--out, gathered in the global order) on 1 to 4 ranks, bitwise
  *        identical solutions with --reproducible, --save-system writing the global system as on one rank,
  *        and bad input on many ranks (blocks that do not match the ranks, a rank with no columns, options
- *        that differ between ranks, a matrix file) ending with exit status 2 and a message from every rank.
+ *        that differ between ranks, a matrix file) ending with exit status 2 and a message from every rank,
+ *        and the BiCGStab and GMRES families on distributed operators (the one-rank iterations, no hang).
  */
 #include <string.h>
 
@@ -171,5 +172,27 @@ PK_TEST_CASE(serial_bad_input_every_rank) {
   PK_TEST_END();
 }
 
+PK_TEST_CASE(serial_other_solvers) {
+  /* the BiCGStab and GMRES families on the distributed thin shell: converged, the one-rank iterations
+     (CA-GMRES with a fixed step; its automatic step is timed, and the ranks agree on the slowest's times) */
+  static const char *const solvers[] = {"bicgstab", "pipebicgstab", "gmres", "pipegmres", "fgmres",
+                                        "cagmres --step 4", "cagmres"};
+  char cmd[2048], js[512];
+  for (int k = 0; k < 7; k++) {
+    int it[2] = {-1, -1};
+    for (int q = 0; q < 2; q++) {
+      const int np = q ? 3 : 1;
+      snprintf(js, sizeof js, "%s", pk_test_tmp_path("t950_s.json"));
+      snprintf(cmd, sizeof cmd, MPIRUN " %d %s --problem thinshell:24,20,12 --solver %s --json --quiet > %s", np,
+               PK_SOLVE_EXE, solvers[k], js);
+      PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
+      it[q] = json_iterations(js);
+    }
+    PK_EXPECT(it[0] > 0, "%s: %d iterations", solvers[k], it[0]);
+    if (k < 6) PK_EXPECT(it[1] == it[0], "%s: %d iterations on 3 ranks, %d on one", solvers[k], it[1], it[0]);
+  }
+  PK_TEST_END();
+}
+
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(serial_ranks_same_solution), PK_TEST_ENTRY(serial_reproducible_bitwise),
-                 PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank))
+                 PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank), PK_TEST_ENTRY(serial_other_solvers))
