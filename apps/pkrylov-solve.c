@@ -20,8 +20,14 @@
 #include <time.h>
 
 #include "pkrylov.h"
+#ifdef PKRYLOV_HAVE_MPI
+#include "pkrylov_mpi.h"
+#endif
 
 #define PROG "pkrylov-solve"
+
+/** This process's rank and the number of ranks (1 when not started by an MPI launcher). */
+static int g_rank = 0, g_size = 1;
 
 /** Exit codes. */
 enum { EXIT_CONVERGED = 0, EXIT_NOT_CONVERGED = 1, EXIT_USAGE = 2 };
@@ -42,12 +48,17 @@ typedef struct {
   int set_restart, set_step;
   int set_replace, set_true_residual, set_threads;
   int json, quiet, help;
+  int reproducible;        /* --reproducible */
+  int32_t px, py;          /* --decomp PX,PY (0 = automatic) */
 } options;
 
 /** Print "pkrylov-solve: error: <message>" on stderr. */
 static void usage_error(const char *fmt, ...) {
   va_list ap;
-  fprintf(stderr, "%s: error: ", PROG);
+  if (g_size > 1)
+    fprintf(stderr, "%s: rank %d: error: ", PROG, g_rank);
+  else
+    fprintf(stderr, "%s: error: ", PROG);
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
@@ -89,6 +100,14 @@ static void print_help(FILE *f) {
           "                             mixed (fp32 factors and operator coefficients); CUDA only\n"
           "  --true-residual K          recompute the true residual every K iterations\n"
           "  --threads T                CPU threads (0 = default)\n"
+          "  --reproducible             exact global sums: bitwise the same solution for any number of\n"
+          "                             ranks and threads (CG and pipelined CG)\n"
+          "\n"
+          "under mpirun (MPI builds; every rank gets the same command line):\n"
+          "  --decomp PX,PY             cut the NX x NY columns of --problem into PX x PY blocks, one per\n"
+          "                             rank (default: chosen from the number of ranks)\n"
+          "  --rhs, --x0 files hold the global vector; --out, --save-system write the global solution and\n"
+          "  system in the global order; matrix files run on one rank only\n"
           "\n"
           "output:\n"
           "  --out X.mtx                write the solution (also when not converged)\n"
@@ -203,12 +222,13 @@ static int parse_args(int argc, char **argv, options *o) {
     if (strcmp(arg, "--json") == 0) { o->json = 1; continue; }
     if (strcmp(arg, "--quiet") == 0) { o->quiet = 1; continue; }
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) { o->help = 1; continue; }
+    if (strcmp(arg, "--reproducible") == 0) { o->reproducible = 1; continue; }
 
     /* options with a value: "--opt VALUE" or "--opt=VALUE" */
     static const char *const valued[] = {
         "--problem", "--geometry", "--rhs", "--x0", "--solver", "--precond", "--levels",
         "--layout", "--backend", "--rtol", "--atol", "--maxit", "--replace", "--true-residual",
-        "--out", "--history", "--save-system", "--threads", "--precision", "--restart", "--step", NULL};
+        "--out", "--history", "--save-system", "--threads", "--precision", "--restart", "--step", "--decomp", NULL};
     char name[64];
     const char *val = NULL;
     const char *eq = strchr(arg, '=');
@@ -289,6 +309,21 @@ static int parse_args(int argc, char **argv, options *o) {
         usage_error("invalid value '%s' for option '%s': expected a finite number >= 0", val, name);
         return 1;
       }
+    } else if (strcmp(name, "--decomp") == 0) {
+      char *end = NULL;
+      long a = strtol(val, &end, 10), b = 0;
+      int okd = end != val && *end == ',' && a >= 1 && a <= INT32_MAX;
+      if (okd) {
+        const char *q = end + 1;
+        b = strtol(q, &end, 10);
+        okd = end != q && *end == '\0' && b >= 1 && b <= INT32_MAX && *val >= '0' && *val <= '9' && *q >= '0' &&
+              *q <= '9';
+      }
+      if (!okd) {
+        usage_error("invalid value '%s' for option '--decomp': expected PX,PY with positive integers", val);
+        return 1;
+      }
+      o->px = (int32_t)a, o->py = (int32_t)b;
     } else if (strcmp(name, "--rhs") == 0) {
       o->rhs = val;
     } else if (strcmp(name, "--x0") == 0) {
@@ -346,6 +381,10 @@ static int parse_args(int argc, char **argv, options *o) {
     usage_error("'--precond column' on a matrix file needs '--levels NZ' (vertical levels per column)");
     return 1;
   }
+  if (o->px > 0 && !o->problem) {
+    usage_error("option '--decomp' applies to '--problem' only");
+    return 1;
+  }
   if (!(o->rtol > 0.0 || o->atol > 0.0)) {
     usage_error("options '--rtol' and '--atol' are both 0: nothing to converge to");
     return 1;
@@ -370,7 +409,76 @@ static const char *lib_message(pkrylov_context ctx) {
 
 /** Report a failed library call: what we tried, the status string and the library's message. */
 static void lib_error(pkrylov_context ctx, int status, const char *what) {
-  fprintf(stderr, "%s: error: %s: %s (%s)\n", PROG, what, lib_message(ctx), pkrylov_error_string(status));
+  if (g_size > 1)
+    fprintf(stderr, "%s: rank %d: error: %s: %s (%s)\n", PROG, g_rank, what, lib_message(ctx),
+            pkrylov_error_string(status));
+  else
+    fprintf(stderr, "%s: error: %s: %s (%s)\n", PROG, what, lib_message(ctx), pkrylov_error_string(status));
+}
+
+/* ---- MPI: every rank takes the same decisions ---- */
+
+/** 1 when every rank passes ok != 0 (collective under MPI). */
+static int all_ok(int ok) {
+#ifdef PKRYLOV_HAVE_MPI
+  if (g_size > 1) {
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all;
+  }
+#endif
+  return ok;
+}
+
+/** Sum of local values over the ranks (in place). */
+static void sum_over_ranks(double *v, int count) {
+#ifdef PKRYLOV_HAVE_MPI
+  if (g_size > 1) MPI_Allreduce(MPI_IN_PLACE, v, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#else
+  (void)v, (void)count;
+#endif
+}
+
+/** 1 when the command lines of all ranks are the same (FNV-1a hash of the arguments compared). */
+static int same_command_line(int argc, char **argv) {
+#ifdef PKRYLOV_HAVE_MPI
+  if (g_size > 1) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 1; i < argc; i++)
+      for (const unsigned char *p = (const unsigned char *)argv[i];; p++) {
+        h = (h ^ *p) * 1099511628211ull;
+        if (!*p) break;
+      }
+    unsigned long long mn = h, mx = h;
+    MPI_Allreduce(MPI_IN_PLACE, &mn, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    return mn == mx;
+  }
+#endif
+  (void)argc, (void)argv;
+  return 1;
+}
+
+/** px x py = size blocks for an nx x ny grid: the most square blocks (least boundary per column). */
+static void auto_decomp(int size, int32_t nx, int32_t ny, int32_t *px, int32_t *py) {
+  double best = INFINITY;
+  *px = size, *py = 1;
+  for (int a = 1; a <= size; a++) {
+    if (size % a) continue;
+    const int b = size / a;
+    if (a > nx || b > ny) continue;
+    const double cost = (double)nx / a + (double)ny / b; /* half the perimeter of a block */
+    if (cost < best) best = cost, *px = a, *py = b;
+  }
+}
+
+/** 1 when this process was started by an MPI launcher (then MPI_Init is called). */
+static int under_mpi_launcher(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
+                                     "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", NULL};
+  for (int i = 0; vars[i]; i++)
+    if (getenv(vars[i])) return 1;
+  return 0;
 }
 
 /** Print a JSON number with %.17g, or null when it is not finite. */
@@ -478,15 +586,50 @@ static int write_history(pkrylov_solver s, const char *path) {
   return fclose(f) != 0;
 }
 
+static int run(int argc, char **argv);
+
 int main(int argc, char **argv) {
+#ifdef PKRYLOV_HAVE_MPI
+  int mpi = under_mpi_launcher();
+  if (mpi) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  }
+  int rc = run(argc, argv);
+  if (mpi) MPI_Finalize();
+  return rc;
+#else
+  return run(argc, argv);
+#endif
+}
+
+/** The whole program (between MPI_Init and MPI_Finalize under mpirun). */
+static int run(int argc, char **argv) {
   options o;
-  if (parse_args(argc, argv, &o)) {
+  const int parsed = parse_args(argc, argv, &o) == 0;
+  if (!all_ok(parsed)) {
+    if (parsed) usage_error("the command line of another rank is invalid (see its message)");
     fprintf(stderr, "%s: try '%s --help'\n", PROG, PROG);
     return EXIT_USAGE;
   }
+  if (!all_ok(same_command_line(argc, argv))) {
+    usage_error("the ranks got different command lines (every rank must get the same options and values)");
+    return EXIT_USAGE;
+  }
   if (o.help) {
-    print_help(stdout);
+    if (g_rank == 0) print_help(stdout);
     return 0;
+  }
+  if (g_size > 1 && o.matrix) {
+    usage_error("a matrix file is solved on one rank only (distributed CSR is not implemented yet): run it "
+                "without mpirun, or use '--problem thinshell:NX,NY,NZ' on %d ranks", g_size);
+    return EXIT_USAGE;
+  }
+  if (o.px > 0 && (int64_t)o.px * o.py != g_size) {
+    usage_error("'--decomp %d,%d' makes %lld blocks but there are %d ranks (one block per rank)", (int)o.px,
+                (int)o.py, (long long)o.px * o.py, g_size);
+    return EXIT_USAGE;
   }
 
   int rc = EXIT_USAGE, st;
@@ -497,12 +640,28 @@ int main(int argc, char **argv) {
   double *b = NULL, *x = NULL, *y = NULL;
   char what[1024];
   /* the text report goes to stdout, or to stderr when stdout carries the JSON object */
-  FILE *rep = o.quiet ? NULL : (o.json ? stderr : stdout);
+  FILE *rep = o.quiet || g_rank != 0 ? NULL : (o.json ? stderr : stdout);
+  int32_t px = 1, py = 1;
+  int64_t n_global = 0;
+  const int dist = o.problem && (g_size > 1 || o.px > 0);
+  pkrylov_context ctx1 = NULL; /* rank 0, --save-system of a distributed problem: the global operator */
+  pkrylov_operator Ag = NULL;
+  double *gbuf = NULL;
 
   st = pkrylov_context_create(o.backend, &ctx);
   if (st != PKRYLOV_SUCCESS) {
     snprintf(what, sizeof what, "cannot create a context for '--backend %s'", enum_name(o.backend));
     lib_error(NULL, st, what);
+    goto done;
+  }
+#ifdef PKRYLOV_HAVE_MPI
+  if (g_size > 1 && (st = pkrylov_context_set_comm(ctx, MPI_COMM_WORLD)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "cannot distribute the context over the ranks");
+    goto done;
+  }
+#endif
+  if (o.reproducible && (st = pkrylov_context_set_reproducible(ctx, 1)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "cannot set '--reproducible'");
     goto done;
   }
   int32_t backend = 0;
@@ -518,7 +677,15 @@ int main(int argc, char **argv) {
     st = pkrylov_thinshell_params_default(o.nx, o.ny, o.nz, &p);
     if (st == PKRYLOV_SUCCESS) {
       p.geometry = o.geometry;
-      st = pkrylov_operator_create_thinshell(ctx, &p, &A);
+      if (dist) {
+        if (o.px > 0)
+          px = o.px, py = o.py;
+        else
+          auto_decomp(g_size, o.nx, o.ny, &px, &py);
+        st = pkrylov_operator_create_thinshell_dist(ctx, &p, px, py, &A);
+      } else {
+        st = pkrylov_operator_create_thinshell(ctx, &p, &A);
+      }
     }
     if (st != PKRYLOV_SUCCESS) {
       snprintf(what, sizeof what, "cannot build '--problem %s'", o.problem);
@@ -535,6 +702,17 @@ int main(int argc, char **argv) {
     lib_error(ctx, st, "cannot query the operator");
     goto done;
   }
+  n_global = dist ? (int64_t)o.nx * o.ny * o.nz : n;
+  if (dist) {
+    /* the global system's nonzeros (the thin shell's closed form, pkrylov_operator_create_thinshell) */
+    const int64_t X = o.nx, Y = o.ny, Z = o.nz;
+    nnz = n_global + 2 * Z * ((X - 1) * Y + X * (Y - 1)) + 2 * (Z - 1) * X * Y;
+    if (g_rank == 0 && !(gbuf = calloc((size_t)n_global, sizeof(double)))) {
+      usage_error("out of memory for the global vector of n = %lld", (long long)n_global);
+      goto agreed_fail;
+    }
+    if (!all_ok(1)) goto done;
+  }
 
   /* ---- right-hand side and initial guess ---- */
   x = calloc((size_t)n, sizeof(double));
@@ -543,7 +721,23 @@ int main(int argc, char **argv) {
     usage_error("out of memory for vectors of n = %lld", (long long)n);
     goto done;
   }
-  if (o.rhs) {
+  if (o.rhs && dist) {
+    /* rank 0 reads the global vector, the ranks get their blocks */
+    double *bg = NULL;
+    int ok = g_rank != 0 || read_vector(ctx, "--rhs", o.rhs, n_global, &bg) == 0;
+    if (!all_ok(ok)) {
+      if (ok) usage_error("rank 0 cannot read '--rhs %s' (see its message)", o.rhs);
+      free(bg);
+      goto done;
+    }
+    b = calloc((size_t)n, sizeof(double));
+    if (!b || (st = pkrylov_operator_scatter(A, 0, bg, b)) != PKRYLOV_SUCCESS) {
+      free(bg);
+      lib_error(ctx, b ? st : PKRYLOV_ERR_OUT_OF_MEMORY, "cannot distribute '--rhs'");
+      goto done;
+    }
+    free(bg);
+  } else if (o.rhs) {
     if (read_vector(ctx, "--rhs", o.rhs, n, &b)) goto done;
   } else {
     /* b = A * ones, so the exact solution is all ones */
@@ -558,14 +752,62 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
-  if (o.x0) {
+  if (o.x0 && dist) {
+    double *xg = NULL;
+    int ok = g_rank != 0 || read_vector(ctx, "--x0", o.x0, n_global, &xg) == 0;
+    if (!all_ok(ok)) {
+      if (ok) usage_error("rank 0 cannot read '--x0 %s' (see its message)", o.x0);
+      free(xg);
+      goto done;
+    }
+    st = pkrylov_operator_scatter(A, 0, xg, x);
+    free(xg);
+    if (st != PKRYLOV_SUCCESS) {
+      lib_error(ctx, st, "cannot distribute '--x0'");
+      goto done;
+    }
+  } else if (o.x0) {
     double *x0 = NULL;
     if (read_vector(ctx, "--x0", o.x0, n, &x0)) goto done;
     free(x);
     x = x0;
   }
 
-  if (o.save_system) {
+  if (o.save_system && dist) {
+    /* the global system: rank 0 builds the global operator on a context of its own, b is gathered */
+    if ((st = pkrylov_operator_gather(A, 0, b, gbuf)) != PKRYLOV_SUCCESS) {
+      lib_error(ctx, st, "'--save-system': cannot gather b");
+      goto done;
+    }
+    int ok = 1;
+    if (g_rank == 0) {
+      size_t plen = strlen(o.save_system) + 8;
+      char *path = malloc(plen);
+      pkrylov_thinshell_params p;
+      ok = path != NULL;
+      if (ok) {
+        snprintf(path, plen, "%s_A.mtx", o.save_system);
+        st = pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx1);
+        if (!st) st = pkrylov_thinshell_params_default(o.nx, o.ny, o.nz, &p);
+        if (!st) p.geometry = o.geometry, st = pkrylov_operator_create_thinshell(ctx1, &p, &Ag);
+        if (!st) st = pkrylov_operator_write_mtx(Ag, path);
+        if (!st) {
+          snprintf(path, plen, "%s_b.mtx", o.save_system);
+          st = pkrylov_mtx_write_vector(ctx1, path, n_global, gbuf);
+        }
+        if (st) {
+          snprintf(what, sizeof what, "'--save-system %s': cannot write '%s'", o.save_system, path);
+          lib_error(ctx1, st, what);
+          ok = 0;
+        }
+      }
+      free(path);
+    }
+    if (!all_ok(ok)) {
+      if (ok) usage_error("rank 0 cannot write '--save-system %s' (see its message)", o.save_system);
+      goto done;
+    }
+  } else if (o.save_system) {
     size_t plen = strlen(o.save_system) + 8;
     char *path = malloc(plen);
     if (!path) {
@@ -673,19 +915,32 @@ int main(int argc, char **argv) {
     rr += r * r;
     bb += b[i] * b[i];
   }
+  double sums[2] = {rr, bb};
+  sum_over_ranks(sums, 2);
+  rr = sums[0], bb = sums[1];
   double final_residual = sqrt(rr), rhs_norm = sqrt(bb);
   double rel_residual = rhs_norm > 0.0 ? final_residual / rhs_norm : final_residual;
 
   rc = res.converged ? EXIT_CONVERGED : EXIT_NOT_CONVERGED;
-  if (o.out && (st = pkrylov_mtx_write_vector(ctx, o.out, n, x)) != PKRYLOV_SUCCESS) {
+  if (o.out && dist) { /* the global solution in the global order, written by rank 0 */
+    if ((st = pkrylov_operator_gather(A, 0, x, gbuf)) != PKRYLOV_SUCCESS) {
+      lib_error(ctx, st, "'--out': cannot gather x");
+      rc = EXIT_USAGE;
+    } else if (g_rank == 0 && (st = pkrylov_mtx_write_vector(ctx, o.out, n_global, gbuf)) != PKRYLOV_SUCCESS) {
+      snprintf(what, sizeof what, "cannot write '--out %s'", o.out);
+      lib_error(ctx, st, what);
+      rc = EXIT_USAGE;
+    }
+  } else if (o.out && (st = pkrylov_mtx_write_vector(ctx, o.out, n, x)) != PKRYLOV_SUCCESS) {
     snprintf(what, sizeof what, "cannot write '--out %s'", o.out);
     lib_error(ctx, st, what);
     rc = EXIT_USAGE;
   }
-  if (o.history && write_history(s, o.history)) {
+  if (o.history && g_rank == 0 && write_history(s, o.history)) {
     usage_error("cannot write '--history %s'", o.history);
     rc = EXIT_USAGE;
   }
+  if (!all_ok(rc != EXIT_USAGE)) rc = EXIT_USAGE; /* a write failed on some rank */
 
   double per_it = res.iterations > 0 ? solve_time / res.iterations : NAN;
   if (rep) {
@@ -700,7 +955,10 @@ int main(int argc, char **argv) {
     else
       fprintf(rep, "precond       %s\n", enum_name(o.precond));
     fprintf(rep, "backend       %s\n", enum_name(backend));
-    fprintf(rep, "n             %lld\n", (long long)n);
+    fprintf(rep, "n             %lld\n", (long long)n_global);
+    if (g_size > 1 || dist)
+      fprintf(rep, "ranks         %d (decomposition %d x %d)\n", g_size, (int)px, (int)py);
+    if (o.reproducible) fprintf(rep, "reproducible  yes (exact global sums)\n");
     fprintf(rep, "nnz           %lld\n", (long long)nnz);
     fprintf(rep, "iterations    %d\n", (int)res.iterations);
     fprintf(rep, "reason        %s\n", pkrylov_reason_string(res.reason));
@@ -710,7 +968,7 @@ int main(int argc, char **argv) {
     fprintf(rep, "time          %.6f s (%.3e s per iteration)\n", solve_time,
             res.iterations > 0 ? per_it : 0.0);
   }
-  if (o.json) {
+  if (o.json && g_rank == 0) {
     printf("{");
     json_string(stdout, "solver", enum_name(o.solver), 1);
     json_string(stdout, "precond", enum_name(o.precond), 1);
@@ -727,7 +985,9 @@ int main(int argc, char **argv) {
       printf("\"levels\":%d,", (int)levels);
       json_string(stdout, "layout", enum_name(layout), 1);
     }
-    printf("\"n\":%lld,\"nnz\":%lld,", (long long)n, (long long)nnz);
+    printf("\"n\":%lld,\"nnz\":%lld,", (long long)n_global, (long long)nnz);
+    printf("\"ranks\":%d,\"decomp\":[%d,%d],\"reproducible\":%s,", g_size, (int)px, (int)py,
+           o.reproducible ? "true" : "false");
     printf("\"iterations\":%d,\"converged\":%s,", (int)res.iterations, res.converged ? "true" : "false");
     json_string(stdout, "reason", pkrylov_reason_string(res.reason), 1);
     json_number(stdout, "rel_residual", rel_residual, 1);
@@ -746,7 +1006,13 @@ int main(int argc, char **argv) {
     fflush(stdout);
   }
 
+  goto done;
+agreed_fail: /* a local failure the other ranks must hear of before they go on */
+  all_ok(0);
 done:
+  pkrylov_operator_destroy(&Ag);
+  pkrylov_context_destroy(&ctx1);
+  free(gbuf);
   pkrylov_solver_destroy(&s);
   pkrylov_precond_destroy(&M);
   pkrylov_operator_destroy(&A);

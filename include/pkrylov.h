@@ -911,6 +911,104 @@ PKRYLOV_EXTERN int pkrylov_rci_get_result(pkrylov_rci r, pkrylov_result *res);
 PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
 /**@}*/
 
+/* ------------------------------------------------------------------------------------------------ */
+/**
+ * @name Distributed solves (MPI)
+ *
+ * A context is single-rank until it is given a communicator: pkrylov_context_set_comm() (C, declared in
+ * pkrylov_mpi.h, which includes mpi.h) or pkrylov_context_set_comm_f() (a Fortran handle, usable without
+ * mpi.h). The library duplicates the communicator (its messages never mix with the model's) and never uses
+ * MPI_COMM_WORLD by itself. With more than one rank, every global sum of CG and pipelined CG goes over the
+ * communicator (classical CG: one MPI_Allreduce per reduction point; pipelined CG: MPI_Iallreduce started
+ * after the fused update and finished after the preconditioner), and the vectors a solver sees are each
+ * rank's local part. Every call that communicates is collective: all ranks of the communicator make it,
+ * with the same settings (a solve checks the solver's settings and the input vectors on all ranks first
+ * and gives the same error on every rank when one rank's differ or are bad). Bad input to a collective
+ * call gives the same error code and message on every rank (the message names the first rank that
+ * found it), never a hang. Distributed runs use the CPU backend (the CUDA backend keeps its sums on the
+ * device: a CUDA context refuses a communicator of more than one rank for now). Destroy the context before
+ * MPI_Finalize (it frees its duplicate communicator).
+ *
+ * Distributed operators (the horizontal grid cut into px x py blocks of whole columns, rank r owning block
+ * (r mod px, r / px); the column preconditioner then needs no communication): the thin shell built from
+ * the global parameters (pkrylov_operator_create_thinshell_dist()) and the column stencil from each rank's
+ * own tile arrays (pkrylov_operator_create_stencil7_dist()). A product exchanges the halo of width one
+ * (MPI_Isend/MPI_Irecv of the four tile edges, host-staged), computing the rows that need no halo while
+ * the messages travel; every row is computed with exactly the arithmetic of the single-rank operator, so
+ * the distributed product equals the single-rank product bitwise. The vectors are the rank's block in its
+ * local k-slow order, i + nxl*(j + nyl*k); pkrylov_operator_gather() and pkrylov_operator_scatter() convert
+ * to and from the global order. The distributed operators also work on a single-rank context (px = py = 1).
+ */
+/**@{*/
+/** 1 when the library was built with MPI (-DPKRYLOV_ENABLE_MPI=ON), else 0. */
+PKRYLOV_EXTERN int32_t pkrylov_has_mpi(void);
+/**
+ * Give the context a communicator from Fortran: fcomm is a Fortran MPI handle (`integer` of the `mpi`
+ * module, or `comm%MPI_VAL` of mpi_f08's `type(MPI_Comm)`), converted with MPI_Comm_f2c. Collective over
+ * that communicator; see pkrylov_context_set_comm() in pkrylov_mpi.h for the rules. A build without MPI
+ * answers ::PKRYLOV_ERR_UNSUPPORTED.
+ */
+PKRYLOV_EXTERN int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm);
+/** This process's rank and the number of ranks of the context's communicator (0 and 1 without one). */
+PKRYLOV_EXTERN int pkrylov_context_get_rank_info(pkrylov_context ctx, int32_t *rank, int32_t *size);
+/**
+ * Reproducible mode (flag 1; 0, the default, = off): every global sum of CG and pipelined CG is computed
+ * exactly (each product is added into an exact fixed-point accumulator of 32-bit digits; the accumulators
+ * are summed as integers over the ranks and rounded once), so the sums, the iterates and the solution are
+ * bitwise identical for any number of ranks, any decomposition, any number of threads and between runs.
+ * It costs one more pass over the vectors of each reduction and a larger message (docs/performance.md).
+ * Other solver types answer ::PKRYLOV_ERR_UNSUPPORTED in this mode. Set it on every rank alike (a solve
+ * checks).
+ */
+PKRYLOV_EXTERN int pkrylov_context_set_reproducible(pkrylov_context ctx, int32_t flag);
+
+/**
+ * The thin-shell operator of pkrylov_operator_create_thinshell() distributed over the context's ranks:
+ * the nx x ny horizontal grid of p is cut into px columns of blocks along x and py along y (block sizes
+ * differ by at most one: the first nx mod px blocks get one more), and this rank builds the block of whole
+ * columns it owns from the global parameters. px * py must equal the number of ranks and every block must
+ * get at least one column; p, px and py must be the same on every rank (checked: the same error on every
+ * rank otherwise). pkrylov_operator_get_info() reports the local block (n = nxl * nyl * nz, nnz = -1: the
+ * couplings to other ranks have no local CSR form, see pkrylov_operator_get_csr()). Collective.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_thinshell_dist(pkrylov_context ctx, const pkrylov_thinshell_params *p,
+                                                          int32_t px, int32_t py, pkrylov_operator *A);
+/**
+ * The column stencil of pkrylov_operator_create_stencil7() distributed over the ranks as a model owns it:
+ * each rank passes its own nx x ny x nz tile (arrays as in pkrylov_operator_create_stencil7(), local
+ * k-slow order, aW(i,j,k) coupling to the west neighbour, aS to the south one, aV to the level below),
+ * rank r being tile (r mod px, r / px) of a px x py arrangement. The tiles of one column of ranks have the
+ * same nx, those of one row the same ny, all the same nz (checked on every rank). The library fetches what
+ * lies across the tile edges itself: the east neighbour's aW of its first column, the north neighbour's aS
+ * of its first row and the neighbours' mask edges, so a coupling across a tile edge is the one the tile
+ * that owns the face stores, dropped when either cell is dry; the couplings across the outer boundary of
+ * the global grid are ignored (walls). The result equals pkrylov_operator_create_stencil7() of the
+ * assembled global arrays. Collective.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_stencil7_dist(pkrylov_context ctx, int32_t px, int32_t py, int32_t nx,
+                                                         int32_t ny, int32_t nz, const double *aW,
+                                                         const double *aS, const double *aV, const double *aC,
+                                                         const int32_t *mask, pkrylov_operator *A);
+/**
+ * Where this rank's block lies: global grid gnx x gny (x nz levels), block columns [i0, i0 + nxl) and rows
+ * [j0, j0 + nyl), and the decomposition px x py. For an operator that is not distributed: the whole grid
+ * (0, nx, 0, ny, 1 x 1); CSR and user operators: ::PKRYLOV_ERR_UNSUPPORTED. Outputs may be NULL.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_get_dist_info(pkrylov_operator A, int32_t *gnx, int32_t *gny, int32_t *i0,
+                                                  int32_t *nxl, int32_t *j0, int32_t *nyl, int32_t *px,
+                                                  int32_t *py);
+/**
+ * Gather a distributed vector into the global order on rank root: x_local (host, the rank's n values,
+ * local order) on every rank; x_global (host, gnx * gny * nz values, index i + gnx*(j + gny*k)) on root
+ * only (may be NULL elsewhere). Collective. A non-distributed grid operator copies.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_gather(pkrylov_operator A, int32_t root, const double *x_local,
+                                           double *x_global);
+/** The reverse of pkrylov_operator_gather(): root's global vector into every rank's x_local. Collective. */
+PKRYLOV_EXTERN int pkrylov_operator_scatter(pkrylov_operator A, int32_t root, const double *x_global,
+                                            double *x_local);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

@@ -237,6 +237,12 @@ int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res) {
     if (st.code != PKRYLOV_DIVERGED_NAN && nvalid > 0) PK_CALL(update_x(R, &o, nvalid));
     res->iterations = st.its;
     if (scur == 0 && have_sigma) { /* auto: the candidate with the least time per vector */
+      if (pk_distributed(s->ctx)) { /* the slowest rank's times (ns), so every rank picks the same step */
+        int64_t tns[3];
+        for (int c = 0; c < 3; c++) tns[c] = (int64_t)(ctime[c] * 1e9);
+        PK_CALL(pk_mpi_allreduce_i64(s->ctx, tns, 3, 2));
+        for (int c = 0; c < 3; c++) ctime[c] = 1e-9 * (double)tns[c];
+      }
       double best = INFINITY;
       for (int c = 0; c < ncand; c++)
         if (cvecs[c] > 0 && ctime[c] / cvecs[c] < best) best = ctime[c] / cvecs[c], scur = pk_ca_cand[c];

@@ -131,6 +131,8 @@ int pkrylov_context_create(int backend, pkrylov_context *ctx) {
   pkrylov_context c = calloc(1, sizeof *c);
   PK_CHECK(c != NULL, NULL, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate a context");
   c->backend = resolved;
+  c->rank = 0; /* single rank until pkrylov_context_set_comm */
+  c->size = 1;
 #ifdef PKRYLOV_HAVE_CUDA
   if (resolved == PKRYLOV_BACKEND_CUDA) {
     int ierr = pk_cuda_context_init(c);
@@ -153,6 +155,7 @@ int pkrylov_context_destroy(pkrylov_context *ctx) {
 #ifdef PKRYLOV_HAVE_CUDA
   pk_cuda_context_free(*ctx);
 #endif
+  pk_mpi_free(*ctx); /* the duplicated communicator */
   free(*ctx);
   *ctx = NULL;
   return PKRYLOV_SUCCESS;

@@ -707,7 +707,8 @@ int pkrylov_operator_write_mtx(pkrylov_operator A, const char *path) {
   int64_t n, nnz;
   PK_CALL(pkrylov_operator_get_info(A, &n, &nnz, NULL, NULL, NULL, NULL));
   PK_CHECK(nnz >= 0, ctx, PKRYLOV_ERR_UNSUPPORTED,
-           "argument 'A' is a user operator (callback): it has no matrix entries to write");
+           "argument 'A' has no matrix entries to write (a user operator), or none of its own (a halo-exchange "
+           "stencil or a distributed operator, whose couplings reach other tiles)");
   int st = PKRYLOV_SUCCESS;
   int64_t *rowptr = NULL, *colind = NULL;
   double *vals = NULL;

@@ -61,6 +61,7 @@ void pk_op_free(struct pkrylov_operator_s *A) {
   free(A->halo.ce);
   free(A->halo.cs);
   free(A->halo.cn);
+  pk_dist_free(A->dist);
   free(A);
 }
 
@@ -609,6 +610,9 @@ int pkrylov_operator_get_csr(pkrylov_operator A, int64_t *rowptr, int64_t *colin
   PK_CHECK(A->halo.exchange == NULL, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
            "argument 'A' is a halo-exchange stencil (pkrylov_operator_create_stencil7_exchange): its "
            "couplings across the tile edges reach the caller's halo, so it has no CSR form");
+  PK_CHECK(A->dist == NULL, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'A' is a distributed operator: its couplings to other ranks have no local CSR form "
+           "(build the global operator on one rank to export it)");
   PK_CHECK_PTR(rowptr, A->ctx);
   PK_CHECK_PTR(colind, A->ctx);
   PK_CHECK_PTR(values, A->ctx);
@@ -829,6 +833,13 @@ static void halo_apply(const struct pkrylov_operator_s *A, const double *x, doub
 void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, double *y, int64_t r0,
                       int64_t r1) {
   if (r1 <= r0) return;
+  if (A->dist) { /* whole vectors only (see pk_impl.h) */
+    if (r0 == 0 && r1 == A->n)
+      pk_dist_apply(A, x, y);
+    else
+      for (int64_t r = r0; r < r1; r++) y[r] = NAN;
+    return;
+  }
   if (A->halo.exchange) { /* whole vectors only (see pk_impl.h) */
     if (r0 == 0 && r1 == A->n)
       halo_apply(A, x, y);
@@ -856,6 +867,10 @@ void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double
   }
   if (A->halo.exchange) {
     halo_apply(A, x, y);
+    return;
+  }
+  if (A->dist) {
+    pk_dist_apply(A, x, y);
     return;
   }
   const int64_t n = A->n, nchunks = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;

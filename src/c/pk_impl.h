@@ -79,7 +79,37 @@ struct pkrylov_context_s {
                                                only on the private context of a reverse-communication
                                                solve, rci_kry.c) */
   void *reduce_hook_data; /* passed to the hook's functions */
+  int32_t rank, size;     /* in the communicator; 0 and 1 without one */
+  int32_t reproducible;   /* 1: exact global sums (pkrylov_context_set_reproducible) */
+  void *mpi;              /* mpi.c: the duplicated communicator, NULL = single rank (pk_impl.h stays free of
+                             mpi.h, which the CUDA sources would need otherwise) */
 };
+
+/* ------------------------------------------------------------------------------------------------ */
+/* MPI (mpi.c). Without a communicator (or without MPI) these work on the one rank.                  */
+
+/** 1 when the context has a communicator of more than one rank. */
+static inline int pk_distributed(pkrylov_context ctx) { return ctx && ctx->size > 1; }
+/**
+ * Collective agreement on an outcome: every rank passes its local status code (0 or an error already
+ * recorded in its context); all ranks return the error of the lowest rank that failed, with that rank's
+ * message ("rank R: ..." on the others), or 0 when all succeeded. Single rank: returns code.
+ */
+int pk_mpi_agree(pkrylov_context ctx, int code);
+/** In-place MPI_Allreduce of count int64 values with op 0 = sum, 1 = min, 2 = max (no-op on one rank). */
+int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op);
+/** all[r*count + c] = rank r's mine[c] (MPI_Allgather; a copy on one rank). */
+int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all);
+/** Free the context's MPI state (the duplicated communicator). */
+void pk_mpi_free(pkrylov_context ctx);
+/**
+ * Check before a solve on a distributed context, collectively: the local argument checks (vectors,
+ * finite b and initial guess) and the solver settings (type, tolerances, iteration cap, intervals,
+ * preconditioner and operator kind, sizes of the reproducible flag) agree on every rank; the same error
+ * on every rank otherwise. Also refuses what reproducible mode does not cover. No-op on a single rank
+ * except the reproducible-mode check.
+ */
+int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const double *x);
 
 /**
  * Check the two vector arguments of an apply or solve call: mem is a pkrylov_memtype the backend accepts,
@@ -147,15 +177,24 @@ struct pkrylov_operator_s {
     double *cs, *cn;       /* nx*nz: cell (i,0,k) to (i,-1,k); cell (i,ny-1,k) to (i,ny,k) */
   } halo;
   void *dev;               /* CUDA: device copies (pk_cuda_backend.cu), NULL on the CPU */
+  void *dist;              /* dist.c: a distributed grid operator's block, halo buffers and neighbours
+                              (type THINSHELL or STENCIL7, nx/ny/n local; ts holds the local geometry, st
+                              the local aV/aC/wet), NULL otherwise */
 };
 
 /**
- * 1 when A is applied on whole vectors only (a user operator, a stencil with a halo exchange): the fused
- * loops then call pk_op_apply_all into A->user.scratch before their chunk loop.
+ * 1 when A is applied on whole vectors only (a user operator, a stencil with a halo exchange, a
+ * distributed operator): the fused loops then call pk_op_apply_all into A->user.scratch before their
+ * chunk loop.
  */
 static inline int pk_op_whole_vector(const struct pkrylov_operator_s *A) {
-  return A->type == PKRYLOV_OPERATOR_USER || A->halo.exchange != NULL;
+  return A->type == PKRYLOV_OPERATOR_USER || A->halo.exchange != NULL || A->dist != NULL;
 }
+
+/** y = A x of a distributed operator (dist.c): halo exchange overlapped with the rows that need none. */
+void pk_dist_apply(const struct pkrylov_operator_s *A, const double *x, double *y);
+/** Free the distributed part of an operator (NULL is a no-op). */
+void pk_dist_free(void *dist);
 
 /**
  * y[r] = (A x)[r] for rows r in [r0, r1). Reads x anywhere, writes only y[r0..r1). Serial (the caller
@@ -195,6 +234,18 @@ void pk_op_free(struct pkrylov_operator_s *A);
 
 /** Thin-shell geometry and level vectors into A->ts (thinshell.c); A->ts.p must be set. */
 int pk_thinshell_setup(pkrylov_context ctx, struct pkrylov_operator_s *A);
+/**
+ * Thin-shell geometry of the block of columns [i0, i0+nxl) x [j0, j0+nyl) of p's grid (global formulas,
+ * bitwise the values of the whole grid's): area and asum nxl*nyl, ax (nxl+1)*nyl (face il between local
+ * columns il-1 and il, il = 0 and nxl being the block's west and east faces, 0 on the grid boundary), ay
+ * nxl*(nyl+1).
+ */
+void pk_thinshell_columns(const pkrylov_thinshell_params *p, int64_t i0, int64_t nxl, int64_t j0, int64_t nyl,
+                          double *area, double *ax, double *ay, double *asum);
+/** The thin shell's level vectors a, b, c, d (nz each). */
+void pk_thinshell_levels(const pkrylov_thinshell_params *p, double *a, double *b, double *c, double *d);
+/** Validate thin-shell parameters (errors from func). */
+int pk_thinshell_check_params(pkrylov_context ctx, const char *func, const pkrylov_thinshell_params *p);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Preconditioners                                                                                   */
@@ -320,18 +371,32 @@ int pk_solver_history_reserve(pkrylov_solver s);
 /* Global reductions (reduce.c). Every global sum of a solver goes through these, so that MPI and a  */
 /* reproducible mode change one place.                                                               */
 
+/** Digits of the exact accumulator of reproducible mode: 32-bit digits from 2^-1074 up (67 of them, the
+ *  last holding the sign and the carries) and a count of non-finite terms. */
+#define PK_XACC_DIGITS 67
+#define PK_XACC_LEN (PK_XACC_DIGITS + 1)
+/** Most values one reproducible reduction carries. */
+#define PK_XACC_MAX 4
+
 /** Pending split-phase reduction. */
 typedef struct {
   double *vals;
   int count;
   int active;
+  int exact;                /* reproducible: the sums travel as the accumulators below */
+  union {                   /* MPI_Request of the MPI_Iallreduce (opaque here: no mpi.h) */
+    unsigned char bytes[64];
+    void *align_p;
+    int64_t align_i;
+  } mpi_req;
+  int64_t acc[PK_XACC_MAX * PK_XACC_LEN];
 } pk_reduce_request;
 
 /** vals[0..count) := global sums of the local values (blocking). */
 int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count);
 /** Start a global sum of vals[0..count) in place; finish with pk_allreduce_end() before reading vals. */
 int pk_allreduce_begin(pkrylov_context ctx, double *vals, int count, pk_reduce_request *req);
-/** Finish a reduction started by pk_allreduce_begin(). */
+/** Finish a reduction started by pk_allreduce_begin() (or pk_allreduce_dots_begin()). */
 int pk_allreduce_end(pkrylov_context ctx, pk_reduce_request *req);
 /**
  * A per-context override of the global sums (reduce.c calls it first when ctx->reduce_hook is set): used
@@ -345,6 +410,18 @@ typedef struct pk_reduce_hook {
   int (*end)(void *data, pkrylov_context ctx, double *vals, int count);
 } pk_reduce_hook;
 
+/**
+ * Global dot products vals[j] = (x[j], y[j]) over the n local values (only where wet[i] != 0 when wet is
+ * not NULL), j < count <= PK_XACC_MAX, whose local values the fused loops already left in vals.
+ * Default mode: reduces vals as pk_allreduce_sum(). Reproducible mode: recomputes them from the vectors
+ * with the exact accumulator and sums the accumulators over the ranks as integers, so the result is the
+ * rounded exact sum, the same for any decomposition (vals' local values are ignored).
+ */
+int pk_allreduce_dots(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
+                      const double *const *y, const uint8_t *wet);
+/** Split-phase pk_allreduce_dots(): finish with pk_allreduce_end(). */
+int pk_allreduce_dots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
+                            const double *const *y, const uint8_t *wet, pk_reduce_request *req);
 /** sums[j] = sum over chunks c in increasing order of partials[c*nvals + j] (deterministic local sum). */
 void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double *sums);
 

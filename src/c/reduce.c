@@ -1,10 +1,139 @@
 /**
  * @file reduce.c
- * @brief The global reduction layer. Every global sum a solver needs goes through pk_allreduce_sum() or
- *        the split-phase pk_allreduce_begin()/pk_allreduce_end() pair, so distributing the solve (MPI) or a
- *        reproducible summation mode is a change in this file only. Without MPI the local sums are global.
+ * @brief The global reduction layer. Every global sum a solver needs goes through pk_allreduce_sum(),
+ *        pk_allreduce_dots() or the split-phase pk_allreduce_begin()/pk_allreduce_dots_begin() and
+ *        pk_allreduce_end(), so distributing the solve (MPI) and the reproducible summation mode live in
+ *        this file only.
+ *
+ * Default mode: the local sums (fixed-order chunked sums of the fused loops) are added over the ranks
+ * with MPI_Allreduce (blocking) or MPI_Iallreduce + MPI_Wait (split phase: pipelined CG starts it after
+ * its fused update and finishes it after the preconditioner). Without a communicator the local sums are
+ * the global ones and nothing is sent.
+ *
+ * Reproducible mode (pkrylov_context_set_reproducible): a dot product is recomputed from its vectors into
+ * an exact accumulator: a double m 2^e (m a 53-bit integer) is added as the three 32-bit digits of m
+ * shifted to its bit position, each digit into an int64 slot (room for 2^31 additions before a carry
+ * pass), the digits covering 2^-1074 to 2^1070 plus carries. Integer addition is exact and associative,
+ * so the accumulators of the threads and of the ranks (MPI_SUM over MPI_INT64_T) add up to the same
+ * integer whatever the order and the decomposition; after a carry pass into canonical digits (0 <= d <
+ * 2^32 below the top one) it is rounded to a double by a fixed procedure. The result is the exact sum of
+ * the (rounded) products, rounded once: bitwise the same for any number of ranks, threads and chunks.
  */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
 #include "pk_impl.h"
+#include "pk_mpi.h"
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Exact accumulator                                                                                 */
+
+/** Add v to the accumulator d (PK_XACC_LEN slots). */
+static inline void xacc_add(int64_t *restrict d, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  const unsigned ex = (unsigned)(bits >> 52) & 0x7ffu;
+  uint64_t m = bits & ((UINT64_C(1) << 52) - 1);
+  if (ex == 0x7ffu) { /* Inf or NaN: counted, the result is NaN */
+    d[PK_XACC_DIGITS]++;
+    return;
+  }
+  unsigned pos = 0; /* bit position of m's lowest bit above 2^-1074 */
+  if (ex != 0) {
+    m |= UINT64_C(1) << 52;
+    pos = ex - 1;
+  }
+  if (m == 0) return;
+  const unsigned L = pos >> 5, s = pos & 31u;
+  const uint64_t sh = m << s; /* the low 64 bits of m 2^s */
+  const int64_t d0 = (int64_t)(sh & 0xffffffffu), d1 = (int64_t)(sh >> 32);
+  const int64_t d2 = s ? (int64_t)(m >> (64 - s)) : 0;
+  if (bits >> 63) {
+    d[L] -= d0, d[L + 1] -= d1, d[L + 2] -= d2;
+  } else {
+    d[L] += d0, d[L + 1] += d1, d[L + 2] += d2;
+  }
+}
+
+/** Carry pass: digits 0..PK_XACC_DIGITS-2 into [0, 2^32), the top digit signed. Canonical for a value. */
+static void xacc_normalize(int64_t *d) {
+  for (int i = 0; i < PK_XACC_DIGITS - 1; i++) {
+    const int64_t c = (d[i] - (d[i] & 0xffffffff)) / ((int64_t)1 << 32); /* floor(d / 2^32), exact */
+    d[i] &= 0xffffffff;
+    d[i + 1] += c;
+  }
+}
+
+/** The accumulator (normalised) rounded to a double by a fixed procedure. */
+static double xacc_value(const int64_t *din) {
+  if (din[PK_XACC_DIGITS] != 0) return NAN;
+  int64_t d[PK_XACC_LEN];
+  memcpy(d, din, sizeof d);
+  double sign = 1.0;
+  if (d[PK_XACC_DIGITS - 1] < 0) { /* magnitude of a negative value */
+    for (int i = 0; i < PK_XACC_DIGITS; i++) d[i] = -d[i];
+    xacc_normalize(d);
+    sign = -1.0;
+  }
+  int top = PK_XACC_DIGITS - 1;
+  while (top >= 0 && d[top] == 0) top--;
+  if (top < 0) return 0.0;
+  /* the top three digits (at least 65 significant bits; the digits below change the value by less than
+     2^-64 of it), then the scale: a fixed sequence of roundings, so equal accumulators give equal doubles */
+  double r = (double)d[top];
+  const int low = top >= 2 ? top - 2 : 0;
+  for (int i = top - 1; i >= low; i--) r = r * 4294967296.0 + (double)d[i];
+  return sign * ldexp(r, 32 * low - 1074);
+}
+
+/** Exact local accumulators acc[j] of the dots (x[j], y[j]) over n values (wet rows only when wet != 0). */
+static void xacc_dots(pkrylov_context ctx, int count, int64_t n, const double *const *x, const double *const *y,
+                      const uint8_t *wet, int64_t *acc) {
+  memset(acc, 0, sizeof(int64_t) * (size_t)count * PK_XACC_LEN);
+  const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
+  const int nt = pk_num_threads(ctx);
+  (void)nt; /* read by the OpenMP pragmas only */
+#pragma omp parallel num_threads(nt) if (nch > 1)
+  {
+    int64_t loc[PK_XACC_MAX * PK_XACC_LEN];
+    memset(loc, 0, sizeof loc);
+    int64_t since = 0;
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < nch; c++) {
+      const int64_t i0 = c * PK_ROW_CHUNK, i1 = i0 + PK_ROW_CHUNK < n ? i0 + PK_ROW_CHUNK : n;
+      for (int j = 0; j < count; j++) {
+        const double *xj = x[j], *yj = y[j];
+        int64_t *dj = loc + j * PK_XACC_LEN;
+        if (wet) {
+          for (int64_t i = i0; i < i1; i++)
+            if (wet[i]) xacc_add(dj, xj[i] * yj[i]);
+        } else {
+          for (int64_t i = i0; i < i1; i++) xacc_add(dj, xj[i] * yj[i]);
+        }
+      }
+      if ((since += i1 - i0) >= ((int64_t)1 << 30)) { /* room for 2^31 additions per digit */
+        for (int j = 0; j < count; j++) xacc_normalize(loc + j * PK_XACC_LEN);
+        since = 0;
+      }
+    }
+    for (int j = 0; j < count; j++) xacc_normalize(loc + j * PK_XACC_LEN);
+#pragma omp critical(pk_xacc)
+    for (int64_t q = 0; q < (int64_t)count * PK_XACC_LEN; q++) acc[q] += loc[q]; /* integers: any order */
+  }
+  for (int j = 0; j < count; j++) xacc_normalize(acc + j * PK_XACC_LEN);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* The reductions                                                                                    */
+
+#ifdef PKRYLOV_HAVE_MPI
+/** The MPI request stored opaquely in a pk_reduce_request. */
+static inline MPI_Request *req_mpi(pk_reduce_request *req) {
+  _Static_assert(sizeof(MPI_Request) <= sizeof req->mpi_req.bytes, "MPI_Request does not fit");
+  return (MPI_Request *)(void *)req->mpi_req.bytes;
+}
+#endif
 
 /* ---- the reduction hook (pk_reduce_hook, pk_impl.h): one line at the top of each pk_allreduce_* hands
    the sum to the hook of the context when it has one (the private context of a reverse-communication
@@ -31,9 +160,14 @@ static int reduce_hook_end(pkrylov_context ctx, pk_reduce_request *req) {
 int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count) {
   if (ctx && ctx->reduce_hook) /* hook */
     return ctx->reduce_hook->sum(ctx->reduce_hook_data, ctx, vals, count);
-  (void)ctx;
-  (void)vals;
-  (void)count;
+#ifdef PKRYLOV_HAVE_MPI
+  if (pk_distributed(ctx)) {
+    int rc = MPI_Allreduce(MPI_IN_PLACE, vals, count, MPI_DOUBLE, MPI_SUM, pk_mpi_comm(ctx));
+    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+  }
+#else
+  (void)ctx, (void)vals, (void)count;
+#endif
   return PKRYLOV_SUCCESS;
 }
 
@@ -42,6 +176,16 @@ int pk_allreduce_begin(pkrylov_context ctx, double *vals, int count, pk_reduce_r
   req->vals = vals;
   req->count = count;
   req->active = 1;
+  req->exact = 0;
+#ifdef PKRYLOV_HAVE_MPI
+  if (pk_distributed(ctx)) {
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, vals, count, MPI_DOUBLE, MPI_SUM, pk_mpi_comm(ctx), req_mpi(req));
+    if (rc != MPI_SUCCESS) {
+      req->active = 0;
+      return pk_mpi_error(ctx, __func__, "MPI_Iallreduce", rc);
+    }
+  }
+#endif
   return PKRYLOV_SUCCESS;
 }
 
@@ -49,7 +193,49 @@ int pk_allreduce_end(pkrylov_context ctx, pk_reduce_request *req) {
   if (ctx && ctx->reduce_hook) return reduce_hook_end(ctx, req); /* hook */
   if (!req->active) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "no reduction in flight");
   req->active = 0;
-  return PKRYLOV_SUCCESS; /* without MPI the local sums are already global */
+#ifdef PKRYLOV_HAVE_MPI
+  if (pk_distributed(ctx)) {
+    int rc = MPI_Wait(req_mpi(req), MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Wait", rc);
+  }
+#endif
+  if (req->exact)
+    for (int j = 0; j < req->count; j++) {
+      xacc_normalize(req->acc + j * PK_XACC_LEN);
+      req->vals[j] = xacc_value(req->acc + j * PK_XACC_LEN);
+    }
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_allreduce_dots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
+                            const double *const *y, const uint8_t *wet, pk_reduce_request *req) {
+  if (!ctx->reproducible) return pk_allreduce_begin(ctx, vals, count, req);
+  if (count < 1 || count > PK_XACC_MAX)
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "count = %d outside 1..%d", count, PK_XACC_MAX);
+  req->vals = vals;
+  req->count = count;
+  req->active = 1;
+  req->exact = 1;
+  xacc_dots(ctx, count, n, x, y, wet, req->acc);
+#ifdef PKRYLOV_HAVE_MPI
+  if (pk_distributed(ctx)) {
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, req->acc, count * PK_XACC_LEN, MPI_INT64_T, MPI_SUM, pk_mpi_comm(ctx),
+                            req_mpi(req));
+    if (rc != MPI_SUCCESS) {
+      req->active = 0;
+      return pk_mpi_error(ctx, __func__, "MPI_Iallreduce", rc);
+    }
+  }
+#endif
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_allreduce_dots(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
+                      const double *const *y, const uint8_t *wet) {
+  if (!ctx->reproducible) return pk_allreduce_sum(ctx, vals, count);
+  pk_reduce_request req;
+  PK_CALL(pk_allreduce_dots_begin(ctx, vals, count, n, x, y, wet, &req));
+  return pk_allreduce_end(ctx, &req);
 }
 
 void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double *sums) {

@@ -309,7 +309,7 @@ static int pk_sign_ok(double v, double *sign) {
 static int pk_true_residual(pkrylov_solver s, const double *b, const double *x, double *r, double *res) {
   double rr;
   pk_cpu_residual(s->A, b, x, r, s->part, &rr);
-  PK_CALL(pk_allreduce_sum(s->ctx, &rr, 1));
+  PK_CALL(pk_allreduce_dots(s->ctx, &rr, 1, s->n, (const double *[]){r}, (const double *[]){r}, NULL));
   PK_CALL(pk_user_check(s->A, NULL)); /* a user operator's routine failed */
   *res = sqrt(rr);
   return PKRYLOV_SUCCESS;
@@ -358,7 +358,7 @@ restart:
   pk_cpu_residual(s->A, R->b, x, r, s->part, d);
   memset(q, 0, sizeof(double) * (size_t)n);
   pk_cpu_cg_precond_step(s->ctx, s->M, n, 0.0, r, q, z, s->part, d);
-  PK_CALL(pk_allreduce_sum(s->ctx, d, 2));
+  PK_CALL(pk_allreduce_dots(s->ctx, d, 2, n, (const double *[]){r, r}, (const double *[]){z, r}, NULL));
   PK_CALL(pk_user_check(s->A, s->M)); /* a user routine failed (then d is NaN) */
   rho = d[0];
   rnorm = sqrt(d[1]);
@@ -381,7 +381,7 @@ restart:
   /* p = z; q = A p; sigma = (p, q) */
   memset(p, 0, sizeof(double) * (size_t)n);
   pk_cpu_cg_operator_step(s->A, 0.0, 0.0, x, p, z, q, s->part, &sigma);
-  PK_CALL(pk_allreduce_sum(s->ctx, &sigma, 1));
+  PK_CALL(pk_allreduce_dots(s->ctx, &sigma, 1, n, (const double *[]){p}, (const double *[]){q}, NULL));
   PK_CALL(pk_user_check(s->A, s->M));
   if (!pk_sign_ok(sigma, &sigma_sign)) {
     res->reason = isfinite(sigma) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN;
@@ -393,7 +393,7 @@ restart:
   for (;;) {
     /* preconditioner loop: r -= alpha q; z = M^-1 r; (r, z), (r, r) */
     pk_cpu_cg_precond_step(s->ctx, s->M, n, alpha, r, q, z, s->part, d);
-    PK_CALL(pk_allreduce_sum(s->ctx, d, 2));
+    PK_CALL(pk_allreduce_dots(s->ctx, d, 2, n, (const double *[]){r, r}, (const double *[]){z, r}, NULL));
     PK_CALL(pk_user_check(s->A, s->M));
     if (!isfinite(d[0]) || !isfinite(d[1])) { /* x is still the previous iterate */
       res->reason = PKRYLOV_DIVERGED_NAN;
@@ -429,7 +429,7 @@ restart:
     rho = d[0];
     /* operator loop: x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
     pk_cpu_cg_operator_step(s->A, alpha, beta, x, p, z, q, s->part, &sigma);
-    PK_CALL(pk_allreduce_sum(s->ctx, &sigma, 1));
+    PK_CALL(pk_allreduce_dots(s->ctx, &sigma, 1, n, (const double *[]){p}, (const double *[]){q}, NULL));
     PK_CALL(pk_user_check(s->A, s->M));
     if (!pk_sign_ok(sigma, &sigma_sign)) {
       res->reason = isfinite(sigma) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN;
@@ -481,7 +481,8 @@ restart:
   for (int v = V_Z; v <= V_S; v++)
     if (v != V_U && v != V_W && v != V_M) memset(s->v[v], 0, sizeof(double) * (size_t)n);
   pk_pipecg_replace(s, R->b, x, 0, d);
-  PK_CALL(pk_allreduce_begin(s->ctx, d, 3, &req));
+  PK_CALL(pk_allreduce_dots_begin(s->ctx, d, 3, n, (const double *[]){r, w, r}, (const double *[]){u, u, r},
+                                  NULL, &req));
   int first = 1;
   for (;;) {
     /* overlapped with the reduction: m = M^-1 w */
@@ -539,7 +540,7 @@ restart:
         for (int64_t i = 0; i < n; i++) t[i] = u[i] + beta * p[i];
         pk_op_apply_all(s->A, t, at);
         pk_cpu_dot(s->ctx, n, t, at, s->part, &curv);
-        PK_CALL(pk_allreduce_sum(s->ctx, &curv, 1));
+        PK_CALL(pk_allreduce_dots(s->ctx, &curv, 1, n, (const double *[]){t}, (const double *[]){at}, NULL));
         PK_CALL(pk_user_check(s->A, s->M));
         if (pk_sign_ok(curv, &sigma_sign)) { /* a sound matrix: restart the recurrences from x */
           if (R->restarts++ >= PK_MAX_RESTARTS)
@@ -570,7 +571,8 @@ restart:
       res->residual_replacements++;
       since_replace = 0;
     }
-    PK_CALL(pk_allreduce_begin(s->ctx, d, 3, &req));
+    PK_CALL(pk_allreduce_dots_begin(s->ctx, d, 3, n, (const double *[]){r, w, r}, (const double *[]){u, u, r},
+                                    NULL, &req));
   }
 }
 
@@ -578,6 +580,9 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   PK_SOLVER_BEGIN(s);
   pkrylov_context ctx = s->ctx;
   const int64_t n = s->n;
+  /* distributed: the argument checks and the settings agree on every rank (else the same error on each);
+     reproducible mode: only the solvers it covers */
+  PK_CALL(pk_mpi_solve_check(s, mem, b, x));
   PK_CALL(pk_check_vectors(ctx, __func__, mem, b, "b", x, "x", n));
   if (pk_kry_is_kry_type(s->type)) return pk_kry_solve(s, mem, b, x);
 #ifdef PKRYLOV_HAVE_CUDA
@@ -630,7 +635,7 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   } else {
     pk_cpu_dot(ctx, n, b, b, s->part, &bb);
   }
-  PK_CALL(pk_allreduce_sum(ctx, &bb, 1));
+  PK_CALL(pk_allreduce_dots(ctx, &bb, 1, n, (const double *[]){b}, (const double *[]){b}, wet));
   res.rhs_norm = sqrt(bb);
   PK_CHECK(isfinite(res.rhs_norm), ctx, PKRYLOV_ERR_NOT_FINITE,
            "argument 'b': its 2-norm overflows (scale the system)");

@@ -105,7 +105,8 @@ static double ts_gc(double X1, double Y1, double X2, double Y2) {
 static double ts_tan(double t, double dxi) { return tan(-PK_PI / 4 + t * dxi); }
 
 /**
- * Per-column geometry: area |T| (nx*ny), face weights ax ((nx+1)*ny, between (i-1,j) and (i,j) at
+ * Per-column geometry of the block of columns [i0, i0+nxl) x [j0, j0+nyl) (global indices, local
+ * arrays in the layout of the whole grid's with nxl, nyl): area |T| (nx*ny), face weights ax ((nx+1)*ny, between (i-1,j) and (i,j) at
  * ax[i + (nx+1) j], 0 on the boundary faces i = 0, nx), ay (nx*(ny+1), between (i,j-1) and (i,j) at
  * ay[i + nx j], 0 for j = 0, ny) and asum (nx*ny, sum of the four face weights of a column).
  * Gnomonic: xi, eta in [-pi/4, pi/4], X = tan xi, Y = tan eta,
@@ -113,25 +114,27 @@ static double ts_tan(double t, double dxi) { return tan(-PK_PI / 4 + t * dxi); }
  *   alpha = (great-circle length of the shared edge) / (great-circle distance of the cell centres),
  *   cell centre at the mid angles. Uniform: |T| = dx^2, alpha = 1, dx = (pi/2)/nx.
  */
-static void ts_columns(const pkrylov_thinshell_params *p, double *area, double *ax, double *ay,
-                       double *asum) {
-  const int64_t nx = p->nx, ny = p->ny;
-  const double dxi = (PK_PI / 2) / (double)nx, deta = (PK_PI / 2) / (double)ny;
+void pk_thinshell_columns(const pkrylov_thinshell_params *p, int64_t i0, int64_t nxl, int64_t j0, int64_t nyl,
+                          double *area, double *ax, double *ay, double *asum) {
+  const int64_t gnx = p->nx, gny = p->ny;
+  const double dxi = (PK_PI / 2) / (double)gnx, deta = (PK_PI / 2) / (double)gny;
   const int gnomonic = p->geometry == PKRYLOV_GEOMETRY_GNOMONIC;
-  for (int64_t j = 0; j < ny; j++)
-    for (int64_t i = 0; i < nx; i++) {
+  for (int64_t jl = 0; jl < nyl; jl++)
+    for (int64_t il = 0; il < nxl; il++) {
+      const int64_t i = i0 + il, j = j0 + jl; /* global indices in the formulas */
       if (gnomonic) {
         const double X1 = ts_tan((double)i, dxi), X2 = ts_tan((double)(i + 1), dxi);
         const double Y1 = ts_tan((double)j, deta), Y2 = ts_tan((double)(j + 1), deta);
-        area[i + nx * j] = ts_F(X2, Y2) - ts_F(X1, Y2) - ts_F(X2, Y1) + ts_F(X1, Y1);
+        area[il + nxl * jl] = ts_F(X2, Y2) - ts_F(X1, Y2) - ts_F(X2, Y1) + ts_F(X1, Y1);
       } else {
-        area[i + nx * j] = dxi * dxi;
+        area[il + nxl * jl] = dxi * dxi;
       }
     }
-  for (int64_t j = 0; j < ny; j++)
-    for (int64_t i = 0; i <= nx; i++) {
+  for (int64_t jl = 0; jl < nyl; jl++)
+    for (int64_t il = 0; il <= nxl; il++) {
+      const int64_t i = i0 + il, j = j0 + jl;
       double w = 0.0;
-      if (i > 0 && i < nx) {
+      if (i > 0 && i < gnx) {
         if (gnomonic) {
           /* edge xi = xi_i from eta_j to eta_{j+1}; centres (i-1, j) and (i, j) */
           const double X = ts_tan((double)i, dxi);
@@ -142,12 +145,13 @@ static void ts_columns(const pkrylov_thinshell_params *p, double *area, double *
           w = 1.0;
         }
       }
-      ax[i + (nx + 1) * j] = w;
+      ax[il + (nxl + 1) * jl] = w;
     }
-  for (int64_t j = 0; j <= ny; j++)
-    for (int64_t i = 0; i < nx; i++) {
+  for (int64_t jl = 0; jl <= nyl; jl++)
+    for (int64_t il = 0; il < nxl; il++) {
+      const int64_t i = i0 + il, j = j0 + jl;
       double w = 0.0;
-      if (j > 0 && j < ny) {
+      if (j > 0 && j < gny) {
         if (gnomonic) {
           /* edge eta = eta_j from xi_i to xi_{i+1}; centres (i, j-1) and (i, j) */
           const double Y = ts_tan((double)j, deta);
@@ -158,12 +162,25 @@ static void ts_columns(const pkrylov_thinshell_params *p, double *area, double *
           w = 1.0;
         }
       }
-      ay[i + nx * j] = w;
+      ay[il + nxl * jl] = w;
     }
-  for (int64_t j = 0; j < ny; j++)
-    for (int64_t i = 0; i < nx; i++)
-      asum[i + nx * j] =
-          ax[i + (nx + 1) * j] + ax[i + 1 + (nx + 1) * j] + ay[i + nx * j] + ay[i + nx * (j + 1)];
+  for (int64_t jl = 0; jl < nyl; jl++)
+    for (int64_t il = 0; il < nxl; il++)
+      asum[il + nxl * jl] = ax[il + (nxl + 1) * jl] + ax[il + 1 + (nxl + 1) * jl] + ay[il + nxl * jl] +
+                            ay[il + nxl * (jl + 1)];
+}
+
+/** The whole grid's geometry (pk_thinshell_columns over every column). */
+static void ts_columns(const pkrylov_thinshell_params *p, double *area, double *ax, double *ay, double *asum) {
+  pk_thinshell_columns(p, 0, p->nx, 0, p->ny, area, ax, ay, asum);
+}
+
+void pk_thinshell_levels(const pkrylov_thinshell_params *p, double *a, double *b, double *c, double *d) {
+  ts_levels(p, a, b, c, d);
+}
+
+int pk_thinshell_check_params(pkrylov_context ctx, const char *func, const pkrylov_thinshell_params *p) {
+  return ts_check_params(ctx, func, p);
 }
 
 int pk_thinshell_setup(pkrylov_context ctx, struct pkrylov_operator_s *A) {

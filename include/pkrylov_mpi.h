@@ -1,0 +1,34 @@
+/**
+ * @file pkrylov_mpi.h
+ * @brief The MPI part of the pkrylov API (needs mpi.h): give a context a communicator.
+ *
+ * Everything else about distributed solves (rank queries, distributed operators, gather/scatter, the
+ * reproducible mode) is in pkrylov.h, which stays free of mpi.h.
+ */
+#ifndef PKRYLOV_MPI_H
+#define PKRYLOV_MPI_H
+
+#include <mpi.h>
+
+#include "pkrylov.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * Distribute the context over comm (any communicator; the library never assumes MPI_COMM_WORLD).
+ * Collective over comm: every rank calls it. The library keeps a duplicate (MPI_Comm_dup) with
+ * MPI_ERRORS_RETURN and frees it in pkrylov_context_destroy(), which must come before MPI_Finalize.
+ * Must be called before any object is created from the context, once (::PKRYLOV_ERR_INVALID_STATE
+ * otherwise). MPI must be initialised (::PKRYLOV_ERR_INVALID_STATE) and comm must not be MPI_COMM_NULL
+ * (::PKRYLOV_ERR_INVALID_VALUE). A CUDA context accepts a communicator of one rank only for now
+ * (::PKRYLOV_ERR_UNSUPPORTED). A library built without MPI answers ::PKRYLOV_ERR_UNSUPPORTED.
+ */
+PKRYLOV_EXTERN int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PKRYLOV_MPI_H */

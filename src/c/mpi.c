@@ -1,0 +1,233 @@
+/**
+ * @file mpi.c
+ * @brief Contexts on a communicator: pkrylov_context_set_comm(), rank queries, the reproducible flag, and
+ *        the collective helpers that keep every rank's outcome the same (pk_mpi_agree, the checks before
+ *        a distributed solve). Without MPI (or without a communicator) everything here works on one rank.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pk_impl.h"
+#include "pk_kry.h"
+#include "pk_mpi.h"
+#ifdef PKRYLOV_HAVE_MPI
+#include "pkrylov_mpi.h"
+#endif
+
+int32_t pkrylov_has_mpi(void) {
+#ifdef PKRYLOV_HAVE_MPI
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+int pkrylov_context_get_rank_info(pkrylov_context ctx, int32_t *rank, int32_t *size) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  if (rank) *rank = ctx->rank;
+  if (size) *size = ctx->size;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_context_set_reproducible(pkrylov_context ctx, int32_t flag) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  PK_CHECK(flag == 0 || flag == 1, ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'flag' = %d must be 0 or 1", flag);
+  ctx->reproducible = flag;
+  return PKRYLOV_SUCCESS;
+}
+
+#ifdef PKRYLOV_HAVE_MPI
+
+int pk_mpi_error(pkrylov_context ctx, const char *func, const char *what, int rc) {
+  char msg[MPI_MAX_ERROR_STRING + 1];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+  msg[len] = '\0';
+  return pk_error(ctx, PKRYLOV_ERR_BACKEND, func, "%s failed: MPI error %d (%s)", what, rc, msg);
+}
+
+int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  PK_CHECK(init && !fin, ctx, PKRYLOV_ERR_INVALID_STATE,
+           "MPI is %s: call pkrylov_context_set_comm between MPI_Init and MPI_Finalize",
+           fin ? "finalized" : "not initialised");
+  PK_CHECK(comm != MPI_COMM_NULL, ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'comm' is MPI_COMM_NULL");
+  PK_CHECK(ctx->mpi == NULL, ctx, PKRYLOV_ERR_INVALID_STATE,
+           "the context has a communicator already (set it once, right after creating the context)");
+  PK_CHECK(ctx->live_objects == 0, ctx, PKRYLOV_ERR_INVALID_STATE,
+           "%lld objects were created from this context already: set the communicator before creating any",
+           (long long)ctx->live_objects);
+  int size = 1, rank = 0, rc;
+  if ((rc = MPI_Comm_size(comm, &size)) != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Comm_size", rc);
+  if ((rc = MPI_Comm_rank(comm, &rank)) != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Comm_rank", rc);
+  /* every rank must take the same decision (the dup below is collective): the backends must agree too */
+  int cuda = ctx->backend == PKRYLOV_BACKEND_CUDA, any_cuda = 0;
+  if ((rc = MPI_Allreduce(&cuda, &any_cuda, 1, MPI_INT, MPI_MAX, comm)) != MPI_SUCCESS)
+    return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+  PK_CHECK(!(any_cuda && size > 1), ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "the context%s runs on the CUDA backend: distributed solves (%d ranks) run on the CPU backend only "
+           "for now (create the contexts with PKRYLOV_BACKEND_CPU)",
+           cuda ? "" : " of another rank", size);
+  pk_mpi_state *st = calloc(1, sizeof *st);
+  PK_CHECK(st != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the MPI state");
+  if ((rc = MPI_Comm_dup(comm, &st->comm)) != MPI_SUCCESS) {
+    free(st);
+    return pk_mpi_error(ctx, __func__, "MPI_Comm_dup", rc);
+  }
+  MPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
+  ctx->mpi = st;
+  ctx->rank = rank;
+  ctx->size = size;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  int init = 0;
+  MPI_Initialized(&init);
+  PK_CHECK(init, ctx, PKRYLOV_ERR_INVALID_STATE,
+           "MPI is not initialised: call pkrylov_context_set_comm_f after MPI_Init");
+  return pkrylov_context_set_comm(ctx, MPI_Comm_f2c((MPI_Fint)fcomm));
+}
+
+void pk_mpi_free(pkrylov_context ctx) {
+  if (!ctx || !ctx->mpi) return;
+  pk_mpi_state *st = ctx->mpi;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Comm_free(&st->comm);
+  free(st);
+  ctx->mpi = NULL;
+}
+
+int pk_mpi_agree(pkrylov_context ctx, int code) {
+  if (!ctx || !ctx->mpi) return code;
+  MPI_Comm comm = pk_mpi_comm(ctx);
+  struct {
+    int failed; /* 0 failed, 1 fine: MINLOC then names the lowest failing rank */
+    int rank;
+  } in = {code == PKRYLOV_SUCCESS, ctx->rank}, out;
+  int rc = MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm);
+  if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+  if (out.failed) return PKRYLOV_SUCCESS;
+  /* the failing rank sends its code and message to all */
+  struct {
+    int code;
+    char msg[sizeof ctx->last_message];
+  } m;
+  if (ctx->rank == out.rank) {
+    m.code = code;
+    snprintf(m.msg, sizeof m.msg, "%s", ctx->last_message);
+  }
+  rc = MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, out.rank, comm);
+  if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Bcast", rc);
+  if (ctx->rank != out.rank) {
+    snprintf(ctx->last_message, sizeof ctx->last_message, "rank %d: %.1000s", out.rank, m.msg);
+    ctx->last_code = m.code;
+  }
+  return m.code;
+}
+
+int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op) {
+  if (!ctx->mpi) return PKRYLOV_SUCCESS;
+  MPI_Op mop = op == 0 ? MPI_SUM : op == 1 ? MPI_MIN : MPI_MAX;
+  int rc = MPI_Allreduce(MPI_IN_PLACE, vals, count, MPI_INT64_T, mop, pk_mpi_comm(ctx));
+  return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+}
+
+int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all) {
+  if (!ctx->mpi) {
+    memcpy(all, mine, sizeof(int32_t) * (size_t)count);
+    return PKRYLOV_SUCCESS;
+  }
+  int rc = MPI_Allgather(mine, count, MPI_INT32_T, all, count, MPI_INT32_T, pk_mpi_comm(ctx));
+  return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
+}
+
+#else /* without MPI: one rank */
+
+int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  (void)fcomm;
+  return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, __func__,
+                  "this pkrylov was built without MPI (configure with -DPKRYLOV_ENABLE_MPI=ON)");
+}
+
+void pk_mpi_free(pkrylov_context ctx) { (void)ctx; }
+int pk_mpi_agree(pkrylov_context ctx, int code) {
+  (void)ctx;
+  return code;
+}
+int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op) {
+  (void)ctx, (void)vals, (void)count, (void)op;
+  return PKRYLOV_SUCCESS;
+}
+int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all) {
+  (void)ctx;
+  memcpy(all, mine, sizeof(int32_t) * (size_t)count);
+  return PKRYLOV_SUCCESS;
+}
+
+#endif
+
+/** The local checks of a solve's arguments (as pkrylov_solver_solve makes them), recorded in the context. */
+static int solve_local_check(pkrylov_solver s, int32_t mem, const double *b, const double *x) {
+  pkrylov_context ctx = s->ctx;
+  PK_CALL(pk_check_vectors(ctx, "pkrylov_solver_solve", mem, b, "b", x, "x", s->n));
+  int64_t bad = pk_first_nonfinite(b, s->n);
+  if (bad >= 0)
+    return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                    "argument 'b' has a non-finite value (%g) at local index %lld", b[bad], (long long)bad);
+  if (s->nonzero_guess && (bad = pk_first_nonfinite(x, s->n)) >= 0)
+    return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                    "argument 'x' (initial guess) has a non-finite value (%g) at local index %lld", x[bad],
+                    (long long)bad);
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const double *x) {
+  pkrylov_context ctx = s->ctx;
+  if (ctx->reproducible && s->type != PKRYLOV_SOLVER_CG && s->type != PKRYLOV_SOLVER_PIPECG)
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
+                    "reproducible mode (pkrylov_context_set_reproducible) covers the solvers CG and pipelined "
+                    "CG only; solver type %d is not one of them",
+                    s->type);
+  if (ctx->reproducible && ctx->backend != PKRYLOV_BACKEND_CPU)
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
+                    "reproducible mode (pkrylov_context_set_reproducible) is implemented by the CPU backend "
+                    "only (the CUDA backend's sums are deterministic between runs but not exact)");
+  if (!pk_distributed(ctx)) return PKRYLOV_SUCCESS;
+  const int local = solve_local_check(s, mem, b, x);
+  /* the settings every rank must share, compared through their minimum and maximum (every rank makes
+     the same collective calls whatever its local outcome) */
+  double rt = s->rtol, at = s->atol;
+  int64_t v[12] = {s->type, s->maxit, s->nonzero_guess, s->true_res_interval, s->replace_interval,
+                   s->stag_window, ctx->reproducible, s->A->type, s->M ? s->M->type : 0, 0, 0, s->history_on};
+  memcpy(&v[9], &rt, sizeof rt);
+  memcpy(&v[10], &at, sizeof at);
+  int64_t mn[12], mx[12];
+  memcpy(mn, v, sizeof v);
+  memcpy(mx, v, sizeof v);
+  int e = pk_mpi_allreduce_i64(ctx, mn, 12, 1);
+  if (!e) e = pk_mpi_allreduce_i64(ctx, mx, 12, 2);
+  if (e) return e; /* an MPI failure */
+  static const char *const names[12] = {"solver type",         "iteration cap (max_iterations)",
+                                        "initial_guess_nonzero", "true_residual_interval",
+                                        "residual_replacement", "stagnation_window",
+                                        "reproducible mode",   "operator kind",
+                                        "preconditioner kind", "rtol",
+                                        "atol",                "history flag"};
+  for (int i = 0; i < 12; i++)
+    if (mn[i] != mx[i]) /* the same comparison on every rank: the same error everywhere */
+      return pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, "pkrylov_solver_solve",
+                      "the %s differs between the ranks (every rank of a distributed solve must use the "
+                      "same settings)",
+                      names[i]);
+  const int ierr = local;
+  return pk_mpi_agree(ctx, ierr);
+}

@@ -1,0 +1,36 @@
+/**
+ * @file pk_mpi_test.h
+ * @brief Harness of the MPI tests (t9NN-mpi-*.c, run under mpirun by ctest): MPI_Init, the case, then the
+ *        worst outcome over the ranks (any rank failing fails the test on every rank), MPI_Finalize.
+ */
+#ifndef PK_MPI_TEST_H
+#define PK_MPI_TEST_H
+
+#include <mpi.h>
+#include <string.h>
+
+#include "pk_test.h"
+#include "pkrylov_mpi.h"
+
+#define PK_MPI_TEST_MAIN(...)                                                                      \
+  int main(int argc, char **argv) {                                                                \
+    static const pk_test_entry entries[] = {__VA_ARGS__};                                          \
+    const int count_ = (int)(sizeof(entries) / sizeof(entries[0]));                                \
+    if (argc > 1 && strncmp(argv[1], "serial_", 7) == 0) /* starts mpirun itself: no MPI here */    \
+      return pk_test_main(argc, argv, entries, count_);                                            \
+    MPI_Init(&argc, &argv);                                                                        \
+    int rc = pk_test_main(argc, argv, entries, count_);                                            \
+    int fail = rc != PK_PASS && rc != PK_SKIP, skip = rc == PK_SKIP, anyfail = 0, allskip = 0;     \
+    MPI_Allreduce(&fail, &anyfail, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);                           \
+    MPI_Allreduce(&skip, &allskip, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);                           \
+    MPI_Finalize();                                                                                \
+    return anyfail ? PK_FAIL : allskip ? PK_SKIP : PK_PASS;                                        \
+  }
+
+/** Rank and size of MPI_COMM_WORLD. */
+static inline void pk_mpi_world(int *rank, int *size) {
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
+#endif /* PK_MPI_TEST_H */

@@ -1,0 +1,198 @@
+/**
+ * @file t950-mpi-cli.c
+ * @brief pkrylov-solve under mpirun (each case starts mpirun itself, every command bounded by `timeout`):
+ *        the same iterations and solution (--out, gathered in the global order) on 1 to 4 ranks, bitwise
+ *        identical solutions with --reproducible, --save-system writing the global system as on one rank,
+ *        and bad input on many ranks (blocks that do not match the ranks, a rank with no columns, options
+ *        that differ between ranks, a matrix file) ending with exit status 2 and a message from every rank,
+ *        and the BiCGStab and GMRES families on distributed operators (the one-rank iterations, no hang).
+ */
+#include <string.h>
+
+#include "pk_mpi_test.h"
+
+#define MPIRUN "timeout 120 " PK_MPIEXEC " " PK_MPIEXEC_NUMPROC_FLAG
+
+/** Read a Matrix Market array vector written by pkrylov-solve (n values into *v, malloc'ed). */
+static int read_vec(const char *path, double **v, int64_t *n) {
+  pkrylov_context c;
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &c)) return 1;
+  int st = pkrylov_mtx_read_vector(c, path, 0, NULL, n);
+  if (!st) st = (*v = malloc(sizeof(double) * (size_t)*n)) == NULL;
+  if (!st) st = pkrylov_mtx_read_vector(c, path, *n, *v, n);
+  pkrylov_context_destroy(&c);
+  return st;
+}
+
+/** The whole content of a file (malloc'ed, NUL-terminated) or NULL. */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)len + 1);
+  if (s && fread(s, 1, (size_t)len, f) != (size_t)len) len = 0;
+  if (s) s[len] = '\0';
+  fclose(f);
+  return s;
+}
+
+/** "iterations":N from the JSON output file. */
+static int json_iterations(const char *path) {
+  char *s = slurp(path);
+  const char *p = s ? strstr(s, "\"iterations\":") : NULL;
+  int it = p ? atoi(p + 13) : -1;
+  free(s);
+  return it;
+}
+
+PK_TEST_CASE(serial_ranks_same_solution) {
+  char cmd[2048], out[512], js[512];
+  double *x1 = NULL;
+  int64_t n1 = 0;
+  int it1 = -1;
+  for (int np = 1; np <= 4; np++) {
+    snprintf(out, sizeof out, "%s", pk_test_tmp_path("t950_x.mtx"));
+    snprintf(js, sizeof js, "%s", pk_test_tmp_path("t950_x.json"));
+    snprintf(cmd, sizeof cmd, MPIRUN " %d %s --problem thinshell:20,18,12 --solver cg --rtol 1e-10 --out %s --json --quiet > %s",
+             np, PK_SOLVE_EXE, out, js);
+    PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
+    double *x;
+    int64_t n;
+    if (read_vec(out, &x, &n)) return PK_FAIL;
+    const int it = json_iterations(js);
+    if (np == 1) {
+      x1 = x, n1 = n, it1 = it;
+      PK_EXPECT(it1 > 0, "iterations %d", it1);
+      continue;
+    }
+    PK_EXPECT(n == n1 && n == 20 * 18 * 12, "n = %lld", (long long)n);
+    PK_EXPECT(it == it1, "%d ranks: %d iterations, one rank %d", np, it, it1);
+    double dmax = 0, xmax = 0;
+    for (int64_t i = 0; i < n && n == n1; i++) dmax = fmax(dmax, fabs(x[i] - x1[i])), xmax = fmax(xmax, fabs(x1[i]));
+    PK_EXPECT(dmax <= 1e-10 * xmax, "%d ranks: max |x - x_1| = %.3g (max |x| %.3g)", np, dmax, xmax);
+    /* b = A * ones: the solution is all ones */
+    PK_EXPECT(fabs(x[0] - 1.0) < 1e-4, "x[0] = %.17g", x[0]);
+    free(x);
+  }
+  free(x1);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(serial_reproducible_bitwise) {
+  char cmd[2048], out[512];
+  char *first = NULL;
+  for (int solver = 0; solver < 2; solver++)
+    for (int np = 1; np <= 4; np++) {
+      snprintf(out, sizeof out, "%s", pk_test_tmp_path("t950_r.mtx"));
+      snprintf(cmd, sizeof cmd, MPIRUN " %d %s --problem thinshell:21,17,10 --solver %s --reproducible --out %s --quiet",
+               np, PK_SOLVE_EXE, solver ? "pipecg" : "cg", out);
+      PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
+      char *s = slurp(out);
+      if (!s) return PK_FAIL;
+      if (np == 1) {
+        free(first);
+        first = s;
+        continue;
+      }
+      PK_EXPECT(strcmp(s, first) == 0, "%s on %d ranks: the solution differs from the one on one rank",
+                solver ? "pipecg" : "cg", np);
+      free(s);
+    }
+  free(first);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(serial_save_system_global) {
+  char cmd[2048], pre[512];
+  char *A1 = NULL, *b1 = NULL;
+  for (int np = 1; np <= 3; np += 2) {
+    snprintf(pre, sizeof pre, "%s", pk_test_tmp_path("t950_sys"));
+    snprintf(cmd, sizeof cmd, MPIRUN " %d %s --problem thinshell:9,7,5 --save-system %s --quiet", np, PK_SOLVE_EXE,
+             pre);
+    PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
+    char path[600];
+    snprintf(path, sizeof path, "%s_A.mtx", pre);
+    char *A = slurp(path);
+    snprintf(path, sizeof path, "%s_b.mtx", pre);
+    char *b = slurp(path);
+    if (!A || !b) return PK_FAIL;
+    if (np == 1) {
+      A1 = A, b1 = b;
+      PK_EXPECT(strstr(A, "315 315 ") != NULL, "global size in the header");
+      continue;
+    }
+    PK_EXPECT(strcmp(A, A1) == 0, "A on %d ranks differs from A on one", np);
+    PK_EXPECT(strcmp(b, b1) == 0, "b on %d ranks differs from b on one", np);
+    free(A), free(b);
+  }
+  free(A1), free(b1);
+  PK_TEST_END();
+}
+
+/** Run cmd (stderr captured), expect exit status 2 and every rank 0..np-1 to print "rank R: error". */
+static void expect_all_ranks_fail(const char *cmd_fmt, int np, const char *needle) {
+  char cmd[2048], log[512];
+  snprintf(log, sizeof log, "%s", pk_test_tmp_path("t950_err.log"));
+  char args[1500];
+  snprintf(args, sizeof args, cmd_fmt, PK_SOLVE_EXE, PK_SOLVE_EXE);
+  snprintf(cmd, sizeof cmd, MPIRUN " %s > %s 2>&1", args, log);
+  const int rc = pk_test_system(cmd);
+  PK_EXPECT(rc == 2, "exit status %d (124 = timed out), expected 2: %s", rc, cmd);
+  char *s = slurp(log);
+  if (!s) {
+    pk_test_failures++;
+    return;
+  }
+  for (int r = 0; r < np; r++) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "rank %d: error", r);
+    PK_EXPECT(strstr(s, tag) != NULL, "no '%s' in the output of %s:\n%s", tag, cmd, s);
+  }
+  PK_EXPECT(strstr(s, needle) != NULL, "no '%s' in the output of %s:\n%s", needle, cmd, s);
+  free(s);
+}
+
+PK_TEST_CASE(serial_bad_input_every_rank) {
+  expect_all_ranks_fail("2 %s --problem thinshell:16,16,8 --decomp 3,1", 2, "3 blocks but there are 2 ranks");
+  expect_all_ranks_fail("4 %s --problem thinshell:3,16,8 --decomp 4,1", 4, "no columns");
+  expect_all_ranks_fail("1 %s --problem thinshell:16,16,8 --rtol 1e-8 : " PK_MPIEXEC_NUMPROC_FLAG
+                        " 1 %s --problem thinshell:16,16,8 --rtol 1e-6",
+                        2, "different command lines");
+  expect_all_ranks_fail("1 %s --problem thinshell:16,16,8 : " PK_MPIEXEC_NUMPROC_FLAG
+                        " 1 %s --problem thinshell:16,16,9",
+                        2, "different command lines");
+  expect_all_ranks_fail("1 %s --problem thinshell:16,16,8 : " PK_MPIEXEC_NUMPROC_FLAG
+                        " 1 %s --problem thinshell:16,16,8 --maxit x",
+                        2, "another rank is invalid");
+  char fmt[1024];
+  snprintf(fmt, sizeof fmt, "3 %%s %s", pk_test_tmp_path("t950_sys_A.mtx"));
+  expect_all_ranks_fail(fmt, 3, "one rank only");
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(serial_other_solvers) {
+  /* the BiCGStab and GMRES families on the distributed thin shell: converged, the one-rank iterations
+     (CA-GMRES with a fixed step; its automatic step is timed, and the ranks agree on the slowest's times) */
+  static const char *const solvers[] = {"bicgstab", "pipebicgstab", "gmres", "pipegmres", "fgmres",
+                                        "cagmres --step 4", "cagmres"};
+  char cmd[2048], js[512];
+  for (int k = 0; k < 7; k++) {
+    int it[2] = {-1, -1};
+    for (int q = 0; q < 2; q++) {
+      const int np = q ? 3 : 1;
+      snprintf(js, sizeof js, "%s", pk_test_tmp_path("t950_s.json"));
+      snprintf(cmd, sizeof cmd, MPIRUN " %d %s --problem thinshell:24,20,12 --solver %s --json --quiet > %s", np,
+               PK_SOLVE_EXE, solvers[k], js);
+      PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
+      it[q] = json_iterations(js);
+    }
+    PK_EXPECT(it[0] > 0, "%s: %d iterations", solvers[k], it[0]);
+    if (k < 6) PK_EXPECT(it[1] == it[0], "%s: %d iterations on 3 ranks, %d on one", solvers[k], it[1], it[0]);
+  }
+  PK_TEST_END();
+}
+
+PK_MPI_TEST_MAIN(PK_TEST_ENTRY(serial_ranks_same_solution), PK_TEST_ENTRY(serial_reproducible_bitwise),
+                 PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank), PK_TEST_ENTRY(serial_other_solvers))
