@@ -388,6 +388,55 @@ PK_TEST_CASE(basis_ops) {
   PK_TEST_END();
 }
 
+/** basis_axpy_dots: y = 0.5 y - sum_j S[c0+j] V_{1+j} (a zero coefficient skipped), then (V_{1+j}, y) and
+ *  (y, y) of the new y: against a naive loop and the chunked sums of the reference vector; blocks (ignored
+ *  by the CPU engine) change nothing. */
+PK_TEST_CASE(basis_axpy_dots) {
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    const int64_t n = sizes[si];
+    setup T;
+    PK_REQUIRE_OK(NULL, make_setup(n, 0, 2, &T));
+    uint64_t seed = 23 + (uint64_t)n;
+    double *V[6], *got = malloc(sizeof(double) * (size_t)n), *ref = malloc(sizeof(double) * (size_t)n);
+    for (int j = 0; j < 6; j++) V[j] = rand_vec(n, &seed), put(&T, PK_KV_V0 + j, V[j]);
+    double *w = rand_vec(n, &seed);
+    put(&T, PK_KV_W0 + 1, w);
+    double c[5] = {0.25, 0.0, -1.75, 3.5, 0.125}, half = 0.5;
+    pk_kry_set(T.E, 80, 5, c);
+    pk_kry_set(T.E, 90, 1, &half);
+    PK_REQUIRE_OK(T.ctx, pk_kry_block_begin(T.E));
+    PK_REQUIRE_OK(T.ctx, pk_kry_basis_axpy_dots(T.E, PK_KV_W0 + 1, pk_c(90), 1, 5, 80, 1, 1, 100, 0));
+    PK_REQUIRE_OK(T.ctx, pk_kry_block_end(T.E));
+    take(&T, PK_KV_W0 + 1, got);
+    for (int64_t k = 0; k < n; k++) {
+      double t = 0.5 * w[k];
+      for (int j = 0; j < 5; j++)
+        if (c[j] != 0.0) t = t + (-c[j]) * V[1 + j][k];
+      ref[k] = t;
+    }
+    PK_EXPECT(bitwise_equal(n, got, ref), "n %lld basis_axpy_dots vector", (long long)n);
+    double d[6];
+    pk_kry_get(T.E, 100, 6, d);
+    for (int j = 0; j < 5; j++)
+      PK_EXPECT(d[j] == chunked_dot(n, V[1 + j], ref), "n %lld basis_axpy_dots dot %d", (long long)n, j);
+    PK_EXPECT(d[5] == chunked_dot(n, ref, ref), "n %lld basis_axpy_dots norm", (long long)n);
+    /* without the norm: S[106] untouched */
+    const double sentinel = 12345.0;
+    pk_kry_set(T.E, 106, 1, &sentinel);
+    PK_REQUIRE_OK(T.ctx, pk_kry_basis_axpy_dots(T.E, PK_KV_W0 + 1, pk_c(PK_S_ONE), 1, 2, 80, 0, 0, 104, 0));
+    pk_kry_get(T.E, 104, 3, d);
+    take(&T, PK_KV_W0 + 1, got);
+    for (int64_t k = 0; k < n; k++) ref[k] = ref[k] + 0.25 * V[1][k]; /* c[1] = 0: skipped */
+    PK_EXPECT(bitwise_equal(n, got, ref), "n %lld basis_axpy_dots without norm", (long long)n);
+    PK_EXPECT(d[0] == chunked_dot(n, V[1], ref) && d[1] == chunked_dot(n, V[2], ref) && d[2] == sentinel,
+              "n %lld basis_axpy_dots without norm: sums", (long long)n);
+    for (int j = 0; j < 6; j++) free(V[j]);
+    free(w), free(got), free(ref);
+    free_setup(&T);
+  }
+  PK_TEST_END();
+}
+
 /** An ill-conditioned dot: big products that cancel exactly plus small integers. dd recovers the exact
  *  sum; the plain double sum does not. */
 PK_TEST_CASE(dd_ill_conditioned) {
@@ -465,6 +514,15 @@ PK_TEST_CASE(bad_ids_and_counts) {
   PK_EXPECT_CODE(ctx, pk_kry_block_dots(E, 0, 10, 0, 10, 1, 100, 0), PKRYLOV_ERR_INTERNAL); /* 200 > 156 */
   PK_EXPECT_CODE(ctx, pk_kry_basis_dots(E, PK_KV_W0, 0, 11, 0, 0, 0), PKRYLOV_ERR_INTERNAL);
   PK_EXPECT_CODE(ctx, pk_kry_basis_axpy(E, PK_KV_V0 + 2, pk_c(PK_S_ONE), 0, 4, 0, 0), PKRYLOV_ERR_INTERNAL);
+  PK_EXPECT_CODE(ctx, pk_kry_basis_axpy_dots(E, PK_KV_V0 + 2, pk_c(PK_S_ONE), 0, 4, 0, 0, 1, 10, 0),
+                 PKRYLOV_ERR_INTERNAL); /* y in the basis range */
+  PK_EXPECT_CODE(ctx, pk_kry_basis_axpy_dots(E, PK_KV_W0, pk_c(PK_S_ONE), 0, 4, 0, 0, 1, 2, 0),
+                 PKRYLOV_ERR_INTERNAL); /* outputs overlap the coefficients */
+  PK_EXPECT(pk_test_msg_has(ctx, "overlap"), "message names the overlap");
+  PK_EXPECT_CODE(ctx, pk_kry_basis_axpy_dots(E, PK_KV_W0, pk_c(PK_S_ONE), 0, 4, 0, 0, 2, 10, 0),
+                 PKRYLOV_ERR_INTERNAL); /* with_norm not 0 or 1 */
+  PK_EXPECT_CODE(ctx, pk_kry_basis_axpy_dots(E, PK_KV_W0, pk_c(PK_S_ONE), 0, 4, 0, 0, 1, 253, 0),
+                 PKRYLOV_ERR_INTERNAL); /* out outside S */
   PK_EXPECT_CODE(ctx, pk_kry_basis_gemm(E, 0, 4, 0, 3, 5, 2), PKRYLOV_ERR_INTERNAL); /* ldt < kin */
   PK_EXPECT_CODE(ctx, pk_kry_basis_gemm(E, 0, 4, 0, 4, 2, 2), PKRYLOV_ERR_INTERNAL); /* overlap */
   PK_EXPECT_CODE(ctx, pk_kry_basis_gemm(E, 0, 4, 250, 4, 5, 2), PKRYLOV_ERR_INTERNAL); /* T outside S */
@@ -522,6 +580,6 @@ PK_TEST_CASE(thread_count_independence) {
 }
 
 PK_TEST_MAIN(PK_TEST_ENTRY(update_semantics), PK_TEST_ENTRY(matvec_precond_residual),
-             PK_TEST_ENTRY(residual_dry_cells_and_copy_precond), PK_TEST_ENTRY(basis_ops),
+             PK_TEST_ENTRY(residual_dry_cells_and_copy_precond), PK_TEST_ENTRY(basis_ops), PK_TEST_ENTRY(basis_axpy_dots),
              PK_TEST_ENTRY(dd_ill_conditioned), PK_TEST_ENTRY(bad_ids_and_counts),
              PK_TEST_ENTRY(thread_count_independence))

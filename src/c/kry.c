@@ -77,7 +77,11 @@ void pk_kry_destroy(pk_kry *E) {
 }
 
 int32_t pk_kry_sync_interval(const pk_kry *E) {
-  return E && E->ctx->backend == PKRYLOV_BACKEND_CUDA ? E->s->sync_interval : 1;
+  /* user callbacks on CUDA: one iteration per block, so that the routine is not called after a stop */
+  return E && E->ctx->backend == PKRYLOV_BACKEND_CUDA && !pk_op_whole_vector(E->s->A) &&
+                 !(E->s->M && E->s->M->type == PKRYLOV_PRECOND_USER)
+             ? E->s->sync_interval
+             : 1;
 }
 int32_t pk_kry_nbasis(const pk_kry *E) { return E ? E->nbasis : 0; }
 int32_t pk_kry_nscalars(const pk_kry *E) { return E ? E->nscalars : 0; }
@@ -253,6 +257,37 @@ int pk_kry_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ld
                    b1 + kout, a0, a0 + kin);
   if (kout == 0) return PKRYLOV_SUCCESS;
   return E->be->basis_gemm(E, a0, kin, t0, ldt, b1, kout);
+}
+
+int pk_kry_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
+                           int32_t with_norm, int32_t out, int32_t flags) {
+  PK_CALL(check_vid(E, __func__, "y", y, 1));
+  PK_CALL(check_coef(E, __func__, cy));
+  PK_CALL(check_basis(E, __func__, "b", b0, k));
+  PK_CALL(check_range(E, __func__, "c", c0, k));
+  if (y >= PK_KV_V0 + b0 && y < PK_KV_V0 + b0 + k)
+    return KRY_BAD(E, __func__, "y (%d) is one of the basis vectors summed [%d, %d)", y, b0, b0 + k);
+  if (neg != 0 && neg != 1) return KRY_BAD(E, __func__, "neg = %d is not 0 or 1", neg);
+  if (with_norm != 0 && with_norm != 1) return KRY_BAD(E, __func__, "with_norm = %d is not 0 or 1", with_norm);
+  PK_CALL(check_flags(E, __func__, flags));
+  PK_CALL(check_range(E, __func__, "out", out, (int64_t)k + with_norm));
+  if (out < c0 + k && c0 < out + k + with_norm)
+    return KRY_BAD(E, __func__, "output scalars [%d, %d) overlap the coefficients [%d, %d)", out,
+                   out + k + with_norm, c0, c0 + k);
+  if (E->be->basis_axpy_dots) return E->be->basis_axpy_dots(E, y, cy, b0, k, c0, neg, with_norm, out, flags);
+  PK_CALL(E->be->basis_axpy(E, y, cy, b0, k, c0, neg));
+  if (k + with_norm == 0) return PKRYLOV_SUCCESS;
+  return E->be->basis_dots(E, y, b0, k, with_norm, out, flags);
+}
+
+int pk_kry_block_begin(pk_kry *E) {
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  return E->be->block_begin ? E->be->block_begin(E) : PKRYLOV_SUCCESS;
+}
+
+int pk_kry_block_end(pk_kry *E) {
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  return E->be->block_end ? E->be->block_end(E) : PKRYLOV_SUCCESS;
 }
 
 int pk_kry_scalar(pk_kry *E, int32_t id, int32_t arg) {

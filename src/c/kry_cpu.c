@@ -439,4 +439,7 @@ const pk_kry_backend pk_kry_cpu_backend = {
     cpu_create,   cpu_destroy,    cpu_bind,       cpu_unbind,     cpu_copy,       cpu_first_nonfinite,
     cpu_matvec,   cpu_precond,    cpu_residual,   cpu_update,     cpu_block_dots, cpu_basis_dots,
     cpu_basis_axpy, cpu_basis_gemm, cpu_scalar,   cpu_wait,       cpu_get,        cpu_set,
-    cpu_sync};
+    cpu_sync,
+    NULL /* basis_axpy_dots: the front end runs basis_axpy, then basis_dots */,
+    NULL /* block_begin: blocks are a CUDA matter */,
+    NULL /* block_end */};

@@ -173,6 +173,27 @@ int pk_kry_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, in
 int pk_kry_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1,
                       int32_t kout);
 
+/**
+ * Basis axpy followed by dot products of the result with the same basis vectors (one Gram-Schmidt pass
+ * and the next pass's inner products): pk_kry_basis_axpy(E, y, cy, b0, k, c0, neg), then
+ * pk_kry_basis_dots(E, y, b0, k, with_norm, out, flags). The vectors are bitwise those of the two calls;
+ * the sums are the same global sums (a backend may accumulate them in one pass over the basis, so they may
+ * differ from the separate calls' by rounding). A backend without the fused form runs the two calls.
+ */
+int pk_kry_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
+                           int32_t with_norm, int32_t out, int32_t flags);
+
+/**
+ * Blocks of iterations. A driver brackets the operations it queues between two host reads with
+ * pk_kry_block_begin() and pk_kry_block_end(); the CUDA engine then records them, and replays a CUDA graph
+ * when the same sequence of operations comes again (scalar-step arguments may differ by one offset for the
+ * whole block: iteration numbers), which removes the per-launch cost of small problems. The results are
+ * those of the operations issued one by one; an operation that reads on the host (get, sync, unbind) inside
+ * a block runs what was recorded first. The CPU engine ignores blocks. Blocks do not nest.
+ */
+int pk_kry_block_begin(pk_kry *E);
+int pk_kry_block_end(pk_kry *E);
+
 /** Run scalar step `id` (kry_scalar.h) with argument arg on S where S lives. */
 int pk_kry_scalar(pk_kry *E, int32_t id, int32_t arg);
 /** Finish the reduction started with PK_KRY_ASYNC. */
@@ -323,6 +344,11 @@ typedef struct pk_kry_backend {
   int (*get)(pk_kry *E, int32_t first, int32_t count, double *host);
   int (*set)(pk_kry *E, int32_t first, int32_t count, const double *host);
   int (*sync)(pk_kry *E);
+  /* optional (NULL: the front end composes basis_axpy and basis_dots; blocks are ignored) */
+  int (*basis_axpy_dots)(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
+                         int32_t with_norm, int32_t out, int32_t flags);
+  int (*block_begin)(pk_kry *E);
+  int (*block_end)(pk_kry *E);
 } pk_kry_backend;
 
 extern const pk_kry_backend pk_kry_cpu_backend;

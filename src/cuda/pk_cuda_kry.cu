@@ -25,9 +25,20 @@
  *    block per value adds the partials in block order (lane t: blocks t, t + 256, ...; then the same tree)
  *    and writes S[out + j] directly. No atomics on floating-point values.
  *  - scalar steps: a <<<1, 1>>> kernel calling pk_kry_scalar_step (kry_scalar.h).
+ *  - basis_axpy_dots: one pass that updates y and accumulates (V_j, y) and (y, y) of the new values, the
+ *    basis values of an element held in registers (k <= 32; more: the two kernels).
  * The operator products, preconditioner applications and residuals use the launchers of
- * pk_cuda_kernels.cu (every operator and preconditioner type they support; user-callback operators and
- * preconditioners run on the CPU only: PKRYLOV_ERR_UNSUPPORTED at create).
+ * pk_cuda_kernels.cu (every operator and preconditioner type they support). User-callback operators and
+ * preconditioners: the stream is synchronised and the routine called with device pointers of the engine's
+ * vectors (pk_cuda_user_call; a nonzero return is PKRYLOV_ERR_CALLBACK); a residual gets A x from the
+ * routine into D->ax, which the residual launcher reads. Distributed (halo-exchange) operators are not
+ * supported here (PKRYLOV_ERR_UNSUPPORTED at create).
+ *
+ * Blocks (pk_kry_block_begin/end): the operations of a block are recorded and replayed as a CUDA graph when
+ * the same sequence comes again (see "operations" below). Environment switches, read at create:
+ * PKRYLOV_KRY_GRAPH=0 (no graphs), PKRYLOV_KRY_FUSE=0 (basis_axpy_dots as two kernels), PKRYLOV_KRY_PROFILE=1
+ * (every operation timed with events and a synchronisation; a summary on stderr when the engine is freed;
+ * no graphs).
  *
  * Without MPI, PK_KRY_ASYNC is the same as the blocking form: the sums are in S when the next operation on
  * the stream runs.
@@ -36,7 +47,11 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+
+#include <new>
+#include <vector>
 
 extern "C" {
 #include "pk_kry.h"
@@ -50,6 +65,13 @@ constexpr int KB = 256;                   /* threads per block */
 constexpr int64_t KMAX_UPD_BLOCKS = 1024; /* update / axpy / gemm grid cap */
 constexpr int64_t KMAX_DOT_BLOCKS = 256;  /* multi-dot grid cap (grid.x): bounds the partial slots */
 constexpr int KGEMM_J = 8;                /* outputs per chunk of basis_gemm */
+
+/** A graph of a block: the block's operation records (scalar arguments relative) and its executable. */
+struct GraphEntry {
+  std::vector<int32_t> sig;
+  cudaGraphExec_t exec; /* NULL: seen once (run directly), or the capture failed (failed = 1) */
+  int failed;
+};
 
 /** Engine state on the device (E->priv). */
 struct KryDev {
@@ -65,6 +87,22 @@ struct KryDev {
   pk_cuda_op op;            /* the operator of matvec (fp32 coefficients with mixed precision level 2) */
   pk_cuda_op op64;          /* fp64: residuals */
   pk_cuda_pc pc;            /* preconditioner view (a NONE view without one) */
+  /* user callbacks (the routine gets device pointers after a stream synchronisation) */
+  int uop, upc;             /* the operator / the preconditioner is a user routine */
+  double *ax;               /* A x of a user operator for residuals (pk_cuda_op.pre) */
+  /* options (environment, read at create): graphs of blocks, fused kernels, per-operation profile */
+  int graph_on, fuse_on, prof;
+  /* blocks: the operations of the current block (recorded, not yet launched) and the graphs of blocks */
+  int rec_on;               /* recording a block */
+  int have_base;
+  int32_t base;             /* first scalar-step argument of the block (the others relative to it) */
+  std::vector<int32_t> log; /* the recorded operations (op records, see exec_op) */
+  std::vector<GraphEntry> graphs;
+  size_t graph_next;        /* the entry replaced next when the cache is full */
+  int *argbase;             /* device: the block's base argument, read by the scalar steps of a graph */
+  double prof_ms[32];
+  long long prof_n[32];
+  cudaEvent_t ev[2];
 };
 
 KryDev *dev_of(pk_kry *E) {
@@ -115,11 +153,25 @@ int64_t grid_dot(int64_t n) {
   return b < 1 ? 1 : b;
 }
 
+/** Destroy the graphs of blocks (after the work queued so far: they may be running). */
+void drop_graphs(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  if (D->graphs.empty())
+    return;
+  cudaStreamSynchronize(D->st);
+  for (GraphEntry &g : D->graphs)
+    if (g.exec)
+      cudaGraphExecDestroy(g.exec);
+  D->graphs.clear();
+  D->graph_next = 0;
+}
+
 /** Make the partial-sum buffer hold at least `need` doubles (stream-ordered reallocation). */
 int ensure_part(pk_kry *E, size_t need) {
   KryDev *D = dev_of(E);
   if (need <= D->part_cap)
     return PKRYLOV_SUCCESS;
+  drop_graphs(E); /* they hold the old buffer */
   if (D->part)
     KCU(cudaFreeAsync(D->part, D->st), "freeing the partial sums");
   D->part = NULL;
@@ -473,13 +525,87 @@ __global__ void __launch_bounds__(KB) k_basis_gemm(int64_t n, const double *Vin,
   }
 }
 
+/**
+ * Fused Gram-Schmidt pass: y = cy*y + sum_{j < k} s S[c0 + j] V_j (k_basis_axpy's arithmetic), then the
+ * partial dot products (V_j, y) for j < k and (y, y) with with_norm, of the new y, in the same pass: every
+ * basis vector is read once (the separate kernels read it twice). KM >= k: the basis values of an element
+ * are held in registers. Partials at part[block * (k + with_norm) + j].
+ */
+template <int KM>
+__global__ void __launch_bounds__(KB) k_axpy_dots(int64_t n, double *y, pk_coef cy, const double *V, int64_t ld,
+                                                  int k, const double *S, int c0, int neg, int with_norm,
+                                                  double *part) {
+  __shared__ double cf[KM + 2];
+  __shared__ double sh[KB / 32];
+  for (int j = threadIdx.x; j < KM + 2; j += KB) {
+    double v = 0.0;
+    if (j == 0)
+      v = pk_coef_value(cy, S);
+    else if (j <= k)
+      v = neg ? -S[c0 + j - 1] : S[c0 + j - 1];
+    cf[j] = v;
+  }
+  __syncthreads();
+  double acc[KM];
+#pragma unroll
+  for (int j = 0; j < KM; j++)
+    acc[j] = 0.0;
+  double nn = 0.0;
+  const int64_t stride = (int64_t)gridDim.x * KB;
+  for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
+    double v[KM];
+#pragma unroll
+    for (int j = 0; j < KM; j++)
+      v[j] = j < k ? V[(int64_t)j * ld + i] : 0.0;
+    double t = 0.0;
+    bool live = false;
+    if (cf[0] != 0.0) {
+      t = cf[0] * y[i];
+      live = true;
+    }
+#pragma unroll
+    for (int j = 0; j < KM; j++) {
+      const double c = cf[j + 1]; /* 0 beyond k */
+      if (j >= k || c == 0.0)
+        continue;
+      const double p = c * v[j];
+      t = live ? t + p : p;
+      live = true;
+    }
+    y[i] = t;
+#pragma unroll
+    for (int j = 0; j < KM; j++)
+      acc[j] += v[j] * t;
+    nn += t * t;
+  }
+  const int nv = k + with_norm;
+#pragma unroll
+  for (int j = 0; j < KM; j++) {
+    if (j < k) { /* uniform over the block */
+      const double s = block_sum(acc[j], sh);
+      if (threadIdx.x == 0)
+        part[(int64_t)blockIdx.x * nv + j] = s;
+    }
+  }
+  if (with_norm) {
+    const double s = block_sum(nn, sh);
+    if (threadIdx.x == 0)
+      part[(int64_t)blockIdx.x * nv + k] = s;
+  }
+}
+
 /* ---- small kernels ---------------------------------------------------------------------------------- */
 
-/** The scalar step; an unknown id is remembered in *bad (read back by get / sync / unbind). */
-__global__ void k_scalar(int id, double *S, int arg, unsigned long long *bad) {
+/** The scalar step with argument arg (+ *base in a graph of a block); an unknown id is remembered in *bad
+ *  (read back by get / sync / unbind). */
+__global__ void k_scalar(int id, double *S, int arg, const int *base, unsigned long long *bad) {
+  if (base)
+    arg += *base;
   if (pk_kry_scalar_step(id, S, arg) < 0)
     *bad = (unsigned long long)(id + 1);
 }
+
+__global__ void k_setbase(int *base, int v) { *base = v; }
 
 constexpr int KSET_MAX = 64;
 struct SetArgs {
@@ -555,165 +681,51 @@ int sync_checked(pk_kry *E, const char *what) {
   return PKRYLOV_SUCCESS;
 }
 
-/* ---- the backend table ------------------------------------------------------------------------------ */
+/* ---- operations: records, direct execution, blocks ------------------------------------------------------
+ * Every operation the drivers queue becomes a record (int32 words: type, length, arguments). Outside a block
+ * a record runs at once (exec_op); inside a block it is appended to D->log, and pk_kry_block_end() runs the
+ * log: the first time a log is seen directly, the second time it is captured into a CUDA graph (stream
+ * capture of the same launches) and from then on the graph is replayed. Scalar-step arguments are stored
+ * relative to the block's first one (D->base); a graph's scalar steps add the device value *argbase, which
+ * k_setbase sets before each replay, so blocks that differ only by their iteration numbers share a graph.
+ * The graphs hold device pointers of this engine's buffers (vectors, S, partial sums): they are dropped when
+ * the partial-sum buffer is reallocated and when the engine is destroyed. */
 
-void kd_destroy(pk_kry *E);
+enum {
+  OP_MATVEC = 1,
+  OP_PRECOND,
+  OP_RESIDUAL,
+  OP_UPDATE,
+  OP_BLOCK_DOTS,
+  OP_BASIS_DOTS,
+  OP_AXPY,
+  OP_GEMM,
+  OP_SCALAR,
+  OP_SET,
+  OP_COPY,
+  OP_AXPY_DOTS,
+  OP_COUNT
+};
+const char *const op_names[OP_COUNT] = {"",           "matvec",    "precond",    "residual",
+                                        "update",     "block_dots", "basis_dots", "basis_axpy",
+                                        "basis_gemm", "scalar",     "set",        "copy",
+                                        "axpy_dots"};
+constexpr size_t KGRAPH_CACHE = 48; /* graphs kept per engine */
 
-int kd_create(pk_kry *E) {
-  pkrylov_solver s = E->s;
-  pkrylov_context ctx = E->ctx;
-  const char *fn = "pkrylov_solver_solve";
-  if (s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange || !s->A->dev)
-    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
-                    "the operator is applied by a user routine (callback or halo exchange), which the CUDA "
-                    "BiCGStab/GMRES engine does not support yet; use a CPU context");
-  if (s->M && (s->M->type == PKRYLOV_PRECOND_USER || !s->M->dev))
-    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
-                    "the preconditioner is applied by a user routine, which the CUDA BiCGStab/GMRES engine "
-                    "does not support yet; use a CPU context");
-  KryDev *D = (KryDev *)calloc(1, sizeof(KryDev));
-  if (!D)
-    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, fn, "cannot allocate the CUDA engine state");
-  E->priv = D;
-  D->st = (cudaStream_t)pk_cuda_context_stream(ctx);
-  const int64_t n = E->n;
-  E->ld = (n + 31) / 32 * 32;
-  PK_CALL(pk_cuda_operator_view(s->A, 0, &D->op64));
-  PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &D->op));
-  if (s->M) {
-    PK_CALL(pk_cuda_precond_view(s->M, s->mixed >= 1, &D->pc));
-  } else {
-    memset(&D->pc, 0, sizeof D->pc);
-    D->pc.type = PKRYLOV_PRECOND_NONE;
-    D->pc.n = D->pc.ncols = n;
-    D->pc.nz = 1;
-    D->pc.layout = PKRYLOV_LAYOUT_KSLOW;
-  }
-  const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
-  const size_t vbytes = sizeof(double) * nvec * (size_t)E->ld;
-  const int32_t ns = E->nscalars > 0 ? E->nscalars : 1;
-  cudaError_t e = cudaMalloc((void **)&D->vec, vbytes);
-  if (e == cudaSuccess)
-    e = cudaMalloc((void **)&D->S, sizeof(double) * (size_t)ns);
-  if (e == cudaSuccess)
-    e = cudaMallocHost((void **)&D->hbuf, sizeof(double) * (size_t)ns);
-  if (e == cudaSuccess)
-    e = cudaMalloc((void **)&D->aux, sizeof(unsigned long long) * 2);
-  if (e == cudaSuccess)
-    e = cudaMallocHost((void **)&D->haux, sizeof(unsigned long long) * 2);
-  if (e == cudaSuccess)
-    e = cudaMemsetAsync(D->vec, 0, vbytes, D->st);
-  if (e == cudaSuccess)
-    e = cudaMemsetAsync(D->S, 0, sizeof(double) * (size_t)ns, D->st);
-  if (e == cudaSuccess)
-    e = cudaMemsetAsync(D->aux, 0, sizeof(unsigned long long) * 2, D->st);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND, fn,
-                    "allocating the CUDA engine (%zu vectors of %lld values): %s", nvec, (long long)n,
-                    cudaGetErrorString(e));
-  }
-  D->b = D->vec + (nvec - 2) * (size_t)E->ld;
-  D->x = D->vec + (nvec - 1) * (size_t)E->ld;
-  const int64_t need = pk_cuda_partials_needed(&D->op64, s->M ? &D->pc : NULL);
-  size_t cap = (size_t)(need > KMAX_UPD_BLOCKS ? need : KMAX_UPD_BLOCKS) * PK_KRY_MAXPAIRS;
-  const size_t bd = (size_t)KMAX_DOT_BLOCKS * ((size_t)E->nbasis + 2);
-  if (bd > cap)
-    cap = bd;
-  return ensure_part(E, cap);
-}
-
-void kd_destroy(pk_kry *E) {
+int do_matvec(pk_kry *E, pk_vid x, pk_vid y) {
   KryDev *D = dev_of(E);
-  if (!D)
-    return;
-  cudaStreamSynchronize(D->st); /* queued work may still use the buffers */
-  cudaFree(D->vec);
-  cudaFree(D->S);
-  if (D->part)
-    cudaFree(D->part);
-  cudaFree(D->aux);
-  cudaFreeHost(D->hbuf);
-  cudaFreeHost(D->haux);
-  cudaGetLastError();
-  free(D);
-  E->priv = NULL;
-}
-
-int kd_bind(pk_kry *E, int32_t x_zero) {
-  KryDev *D = dev_of(E);
-  pkrylov_context ctx = E->ctx;
-  const char *fn = "pkrylov_solver_solve";
-  PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->b_user, "b"));
-  PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->x_user, "x"));
-  const size_t bytes = sizeof(double) * (size_t)E->n;
-  const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
-  /* b and x always live in the engine's own (padded, aligned) vectors: the operator and preconditioner
-     launchers are written for the library's buffers, and the caller's x stays as it came until the solve
-     has finished (a device-to-device copy each way costs two vector passes per solve) */
-  const cudaMemcpyKind kin = E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
-  D->b = D->vec + (nvec - 2) * (size_t)E->ld;
-  D->x = D->vec + (nvec - 1) * (size_t)E->ld;
-  KCU(cudaMemcpyAsync(D->b, E->b_user, bytes, kin, D->st), "copying b");
-  if (!x_zero)
-    KCU(cudaMemcpyAsync(D->x, E->x_user, bytes, kin, D->st), "copying x");
-  if (x_zero)
-    KCU(cudaMemsetAsync(D->x, 0, bytes, D->st), "zeroing x");
-  return PKRYLOV_SUCCESS;
-}
-
-int kd_unbind(pk_kry *E) {
-  KryDev *D = dev_of(E);
-  if (E->x_user && !E->discard_x)
-    KCU(cudaMemcpyAsync(E->x_user, D->x, sizeof(double) * (size_t)E->n,
-                        E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, D->st),
-        "copying x back");
-  PK_CALL(sync_checked(E, "finishing the solve"));
-  const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
-  D->b = D->vec + (nvec - 2) * (size_t)E->ld; /* never leave the caller's device arrays behind */
-  D->x = D->vec + (nvec - 1) * (size_t)E->ld;
-  return PKRYLOV_SUCCESS;
-}
-
-int kd_copy(pk_kry *E, pk_vid src, pk_vid dst) {
-  double *a = vp(E, src), *b = vp(E, dst);
-  if (a == b)
-    return PKRYLOV_SUCCESS;
-  KCU(cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, dev_of(E)->st), "copy");
-  return PKRYLOV_SUCCESS;
-}
-
-int kd_first_nonfinite(pk_kry *E, pk_vid v, int64_t *index, double *value) {
-  KryDev *D = dev_of(E);
-  const double *p = vp(E, v);
-  KCU(cudaMemsetAsync(D->aux, 0xff, sizeof(unsigned long long), D->st), "first non-finite");
-  k_first_nonfinite<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, 0, D->st>>>(E->n, p, D->aux);
-  KCU(cudaGetLastError(), "first non-finite");
-  KCU(cudaMemcpyAsync(D->haux, D->aux, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st), "copy");
-  KCU(cudaStreamSynchronize(D->st), "first non-finite");
-  const unsigned long long i = D->haux[0];
-  *index = -1;
-  if (value)
-    *value = 0.0;
-  if (i != ~0ULL) {
-    *index = (int64_t)i;
-    double h = 0.0;
-    KCU(cudaMemcpy(&h, p + i, sizeof(double), cudaMemcpyDeviceToHost), "copy");
-    if (value)
-      *value = h;
-  }
-  return PKRYLOV_SUCCESS;
-}
-
-int kd_matvec(pk_kry *E, pk_vid x, pk_vid y) {
-  KryDev *D = dev_of(E);
+  if (D->uop)
+    return pk_cuda_user_call(E->ctx, E->s->A->user.apply, E->s->A->user.data, E->n, vp(E, x), vp(E, y),
+                             "operator");
   KCU(pk_cuda_op_apply(D->st, &D->op, vp(E, x), vp(E, y)), "operator product");
   return PKRYLOV_SUCCESS;
 }
 
-int kd_precond(pk_kry *E, pk_vid x, pk_vid y) {
+int do_precond(pk_kry *E, pk_vid x, pk_vid y) {
   KryDev *D = dev_of(E);
   double *a = vp(E, x), *b = vp(E, y);
+  if (D->upc)
+    return pk_cuda_user_call(E->ctx, E->s->M->user.apply, E->s->M->user.data, E->n, a, b, "preconditioner");
   if (D->pc.type == PKRYLOV_PRECOND_NONE) {
     if (a != b)
       KCU(cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, D->st), "copy");
@@ -723,18 +735,19 @@ int kd_precond(pk_kry *E, pk_vid x, pk_vid y) {
   return PKRYLOV_SUCCESS;
 }
 
-int kd_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
+int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   KryDev *D = dev_of(E);
   int64_t nb = 0;
+  if (D->uop) /* A x by the routine into D->ax, which the residual launcher reads (op64.pre) */
+    PK_CALL(pk_cuda_user_call(E->ctx, E->s->A->user.apply, E->s->A->user.data, E->n, vp(E, x), D->ax,
+                              "operator"));
   KCU(pk_cuda_residual(D->st, &D->op64, D->b, vp(E, x), vp(E, r), D->part, &nb), "residual");
   if (out >= 0)
     return sum_into(E, nb, 1, false, out);
   return PKRYLOV_SUCCESS;
 }
 
-int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
-              int32_t flags) {
-  (void)flags;
+int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out) {
   KryDev *D = dev_of(E);
   if (nupd <= 0 && npairs <= 0)
     return PKRYLOV_SUCCESS;
@@ -763,17 +776,14 @@ int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const p
   return PKRYLOV_SUCCESS;
 }
 
-int kd_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,
-                  int32_t flags) {
-  (void)flags;
+int do_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out) {
   Side A, B;
   A.base = bp(E, a0), A.last = nullptr, A.ld = E->ld, A.k = ka;
   B.base = bp(E, b0), B.last = nullptr, B.ld = E->ld, B.k = kb;
   return mdot(E, A, B, dd != 0, out);
 }
 
-int kd_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out, int32_t flags) {
-  (void)flags;
+int do_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out) {
   Side A, B;
   const double *xp = vp(E, x);
   A.base = k > 0 ? bp(E, b0) : xp, A.ld = E->ld, A.k = k + (with_norm ? 1 : 0);
@@ -782,19 +792,16 @@ int kd_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm,
   return mdot(E, A, B, false, out);
 }
 
-int kd_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
+int do_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
   KryDev *D = dev_of(E);
   const size_t smem = sizeof(double) * (size_t)basis_axpy_npad(k);
-  if (smem > 48 * 1024)
-    KCU(cudaFuncSetAttribute(k_basis_axpy, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-        "basis axpy");
   k_basis_axpy<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, smem, D->st>>>(
       E->n, vp(E, y), cy, bp(E, b0 < E->nbasis ? b0 : 0), E->ld, k, D->S, c0, neg);
   KCU(cudaGetLastError(), "basis axpy");
   return PKRYLOV_SUCCESS;
 }
 
-int kd_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1, int32_t kout) {
+int do_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1, int32_t kout) {
   KryDev *D = dev_of(E);
   if (kout <= 0)
     return PKRYLOV_SUCCESS;
@@ -806,30 +813,33 @@ int kd_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, i
   return PKRYLOV_SUCCESS;
 }
 
-int kd_scalar(pk_kry *E, int32_t id, int32_t arg) {
+int do_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
+                 int32_t with_norm, int32_t out) {
   KryDev *D = dev_of(E);
-  k_scalar<<<1, 1, 0, D->st>>>(id, D->S, arg, D->aux + 1);
-  KCU(cudaGetLastError(), "scalar step");
-  return PKRYLOV_SUCCESS;
+  if (!D->fuse_on || k < 1 || k > 32) { /* the two passes */
+    PK_CALL(do_basis_axpy(E, y, cy, b0, k, c0, neg));
+    if (k + with_norm == 0)
+      return PKRYLOV_SUCCESS;
+    return do_basis_dots(E, y, b0, k, with_norm, out);
+  }
+  const int64_t nb = grid_dot(E->n);
+  const int nv = k + with_norm;
+  PK_CALL(ensure_part(E, (size_t)nb * (size_t)nv));
+  double *yp = vp(E, y);
+  const double *V = bp(E, b0);
+  if (k <= 8)
+    k_axpy_dots<8><<<(unsigned)nb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm, D->part);
+  else if (k <= 16)
+    k_axpy_dots<16><<<(unsigned)nb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm,
+                                                     D->part);
+  else
+    k_axpy_dots<32><<<(unsigned)nb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm,
+                                                     D->part);
+  KCU(cudaGetLastError(), "basis axpy and dots");
+  return sum_into(E, nb, nv, false, out);
 }
 
-int kd_wait(pk_kry *E) {
-  (void)E;
-  return PKRYLOV_SUCCESS;
-}
-
-int kd_get(pk_kry *E, int32_t first, int32_t count, double *host) {
-  KryDev *D = dev_of(E);
-  if (count <= 0)
-    return PKRYLOV_SUCCESS;
-  KCU(cudaMemcpyAsync(D->hbuf, D->S + first, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
-      "reading the scalars");
-  PK_CALL(sync_checked(E, "reading the scalars"));
-  memcpy(host, D->hbuf, sizeof(double) * (size_t)count);
-  return PKRYLOV_SUCCESS;
-}
-
-int kd_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
+int do_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
   KryDev *D = dev_of(E);
   for (int32_t o = 0; o < count; o += KSET_MAX) { /* values by value: the host array is free on return */
     const int c = count - o < KSET_MAX ? count - o : KSET_MAX;
@@ -841,8 +851,543 @@ int kd_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
   return PKRYLOV_SUCCESS;
 }
 
+pk_coef rd_coef(const int32_t *&p) {
+  pk_coef c;
+  c.idx = *p++;
+  c.neg = *p++;
+  return c;
+}
+
+/**
+ * Run one record. graph: inside a capture (scalar steps read the block's base from the device); else the
+ * scalar-step arguments are r's plus base.
+ */
+int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
+  KryDev *D = dev_of(E);
+  const int type = r[0];
+  const int32_t *p = r + 2;
+  const bool prof = D->prof && !graph;
+  if (prof)
+    KCU(cudaEventRecord(D->ev[0], D->st), "profile");
+  int rc = PKRYLOV_SUCCESS;
+  switch (type) {
+  case OP_MATVEC:
+    rc = do_matvec(E, p[0], p[1]);
+    break;
+  case OP_PRECOND:
+    rc = do_precond(E, p[0], p[1]);
+    break;
+  case OP_RESIDUAL:
+    rc = do_residual(E, p[0], p[1], p[2]);
+    break;
+  case OP_UPDATE: {
+    pk_kupd u[PK_KRY_MAXUPD];
+    pk_kpair pr[PK_KRY_MAXPAIRS];
+    const int32_t nupd = *p++;
+    for (int i = 0; i < nupd; i++) {
+      memset(&u[i], 0, sizeof u[i]);
+      u[i].y = *p++;
+      u[i].cy = rd_coef(p);
+      u[i].nterms = *p++;
+      for (int t = 0; t < u[i].nterms; t++) {
+        u[i].x[t] = *p++;
+        u[i].c[t] = rd_coef(p);
+      }
+    }
+    const int32_t np = *p++;
+    for (int j = 0; j < np; j++) {
+      pr[j].a = *p++;
+      pr[j].b = *p++;
+    }
+    rc = do_update(E, nupd, u, np, pr, *p);
+    break;
+  }
+  case OP_BLOCK_DOTS:
+    rc = do_block_dots(E, p[0], p[1], p[2], p[3], p[4], p[5]);
+    break;
+  case OP_BASIS_DOTS:
+    rc = do_basis_dots(E, p[0], p[1], p[2], p[3], p[4]);
+    break;
+  case OP_AXPY: {
+    pk_coef cy;
+    cy.idx = p[1], cy.neg = p[2];
+    rc = do_basis_axpy(E, p[0], cy, p[3], p[4], p[5], p[6]);
+    break;
+  }
+  case OP_GEMM:
+    rc = do_basis_gemm(E, p[0], p[1], p[2], p[3], p[4], p[5]);
+    break;
+  case OP_SCALAR:
+    k_scalar<<<1, 1, 0, D->st>>>(p[0], D->S, graph ? p[1] : p[1] + base, graph ? D->argbase : nullptr,
+                                 D->aux + 1);
+    KCU(cudaGetLastError(), "scalar step");
+    break;
+  case OP_SET: {
+    const int32_t count = p[1];
+    double v[KSET_MAX];
+    for (int32_t o = 0; o < count; o += KSET_MAX) {
+      const int c = count - o < KSET_MAX ? count - o : KSET_MAX;
+      memcpy(v, p + 2 + 2 * o, sizeof(double) * (size_t)c);
+      rc = do_set(E, p[0] + o, c, v);
+      if (rc)
+        break;
+    }
+    break;
+  }
+  case OP_COPY: {
+    double *a = vp(E, p[0]), *b = vp(E, p[1]);
+    if (a != b)
+      KCU(cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, D->st), "copy");
+    break;
+  }
+  case OP_AXPY_DOTS: {
+    pk_coef cy;
+    cy.idx = p[1], cy.neg = p[2];
+    rc = do_axpy_dots(E, p[0], cy, p[3], p[4], p[5], p[6], p[7], p[8]);
+    break;
+  }
+  default:
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: unknown operation record %d", type);
+  }
+  if (prof && rc == PKRYLOV_SUCCESS) {
+    float ms = 0.0f;
+    KCU(cudaEventRecord(D->ev[1], D->st), "profile");
+    KCU(cudaEventSynchronize(D->ev[1]), "profile");
+    KCU(cudaEventElapsedTime(&ms, D->ev[0], D->ev[1]), "profile");
+    D->prof_ms[type] += ms;
+    D->prof_n[type]++;
+  }
+  return rc;
+}
+
+/** Run the records of log directly (graph false) or into a capture (graph true). */
+int play(pk_kry *E, const std::vector<int32_t> &log, bool graph, int32_t base) {
+  for (size_t o = 0; o < log.size(); o += (size_t)log[o + 1])
+    PK_CALL(exec_op(E, log.data() + o, graph, base));
+  return PKRYLOV_SUCCESS;
+}
+
+/** A record: run it now, or append it to the block being recorded. */
+int submit(pk_kry *E, std::vector<int32_t> &r) {
+  KryDev *D = dev_of(E);
+  r[1] = (int32_t)r.size();
+  if (!D->rec_on)
+    return exec_op(E, r.data(), false, 0);
+  if (r[0] == OP_SCALAR) { /* arguments relative to the block's first one */
+    if (!D->have_base)
+      D->base = r[3], D->have_base = 1;
+    r[3] -= D->base;
+  }
+  D->log.insert(D->log.end(), r.begin(), r.end());
+  return PKRYLOV_SUCCESS;
+}
+
+/** Run what the current block recorded so far, directly, and stop recording it (a host read comes). */
+int flush(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  if (!D->rec_on)
+    return PKRYLOV_SUCCESS;
+  D->rec_on = 0;
+  int rc = play(E, D->log, false, D->base);
+  D->log.clear();
+  return rc;
+}
+
+/** Capture log into a graph; NULL when the capture or the instantiation failed (then nothing ran). */
+cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
+  KryDev *D = dev_of(E);
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t x = NULL;
+  if (cudaStreamBeginCapture(D->st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  const int rc = play(E, log, true, 0);
+  cudaError_t e = cudaStreamEndCapture(D->st, &g);
+  if (rc == PKRYLOV_SUCCESS && e == cudaSuccess && g)
+    e = cudaGraphInstantiate(&x, g, 0);
+  if (g)
+    cudaGraphDestroy(g);
+  if (rc != PKRYLOV_SUCCESS || e != cudaSuccess)
+    x = NULL;
+  cudaGetLastError();
+  return x;
+}
+
+/* ---- the backend table ------------------------------------------------------------------------------ */
+
+void kd_destroy(pk_kry *E);
+
+int env_flag(const char *name, int def) {
+  const char *v = getenv(name);
+  if (!v || !*v)
+    return def;
+  return atoi(v) != 0;
+}
+
+int kd_create(pk_kry *E) {
+  pkrylov_solver s = E->s;
+  pkrylov_context ctx = E->ctx;
+  const char *fn = "pkrylov_solver_solve";
+  if (s->A->halo.exchange || s->A->dist || !s->A->dev)
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
+                    "the operator is applied with a halo exchange (distributed), which the CUDA "
+                    "BiCGStab/GMRES engine does not support yet; use a CPU context");
+  if (s->M && s->M->type != PKRYLOV_PRECOND_USER && !s->M->dev)
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
+                    "the preconditioner has no device form, which the CUDA BiCGStab/GMRES engine needs");
+  KryDev *D = new (std::nothrow) KryDev();
+  if (!D)
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, fn, "cannot allocate the CUDA engine state");
+  E->priv = D;
+  D->st = (cudaStream_t)pk_cuda_context_stream(ctx);
+  D->uop = s->A->type == PKRYLOV_OPERATOR_USER;
+  D->upc = s->M && s->M->type == PKRYLOV_PRECOND_USER;
+  D->graph_on = env_flag("PKRYLOV_KRY_GRAPH", 1);
+  D->fuse_on = env_flag("PKRYLOV_KRY_FUSE", 1);
+  D->prof = env_flag("PKRYLOV_KRY_PROFILE", 0);
+  const int64_t n = E->n;
+  E->ld = (n + 31) / 32 * 32;
+  PK_CALL(pk_cuda_operator_view(s->A, 0, &D->op64));
+  PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &D->op));
+  if (s->M && !D->upc) {
+    PK_CALL(pk_cuda_precond_view(s->M, s->mixed >= 1, &D->pc));
+  } else { /* none, or a user routine (called by do_precond) */
+    memset(&D->pc, 0, sizeof D->pc);
+    D->pc.type = PKRYLOV_PRECOND_NONE;
+    D->pc.n = D->pc.ncols = n;
+    D->pc.nz = 1;
+    D->pc.layout = PKRYLOV_LAYOUT_KSLOW;
+  }
+  const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
+  const size_t vbytes = sizeof(double) * nvec * (size_t)E->ld;
+  const int32_t ns = E->nscalars > 0 ? E->nscalars : 1;
+  cudaError_t e = cudaMalloc((void **)&D->vec, vbytes);
+  if (e == cudaSuccess)
+    e = cudaMalloc((void **)&D->S, sizeof(double) * (size_t)ns);
+  if (e == cudaSuccess)
+    e = cudaMallocHost((void **)&D->hbuf, sizeof(double) * (size_t)ns);
+  if (e == cudaSuccess)
+    e = cudaMalloc((void **)&D->aux, sizeof(unsigned long long) * 2);
+  if (e == cudaSuccess)
+    e = cudaMallocHost((void **)&D->haux, sizeof(unsigned long long) * 2);
+  if (e == cudaSuccess)
+    e = cudaMalloc((void **)&D->argbase, sizeof(int));
+  if (e == cudaSuccess && D->uop)
+    e = cudaMalloc((void **)&D->ax, sizeof(double) * (size_t)E->ld);
+  if (e == cudaSuccess)
+    e = cudaEventCreate(&D->ev[0]);
+  if (e == cudaSuccess)
+    e = cudaEventCreate(&D->ev[1]);
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(D->vec, 0, vbytes, D->st);
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(D->S, 0, sizeof(double) * (size_t)ns, D->st);
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(D->aux, 0, sizeof(unsigned long long) * 2, D->st);
+  if (e == cudaSuccess) { /* the shared memory of basis_axpy for the largest k (set once, outside captures) */
+    const size_t smem = sizeof(double) * (size_t)basis_axpy_npad(E->nbasis);
+    if (smem > 48 * 1024)
+      e = cudaFuncSetAttribute(k_basis_axpy, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND, fn,
+                    "allocating the CUDA engine (%zu vectors of %lld values): %s", nvec, (long long)n,
+                    cudaGetErrorString(e));
+  }
+  if (D->uop)
+    D->op.pre = D->op64.pre = D->ax;
+  D->b = D->vec + (nvec - 2) * (size_t)E->ld;
+  D->x = D->vec + (nvec - 1) * (size_t)E->ld;
+  const int64_t need = pk_cuda_partials_needed(&D->op64, s->M && !D->upc ? &D->pc : NULL);
+  size_t cap = (size_t)(need > KMAX_UPD_BLOCKS ? need : KMAX_UPD_BLOCKS) * PK_KRY_MAXPAIRS;
+  const size_t bd = (size_t)KMAX_DOT_BLOCKS * ((size_t)E->nbasis + 2);
+  if (bd > cap)
+    cap = bd;
+  return ensure_part(E, cap);
+}
+
+void kd_destroy(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  if (!D)
+    return;
+  cudaStreamSynchronize(D->st); /* queued work may still use the buffers */
+  drop_graphs(E);
+  if (D->prof) {
+    double tot = 0.0;
+    for (int t = 1; t < OP_COUNT; t++)
+      tot += D->prof_ms[t];
+    fprintf(stderr, "pk_kry CUDA profile (n = %lld, %d basis vectors): %.3f ms in operations\n",
+            (long long)E->n, E->nbasis, tot);
+    for (int t = 1; t < OP_COUNT; t++)
+      if (D->prof_n[t])
+        fprintf(stderr, "  %-11s %8lld calls %10.3f ms %8.2f us/call %5.1f%%\n", op_names[t], D->prof_n[t],
+                D->prof_ms[t], 1e3 * D->prof_ms[t] / (double)D->prof_n[t],
+                tot > 0 ? 100.0 * D->prof_ms[t] / tot : 0.0);
+  }
+  cudaFree(D->vec);
+  cudaFree(D->S);
+  if (D->part)
+    cudaFree(D->part);
+  cudaFree(D->aux);
+  cudaFree(D->argbase);
+  cudaFree(D->ax);
+  if (D->ev[0])
+    cudaEventDestroy(D->ev[0]);
+  if (D->ev[1])
+    cudaEventDestroy(D->ev[1]);
+  cudaFreeHost(D->hbuf);
+  cudaFreeHost(D->haux);
+  cudaGetLastError();
+  delete D;
+  E->priv = NULL;
+}
+
+int kd_bind(pk_kry *E, int32_t x_zero) {
+  KryDev *D = dev_of(E);
+  pkrylov_context ctx = E->ctx;
+  const char *fn = "pkrylov_solver_solve";
+  PK_CALL(flush(E));
+  PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->b_user, "b"));
+  PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->x_user, "x"));
+  const size_t bytes = sizeof(double) * (size_t)E->n;
+  const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
+  /* b and x always live in the engine's own (padded, aligned) vectors: the operator and preconditioner
+     launchers are written for the library's buffers, and the caller's x stays as it came until the solve
+     has finished (a device-to-device copy each way costs two vector passes per solve) */
+  const cudaMemcpyKind kin = E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+  D->b = D->vec + (nvec - 2) * (size_t)E->ld;
+  D->x = D->vec + (nvec - 1) * (size_t)E->ld;
+  KCU(cudaMemcpyAsync(D->b, E->b_user, bytes, kin, D->st), "copying b");
+  if (!x_zero)
+    KCU(cudaMemcpyAsync(D->x, E->x_user, bytes, kin, D->st), "copying x");
+  if (x_zero)
+    KCU(cudaMemsetAsync(D->x, 0, bytes, D->st), "zeroing x");
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_unbind(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  const int frc = flush(E);
+  if (E->x_user && !E->discard_x && frc == PKRYLOV_SUCCESS)
+    KCU(cudaMemcpyAsync(E->x_user, D->x, sizeof(double) * (size_t)E->n,
+                        E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, D->st),
+        "copying x back");
+  PK_CALL(frc);
+  PK_CALL(sync_checked(E, "finishing the solve"));
+  const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
+  D->b = D->vec + (nvec - 2) * (size_t)E->ld; /* never leave the caller's device arrays behind */
+  D->x = D->vec + (nvec - 1) * (size_t)E->ld;
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_copy(pk_kry *E, pk_vid src, pk_vid dst) {
+  std::vector<int32_t> r = {OP_COPY, 0, src, dst};
+  return submit(E, r);
+}
+
+int kd_first_nonfinite(pk_kry *E, pk_vid v, int64_t *index, double *value) {
+  KryDev *D = dev_of(E);
+  PK_CALL(flush(E));
+  const double *p = vp(E, v);
+  KCU(cudaMemsetAsync(D->aux, 0xff, sizeof(unsigned long long), D->st), "first non-finite");
+  k_first_nonfinite<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, 0, D->st>>>(E->n, p, D->aux);
+  KCU(cudaGetLastError(), "first non-finite");
+  KCU(cudaMemcpyAsync(D->haux, D->aux, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st), "copy");
+  KCU(cudaStreamSynchronize(D->st), "first non-finite");
+  const unsigned long long i = D->haux[0];
+  *index = -1;
+  if (value)
+    *value = 0.0;
+  if (i != ~0ULL) {
+    *index = (int64_t)i;
+    double h = 0.0;
+    KCU(cudaMemcpy(&h, p + i, sizeof(double), cudaMemcpyDeviceToHost), "copy");
+    if (value)
+      *value = h;
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_matvec(pk_kry *E, pk_vid x, pk_vid y) {
+  std::vector<int32_t> r = {OP_MATVEC, 0, x, y};
+  return submit(E, r);
+}
+
+int kd_precond(pk_kry *E, pk_vid x, pk_vid y) {
+  std::vector<int32_t> r = {OP_PRECOND, 0, x, y};
+  return submit(E, r);
+}
+
+int kd_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
+  std::vector<int32_t> rec = {OP_RESIDUAL, 0, x, r, out};
+  return submit(E, rec);
+}
+
+int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
+              int32_t flags) {
+  (void)flags;
+  if (nupd <= 0 && npairs <= 0)
+    return PKRYLOV_SUCCESS;
+  std::vector<int32_t> r;
+  r.reserve(8 + (size_t)nupd * (6 + 3 * PK_KRY_MAXTERMS) + 2 * (size_t)npairs);
+  r.push_back(OP_UPDATE);
+  r.push_back(0);
+  r.push_back(nupd);
+  for (int i = 0; i < nupd; i++) {
+    r.push_back(u[i].y);
+    r.push_back(u[i].cy.idx);
+    r.push_back(u[i].cy.neg);
+    r.push_back(u[i].nterms);
+    for (int t = 0; t < u[i].nterms; t++) {
+      r.push_back(u[i].x[t]);
+      r.push_back(u[i].c[t].idx);
+      r.push_back(u[i].c[t].neg);
+    }
+  }
+  r.push_back(npairs);
+  for (int j = 0; j < npairs; j++) {
+    r.push_back(pairs[j].a);
+    r.push_back(pairs[j].b);
+  }
+  r.push_back(out);
+  return submit(E, r);
+}
+
+int kd_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,
+                  int32_t flags) {
+  (void)flags;
+  /* the partial sums' room now: a reallocation inside a capture would be part of the graph */
+  PK_CALL(ensure_part(E, (size_t)grid_dot(E->n) * (size_t)ka * (size_t)kb * (dd ? 2 : 1)));
+  std::vector<int32_t> r = {OP_BLOCK_DOTS, 0, a0, ka, b0, kb, dd, out};
+  return submit(E, r);
+}
+
+int kd_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out, int32_t flags) {
+  (void)flags;
+  PK_CALL(ensure_part(E, (size_t)grid_dot(E->n) * ((size_t)k + 1)));
+  std::vector<int32_t> r = {OP_BASIS_DOTS, 0, x, b0, k, with_norm, out};
+  return submit(E, r);
+}
+
+int kd_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
+  std::vector<int32_t> r = {OP_AXPY, 0, y, cy.idx, cy.neg, b0, k, c0, neg};
+  return submit(E, r);
+}
+
+int kd_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
+                       int32_t with_norm, int32_t out, int32_t flags) {
+  (void)flags;
+  PK_CALL(ensure_part(E, (size_t)grid_dot(E->n) * ((size_t)k + 1)));
+  std::vector<int32_t> r = {OP_AXPY_DOTS, 0, y, cy.idx, cy.neg, b0, k, c0, neg, with_norm, out};
+  return submit(E, r);
+}
+
+int kd_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1, int32_t kout) {
+  std::vector<int32_t> r = {OP_GEMM, 0, a0, kin, t0, ldt, b1, kout};
+  return submit(E, r);
+}
+
+int kd_scalar(pk_kry *E, int32_t id, int32_t arg) {
+  std::vector<int32_t> r = {OP_SCALAR, 0, id, arg};
+  return submit(E, r);
+}
+
+int kd_wait(pk_kry *E) {
+  (void)E;
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_get(pk_kry *E, int32_t first, int32_t count, double *host) {
+  KryDev *D = dev_of(E);
+  if (count <= 0)
+    return PKRYLOV_SUCCESS;
+  PK_CALL(flush(E));
+  KCU(cudaMemcpyAsync(D->hbuf, D->S + first, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
+      "reading the scalars");
+  PK_CALL(sync_checked(E, "reading the scalars"));
+  memcpy(host, D->hbuf, sizeof(double) * (size_t)count);
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
+  if (count <= 0)
+    return PKRYLOV_SUCCESS;
+  std::vector<int32_t> r((size_t)4 + 2 * (size_t)count);
+  r[0] = OP_SET;
+  r[2] = first;
+  r[3] = count;
+  memcpy(r.data() + 4, host, sizeof(double) * (size_t)count);
+  return submit(E, r);
+}
+
 int kd_sync(pk_kry *E) {
+  PK_CALL(flush(E));
   return sync_checked(E, "synchronising");
+}
+
+int kd_block_begin(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  PK_CALL(flush(E));
+  if (!D->graph_on || D->uop || D->upc || D->prof)
+    return PKRYLOV_SUCCESS; /* host calls cannot be in a graph; the profile times operations one by one */
+  D->rec_on = 1;
+  D->have_base = 0;
+  D->base = 0;
+  D->log.clear();
+  return PKRYLOV_SUCCESS;
+}
+
+int kd_block_end(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  if (!D->rec_on)
+    return PKRYLOV_SUCCESS;
+  D->rec_on = 0;
+  if (D->log.empty())
+    return PKRYLOV_SUCCESS;
+  GraphEntry *g = nullptr;
+  for (GraphEntry &c : D->graphs)
+    if (c.sig == D->log) {
+      g = &c;
+      break;
+    }
+  int rc = PKRYLOV_SUCCESS;
+  if (!g) { /* first time: run directly, remember the sequence */
+    GraphEntry ne;
+    ne.sig = D->log;
+    ne.exec = NULL;
+    ne.failed = 0;
+    if (D->graphs.size() < KGRAPH_CACHE) {
+      D->graphs.push_back(ne);
+    } else {
+      GraphEntry &old = D->graphs[D->graph_next];
+      D->graph_next = (D->graph_next + 1) % KGRAPH_CACHE;
+      if (old.exec) {
+        cudaStreamSynchronize(D->st);
+        cudaGraphExecDestroy(old.exec);
+      }
+      old = ne;
+    }
+    rc = play(E, D->log, false, D->base);
+  } else {
+    if (!g->exec && !g->failed) {
+      g->exec = capture(E, D->log);
+      g->failed = g->exec == NULL;
+    }
+    if (g->exec) {
+      k_setbase<<<1, 1, 0, D->st>>>(D->argbase, D->base);
+      cudaError_t e = cudaGetLastError();
+      if (e == cudaSuccess)
+        e = cudaGraphLaunch(g->exec, D->st);
+      if (e != cudaSuccess)
+        rc = kerr(E, e, "launching the graph of a block");
+    } else {
+      rc = play(E, D->log, false, D->base);
+    }
+  }
+  D->log.clear();
+  return rc;
 }
 
 } // namespace
@@ -850,4 +1395,5 @@ int kd_sync(pk_kry *E) {
 extern "C" const pk_kry_backend pk_kry_cuda_backend = {
     kd_create,  kd_destroy,  kd_bind,   kd_unbind,     kd_copy,       kd_first_nonfinite, kd_matvec,
     kd_precond, kd_residual, kd_update, kd_block_dots, kd_basis_dots, kd_basis_axpy,      kd_basis_gemm,
-    kd_scalar,  kd_wait,     kd_get,    kd_set,        kd_sync};
+    kd_scalar,  kd_wait,     kd_get,    kd_set,        kd_sync,       kd_basis_axpy_dots, kd_block_begin,
+    kd_block_end};
