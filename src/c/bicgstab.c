@@ -67,7 +67,15 @@ static int bcg_run(pk_kry_run *R, pkrylov_result *res, bcg_start_fn start, bcg_i
     if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
     if (st.its >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
     int32_t nb = s->maxit - st.its < interval ? s->maxit - st.its : interval;
-    for (int32_t j = 1; j <= nb; j++) PK_CALL(iter(R, res, st.its + j));
+    PK_CALL(pk_kry_block_begin(R->E)); /* the CUDA engine replays a graph of the block */
+    for (int32_t j = 1; j <= nb; j++) {
+      const int rc = iter(R, res, st.its + j);
+      if (rc) {
+        (void)pk_kry_block_end(R->E);
+        return rc;
+      }
+    }
+    PK_CALL(pk_kry_block_end(R->E));
     PK_CALL(pk_kry_poll(R, 0, &st));
   }
 }

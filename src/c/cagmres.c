@@ -141,6 +141,25 @@ static int ca_block(pk_kry_run *R, const pk_ca_off_t *o, int mmax, int j0, int k
   return pk_kry_scalar(E, PK_KSS_CA_HESS, j0 * 64 + k);
 }
 
+/**
+ * The Ritz-value step (PK_KSS_CA_RITZ, once per solve) on the host, on a copy of S: its Francis QR is a
+ * long serial computation that takes milliseconds in the one device thread of a CUDA scalar step (a few
+ * microseconds here; the host has just read the scalars for the cycle's poll anyway). The shifts and
+ * their count go back into S; the Hessenberg matrix it destroys in the copy is rewritten by the next
+ * cycle before it is read, so the engine's S keeps it (both engines alike).
+ */
+static int ca_ritz_host(pk_kry *E, const pk_ca_off_t *o, int kr) {
+  double *h = malloc(sizeof(double) * (size_t)o->total);
+  if (!h) return pk_error(E->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_solver_solve", "Ritz values: S copy");
+  int ierr = pk_kry_get(E, 0, o->total, h);
+  if (!ierr && pk_kry_scalar_step(PK_KSS_CA_RITZ, h, kr) < 0)
+    ierr = pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry_scalar", "Ritz step unknown");
+  if (!ierr) ierr = pk_kry_set(E, o->shre, 2 * PK_CA_MAXSHIFT, h + o->shre);
+  if (!ierr) ierr = pk_kry_set(E, o->fixed + PK_CA_NSHIFT, 1, h + o->fixed + PK_CA_NSHIFT);
+  free(h);
+  return ierr;
+}
+
 /** x += M^-1 V y with the first k columns. */
 static int update_x(pk_kry_run *R, const pk_ca_off_t *o, int k) {
   pk_kry *E = R->E;
@@ -217,7 +236,12 @@ int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res) {
           PK_CALL(pk_kry_sync(E));
           t0 = pk_wtime();
         }
-        PK_CALL(ca_block(R, &o, mmax, j0, k));
+        if (since_poll == 0 && cand < 0) PK_CALL(pk_kry_block_begin(E)); /* replayed as a CUDA graph */
+        const int rc = ca_block(R, &o, mmax, j0, k);
+        if (rc) {
+          (void)pk_kry_block_end(E);
+          return rc;
+        }
         if (cand >= 0) {
           PK_CALL(pk_kry_sync(E));
           ctime[cand] += pk_wtime() - t0;
@@ -228,6 +252,7 @@ int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res) {
         since_poll += k;
         if (since_poll >= sync || j0 == L) {
           since_poll = 0;
+          PK_CALL(pk_kry_block_end(E));
           PK_CALL(pk_kry_poll(R, 0, &st));
           if (st.code || st.host) break;
         }
@@ -276,7 +301,7 @@ int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res) {
     /* Newton shifts from the Ritz values of the first cycle */
     if (!tried_ritz && nvalid >= 2) {
       tried_ritz = 1;
-      PK_CALL(pk_kry_scalar(E, PK_KSS_CA_RITZ, nvalid < PK_CA_MAXSHIFT ? nvalid : PK_CA_MAXSHIFT));
+      PK_CALL(ca_ritz_host(E, &o, nvalid < PK_CA_MAXSHIFT ? nvalid : PK_CA_MAXSHIFT));
     }
   }
 }

@@ -110,8 +110,8 @@ static int gmres_iteration(pk_kry_run *R, int m, int j) {
     PK_CALL(apply_op(R, GV(j), W_Z, GV(j + 1)));
   }
   PK_CALL(pk_kry_basis_dots(E, GV(j + 1), 0, j + 1, 0, o.d1, 0));
-  PK_CALL(pk_kry_basis_axpy(E, GV(j + 1), pk_c(PK_S_ONE), 0, j + 1, o.d1, 1));
-  PK_CALL(pk_kry_basis_dots(E, GV(j + 1), 0, j + 1, 1, o.d2, 0));
+  /* first pass's update and the second pass's products in one pass over the basis */
+  PK_CALL(pk_kry_basis_axpy_dots(E, GV(j + 1), pk_c(PK_S_ONE), 0, j + 1, o.d1, 1, 1, o.d2, 0));
   PK_CALL(pk_kry_basis_axpy(E, GV(j + 1), pk_c(PK_S_ONE), 0, j + 1, o.d2, 1));
   PK_CALL(pk_kry_scalar(E, PK_KSS_GM_ARNOLDI, j));
   pk_kupd u = upd_scale(GV(j + 1), PK_GM_INV);
@@ -181,9 +181,15 @@ static int gmres_solve(pk_kry_run *R, pkrylov_result *res) {
       if (L == 0) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
       const int niter = pipe_now ? L + 1 : L;
       for (int i = 0; i < niter; i++) {
-        PK_CALL(pipe_now ? pipe_iteration(R, m, i, L) : gmres_iteration(R, m, i));
+        if (i % sync == 0) PK_CALL(pk_kry_block_begin(E)); /* the CUDA engine replays a graph of the block */
+        const int rc = pipe_now ? pipe_iteration(R, m, i, L) : gmres_iteration(R, m, i);
+        if (rc) {
+          (void)pk_kry_block_end(E);
+          return rc;
+        }
         pending = pipe_now && i < L;
         if ((i + 1) % sync == 0 || i + 1 == niter) {
+          PK_CALL(pk_kry_block_end(E));
           PK_CALL(pk_kry_poll(R, 0, &st));
           if (st.code || st.host) break;
         }
