@@ -21,10 +21,14 @@
  * (pkrylov_operator_create_convdiff, CSR) with Jacobi: same iterations
  * within 2, solutions within 1e-10 relative (1e-9 on the thin shell, see the case), true residuals
  * recomputed by a plain CSR loop; host and device arrays; a device pointer passed as host memory is
- * PKRYLOV_ERR_MEMTYPE. Every case skips (77) without a GPU.
+ * PKRYLOV_ERR_MEMTYPE. basis_axpy_dots (the fused Gram-Schmidt pass) against the CPU engine; graphs of
+ * blocks: replayed solves and solves without graphs bitwise the same; user-callback operators and
+ * preconditioners (device pointers) against the CPU backend. Every case skips (77) without a GPU.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pk_cuda.h"
@@ -824,7 +828,250 @@ PK_TEST_CASE(bind_checks_memtype) {
   PK_TEST_END();
 }
 
+/* ---- the fused Gram-Schmidt pass, graphs of blocks, user callbacks ------------------------------------ */
+
+/** basis_axpy_dots on both engines: the vector bitwise, the sums within 1e-13 of their magnitude sums. */
+PK_TEST_CASE(basis_axpy_dots_match_cpu) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu)
+    return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  for (size_t si = 0; si < sizeof kSizes / sizeof kSizes[0]; si++) {
+    pair P;
+    PK_REQUIRE_OK(NULL, pair_open(&P, gpu, cpu, 1, kSizes[si], 0, 0, 0));
+    PK_REQUIRE_OK(NULL, fill_all(&P, 80 + si));
+    PK_REQUIRE_OK(NULL, set_scalars(&P, 13 + si));
+    char what[96];
+    const int ks[4] = {1, 7, 9, NB - 1}; /* the kernel's 8- and 16-register forms */
+    for (int c = 0; c < 4; c++) {
+      const int k = ks[c], wn = c % 2 == 0, b0 = NB - 1 - k;
+      const pk_coef cy = c == 2 ? pk_cneg(5) : pk_c(PK_S_ONE);
+      for (int b = 0; b < 2; b++)
+        PK_REQUIRE_OK(P.ctx[b], pk_kry_basis_axpy_dots(P.E[b], PK_KV_W0 + 3, cy, b0, k, 20, 1, wn, 40, 0));
+      snprintf(what, sizeof what, "n %lld basis_axpy_dots k %d vector", (long long)P.n, k);
+      cmp_vec(&P, PK_KV_W0 + 3, what);
+      double Sc[NS], Sg[NS];
+      PK_REQUIRE_OK(NULL, get_S(&P, 0, Sc));
+      PK_REQUIRE_OK(NULL, get_S(&P, 1, Sg));
+      for (int j = 0; j < k + wn; j++) {
+        const pk_vid a = j < k ? PK_KV_V0 + b0 + j : PK_KV_W0 + 3;
+        snprintf(what, sizeof what, "n %lld basis_axpy_dots k %d sum %d", (long long)P.n, k, j);
+        near(what, Sg[40 + j], Sc[40 + j], mag_sum(&P, a, PK_KV_W0 + 3));
+      }
+    }
+    pair_close(&P);
+  }
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
+/** Solve with solver type `type` (CSR convection-diffusion + Jacobi), sync interval 3, on one solver twice. */
+static int solve_twice(pkrylov_context ctx, pkrylov_operator A, int type, const double *b, double *x1,
+                       double *x2, pkrylov_result *r1, pkrylov_result *r2) {
+  pkrylov_precond M = NULL;
+  pkrylov_solver s = NULL;
+  int rc = pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M);
+  if (!rc)
+    rc = pkrylov_solver_create(ctx, type, A, M, &s);
+  if (!rc)
+    rc = pkrylov_solver_set_tolerances(s, 1e-11, 0);
+  if (!rc)
+    rc = pkrylov_solver_set_step(s, 4);
+  if (!rc)
+    rc = pkrylov_solver_set_restart(s, 12);
+  if (!rc)
+    rc = pkrylov_solver_set_sync_interval(s, 3);
+  if (!rc)
+    rc = pkrylov_solver_set_max_iterations(s, 3000);
+  if (!rc)
+    rc = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x1);
+  if (!rc)
+    rc = pkrylov_solver_get_result(s, r1);
+  if (!rc && x2)
+    rc = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x2);
+  if (!rc && x2)
+    rc = pkrylov_solver_get_result(s, r2);
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  return rc;
+}
+
+/**
+ * Graphs of blocks: a solver's second solve replays the graphs its first solve captured (blocks of 3
+ * iterations, so that most blocks repeat), and a solve with graphs off (PKRYLOV_KRY_GRAPH=0) issues the
+ * operations one by one: all three bitwise the same (the same kernels in the same order), and converged.
+ */
+PK_TEST_CASE(graphs_replay_bitwise) {
+  pkrylov_context gpu = cuda_ctx();
+  if (!gpu)
+    return PK_SKIP;
+  pkrylov_operator A;
+  PK_REQUIRE_OK(gpu, make_convdiff_csr(gpu, 13, &A));
+  int64_t n, nnz;
+  PK_REQUIRE_OK(gpu, pkrylov_operator_get_info(A, &n, &nnz, NULL, NULL, NULL, NULL));
+  double *b = rand_vec(n, 77), *x1 = vec(n), *x2 = vec(n), *x3 = vec(n);
+  for (size_t t = 0; t < sizeof kMethods / sizeof kMethods[0]; t++) {
+    const int type = kMethods[t];
+    pkrylov_result r1, r2, r3;
+    unsetenv("PKRYLOV_KRY_GRAPH");
+    PK_REQUIRE_OK(gpu, solve_twice(gpu, A, type, b, x1, x2, &r1, &r2));
+    setenv("PKRYLOV_KRY_GRAPH", "0", 1);
+    const int e = solve_twice(gpu, A, type, b, x3, NULL, &r3, NULL);
+    unsetenv("PKRYLOV_KRY_GRAPH");
+    PK_REQUIRE_OK(gpu, e);
+    printf("solver %d: %d / %d / %d iterations (%s)\n", type, r1.iterations, r2.iterations, r3.iterations,
+           pkrylov_reason_string(r1.reason));
+    PK_EXPECT(r1.converged && r2.converged && r3.converged, "solver %d converged", type);
+    PK_EXPECT(r1.iterations == r2.iterations && r1.iterations == r3.iterations,
+              "solver %d: iterations %d / %d / %d", type, r1.iterations, r2.iterations, r3.iterations);
+    PK_EXPECT(memcmp(x1, x2, sizeof(double) * (size_t)n) == 0, "solver %d: replayed solve differs", type);
+    PK_EXPECT(memcmp(x1, x3, sizeof(double) * (size_t)n) == 0, "solver %d: solve without graphs differs",
+              type);
+  }
+  free(b), free(x1), free(x2), free(x3);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_TEST_END();
+}
+
+/** A CSR matrix and its inverse diagonal, applied by user callbacks on the host or (copying) on the device. */
+typedef struct {
+  int64_t n;
+  int32_t *rp, *ci;
+  double *v, *dinv;
+  double *hx, *hy; /* host staging of the device callbacks */
+  int calls, fail_at; /* fail_at > 0: the fail_at-th call returns 3 */
+} user_csr;
+
+static void csr_mul(const user_csr *U, const double *x, double *y) {
+  for (int64_t i = 0; i < U->n; i++) {
+    double t = 0.0;
+    for (int32_t k = U->rp[i]; k < U->rp[i + 1]; k++)
+      t += U->v[k] * x[U->ci[k]];
+    y[i] = t;
+  }
+}
+static int host_op(void *d, int64_t n, const double *x, double *y) {
+  user_csr *U = (user_csr *)d;
+  if (n != U->n)
+    return 1;
+  csr_mul(U, x, y);
+  return 0;
+}
+static int host_pc(void *d, int64_t n, const double *x, double *y) {
+  user_csr *U = (user_csr *)d;
+  for (int64_t i = 0; i < n; i++)
+    y[i] = U->dinv[i] * x[i];
+  return 0;
+}
+/** Device pointers: through host staging (the routine must not assume the stream: cudaMemcpy is fine). */
+static int dev_op(void *d, int64_t n, const double *x, double *y) {
+  user_csr *U = (user_csr *)d;
+  if (n != U->n)
+    return 1;
+  if (++U->calls == U->fail_at)
+    return 3;
+  if (cudaMemcpy(U->hx, x, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost) != cudaSuccess)
+    return 2;
+  csr_mul(U, U->hx, U->hy);
+  return cudaMemcpy(y, U->hy, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess ? 2 : 0;
+}
+static int dev_pc(void *d, int64_t n, const double *x, double *y) {
+  user_csr *U = (user_csr *)d;
+  if (cudaMemcpy(U->hx, x, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost) != cudaSuccess)
+    return 2;
+  host_pc(d, n, U->hx, U->hy);
+  return cudaMemcpy(y, U->hy, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess ? 2 : 0;
+}
+
+/**
+ * User-callback operator and preconditioner in the CUDA engine (device pointers): every method against
+ * the CPU backend with the same routines on host arrays (iterations within 2, solutions within 1e-10),
+ * against the CUDA solve with the built-in CSR operator and Jacobi, and a routine that fails: ERR_CALLBACK,
+ * the caller's x unchanged.
+ */
+PK_TEST_CASE(user_callbacks_match_cpu) {
+  pkrylov_context gpu = cuda_ctx(), cpu;
+  if (!gpu)
+    return PK_SKIP;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  user_csr U;
+  memset(&U, 0, sizeof U);
+  const int64_t n = 3000;
+  U.n = n;
+  U.rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), U.ci = malloc(sizeof(int32_t) * (size_t)(3 * n));
+  U.v = malloc(sizeof(double) * (size_t)(3 * n));
+  U.dinv = vec(n), U.hx = vec(n), U.hy = vec(n);
+  int32_t k = 0;
+  U.rp[0] = 0;
+  for (int64_t i = 0; i < n; i++) { /* make_tri's matrix */
+    if (i > 0)
+      U.ci[k] = (int32_t)i - 1, U.v[k++] = -1.3;
+    U.ci[k] = (int32_t)i, U.v[k++] = 4.0 + (double)(i % 3);
+    U.dinv[i] = 1.0 / (4.0 + (double)(i % 3));
+    if (i < n - 1)
+      U.ci[k] = (int32_t)i + 1, U.v[k++] = -0.7;
+    U.rp[i + 1] = k;
+  }
+  pkrylov_operator Ac, Ag, Ab;
+  pkrylov_precond Mc, Mg, Mb;
+  PK_REQUIRE_OK(cpu, pkrylov_operator_create_user(cpu, n, host_op, &U, &Ac));
+  PK_REQUIRE_OK(cpu, pkrylov_precond_create_user(cpu, n, host_pc, &U, &Mc));
+  PK_REQUIRE_OK(gpu, pkrylov_operator_create_user(gpu, n, dev_op, &U, &Ag));
+  PK_REQUIRE_OK(gpu, pkrylov_precond_create_user(gpu, n, dev_pc, &U, &Mg));
+  PK_REQUIRE_OK(gpu, make_tri(gpu, n, &Ab));
+  PK_REQUIRE_OK(gpu, pkrylov_precond_create(gpu, Ab, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &Mb));
+  double *b = rand_vec(n, 5), *xc = vec(n), *xg = vec(n), *xb = vec(n);
+  for (size_t t = 0; t < sizeof kMethods / sizeof kMethods[0]; t++) {
+    const int type = kMethods[t];
+    pkrylov_result r[3];
+    const pkrylov_context cx[3] = {cpu, gpu, gpu};
+    const pkrylov_operator As[3] = {Ac, Ag, Ab};
+    const pkrylov_precond Ms[3] = {Mc, Mg, Mb};
+    double *xs[3] = {xc, xg, xb};
+    for (int v = 0; v < 3; v++) {
+      pkrylov_solver s;
+      PK_REQUIRE_OK(cx[v], pkrylov_solver_create(cx[v], type, As[v], Ms[v], &s));
+      PK_REQUIRE_OK(cx[v], pkrylov_solver_set_tolerances(s, 1e-11, 0));
+      PK_REQUIRE_OK(cx[v], pkrylov_solver_set_step(s, 4));
+      PK_REQUIRE_OK(cx[v], pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, xs[v]));
+      PK_REQUIRE_OK(cx[v], pkrylov_solver_get_result(s, &r[v]));
+      pkrylov_solver_destroy(&s);
+    }
+    const double d = pk_test_rel_diff(n, xg, xc), db = pk_test_rel_diff(n, xg, xb);
+    printf("user callbacks, solver %d: CPU %d, CUDA %d, CUDA built-in %d its; CUDA-CPU %.3e, -built-in %.3e\n",
+           type, r[0].iterations, r[1].iterations, r[2].iterations, d, db);
+    PK_EXPECT(r[0].converged && r[1].converged && r[2].converged, "solver %d: converged", type);
+    PK_EXPECT(abs(r[1].iterations - r[0].iterations) <= 2 && abs(r[1].iterations - r[2].iterations) <= 2,
+              "solver %d: iterations %d %d %d", type, r[0].iterations, r[1].iterations, r[2].iterations);
+    PK_EXPECT(d <= 1e-10 && db <= 1e-10, "solver %d: solutions differ by %.3e, %.3e", type, d, db);
+    /* a failing routine: ERR_CALLBACK naming it, x as it came (device arrays and host arrays) */
+    pkrylov_solver s;
+    PK_REQUIRE_OK(gpu, pkrylov_solver_create(gpu, type, Ag, Mg, &s));
+    for (int i = 0; i < n; i++)
+      xg[i] = 0.5;
+    U.calls = 0, U.fail_at = 4;
+    PK_EXPECT_CODE(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, xg), PKRYLOV_ERR_CALLBACK);
+    PK_EXPECT(pk_test_msg_has(gpu, "returned 3"), "solver %d: message gives the routine's code", type);
+    int64_t changed = 0;
+    for (int i = 0; i < n; i++)
+      changed += xg[i] != 0.5;
+    PK_EXPECT(changed == 0, "solver %d: %lld values of x changed by the failed solve", type, (long long)changed);
+    U.fail_at = 0;
+    pkrylov_solver_destroy(&s);
+  }
+  free(b), free(xc), free(xg), free(xb);
+  pkrylov_precond_destroy(&Mc), pkrylov_precond_destroy(&Mg), pkrylov_precond_destroy(&Mb);
+  pkrylov_operator_destroy(&Ac), pkrylov_operator_destroy(&Ag), pkrylov_operator_destroy(&Ab);
+  free(U.rp), free(U.ci), free(U.v), free(U.dinv), free(U.hx), free(U.hy);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
 PK_TEST_MAIN(PK_TEST_ENTRY(update_matches_cpu), PK_TEST_ENTRY(update_zero_skips_poison),
              PK_TEST_ENTRY(block_and_basis_dots), PK_TEST_ENTRY(basis_axpy_gemm_match_cpu),
              PK_TEST_ENTRY(operator_ops_match_cpu), PK_TEST_ENTRY(solves_match_cpu),
-             PK_TEST_ENTRY(bind_checks_memtype))
+             PK_TEST_ENTRY(bind_checks_memtype), PK_TEST_ENTRY(basis_axpy_dots_match_cpu),
+             PK_TEST_ENTRY(graphs_replay_bitwise), PK_TEST_ENTRY(user_callbacks_match_cpu))
