@@ -455,6 +455,10 @@ PKRYLOV_EXTERN int pkrylov_precond_create_user(pkrylov_context ctx, int64_t n, p
  * and set the halo to 0; the routine fills the halo cells (i = -1 or nx, or j = -1 or ny) the way the
  * model's own exchange does: periodic wrap, the neighbouring tiles over MPI; at a wall leave 0 (the
  * corners are never read). user is the pointer given at creation. Return 0 on success, nonzero aborts.
+ * On a CUDA context xh is DEVICE memory (the operator's work array on the GPU, same layout): the library
+ * has synchronised its stream before the call, and the routine must have finished writing the halo when
+ * it returns (synchronise the stream or queue it used), as for the user callbacks; a CUDA-aware MPI
+ * exchange, an OpenACC `deviceptr` / CUDA Fortran `device` kernel or cudaMemcpy2D work on it directly.
  */
 typedef int (*pkrylov_halo_fn)(void *user, int32_t nx, int32_t ny, int32_t nz, double *xh);
 
@@ -488,7 +492,10 @@ typedef int (*pkrylov_halo_fn)(void *user, int32_t nx, int32_t ny, int32_t nz, d
  * nnz = -1: the entries across the tile edges are the caller's, so there is no CSR form
  * (pkrylov_operator_get_csr() and pkrylov_operator_write_mtx() answer ::PKRYLOV_ERR_UNSUPPORTED). The
  * JACOBI and COLUMN preconditioners work (the diagonal and the vertical tridiagonal never involve the
- * halo). CPU backend only for now (a CUDA context answers ::PKRYLOV_ERR_UNSUPPORTED).
+ * halo). On a CUDA context the product runs on the GPU (the halo'ed work array, the stencil and the edge
+ * couplings are kernels; A x is bitwise the CPU's) and exchange gets the device pointer of the halo'ed
+ * array; a solve then runs one iteration at a time, as with a user operator (no CUDA graph: the host calls
+ * exchange between the kernels).
  * @param[in] aW_east   host, ny*nz values, or NULL (east wall)
  * @param[in] aS_north  host, nx*nz values, or NULL (north wall)
  * @param[in] exchange  fills the halo, not NULL

@@ -441,9 +441,6 @@ int pkrylov_operator_create_stencil7_exchange(pkrylov_context ctx, int32_t nx, i
   PK_CHECK_PTR(aV, ctx);
   PK_CHECK_PTR(aC, ctx);
   PK_CHECK_PTR(exchange, ctx);
-  PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU, ctx, PKRYLOV_ERR_UNSUPPORTED,
-           "argument 'ctx' runs on the CUDA backend: the halo-exchange stencil runs on the CPU backend only "
-           "for now (create the context with PKRYLOV_BACKEND_CPU)");
   PK_CHECK(nx >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'nx' = %d must be >= 1", nx);
   PK_CHECK(ny >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'ny' = %d must be >= 1", ny);
   PK_CHECK(nz >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'nz' = %d must be >= 1", nz);

@@ -65,6 +65,17 @@ typedef struct {
   const double *area;      /* nx*ny */
   const double *ax;        /* (nx+1)*ny, ax[i + (nx+1)*j] couples (i-1,j)-(i,j), 0 on the boundary */
   const double *ay;        /* nx*(ny+1), ay[i + nx*j] couples (i,j-1)-(i,j), 0 on the boundary */
+  /* Halo-exchange stencil (pkrylov_operator_create_stencil7_exchange; type STENCIL7, the fields above hold
+     the in-tile couplings): halo = 1, the couplings of the tile-edge cells to the halo (0 for dry cells and
+     walls) hcw, hce (ny*nz, index j + ny*k: cell (0,j,k) to (-1,j,k), cell (nx-1,j,k) to (nx,j,k)), hcs, hcn
+     (nx*nz, index i + nx*k: cell (i,0,k) to (i,-1,k), cell (i,ny-1,k) to (i,ny,k)), and the halo'ed work
+     array xh of (nx+2)*(ny+2)*nz values, cell (i,j,k) for i in -1..nx, j in -1..ny at index
+     (i+1) + (nx+2)*((j+1) + (ny+2)*k) (the layout of pkrylov_halo_fn). A product is
+     pk_cuda_halo_fill, the caller's exchange on xh (device memory), the plain stencil, pk_cuda_halo_edges
+     (pk_cuda_halo_apply); the solve drivers apply it whole-vector like a USER operator (into `pre`). */
+  int32_t halo;
+  const double *hcw, *hce, *hcs, *hcn;
+  double *xh;
 } pk_cuda_op;
 
 /** Device view of a preconditioner. */
@@ -162,6 +173,19 @@ int pk_cuda_sum_partials(void *stream, const double *part, int64_t nblocks, int 
 int pk_cuda_axpy_dev(void *stream, int64_t n, const double *a, const double *x, double *y);
 /** x[i] = 0 where wet[i] == 0 (wet may be NULL: nothing). */
 int pk_cuda_zero_dry(void *stream, int64_t n, const uint8_t *wet, double *x);
+/** Halo-exchange stencil (op->halo): op->xh = x in the interior, 0 in the halo (the corners included). */
+int pk_cuda_halo_fill(void *stream, const pk_cuda_op *op, const double *x);
+/**
+ * Halo-exchange stencil: y += the couplings of the tile-edge cells to the halo values in op->xh, per cell
+ * in the order of operator.c (halo_edge_rows): west (i = 0), east (i = nx-1), south (j = 0), north
+ * (j = ny-1), each y = y + c * x_halo, so y = A x bitwise the CPU's after pk_cuda_op_apply of the stencil.
+ */
+int pk_cuda_halo_edges(void *stream, const pk_cuda_op *op, double *y);
+/**
+ * z = x + a y (z may alias x or y), a by value: z[i] = x[i] + a * y[i] per element (the CPU's r -= alpha q
+ * is r + (-alpha) q bitwise). Used by the device RCI (rci.c).
+ */
+int pk_cuda_xpay(void *stream, int64_t n, const double *x, double a, const double *y, double *z);
 
 /* ---- CG, two loops per iteration (see solver.c) --------------------------------------------------- */
 
@@ -301,6 +325,43 @@ int pk_cuda_check_pointer(struct pkrylov_context_s *ctx, const char *func, int32
  */
 int pk_cuda_user_call(struct pkrylov_context_s *ctx, int (*apply)(void *, int64_t, const double *, double *),
                       void *data, int64_t n, const double *x, double *y, const char *what);
+/**
+ * y = A x of a halo-exchange stencil (A->halo.exchange) on DEVICE vectors x, y (n values): the interior of
+ * the device work array xh is filled from x (halo 0), the stream is synchronised, the caller's exchange is
+ * called with the DEVICE pointer of xh (it must have finished writing the halo when it returns), then the
+ * stencil and the edge couplings run as kernels (bitwise the CPU's A x). A nonzero return of the exchange
+ * is PKRYLOV_ERR_CALLBACK (message as on the CPU); y is then not written.
+ */
+int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x, double *y);
+/**
+ * Device work of a handle-based reverse-communication solve (rci.c, CG and pipelined CG with
+ * mem = PKRYLOV_MEM_DEVICE on a CUDA context; pk_cuda_solver.cu). The vector steps of the state machine run
+ * as kernels on the context's stream (the fused CG operator loop, the pipelined-CG update and the residual
+ * are the solvers' launchers over a USER view whose `pre` is the caller's A z); the local sums are brought
+ * to the host (the rci's `partials` are host memory), which synchronises. Each function returns a
+ * pkrylov status and records CUDA errors in the context.
+ */
+typedef struct pk_cuda_rci_s pk_cuda_rci;
+/** Work area of nvec device vectors of n values (*work, contiguous, vector i at i * n) and the sums. */
+int pk_cuda_rci_create(struct pkrylov_context_s *ctx, int64_t n, int nvec, pk_cuda_rci **out, double **work);
+void pk_cuda_rci_free(pk_cuda_rci *d);
+/** Wait for the queued kernels (before a request hands device pointers to the caller). */
+int pk_cuda_rci_sync(pk_cuda_rci *d);
+/** v = 0; dst = src; z = x + a y (pk_cuda_xpay). */
+int pk_cuda_rci_zero(pk_cuda_rci *d, double *v);
+int pk_cuda_rci_copy(pk_cuda_rci *d, double *dst, const double *src);
+int pk_cuda_rci_xpay(pk_cuda_rci *d, const double *x, double a, const double *y, double *z);
+/** out[j] = (x[j], y[j]) local, j < nv <= 4, on the host. */
+int pk_cuda_rci_dots(pk_cuda_rci *d, int nv, const double *const *x, const double *const *y, double *out);
+/** r = b - t (t NULL: r = b); *rr = (r, r) local, on the host. */
+int pk_cuda_rci_residual(pk_cuda_rci *d, const double *b, const double *t, double *r, double *rr);
+/** CG: x += alpha p; p = z + beta p; q = t + beta q (t = A z); *pq = (p, q) local, on the host. */
+int pk_cuda_rci_cg_update(pk_cuda_rci *d, double alpha, double beta, double *x, double *p, const double *z,
+                          double *q, const double *t, double *pq);
+/** Pipelined CG update with nv = A m (pk_cuda_pipecg_step); out[0..2] = (r,u), (w,u), (r,r) local, host. */
+int pk_cuda_rci_pipecg_update(pk_cuda_rci *d, double alpha, double beta, const double *m, const double *nv,
+                              double *z, double *q, double *s, double *p, double *x, double *r, double *u,
+                              double *w, double *out);
 /** Solver work area and the device solve (pk_cuda_solver.cu). */
 int pk_cuda_solver_setup(struct pkrylov_solver_s *s);
 void pk_cuda_solver_free(struct pkrylov_solver_s *s);

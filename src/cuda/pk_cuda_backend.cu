@@ -167,6 +167,17 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
       UP(A->st.wet, (size_t)n, &wet);
       v->wet = wet;
     }
+    if (A->halo.exchange) { /* halo-exchange stencil: the edge couplings and the halo'ed work array */
+      const size_t nyz = (size_t)A->ny * (size_t)A->nz, nxz = (size_t)A->nx * (size_t)A->nz;
+      double *hw, *he, *hs, *hn, *xh;
+      UP(A->halo.cw, sizeof(double) * nyz, &hw);
+      UP(A->halo.ce, sizeof(double) * nyz, &he);
+      UP(A->halo.cs, sizeof(double) * nxz, &hs);
+      UP(A->halo.cn, sizeof(double) * nxz, &hn);
+      UP(NULL, sizeof(double) * ((size_t)A->nx + 2) * ((size_t)A->ny + 2) * (size_t)A->nz, &xh);
+      v->hcw = hw, v->hce = he, v->hcs = hs, v->hcn = hn, v->xh = xh;
+      v->halo = 1;
+    }
     break;
   }
   case PKRYLOV_OPERATOR_USER: /* the caller's routine: nothing on the device (pk_cuda_op.pre) */
@@ -440,8 +451,40 @@ extern "C" int pk_cuda_user_call(struct pkrylov_context_s *ctx, pkrylov_apply_fn
   return PKRYLOV_SUCCESS;
 }
 
+extern "C" int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x, double *y) {
+  pkrylov_context ctx = A->ctx;
+  const OpDev *d = (const OpDev *)A->dev;
+  const pk_cuda_op *v = &d->view;
+  cudaStream_t st = stream_of(ctx);
+  cudaError_t e = (cudaError_t)pk_cuda_halo_fill(st, v, x);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "filling the halo'ed array");
+  const int rc = A->halo.exchange(A->halo.data, A->nx, A->ny, A->nz, v->xh);
+  if (rc)
+    return pk_error(ctx, PKRYLOV_ERR_CALLBACK, "user callback",
+                    "the halo exchange routine of the stencil operator (nx x ny x nz = %d x %d x %d) returned %d "
+                    "(nonzero aborts the solve)",
+                    A->nx, A->ny, A->nz, rc);
+  e = cudaGetLastError(); /* a launch failure the routine left behind */
+  if (e == cudaSuccess) e = (cudaError_t)pk_cuda_op_apply(st, v, x, y);
+  if (e == cudaSuccess) e = (cudaError_t)pk_cuda_halo_edges(st, v, y);
+  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "after the halo exchange");
+  return PKRYLOV_SUCCESS;
+}
+
 extern "C" int pk_cuda_operator_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x,
                                              double *y) {
+  if (A->halo.exchange) { /* as a user routine: y = NaN and PKRYLOV_ERR_CALLBACK when the exchange fails */
+    int hrc = 0;
+    const size_t bytes = sizeof(double) * (size_t)A->n;
+    int rc = public_apply(A->ctx, "pkrylov_operator_apply", A->n, mem, x, "x", y, "y",
+                          [&](cudaStream_t st, const double *in, double *out) {
+                            hrc = pk_cuda_halo_apply(A, in, out);
+                            if (hrc == PKRYLOV_ERR_CALLBACK) return (int)cudaMemsetAsync(out, 0xff, bytes, st);
+                            return 0;
+                          });
+    return rc ? rc : hrc;
+  }
   if (A->type == PKRYLOV_OPERATOR_USER)
     return public_user_apply(A->ctx, "pkrylov_operator_apply", "operator", A->user.apply, A->user.data, A->n, mem,
                              x, "x", y, "y");

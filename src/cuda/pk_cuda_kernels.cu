@@ -1842,9 +1842,67 @@ __global__ void __launch_bounds__(PKC_BLOCK) k_zero_dry(int64_t n, const uint8_t
     if (!wet[i]) x[i] = 0.0;
 }
 
+/** Halo-exchange stencil: xh (hx = nx+2, hy = ny+2, nz planes) = x in the interior, 0 in the halo. */
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_halo_fill(int nx, int ny, int64_t m, const double *__restrict__ x, double *__restrict__ xh) {
+  const int64_t hx = (int64_t)nx + 2, hy = (int64_t)ny + 2;
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t h = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; h < m; h += stride) {
+    const int64_t ih = h % hx, rest = h / hx, jh = rest % hy, k = rest / hy;
+    const bool inner = ih >= 1 && ih <= nx && jh >= 1 && jh <= ny;
+    xh[h] = inner ? x[(ih - 1) + (int64_t)nx * ((jh - 1) + (int64_t)ny * k)] : 0.0;
+  }
+}
+
+/** Halo-exchange stencil: y += edge couplings times the halo values (operator.c halo_edge_rows' order). */
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_halo_edges(int nx, int ny, int64_t n, const double *__restrict__ cw, const double *__restrict__ ce,
+                 const double *__restrict__ cs, const double *__restrict__ cn, const double *__restrict__ xh,
+                 double *__restrict__ y) {
+  const int64_t hx = (int64_t)nx + 2, hy = (int64_t)ny + 2;
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t c = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; c < n; c += stride) {
+    const int64_t i = c % nx, line = c / nx, j = line % ny, k = line / ny;
+    if (i != 0 && i != nx - 1 && j != 0 && j != ny - 1) continue;
+    const double *xl = xh + 1 + hx * ((j + 1) + hy * k); /* xl[i] = x(i,j,k) */
+    double v = y[c];
+    if (i == 0) v += cw[j + ny * k] * xl[-1];
+    if (i == nx - 1) v += ce[j + ny * k] * xl[nx];
+    if (j == 0) v += cs[i + nx * k] * xl[i - hx];
+    if (j == ny - 1) v += cn[i + nx * k] * xl[i + hx];
+    y[c] = v;
+  }
+}
+
+/** z = x + a y. */
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_xpay(int64_t n, const double *x, double a, const double *y, double *z) {
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t i = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; i < n; i += stride) z[i] = x[i] + a * y[i];
+}
+
 } // namespace
 
 /* ---- launchers (pk_cuda.h) ---------------------------------------------------------------------- */
+
+extern "C" int pk_cuda_halo_fill(void *stream, const pk_cuda_op *op, const double *x) {
+  if (!op->halo || !op->xh) return (int)cudaErrorInvalidValue;
+  const int64_t m = ((int64_t)op->nx + 2) * ((int64_t)op->ny + 2) * op->nz;
+  k_halo_fill<<<(unsigned)blocks_1d(m), PKC_BLOCK, 0, (cudaStream_t)stream>>>(op->nx, op->ny, m, x, op->xh);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_halo_edges(void *stream, const pk_cuda_op *op, double *y) {
+  if (!op->halo || !op->xh) return (int)cudaErrorInvalidValue;
+  k_halo_edges<<<(unsigned)blocks_1d(op->n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(
+      op->nx, op->ny, op->n, op->hcw, op->hce, op->hcs, op->hcn, op->xh, y);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_xpay(void *stream, int64_t n, const double *x, double a, const double *y, double *z) {
+  k_xpay<<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(n, x, a, y, z);
+  return (int)cudaGetLastError();
+}
 
 extern "C" int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_pc *pc) {
   int64_t m = 1;

@@ -100,7 +100,8 @@ struct Run {
   int64_t n;
   int k;                 /* iterations per block: the sync interval, 1 with a monitor or stagnation window */
   int fold, pdl;         /* folded launchers; programmatic dependent launches (with fold only) */
-  pkrylov_operator uop;  /* user operator (callback), else NULL: A x by its routine into d->ax = op.pre */
+  pkrylov_operator uop;  /* user operator (callback) or halo-exchange stencil, else NULL: A x by its routine
+                            (pk_cuda_halo_apply for the halo stencil) into d->ax = op.pre */
   pkrylov_precond upc;   /* user preconditioner (callback), else NULL (pc is then a NONE view) */
   double *hist;          /* device history, NULL when nothing reads it (history off, no monitor / window) */
   double tol, best;
@@ -124,10 +125,16 @@ int still_running(Run &R, int *running) {
   return PKRYLOV_SUCCESS;
 }
 
+/** y = A x by the caller's routine: the user operator's, or the halo stencil's exchange (then the kernels). */
+int uop_apply(Run &R, const double *x, double *y) {
+  if (R.uop->halo.exchange) return pk_cuda_halo_apply(R.uop, x, y);
+  return pk_cuda_user_call(R.ctx, R.uop->user.apply, R.uop->user.data, R.n, x, y, "operator");
+}
+
 /** y = A x on whole vectors: the launcher, or the caller's routine. */
 int apply_op(Run &R, const double *x, double *y) {
   pkrylov_context ctx = R.ctx;
-  if (R.uop) return pk_cuda_user_call(ctx, R.uop->user.apply, R.uop->user.data, R.n, x, y, "operator");
+  if (R.uop) return uop_apply(R, x, y);
   CU(pk_cuda_op_apply(R.stream, &R.op, x, y), "operator");
   return PKRYLOV_SUCCESS;
 }
@@ -135,7 +142,7 @@ int apply_op(Run &R, const double *x, double *y) {
 /** A user operator: d->ax = A x (the launchers that follow read it); else nothing. */
 int user_ax(Run &R, const double *x) {
   if (!R.uop) return PKRYLOV_SUCCESS;
-  return pk_cuda_user_call(R.ctx, R.uop->user.apply, R.uop->user.data, R.n, x, R.d->ax, "operator");
+  return uop_apply(R, x, R.d->ax);
 }
 
 /** z = M^-1 r on whole vectors: the launcher (st may be NULL), or the caller's routine (when running). */
@@ -736,7 +743,8 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.fold = d->fold_mode >= 0 ? d->fold_mode
           : s->A->type == PKRYLOV_OPERATOR_CSR ? d->nslots <= kFoldMaxSlots
                                                : n <= kFoldMaxCells;
-  R.uop = s->A->type == PKRYLOV_OPERATOR_USER ? s->A : NULL;
+  /* a halo-exchange stencil runs like a user operator: its exchange is a host call between the kernels */
+  R.uop = s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange ? s->A : NULL;
   R.upc = s->M && s->M->type == PKRYLOV_PRECOND_USER ? s->M : NULL;
   if (R.uop || R.upc) R.k = 1, R.fold = 0; /* host calls: one iteration per block, no graph, no fold */
   R.pdl = R.fold && d->pdl;
@@ -748,6 +756,14 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
       d->ax = NULL;
       return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_solver_solve",
                       "cannot allocate the work vector of the user operator (%lld values)", (long long)n);
+    }
+    if (s->A->halo.exchange) { /* the launchers read A x from d->ax, as for a user operator; mask kept */
+      pk_cuda_op u;
+      memset(&u, 0, sizeof u);
+      u.type = PKRYLOV_OPERATOR_USER;
+      u.n = n;
+      u.wet = R.op64.wet;
+      R.op = R.op64 = u;
     }
     R.op.pre = R.op64.pre = d->ax;
   }
@@ -834,4 +850,163 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   s->res = res;
   s->has_result = 1;
   return PKRYLOV_SUCCESS;
+}
+
+/* ---- device work of the handle-based reverse communication (rci.c) -------------------------------- */
+
+struct pk_cuda_rci_s {
+  pkrylov_context ctx;
+  cudaStream_t stream;
+  int64_t n, nslots;
+  double *work;       /* nvec * n */
+  double *part;       /* 4 * nslots partial sums */
+  double *dsum;       /* 4 device sums */
+  double *hsum;       /* 4 pinned host sums */
+  pk_cuda_state *st;  /* device state carrying alpha and beta to the fused launchers */
+  pk_cuda_state hst;  /* its host image (pageable: the copy is staged at once) */
+};
+
+namespace {
+
+int rci_fail(pk_cuda_rci *d, int e, const char *what) {
+  cudaGetLastError();
+  const cudaError_t ce = (cudaError_t)e;
+  return pk_error(d->ctx, ce == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
+                  "pkrylov_rci_step", "%s: CUDA error %s (%s)", what, cudaGetErrorName(ce), cudaGetErrorString(ce));
+}
+
+#define RCU(expr, what)                                                                              \
+  do {                                                                                             \
+    int rcu_e_ = (int)(expr);                                                                      \
+    if (rcu_e_ != 0) return rci_fail(d, rcu_e_, (what));                                           \
+  } while (0)
+
+/** A USER view of n values whose A x is pre. */
+pk_cuda_op pre_view(int64_t n, const double *pre) {
+  pk_cuda_op u;
+  memset(&u, 0, sizeof u);
+  u.type = PKRYLOV_OPERATOR_USER;
+  u.n = n;
+  u.pre = pre;
+  return u;
+}
+
+/** nvals sums of nb partial slots to out (host). */
+int rci_sums(pk_cuda_rci *d, int64_t nb, int nvals, double *out) {
+  if (nb > d->nslots) return pk_error(d->ctx, PKRYLOV_ERR_INTERNAL, "pkrylov_rci_step", "more slots than sized");
+  RCU(pk_cuda_sum_partials(d->stream, d->part, nb, nvals, d->dsum), "summing partials");
+  RCU(cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double) * (size_t)nvals, cudaMemcpyDeviceToHost, d->stream),
+      "copying sums");
+  RCU(cudaStreamSynchronize(d->stream), "synchronising");
+  memcpy(out, d->hsum, sizeof(double) * (size_t)nvals);
+  return PKRYLOV_SUCCESS;
+}
+
+/** The device state with alpha, beta, RUNNING. */
+int rci_state(pk_cuda_rci *d, double alpha, double beta) {
+  memset(&d->hst, 0, sizeof d->hst);
+  d->hst.alpha = alpha;
+  d->hst.beta = beta;
+  d->hst.status = PK_ST_RUNNING;
+  d->hst.breakdown_it = -1;
+  RCU(cudaMemcpyAsync(d->st, &d->hst, sizeof d->hst, cudaMemcpyHostToDevice, d->stream), "copying the state");
+  return PKRYLOV_SUCCESS;
+}
+
+} // namespace
+
+extern "C" int pk_cuda_rci_create(pkrylov_context ctx, int64_t n, int nvec, pk_cuda_rci **out, double **work) {
+  pk_cuda_rci *d = (pk_cuda_rci *)calloc(1, sizeof(pk_cuda_rci));
+  if (!d) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_rci_start", "cannot allocate");
+  d->ctx = ctx;
+  d->stream = stream_of(ctx);
+  d->n = n;
+  const pk_cuda_op u = pre_view(n, NULL);
+  d->nslots = pk_cuda_partials_needed(&u, NULL);
+  cudaError_t e = cudaMalloc(&d->work, sizeof(double) * (size_t)nvec * (size_t)n);
+  if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 4 * (size_t)d->nslots);
+  if (e == cudaSuccess) e = cudaMalloc(&d->dsum, sizeof(double) * 4);
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hsum, sizeof(double) * 4);
+  if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state));
+  if (e == cudaSuccess) e = cudaMemsetAsync(d->work, 0, sizeof(double) * (size_t)nvec * (size_t)n, d->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    pk_cuda_rci_free(d);
+    return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
+                    "pkrylov_rci_start", "allocating the device work area (%d vectors of %lld values): %s", nvec,
+                    (long long)n, cudaGetErrorString(e));
+  }
+  *out = d;
+  *work = d->work;
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" void pk_cuda_rci_free(pk_cuda_rci *d) {
+  if (!d) return;
+  cudaFree(d->work);
+  cudaFree(d->part);
+  cudaFree(d->dsum);
+  cudaFreeHost(d->hsum);
+  cudaFree(d->st);
+  free(d);
+}
+
+extern "C" int pk_cuda_rci_sync(pk_cuda_rci *d) {
+  RCU(cudaStreamSynchronize(d->stream), "synchronising");
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_rci_zero(pk_cuda_rci *d, double *v) {
+  RCU(cudaMemsetAsync(v, 0, sizeof(double) * (size_t)d->n, d->stream), "memset");
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_rci_copy(pk_cuda_rci *d, double *dst, const double *src) {
+  RCU(cudaMemcpyAsync(dst, src, sizeof(double) * (size_t)d->n, cudaMemcpyDeviceToDevice, d->stream), "copy");
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_rci_xpay(pk_cuda_rci *d, const double *x, double a, const double *y, double *z) {
+  RCU(pk_cuda_xpay(d->stream, d->n, x, a, y, z), "z = x + a y");
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_rci_dots(pk_cuda_rci *d, int nv, const double *const *x, const double *const *y,
+                                double *out) {
+  int64_t nb;
+  RCU(pk_cuda_dots(d->stream, d->n, nv, x, y, d->part, &nb), "dots");
+  return rci_sums(d, nb, nv, out);
+}
+
+extern "C" int pk_cuda_rci_residual(pk_cuda_rci *d, const double *b, const double *t, double *r, double *rr) {
+  if (!t) {
+    PK_CALL(pk_cuda_rci_copy(d, r, b));
+    const double *xs[1] = {r};
+    return pk_cuda_rci_dots(d, 1, xs, xs, rr);
+  }
+  const pk_cuda_op u = pre_view(d->n, t);
+  int64_t nb;
+  RCU(pk_cuda_residual(d->stream, &u, b, b, r, d->part, &nb), "r = b - A x");
+  return rci_sums(d, nb, 1, rr);
+}
+
+extern "C" int pk_cuda_rci_cg_update(pk_cuda_rci *d, double alpha, double beta, double *x, double *p,
+                                     const double *z, double *q, const double *t, double *pq) {
+  PK_CALL(rci_state(d, alpha, beta));
+  const pk_cuda_op u = pre_view(d->n, t);
+  int64_t nb;
+  RCU(pk_cuda_cg_operator_step(d->stream, &u, d->st, 0, x, p, z, q, d->part, &nb), "CG update");
+  return rci_sums(d, nb, 1, pq);
+}
+
+extern "C" int pk_cuda_rci_pipecg_update(pk_cuda_rci *d, double alpha, double beta, const double *m,
+                                         const double *nv, double *z, double *q, double *s, double *p, double *x,
+                                         double *r, double *u, double *w, double *out) {
+  PK_CALL(rci_state(d, alpha, beta));
+  const pk_cuda_op v = pre_view(d->n, nv);
+  int64_t nb;
+  RCU(pk_cuda_pipecg_step(d->stream, &v, d->st, m, z, q, s, p, x, r, u, w, d->part, &nb),
+      "pipelined CG update");
+  return rci_sums(d, nb, 3, out);
 }
