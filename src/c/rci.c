@@ -18,6 +18,11 @@
  * those types as a coroutine (worker thread) and turns its operator, preconditioner and global sums into
  * the same requests. This file routes them there (R->kry) and keeps the argument checks and the settings
  * common to both paths.
+ *
+ * Device vectors (mem = PKRYLOV_MEM_DEVICE on a CUDA context): the same state machine with the work vectors
+ * on the GPU; every vector step goes through the rci_* helpers below, which run it as kernels (pk_cuda.h,
+ * "device work of a handle-based reverse-communication solve") and bring the local sums to the host array
+ * `part` handed to the caller. The stream is synchronised before each request.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +30,9 @@
 
 #include "pk_kry.h"
 #include "pk_rci.h"
+#ifdef PKRYLOV_HAVE_CUDA
+#include "pk_cuda.h"
+#endif
 
 /** As solver.c: confirmation failures and pipelined restarts before reporting stagnation. */
 #define RCI_MAX_CONFIRM_FAILURES 5
@@ -40,8 +48,14 @@ struct pkrylov_rci_s {
   double rtol, atol;
   int32_t maxit, replace_interval, restart, step;
   pk_rci_kry *kry; /* BiCGStab and GMRES families: the coroutine (rci_kry.c); NULL for CG and pipelined CG */
-  double *work; /* nvec * n */
+  double *work; /* nvec * n (host; on a CUDA context allocated at the first host solve) */
   double *v[RCI_NVEC];
+  int32_t nvec;
+  int32_t dev;  /* the solve in progress works on device vectors (CUDA context, mem = DEVICE) */
+#ifdef PKRYLOV_HAVE_CUDA
+  pk_cuda_rci *cu;  /* device work area, made at the first device solve */
+  double *dwork;    /* its nvec device vectors */
+#endif
   double part[4]; /* the partial sums handed to the caller */
   double *kpart;  /* BiCGStab and GMRES families: the driver's partial sums of the request */
   /* request being answered */
@@ -94,7 +108,7 @@ struct pkrylov_rci_s {
     if ((R)->preconditioned)                                                                                 \
       RCI_YIELD(R, PKRYLOV_RCI_PRECOND, (i), (o));                                                           \
     else                                                                                                     \
-      memcpy((o), (i), sizeof(double) * (size_t)(R)->n);                                                     \
+      PK_CALL(rci_copy((R), (o), (i)));                                                                      \
   } while (0)
 
 /** Converged reason for residual res, or 0 (as solver.c). */
@@ -132,6 +146,55 @@ static double rci_residual(const struct pkrylov_rci_s *R, const double *t, doubl
   return rr;
 }
 
+/* ---- vector steps on the host or (R->dev) on the device ---------------------------------------------- */
+
+#ifdef PKRYLOV_HAVE_CUDA
+#define RCI_ON_DEVICE(R) ((R)->dev)
+#else
+#define RCI_ON_DEVICE(R) 0
+#define pk_cuda_rci_zero(d, v) PKRYLOV_ERR_INTERNAL
+#define pk_cuda_rci_copy(d, a, b) PKRYLOV_ERR_INTERNAL
+#define pk_cuda_rci_xpay(d, x, a, y, z) PKRYLOV_ERR_INTERNAL
+#define pk_cuda_rci_dots(d, nv, x, y, o) PKRYLOV_ERR_INTERNAL
+#define pk_cuda_rci_residual(d, b, t, r, rr) PKRYLOV_ERR_INTERNAL
+#define pk_cuda_rci_cg_update(d, a, b, x, p, z, q, t, o) PKRYLOV_ERR_INTERNAL
+#define pk_cuda_rci_pipecg_update(d, a, b, m, nv, z, q, s, p, x, r, u, w, o) PKRYLOV_ERR_INTERNAL
+#endif
+
+/** v = 0. */
+static int rci_zero(struct pkrylov_rci_s *R, double *v) {
+  if (RCI_ON_DEVICE(R))
+    return pk_cuda_rci_zero(R->cu, v);
+  memset(v, 0, sizeof(double) * (size_t)R->n);
+  return PKRYLOV_SUCCESS;
+}
+
+/** dst = src. */
+static int rci_copy(struct pkrylov_rci_s *R, double *dst, const double *src) {
+  if (RCI_ON_DEVICE(R))
+    return pk_cuda_rci_copy(R->cu, dst, src);
+  memcpy(dst, src, sizeof(double) * (size_t)R->n);
+  return PKRYLOV_SUCCESS;
+}
+
+/** out[j] = (x[j], y[j]) local, j < nv (host: plain loops, one per pair). */
+static int rci_dots(struct pkrylov_rci_s *R, int nv, const double *const *x, const double *const *y,
+                    double *out) {
+  if (RCI_ON_DEVICE(R))
+    return pk_cuda_rci_dots(R->cu, nv, x, y, out);
+  for (int j = 0; j < nv; j++)
+    out[j] = rci_dot(R->n, x[j], y[j]);
+  return PKRYLOV_SUCCESS;
+}
+
+/** r = b - t (b when x is known to be zero); *rr = local (r, r). */
+static int rci_resid(struct pkrylov_rci_s *R, const double *t, double *r, double *rr) {
+  if (RCI_ON_DEVICE(R))
+    return pk_cuda_rci_residual(R->cu, R->b, R->x_zero ? NULL : t, r, rr);
+  *rr = rci_residual(R, t, r);
+  return PKRYLOV_SUCCESS;
+}
+
 /** Stop the solve with the current reason: the final true residual, then DONE. */
 #define RCI_FINISH() goto finish
 
@@ -157,12 +220,16 @@ static int rci_run(struct pkrylov_rci_s *R) {
     /* r = b - A x; z = M^-1 r; rho = (r, z) (+ (b, b) in the first reduction) */
     if (!R->x_zero)
       RCI_YIELD(R, PKRYLOV_RCI_MATVEC, x, t);
-    d[1] = rci_residual(R, t, r);
+    PK_CALL(rci_resid(R, t, r, &d[1]));
     R->x_zero = 0;
-    memset(q, 0, sizeof(double) * (size_t)n);
+    PK_CALL(rci_zero(R, q));
     RCI_PRECOND(R, r, z);
-    d[0] = rci_dot(n, r, z);
-    d[2] = rci_dot(n, R->b, R->b);
+    {
+      const double *xs[2] = {r, R->b}, *ys[2] = {z, R->b};
+      double o[2];
+      PK_CALL(rci_dots(R, 2, xs, ys, o));
+      d[0] = o[0], d[2] = o[1];
+    }
     RCI_REDUCE_START(R, R->have_bb ? 2 : 3);
     RCI_REDUCE_WAIT(R);
     if (!R->have_bb) {
@@ -195,9 +262,12 @@ static int rci_run(struct pkrylov_rci_s *R) {
     }
     /* p = z; q = A p; sigma = (p, q) */
     RCI_YIELD(R, PKRYLOV_RCI_MATVEC, z, t);
-    memcpy(p, z, sizeof(double) * (size_t)n);
-    memcpy(q, t, sizeof(double) * (size_t)n);
-    d[0] = rci_dot(n, p, q);
+    PK_CALL(rci_copy(R, p, z));
+    PK_CALL(rci_copy(R, q, t));
+    {
+      const double *xs[1] = {p}, *ys[1] = {q};
+      PK_CALL(rci_dots(R, 1, xs, ys, d));
+    }
     RCI_REDUCE_START(R, 1);
     RCI_REDUCE_WAIT(R);
     R->sigma = d[0];
@@ -211,11 +281,16 @@ static int rci_run(struct pkrylov_rci_s *R) {
 
     for (;;) {
       /* r -= alpha q; z = M^-1 r; (r, z), (r, r) */
-      for (int64_t i = 0; i < n; i++)
-        r[i] -= R->alpha * q[i];
+      if (RCI_ON_DEVICE(R))
+        PK_CALL(pk_cuda_rci_xpay(R->cu, r, -R->alpha, q, r)); /* r + (-alpha) q: bitwise r - alpha q */
+      else
+        for (int64_t i = 0; i < n; i++)
+          r[i] -= R->alpha * q[i];
       RCI_PRECOND(R, r, z);
-      d[0] = rci_dot(n, r, z);
-      d[1] = rci_dot(n, r, r);
+      {
+        const double *xs[2] = {r, r}, *ys[2] = {z, r};
+        PK_CALL(rci_dots(R, 2, xs, ys, d));
+      }
       RCI_REDUCE_START(R, 2);
       RCI_REDUCE_WAIT(R);
       if (!isfinite(d[0]) || !isfinite(d[1])) { /* x is still the previous iterate */
@@ -230,12 +305,15 @@ static int rci_run(struct pkrylov_rci_s *R) {
       R->brk = !R->conv && !rci_sign_ok(d[0], &R->rho_sign);
       if (R->conv || R->brk || R->it >= R->maxit) {
         /* x_it = x + alpha p */
-        for (int64_t i = 0; i < n; i++)
-          x[i] += R->alpha * p[i];
+        if (RCI_ON_DEVICE(R))
+          PK_CALL(pk_cuda_rci_xpay(R->cu, x, R->alpha, p, x));
+        else
+          for (int64_t i = 0; i < n; i++)
+            x[i] += R->alpha * p[i];
         if (R->conv) {
           /* confirm on the true residual b - A x */
           RCI_YIELD(R, PKRYLOV_RCI_MATVEC, x, t);
-          d[0] = rci_residual(R, t, scr);
+          PK_CALL(rci_resid(R, t, scr, &d[0]));
           RCI_REDUCE_START(R, 1);
           RCI_REDUCE_WAIT(R);
           R->res.true_residual_checks++;
@@ -266,12 +344,16 @@ static int rci_run(struct pkrylov_rci_s *R) {
       R->rho = d[0];
       /* x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
       RCI_YIELD(R, PKRYLOV_RCI_MATVEC, z, t);
-      for (int64_t i = 0; i < n; i++) {
-        x[i] += R->alpha * p[i];
-        p[i] = z[i] + R->beta * p[i];
-        q[i] = t[i] + R->beta * q[i];
+      if (RCI_ON_DEVICE(R)) {
+        PK_CALL(pk_cuda_rci_cg_update(R->cu, R->alpha, R->beta, x, p, z, q, t, d));
+      } else {
+        for (int64_t i = 0; i < n; i++) {
+          x[i] += R->alpha * p[i];
+          p[i] = z[i] + R->beta * p[i];
+          q[i] = t[i] + R->beta * q[i];
+        }
+        d[0] = rci_dot(n, p, q);
       }
-      d[0] = rci_dot(n, p, q);
       RCI_REDUCE_START(R, 1);
       RCI_REDUCE_WAIT(R);
       R->sigma = d[0];
@@ -287,17 +369,17 @@ static int rci_run(struct pkrylov_rci_s *R) {
     /* ---------------- pipelined CG (pk_solve_pipecg) ---------------- */
   pipecg:
   pipecg_restart:
-    memset(z, 0, sizeof(double) * (size_t)n);
-    memset(p, 0, sizeof(double) * (size_t)n);
-    memset(q, 0, sizeof(double) * (size_t)n);
-    memset(sv, 0, sizeof(double) * (size_t)n);
+    PK_CALL(rci_zero(R, z));
+    PK_CALL(rci_zero(R, p));
+    PK_CALL(rci_zero(R, q));
+    PK_CALL(rci_zero(R, sv));
     R->first = 1;
     R->since_replace = 0;
   pipecg_replace:
     /* r = b - A x, u = M^-1 r, w = A u; after iterations also s = A p, q = M^-1 s, z = A q */
     if (!R->x_zero)
       RCI_YIELD(R, PKRYLOV_RCI_MATVEC, x, t);
-    d[2] = rci_residual(R, t, r);
+    PK_CALL(rci_resid(R, t, r, &d[2]));
     R->x_zero = 0;
     RCI_PRECOND(R, r, u);
     RCI_YIELD(R, PKRYLOV_RCI_MATVEC, u, w);
@@ -306,9 +388,12 @@ static int rci_run(struct pkrylov_rci_s *R) {
       RCI_PRECOND(R, sv, q);
       RCI_YIELD(R, PKRYLOV_RCI_MATVEC, q, z);
     }
-    d[0] = rci_dot(n, r, u);
-    d[1] = rci_dot(n, w, u);
-    d[3] = rci_dot(n, R->b, R->b);
+    {
+      const double *xs[3] = {r, w, R->b}, *ys[3] = {u, u, R->b};
+      double o[3];
+      PK_CALL(rci_dots(R, 3, xs, ys, o));
+      d[0] = o[0], d[1] = o[1], d[3] = o[2];
+    }
     RCI_REDUCE_START(R, R->have_bb ? 3 : 4);
     for (;;) {
       /* overlapped with the reduction: m = M^-1 w, n = A m */
@@ -339,7 +424,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
         R->conv = rci_converged(R, R->rnorm);
         if (R->conv) {
           RCI_YIELD(R, PKRYLOV_RCI_MATVEC, x, t);
-          d[0] = rci_residual(R, t, scr);
+          PK_CALL(rci_resid(R, t, scr, &d[0]));
           RCI_REDUCE_START(R, 1);
           RCI_REDUCE_WAIT(R);
           R->res.true_residual_checks++;
@@ -382,10 +467,16 @@ static int rci_run(struct pkrylov_rci_s *R) {
       if (!rci_sign_ok(R->sigma, &R->sigma_sign)) {
         if (!R->first && isfinite(R->sigma)) {
           /* the recurrence sigma may be spoilt by rounding: compute (p, A p) of p = u + beta p directly */
-          for (int64_t i = 0; i < n; i++)
-            t[i] = u[i] + R->beta * p[i];
+          if (RCI_ON_DEVICE(R))
+            PK_CALL(pk_cuda_rci_xpay(R->cu, u, R->beta, p, t));
+          else
+            for (int64_t i = 0; i < n; i++)
+              t[i] = u[i] + R->beta * p[i];
           RCI_YIELD(R, PKRYLOV_RCI_MATVEC, t, at);
-          d[0] = rci_dot(n, t, at);
+          {
+            const double *xs[1] = {t}, *ys[1] = {at};
+            PK_CALL(rci_dots(R, 1, xs, ys, d));
+          }
           RCI_REDUCE_START(R, 1);
           RCI_REDUCE_WAIT(R);
           if (rci_sign_ok(d[0], &R->sigma_sign)) { /* a sound matrix: restart from x */
@@ -405,7 +496,9 @@ static int rci_run(struct pkrylov_rci_s *R) {
       R->alpha = R->gamma / R->sigma;
       /* z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
          x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; partials (r,u), (w,u), (r,r) */
-      {
+      if (RCI_ON_DEVICE(R)) {
+        PK_CALL(pk_cuda_rci_pipecg_update(R->cu, R->alpha, R->beta, m, nv, z, q, sv, p, x, r, u, w, d));
+      } else {
         const double al = R->alpha, be = R->beta;
         double ru = 0.0, wu = 0.0, rr = 0.0;
         for (int64_t i = 0; i < n; i++) {
@@ -446,7 +539,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
       R->res.final_residual = R->res.initial_residual;
     } else {
       RCI_YIELD(R, PKRYLOV_RCI_MATVEC, x, t);
-      d[0] = rci_residual(R, t, scr);
+      PK_CALL(rci_resid(R, t, scr, &d[0]));
       RCI_REDUCE_START(R, 1);
       RCI_REDUCE_WAIT(R);
       R->res.final_residual = sqrt(d[0]);
@@ -481,8 +574,10 @@ int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t pre
            "argument 'preconditioned' = %d must be 0 or 1", preconditioned);
   PK_CHECK(reduce_by_caller == 0 || reduce_by_caller == 1, ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'reduce_by_caller' = %d must be 0 or 1", reduce_by_caller);
-  PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU, ctx, PKRYLOV_ERR_UNSUPPORTED,
-           "argument 'ctx': reverse communication is implemented for the CPU backend only");
+  PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU || type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG,
+           ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'ctx': reverse communication on the CUDA backend is implemented for CG and pipelined CG "
+           "only");
   const int kry = pk_kry_is_kry_type(type);
   const int nvec = kry ? 0 : type == PKRYLOV_SOLVER_CG ? W_U + 1 : RCI_NVEC;
   PK_CHECK((uint64_t)n <= SIZE_MAX / sizeof(double) / (size_t)(nvec > 0 ? nvec : 4), ctx,
@@ -496,16 +591,17 @@ int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t pre
       free(R);
       return ierr;
     }
-  } else {
+  } else if (ctx->backend == PKRYLOV_BACKEND_CPU) { /* CUDA: host and device work are made at the first start */
     R->work = calloc((size_t)nvec * (size_t)n, sizeof(double));
     if (!R->work) {
       free(R);
       return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
                       "cannot allocate %d work vectors of %lld values", nvec, (long long)n);
     }
+    for (int i = 0; i < nvec; i++)
+      R->v[i] = R->work + (size_t)i * (size_t)n;
   }
-  for (int i = 0; i < nvec; i++)
-    R->v[i] = R->work + (size_t)i * (size_t)n;
+  R->nvec = nvec;
   R->ctx = ctx;
   R->type = type;
   R->n = n;
@@ -529,6 +625,9 @@ int pkrylov_rci_destroy(pkrylov_rci *r) {
   (*r)->ctx->live_objects--;
   pk_rci_kry_destroy((*r)->kry); /* abandons a solve in progress, stops the worker */
   free((*r)->work);
+#ifdef PKRYLOV_HAVE_CUDA
+  pk_cuda_rci_free((*r)->cu);
+#endif
   free(*r);
   *r = NULL;
   return PKRYLOV_SUCCESS;
@@ -594,6 +693,40 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
   PK_CALL(pk_check_vectors(ctx, __func__, mem, b, "b", x, "x", r->n));
   PK_CHECK(x_nonzero == 0 || x_nonzero == 1, ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'x_nonzero' = %d must be 0 or 1", x_nonzero);
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) { /* b and x where mem says; the work vectors of that space */
+    PK_CALL(pk_cuda_check_pointer(ctx, __func__, mem, b, "b"));
+    PK_CALL(pk_cuda_check_pointer(ctx, __func__, mem, x, "x"));
+    r->active = 0;
+    if (mem == PKRYLOV_MEM_DEVICE) {
+      if (!r->cu)
+        PK_CALL(pk_cuda_rci_create(ctx, r->n, r->nvec, &r->cu, &r->dwork));
+      const double *xs[2] = {b, x};
+      double o[2];
+      PK_CALL(pk_cuda_rci_dots(r->cu, x_nonzero ? 2 : 1, xs, xs, o));
+      PK_CHECK(isfinite(o[0]), ctx, PKRYLOV_ERR_NOT_FINITE,
+               "argument 'b' has NaN or Inf values, or its 2-norm overflows");
+      PK_CHECK(!x_nonzero || isfinite(o[1]), ctx, PKRYLOV_ERR_NOT_FINITE,
+               "argument 'x' (initial guess) has NaN or Inf values");
+      if (!x_nonzero) {
+        PK_CALL(pk_cuda_rci_zero(r->cu, x));
+        PK_CALL(pk_cuda_rci_sync(r->cu));
+      }
+      for (int i = 0; i < r->nvec; i++)
+        r->v[i] = r->dwork + (size_t)i * (size_t)r->n;
+      r->dev = 1;
+      goto started;
+    }
+    if (!r->work) {
+      r->work = calloc((size_t)r->nvec * (size_t)r->n, sizeof(double));
+      PK_CHECK(r->work != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate %d work vectors of %lld values",
+               r->nvec, (long long)r->n);
+    }
+    for (int i = 0; i < r->nvec; i++)
+      r->v[i] = r->work + (size_t)i * (size_t)r->n;
+    r->dev = 0;
+  }
+#endif
   int64_t bad = pk_first_nonfinite(b, r->n);
   PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
            bad >= 0 ? b[bad] : 0.0, (long long)bad);
@@ -616,6 +749,9 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
     return PKRYLOV_SUCCESS;
   }
   if (!x_nonzero) memset(x, 0, sizeof(double) * (size_t)r->n);
+#ifdef PKRYLOV_HAVE_CUDA
+started:
+#endif
   r->b = b;
   r->x = x;
   r->x_zero = !x_nonzero;
@@ -658,6 +794,10 @@ int pkrylov_rci_step(pkrylov_rci r, int32_t *request, double **in, double **out,
     r->npart = kn;
   } else {
     int ierr = rci_run(r);
+#ifdef PKRYLOV_HAVE_CUDA
+    if (!ierr && r->dev) /* the request's vectors (and x at DONE) are complete before the caller sees them */
+      ierr = pk_cuda_rci_sync(r->cu);
+#endif
     if (ierr) {
       r->active = 0;
       return ierr;
