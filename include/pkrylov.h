@@ -799,8 +799,18 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
  * The solver hands every operation it cannot do itself back to the caller: y = A x, y = M^-1 x and, when
  * the caller owns the communicator, the start and the end of each global sum, so that the reductions of the
  * pipelined methods overlap the caller's preconditioner and matvec. The operand and result vectors of a
- * request point into the rci's workspace (or into the caller's x), n values each.
- * CPU backend only for now: on a CUDA context pkrylov_rci_create() answers ::PKRYLOV_ERR_UNSUPPORTED.
+ * request point into the rci's workspace (or into the caller's x), n values each, in the memory space of
+ * the solve (the mem of pkrylov_rci_start()). `partials` is always host memory.
+ *
+ * On a CUDA context (CG and pipelined CG; other types answer ::PKRYLOV_ERR_UNSUPPORTED) a solve started
+ * with mem = ::PKRYLOV_MEM_DEVICE keeps its work vectors on the GPU: the in/out pointers of MATVEC and
+ * PRECOND are DEVICE pointers (apply A or M^-1 with the model's own kernels: OpenACC `deviceptr` /
+ * `host_data use_device`, CUDA Fortran `device` arrays, cuSPARSE), the library's vector updates run as
+ * kernels, and the local sums of a REDUCE request are copied to the host array `partials` (an MPI
+ * reduction of a few doubles needs no device buffer). The library has synchronised its stream before it
+ * returns a request; the caller must have finished writing `out` (synchronised its stream or queue) before
+ * the next pkrylov_rci_step(). mem = ::PKRYLOV_MEM_HOST on a CUDA context runs the host loop as on the CPU
+ * backend.
  *
  * Loop: pkrylov_rci_start(); then call pkrylov_rci_step() and answer its request until it gives
  * ::PKRYLOV_RCI_DONE; the outcome is in pkrylov_rci_get_result() and x (the caller's array, updated in
@@ -898,9 +908,10 @@ PKRYLOV_EXTERN int pkrylov_rci_set_restart(pkrylov_rci r, int32_t m);
 PKRYLOV_EXTERN int pkrylov_rci_set_step(pkrylov_rci r, int32_t step);
 /**
  * Start a solve of A x = b (abandons one in progress; invalid arguments return an error and leave a solve
- * in progress running). b and x: n values in memory space mem (host only for now), distinct, finite; both
- * must stay valid until ::PKRYLOV_RCI_DONE (b is read, x is updated in place). x_nonzero 1: x holds an
- * initial guess; 0: the solve starts from x = 0.
+ * in progress running). b and x: n values in memory space mem (device memory on a CUDA context only, for
+ * CG and pipelined CG; a pointer in the other space is ::PKRYLOV_ERR_MEMTYPE naming it), distinct, finite;
+ * both must stay valid until ::PKRYLOV_RCI_DONE (b is read, x is updated in place). x_nonzero 1: x holds
+ * an initial guess; 0: the solve starts from x = 0.
  */
 PKRYLOV_EXTERN int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x,
                                      int32_t x_nonzero);
