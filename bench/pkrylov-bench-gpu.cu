@@ -114,12 +114,12 @@ static double model_words(const std::string &solver, const std::string &precond,
   return NAN;
 }
 
-/** Bytes per iteration of a pkrylov row (operator form "thinshell", "stencil7" or "csr"). */
+/** Bytes per iteration of a pkrylov row (operator form "thinshell", "stencil7" or "csr", "csr-L<lanes>"). */
 static double pk_bytes(const std::string &form, const std::string &solver, const std::string &precond,
                        bool mixed, int64_t n, int64_t nnz) {
   double b = 8.0 * model_words(solver, precond, mixed) * (double)n;
   if (form == "stencil7") b += (mixed ? kStencilBytesMixed : kStencilBytes) * (double)n;
-  if (form == "csr")
+  if (form.compare(0, 3, "csr") == 0)
     b += (mixed ? kCsrBytesPerNnzMixed : kCsrBytesPerNnz) * (double)nnz + kCsrRowptrBytes * (double)n;
   return b;
 }
@@ -1034,6 +1034,33 @@ static void run_csr(Bench &B, const std::string &name, const std::string &group,
       else
         pk_rows_for(B.rows, pr, T, A, pctype, 0, PKRYLOV_LAYOUT_AUTO, runs, cf.K, cf.R, cf.maxit, cf.tol);
       pkrylov_operator_destroy(&A);
+      if (group == "laplacian27" && !rc) {
+        /* long rows: the CSR kernel forced to one thread per row (csr-L0) and to L lanes per row (csr-LL, the
+           vector kernel), in this run, so the automatic threshold (pk_cuda_csr_lanes) is set from data; the
+           variable is read when the operator is uploaded */
+        const char *old_env = getenv("PKRYLOV_CUDA_CSR_LANES");
+        const std::string saved = old_env ? old_env : "";
+        for (int L : {0, 4, 8, 16}) {
+          char v[8], form[16];
+          snprintf(v, sizeof v, "%d", L);
+          snprintf(form, sizeof form, "csr-L%d", L);
+          setenv("PKRYLOV_CUDA_CSR_LANES", v, 1);
+          Row pl = proto;
+          pl.impl = "pkrylov-cuda", pl.form = form;
+          pkrylov_operator AL = NULL;
+          const int rl =
+              pkrylov_operator_create_csr64(B.cuda, C.n, 0, C.rowptr.data(), C.col.data(), C.val.data(), &AL);
+          if (rl)
+            pk_unavailable(B.rows, pl, {form}, runs, "csr operator: " + pk_msg(B.cuda, rl));
+          else
+            pk_rows_for(B.rows, pl, T, AL, pctype, 0, PKRYLOV_LAYOUT_AUTO, runs, cf.K, cf.R, cf.maxit, cf.tol);
+          pkrylov_operator_destroy(&AL);
+        }
+        if (old_env)
+          setenv("PKRYLOV_CUDA_CSR_LANES", saved.c_str(), 1);
+        else
+          unsetenv("PKRYLOV_CUDA_CSR_LANES");
+      }
       cudaFree(db);
       cudaFree(dx);
     }

@@ -25,7 +25,10 @@
  *   and back, device arrays are used in place (this is how OpenACC and CUDA Fortran models call us); a pointer
  *   in the other space than `mem` says is rejected with ::PKRYLOV_ERR_MEMTYPE. The CPU backend accepts host
  *   memory only (::PKRYLOV_ERR_MEMTYPE for ::PKRYLOV_MEM_DEVICE). Matrix arrays given at creation are always
- *   host arrays; operators and factorisations are uploaded once.
+ *   host arrays; operators and factorisations are uploaded once. A CUDA context works on its own
+ *   non-blocking stream, which does not wait for other streams (the legacy default stream included): device
+ *   arrays must be complete when passed (synchronise the stream or OpenACC queue that wrote them), and the
+ *   call has finished with them when it returns.
  * - Invalid arguments return an error and modify nothing; the message names the argument
  *   (pkrylov_context_get_error_message()).
  * - Not converging is an outcome, not an error: pkrylov_solver_solve() returns ::PKRYLOV_SUCCESS and the

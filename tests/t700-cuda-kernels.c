@@ -1088,7 +1088,8 @@ PK_TEST_CASE(csr_long_rows) {
   g_lanes = 0;
   /* short rows keep one thread per row (bitwise): 7-point rows, and the choice's thresholds */
   PK_EXPECT(pk_cuda_csr_lanes(1000, 7000, 7) == 0, "7 entries per row: vector kernel chosen");
-  PK_EXPECT(pk_cuda_csr_lanes(1000, 27000, 27) == 0, "27 entries per row: %d lanes", pk_cuda_csr_lanes(1000, 27000, 27));
+  PK_EXPECT(pk_cuda_csr_lanes(1000, 27000, 27) == 4, "27 entries per row: %d lanes", pk_cuda_csr_lanes(1000, 27000, 27));
+  PK_EXPECT(pk_cuda_csr_lanes(1000, 19000, 19) == 0, "19 entries per row: %d lanes", pk_cuda_csr_lanes(1000, 19000, 19));
   PK_EXPECT(pk_cuda_csr_lanes(1000, 64000, 64) == 8, "64 entries per row: %d lanes", pk_cuda_csr_lanes(1000, 64000, 64));
   PK_EXPECT(pk_cuda_csr_lanes(1000, 5000, 3000) == 4, "uneven rows: %d lanes", pk_cuda_csr_lanes(1000, 5000, 3000));
   PK_EXPECT(pk_cuda_csr_lanes(1000, 1000000, 1000) == 32, "1000 per row: %d lanes", pk_cuda_csr_lanes(1000, 1000000, 1000));

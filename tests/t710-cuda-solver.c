@@ -97,6 +97,7 @@ PK_TEST_CASE(apply_matches_cpu) {
       cudaMalloc((void **)&dy, sizeof(double) * n);
       cudaMemcpy(dx, x, sizeof(double) * n, cudaMemcpyHostToDevice);
       cudaMemset(dy, 0xff, sizeof(double) * n);
+      cudaDeviceSynchronize(); /* the memset runs on the legacy stream, the library on its own non-blocking one */
       PK_REQUIRE_OK(gpu, pkrylov_precond_apply(Mg, PKRYLOV_MEM_DEVICE, dx, dy));
       cudaMemcpy(yg, dy, sizeof(double) * n, cudaMemcpyDeviceToHost);
       PK_REQUIRE_OK(cpu, pkrylov_precond_apply(Mc, PKRYLOV_MEM_HOST, x, yc));
@@ -342,6 +343,7 @@ PK_TEST_CASE(column_factors_match_cpu) {
     cudaMalloc((void **)&dz, sizeof(double) * (size_t)n);
     cudaMemcpy(dr, r, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice);
     cudaMemset(dz, 0xff, sizeof(double) * (size_t)n);
+    cudaDeviceSynchronize(); /* ordered before the library's stream */
     PK_REQUIRE_OK(gpu, pkrylov_precond_apply(Mg, PKRYLOV_MEM_DEVICE, dr, dz));
     cudaMemcpy(zg, dz, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost);
     PK_EXPECT(memcmp(zc, zg, sizeof(double) * (size_t)n) == 0, "variant %d: M^-1 r (device) differs", variant);

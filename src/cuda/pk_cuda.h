@@ -47,7 +47,8 @@ typedef struct {
   /* CSR threads per row: 0 or 1 one thread per row (the row sum in the CPU's order, bitwise the CPU's);
      2, 4, 8, 16 or 32 a group of that many lanes of a warp per row (vector kernel, for long rows): lane l
      adds the entries rp[r] + l, rp[r] + l + L, ... in order (from 0.0), then the lanes are combined by the
-     tree lane l += lane l + o for o = L/2, ..., 2, 1 (shuffles); the row sum is lane 0's. That order
+     tree lane l += lane l + o for o = L/2, ..., 2, 1 (shuffles); the row sum is lane 0's (a warp gathers
+     the sums of its 32 rows in shared memory, then each lane applies the step's action to one row). That order
      differs from the CPU's, so A x differs from the CPU's by rounding (relative 1e-16 times the row's
      sum |a_ij x_j| per entry). pk_cuda_operator_upload picks it from the row lengths
      (pk_cuda_csr_lanes). */
@@ -142,7 +143,7 @@ typedef struct {
 
 /**
  * CSR threads per row (pk_cuda_op.csr_lanes) for a matrix of n rows, nnz entries and longest row maxrow:
- * 0 (one thread per row) when the mean row length nnz / n is below 32 and no row is both longer than 64
+ * 0 (one thread per row) when the mean row length nnz / n is below 24 and no row is both longer than 64
  * and 8 times the mean; else the power of two nearest to an eighth of the mean row length, between 4 and
  * 32 (measurements in pk_cuda_backend.cu). The environment variable PKRYLOV_CUDA_CSR_LANES (0, 1, 2, 4, 8, 16, 32), read at
  * each upload, overrides the choice (tuning and measurement).

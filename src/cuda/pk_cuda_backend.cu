@@ -99,11 +99,14 @@ extern "C" int32_t pk_cuda_csr_lanes(int64_t n, int64_t nnz, int64_t maxrow) {
   if (n <= 0) return 0;
   const double mean = (double)nnz / (double)n;
   const int uneven = maxrow > 64 && (double)maxrow > 8.0 * mean;
-  /* Measured on an H200, 27-point Laplacian 128^3 (27 entries per row), us per iteration, thread per row /
-     4 / 8 / 16 / 32 lanes: pipelined CG 363 / 603 / 667 / 939 / 1484, CG 688 / 458 / 528 / 661 / 862: at
-     27 entries per row one thread per row still wins for pipelined CG (the vector kernel runs the per-row
-     vector updates on one lane per group), so the vector kernel is kept for longer or uneven rows. */
-  if (mean < 32.0 && !uneven) return 0;
+  /* Measured on an H200, 27-point Laplacian 128^3 (27 entries per row, plain CG), us per iteration, thread
+     per row / 4 / 8 / 16 lanes, with the vector kernel whose 32 lanes do the vector updates of the warp's
+     rows (the vendor's plain CG: 360): CG 707 / 303 / 370 / 448, pipelined CG 365 / 378 / 426 / 473. (The
+     first vector kernel, updates on one lane per group: CG 688 / 458 / 528 / 661, pipelined 363 / 603 /
+     667 / 939.) At 27 entries 4 lanes are 2.3x faster for CG and 3.5% slower for pipelined CG, so rows from
+     24 entries on take the vector kernel; the 7-point rows (7) stay on one thread per row; between 7 and 27
+     nothing was measured. */
+  if (mean < 24.0 && !uneven) return 0;
   int lanes = 4; /* the power of two nearest (in log scale) to mean / 8, 4 ... 32 */
   while (lanes < 32 && (double)(2 * lanes) <= mean / 8.0 * 1.41421356) lanes *= 2;
   return lanes;

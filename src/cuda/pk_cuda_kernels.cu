@@ -21,7 +21,8 @@
  *  - CSR: one thread per row (grid-stride, at most PKC_MAX_BLOCKS blocks), sequential sum in row order
  *    (bitwise the CPU's); for long rows (pk_cuda_op.csr_lanes, chosen at upload from the row lengths) a
  *    group of 2 ... 32 lanes of a warp per row, coalesced loads of values and columns and a shuffle tree
- *    (k_csr_vec: the row sum in another order than the CPU's, equal to rounding).
+ *    (k_csr_vec: the row sum in another order than the CPU's, equal to rounding), the row sums of a warp's
+ *    32 rows gathered in shared memory so that all 32 lanes do the per-row vector updates.
  *  - column preconditioner, symmetric, k-slow (pc_apply and the CG preconditioner loop): one thread per
  *    column, consecutive threads = consecutive columns (every level access coalesced), one of
  *      k_col_stage   (small problems, < PKC_OTF_MIN_CELLS cells) blocks of 32 columns; each thread first
@@ -151,7 +152,7 @@ int csr_lanes(const pk_cuda_op *op) {
 
 /** Number of partial-sum slots a launch over op writes. */
 int64_t op_blocks(const pk_cuda_op *op) {
-  if (op->type == PKRYLOV_OPERATOR_CSR) return blocks_1d(op->n * csr_lanes(op));
+  if (op->type == PKRYLOV_OPERATOR_CSR) return blocks_1d(op->n); /* a thread or a warp's lane per row */
   if (op->type == PKRYLOV_OPERATOR_USER) return blocks_1d(op->n);
   const GridShape g = grid_shape((int64_t)op->nx * op->ny, op->nz);
   return g.bx * g.by;
@@ -689,33 +690,44 @@ __global__ void __launch_bounds__(PKC_BLOCK)
 }
 
 /**
- * CSR, a group of L lanes (2 ... 32, a power of two) per row for long rows (pk_cuda_op.csr_lanes): warp w of
- * the grid takes the rows w * 32/L + g (group g = lane / L), grid-stride over warps, so the loop bounds are
- * the same for the whole warp and every lane takes part in the shuffles. Lane l of a group adds
- * val[p] x[col[p]] for p = rp[r] + l, rp[r] + l + L, ... (consecutive lanes read consecutive entries:
- * coalesced loads of val and col), then the group's sums are combined by the tree lane l += lane l + o,
- * o = L/2, ..., 1 (shuffles within the group); lane 0 of the group applies the action to row r. Partial
- * sums: only the groups' lane 0 accumulate, then the usual fixed block tree. The row sum's order differs
- * from csr_apply_rows' (see pk_cuda.h); the actions' arithmetic is the same.
+ * CSR, a group of L lanes (2 ... 32, a power of two) per row for long rows (pk_cuda_op.csr_lanes). Warp w of
+ * the grid owns the 32 rows r0 = 32 w ... r0 + 31 (grid-stride over warps, so the loop bounds are the same
+ * for the whole warp and every lane takes part in the shuffles). The row sums come in L passes of G = 32/L
+ * rows: in pass t, group g = lane / L takes row r0 + t G + g; lane l of the group adds val[p] x[col[p]] for
+ * p = rp[r] + l, rp[r] + l + L, ... (consecutive lanes read consecutive entries: coalesced loads of val and
+ * col, and the G rows of a pass are contiguous in them), then the group's sums are combined by the tree
+ * lane l += lane l + o, o = L/2, ..., 1 (shuffles within the group), and lane 0 of the group stores the row
+ * sum in shared memory. Then all 32 lanes apply the action, lane i to row r0 + i (coalesced vector
+ * updates: the fused steps' 3 to 9 vectors per row are read and written by the whole warp, not by one lane
+ * per group). Partial sums: each lane accumulates the rows it updated, then the usual fixed block tree. The
+ * row sum's order differs from csr_apply_rows' (see pk_cuda.h); the actions' arithmetic is the same.
  */
 template <typename V, typename I, class Act>
 __global__ void __launch_bounds__(PKC_BLOCK)
     k_csr_vec(const int64_t *__restrict__ rp, const I *__restrict__ ci, const V *__restrict__ val, int64_t n,
               int L, const double *__restrict__ x, Act act, double *part) {
   if (!act.begin()) return;
+  __shared__ double rowsum[PKC_BLOCK]; /* 32 per warp */
   Acc<Act> acc = {};
-  const int wl = threadIdx.x & 31, lane = wl & (L - 1);
-  const int64_t G = 32 / L; /* rows per warp */
-  const int64_t wstride = (int64_t)gridDim.x * (PKC_BLOCK / 32) * G;
-  for (int64_t r0 = ((int64_t)blockIdx.x * (PKC_BLOCK / 32) + (threadIdx.x >> 5)) * G; r0 < n; r0 += wstride) {
-    const int64_t r = r0 + wl / L;
-    double s = 0.0;
-    if (r < n) {
-      const int64_t p1 = rp[r + 1];
-      for (int64_t p = rp[r] + lane; p < p1; p += L) s += (double)val[p] * x[ci[p]];
+  const int wl = threadIdx.x & 31, lane = wl & (L - 1), g = wl / L, G = 32 / L;
+  double *ws = rowsum + (threadIdx.x & ~31);
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t r0 = (int64_t)blockIdx.x * PKC_BLOCK + (threadIdx.x & ~31); r0 < n; r0 += stride) {
+    for (int t = 0; t < L; t++) {
+      const int64_t r = r0 + t * G + g;
+      double s = 0.0;
+      if (r < n) {
+        const int64_t p1 = rp[r + 1];
+#pragma unroll 4
+        for (int64_t p = rp[r] + lane; p < p1; p += L) s += (double)val[p] * x[ci[p]];
+      }
+      for (int o = L / 2; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o, L);
+      if (lane == 0) ws[t * G + g] = s;
     }
-    for (int o = L / 2; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o, L);
-    if (lane == 0 && r < n) act(r, s, x[r], act.load(r), acc.v);
+    __syncwarp();
+    const int64_t r = r0 + wl;
+    if (r < n) act(r, ws[wl], x[r], act.load(r), acc.v);
+    __syncwarp(); /* ws is rewritten by the next rows */
   }
   finish<Act>(acc, part);
 }
@@ -908,7 +920,7 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
   }
   if (op->type == PKRYLOV_OPERATOR_CSR) {
     const int L = csr_lanes(op);
-    const int64_t nb = blocks_1d(op->n * L);
+    const int64_t nb = blocks_1d(op->n); /* the vector kernel too: a warp owns 32 rows at a time */
     if (nblocks) *nblocks = nb;
     const dim3 g((unsigned)nb), b(PKC_BLOCK);
     if (L > 1) {
