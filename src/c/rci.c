@@ -693,12 +693,13 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
   PK_CALL(pk_check_vectors(ctx, __func__, mem, b, "b", x, "x", r->n));
   PK_CHECK(x_nonzero == 0 || x_nonzero == 1, ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'x_nonzero' = %d must be 0 or 1", x_nonzero);
+  int on_device = 0; /* the solve runs on device vectors (CUDA context, mem = DEVICE) */
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) { /* b and x where mem says; the work vectors of that space */
     PK_CALL(pk_cuda_check_pointer(ctx, __func__, mem, b, "b"));
     PK_CALL(pk_cuda_check_pointer(ctx, __func__, mem, x, "x"));
-    r->active = 0;
-    if (mem == PKRYLOV_MEM_DEVICE) {
+    on_device = mem == PKRYLOV_MEM_DEVICE;
+    if (on_device) {
       if (!r->cu)
         PK_CALL(pk_cuda_rci_create(ctx, r->n, r->nvec, &r->cu, &r->dwork));
       const double *xs[2] = {b, x};
@@ -708,33 +709,23 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
                "argument 'b' has NaN or Inf values, or its 2-norm overflows");
       PK_CHECK(!x_nonzero || isfinite(o[1]), ctx, PKRYLOV_ERR_NOT_FINITE,
                "argument 'x' (initial guess) has NaN or Inf values");
-      if (!x_nonzero) {
-        PK_CALL(pk_cuda_rci_zero(r->cu, x));
-        PK_CALL(pk_cuda_rci_sync(r->cu));
-      }
-      for (int i = 0; i < r->nvec; i++)
-        r->v[i] = r->dwork + (size_t)i * (size_t)r->n;
-      r->dev = 1;
-      goto started;
-    }
-    if (!r->work) {
+    } else if (!r->work) {
       r->work = calloc((size_t)r->nvec * (size_t)r->n, sizeof(double));
       PK_CHECK(r->work != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate %d work vectors of %lld values",
                r->nvec, (long long)r->n);
     }
-    for (int i = 0; i < r->nvec; i++)
-      r->v[i] = r->work + (size_t)i * (size_t)r->n;
-    r->dev = 0;
   }
 #endif
-  int64_t bad = pk_first_nonfinite(b, r->n);
-  PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
-           bad >= 0 ? b[bad] : 0.0, (long long)bad);
-  if (x_nonzero) {
-    bad = pk_first_nonfinite(x, r->n);
-    PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE,
-             "argument 'x' (initial guess) has a non-finite value (%g) at index %lld",
-             bad >= 0 ? x[bad] : 0.0, (long long)bad);
+  if (!on_device) {
+    int64_t bad = pk_first_nonfinite(b, r->n);
+    PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
+             bad >= 0 ? b[bad] : 0.0, (long long)bad);
+    if (x_nonzero) {
+      bad = pk_first_nonfinite(x, r->n);
+      PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE,
+               "argument 'x' (initial guess) has a non-finite value (%g) at index %lld",
+               bad >= 0 ? x[bad] : 0.0, (long long)bad);
+    }
   }
   if (r->kry) {
     /* abandon a solve in progress first (it writes nothing of the caller's while it unwinds) */
@@ -748,10 +739,19 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
     r->active = 1;
     return PKRYLOV_SUCCESS;
   }
-  if (!x_nonzero) memset(x, 0, sizeof(double) * (size_t)r->n);
 #ifdef PKRYLOV_HAVE_CUDA
-started:
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) { /* every check passed: the work vectors of this solve */
+    r->active = 0;
+    r->dev = on_device;
+    for (int i = 0; i < r->nvec; i++)
+      r->v[i] = (on_device ? r->dwork : r->work) + (size_t)i * (size_t)r->n;
+    if (on_device && !x_nonzero) {
+      PK_CALL(pk_cuda_rci_zero(r->cu, x));
+      PK_CALL(pk_cuda_rci_sync(r->cu));
+    }
+  }
 #endif
+  if (!x_nonzero && !on_device) memset(x, 0, sizeof(double) * (size_t)r->n);
   r->b = b;
   r->x = x;
   r->x_zero = !x_nonzero;
