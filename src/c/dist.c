@@ -29,6 +29,14 @@
 
 enum { PK_W = 0, PK_E = 1, PK_S = 2, PK_N = 3 };
 
+/** Requests of one exchange (4 receives, 4 sends). */
+typedef struct {
+#ifdef PKRYLOV_HAVE_MPI
+  MPI_Request r[8];
+#endif
+  int n;
+} halo_reqs;
+
 /** The distributed part of an operator (A->dist). */
 typedef struct {
   int32_t gnx, gny, nz;   /* global grid */
@@ -41,6 +49,7 @@ typedef struct {
   double *snd[4];
   double *aWh;            /* stencil: aW per line of nxl+1 (entry nxl: the east neighbour's aW(0)) */
   double *aSh;            /* stencil: aS, nyl+1 lines per level (line nyl: the north neighbour's aS(j=0)) */
+  halo_reqs q;            /* the exchange in flight of pk_dist_exchange_begin (CUDA backend) */
 } pk_dist;
 
 void pk_dist_free(void *dist) {
@@ -57,13 +66,33 @@ void pk_dist_free(void *dist) {
 /* ------------------------------------------------------------------------------------------------ */
 /* Halo exchange                                                                                     */
 
-/** Requests of one exchange (4 receives, 4 sends). */
-typedef struct {
+/** Post the receives into rcv and the sends of snd (the layout of D->h and D->snd). 0 or an MPI error. */
+static int halo_post(pkrylov_context ctx, pk_dist *D, double *const rcv[4], double *const snd[4], halo_reqs *q) {
+  q->n = 0;
 #ifdef PKRYLOV_HAVE_MPI
-  MPI_Request r[8];
+  if (!ctx->mpi) return PKRYLOV_SUCCESS;
+  const int64_t nx = D->nxl, ny = D->nyl, nz = D->nz;
+  MPI_Comm comm = pk_mpi_comm(ctx);
+  for (int d = 0; d < 4; d++) {
+    if (D->nb[d] < 0) continue;
+    const int len = (int)((d < 2 ? ny : nx) * nz);
+    /* what nb[d] sends towards us travels in the opposite direction: tag d ^ 1 */
+    int rc = MPI_Irecv(rcv[d], len, MPI_DOUBLE, D->nb[d], d ^ 1, comm, &q->r[q->n]);
+    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Irecv", rc);
+    q->n++;
+  }
+  for (int d = 0; d < 4; d++) {
+    if (D->nb[d] < 0) continue;
+    const int len = (int)((d < 2 ? ny : nx) * nz);
+    int rc = MPI_Isend(snd[d], len, MPI_DOUBLE, D->nb[d], d, comm, &q->r[q->n]);
+    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Isend", rc);
+    q->n++;
+  }
+#else
+  (void)ctx, (void)D, (void)rcv, (void)snd;
 #endif
-  int n;
-} halo_reqs;
+  return PKRYLOV_SUCCESS;
+}
 
 /** Pack the tile edges of x (n local values) and post the receives and sends. 0 or an MPI error. */
 static int halo_start(pkrylov_context ctx, pk_dist *D, const double *x, halo_reqs *q) {
@@ -80,26 +109,11 @@ static int halo_start(pkrylov_context ctx, pk_dist *D, const double *x, halo_req
     memcpy(D->snd[PK_S] + nx * k, x + nx * ny * k, sizeof(double) * (size_t)nx);
     memcpy(D->snd[PK_N] + nx * k, x + nx * (ny - 1 + ny * k), sizeof(double) * (size_t)nx);
   }
-  MPI_Comm comm = pk_mpi_comm(ctx);
-  for (int d = 0; d < 4; d++) {
-    if (D->nb[d] < 0) continue;
-    const int len = (int)((d < 2 ? ny : nx) * nz);
-    /* what nb[d] sends towards us travels in the opposite direction: tag d ^ 1 */
-    int rc = MPI_Irecv(D->h[d], len, MPI_DOUBLE, D->nb[d], d ^ 1, comm, &q->r[q->n]);
-    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Irecv", rc);
-    q->n++;
-  }
-  for (int d = 0; d < 4; d++) {
-    if (D->nb[d] < 0) continue;
-    const int len = (int)((d < 2 ? ny : nx) * nz);
-    int rc = MPI_Isend(D->snd[d], len, MPI_DOUBLE, D->nb[d], d, comm, &q->r[q->n]);
-    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Isend", rc);
-    q->n++;
-  }
+  return halo_post(ctx, D, D->h, D->snd, q);
 #else
   (void)ctx, (void)D, (void)x;
-#endif
   return PKRYLOV_SUCCESS;
+#endif
 }
 
 /** Wait for the exchange started by halo_start(). */
@@ -122,6 +136,44 @@ static int halo_exchange(pkrylov_context ctx, pk_dist *D, const double *f) {
   int e = halo_start(ctx, D, f, &q);
   int e2 = halo_wait(ctx, &q);
   return e ? e : e2;
+}
+
+/* ---- for the CUDA backend (pk_cuda_dist.cu): the tile, and an exchange of caller-packed buffers ---- */
+
+int pk_dist_get_tile(const struct pkrylov_operator_s *A, pk_dist_tile *t) {
+  const pk_dist *D = A->dist;
+  if (!D) return PKRYLOV_ERR_INTERNAL;
+  t->nx = D->nxl, t->ny = D->nyl, t->nz = D->nz;
+  for (int d = 0; d < 4; d++) t->has[d] = D->nb[d] >= 0 && A->ctx->mpi != NULL;
+  const int64_t NX = D->nxl, NY = D->nyl, NZ = D->nz;
+  t->aWe = NULL, t->aSn = NULL;
+  if (A->type == PKRYLOV_OPERATOR_STENCIL7 && D->aWh && D->aSh) {
+    double *we = malloc(sizeof(double) * (size_t)(NY * NZ)), *sn = malloc(sizeof(double) * (size_t)(NX * NZ));
+    if (!we || !sn) {
+      free(we), free(sn);
+      return pk_error(A->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_operator_create", "cannot allocate");
+    }
+    for (int64_t k = 0; k < NZ; k++) {
+      for (int64_t j = 0; j < NY; j++) we[j + NY * k] = D->aWh[(NX + 1) * (j + NY * k) + NX];
+      for (int64_t i = 0; i < NX; i++) sn[i + NX * k] = D->aSh[NX * (NY + 1) * k + NX * NY + i];
+    }
+    t->aWe = we, t->aSn = sn;
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_dist_exchange_begin(const struct pkrylov_operator_s *A, double *rcv, double *snd) {
+  pk_dist *D = A->dist;
+  const int64_t ex = (int64_t)D->nyl * D->nz, ey = (int64_t)D->nxl * D->nz;
+  double *const r[4] = {rcv, rcv + ex, rcv + 2 * ex, rcv + 2 * ex + ey};
+  double *const s[4] = {snd, snd + ex, snd + 2 * ex, snd + 2 * ex + ey};
+  if (D->q.n > 0) return pk_error(A->ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "an exchange is in flight");
+  return halo_post(A->ctx, D, r, s, &D->q);
+}
+
+int pk_dist_exchange_end(const struct pkrylov_operator_s *A) {
+  pk_dist *D = A->dist;
+  return halo_wait(A->ctx, &D->q);
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -359,10 +411,6 @@ int pkrylov_operator_create_thinshell_dist(pkrylov_context ctx, const pkrylov_th
     e = pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument 'A' is NULL");
   else if (px < 1 || py < 1)
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "arguments 'px' = %d and 'py' = %d must be >= 1", px, py);
-  else if (ctx->backend != PKRYLOV_BACKEND_CPU)
-    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
-                 "argument 'ctx' runs on the CUDA backend: distributed operators run on the CPU backend only "
-                 "for now");
   else
     e = pk_thinshell_check_params(ctx, func, p);
   PK_CALL(pk_mpi_agree(ctx, e));
@@ -461,10 +509,6 @@ int pkrylov_operator_create_stencil7_dist(pkrylov_context ctx, int32_t px, int32
   else if ((int64_t)(nx + 1) * (ny + 1) > (INT64_MAX / 16) / nz)
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "arguments 'nx' x 'ny' x 'nz' = %d x %d x %d: too many cells",
                  nx, ny, nz);
-  else if (ctx->backend != PKRYLOV_BACKEND_CPU)
-    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
-                 "argument 'ctx' runs on the CUDA backend: distributed operators run on the CPU backend only "
-                 "for now");
   PK_CALL(pk_mpi_agree(ctx, e));
   int64_t v[2] = {px, py};
   int differ;

@@ -15,6 +15,9 @@
 #ifdef PKRYLOV_HAVE_MPI
 #include "pkrylov_mpi.h"
 #endif
+#ifdef PKRYLOV_HAVE_CUDA
+#include "pk_cuda.h"
+#endif
 
 int32_t pkrylov_has_mpi(void) {
 #ifdef PKRYLOV_HAVE_MPI
@@ -65,14 +68,42 @@ int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
   int size = 1, rank = 0, rc;
   if ((rc = MPI_Comm_size(comm, &size)) != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Comm_size", rc);
   if ((rc = MPI_Comm_rank(comm, &rank)) != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Comm_rank", rc);
-  /* every rank must take the same decision (the dup below is collective): the backends must agree too */
-  int cuda = ctx->backend == PKRYLOV_BACKEND_CUDA, any_cuda = 0;
-  if ((rc = MPI_Allreduce(&cuda, &any_cuda, 1, MPI_INT, MPI_MAX, comm)) != MPI_SUCCESS)
+  /* every rank must take the same decision (the dup below is collective): the backends must agree */
+  int cuda = ctx->backend == PKRYLOV_BACKEND_CUDA, mn = 0, mx = 0;
+  if ((rc = MPI_Allreduce(&cuda, &mn, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS ||
+      (rc = MPI_Allreduce(&cuda, &mx, 1, MPI_INT, MPI_MAX, comm)) != MPI_SUCCESS)
     return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
-  PK_CHECK(!(any_cuda && size > 1), ctx, PKRYLOV_ERR_UNSUPPORTED,
-           "the context%s runs on the CUDA backend: distributed solves (%d ranks) run on the CPU backend only "
-           "for now (create the contexts with PKRYLOV_BACKEND_CPU)",
-           cuda ? "" : " of another rank", size);
+  PK_CHECK(mn == mx, ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "the context runs on the %s backend but another rank's on the %s one: every rank of a communicator "
+           "must use the same backend",
+           cuda ? "CUDA" : "CPU", cuda ? "CPU" : "CUDA");
+#ifdef PKRYLOV_HAVE_CUDA
+  /* one GPU per rank: device = node-local rank mod visible devices (node-local rank from
+     MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); PKRYLOV_CUDA_BIND=none keeps the device that was current
+     when the context was created (the caller's cudaSetDevice). No object exists yet, so the context's
+     stream can move. */
+  if (cuda && size > 1) {
+    const char *bind = getenv("PKRYLOV_CUDA_BIND");
+    int e = PKRYLOV_SUCCESS;
+    if (!(bind && strcmp(bind, "none") == 0)) {
+      MPI_Comm node;
+      int lrank = 0;
+      if ((rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node)) != MPI_SUCCESS)
+        return pk_mpi_error(ctx, __func__, "MPI_Comm_split_type", rc);
+      MPI_Comm_rank(node, &lrank);
+      MPI_Comm_free(&node);
+      const int count = pk_cuda_device_count();
+      e = count > 0 ? pk_cuda_context_set_device(ctx, lrank % count)
+                    : pk_error(ctx, PKRYLOV_ERR_BACKEND_UNAVAILABLE, __func__, "no CUDA device is visible");
+    }
+    int bad = e != PKRYLOV_SUCCESS, anybad = 0;
+    if ((rc = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, comm)) != MPI_SUCCESS)
+      return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+    if (anybad)
+      return e ? e
+               : pk_error(ctx, PKRYLOV_ERR_BACKEND, __func__, "another rank could not select its CUDA device");
+  }
+#endif
   pk_mpi_state *st = calloc(1, sizeof *st);
   PK_CHECK(st != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the MPI state");
   if ((rc = MPI_Comm_dup(comm, &st->comm)) != MPI_SUCCESS) {
@@ -228,6 +259,13 @@ int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const dou
                       "the %s differs between the ranks (every rank of a distributed solve must use the "
                       "same settings)",
                       names[i]);
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA && s->A->dist && pk_kry_is_kry_type(s->type))
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
+                    "solver type %d on a distributed operator of a CUDA context: the BiCGStab and GMRES families "
+                    "run distributed on the CPU backend only for now (CG and pipelined CG run on the GPUs)",
+                    s->type);
+#endif
   const int ierr = local;
   return pk_mpi_agree(ctx, ierr);
 }

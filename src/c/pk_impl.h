@@ -195,6 +195,23 @@ static inline int pk_op_whole_vector(const struct pkrylov_operator_s *A) {
 void pk_dist_apply(const struct pkrylov_operator_s *A, const double *x, double *y);
 /** Free the distributed part of an operator (NULL is a no-op). */
 void pk_dist_free(void *dist);
+/** A distributed operator's tile for the CUDA backend (pk_dist_get_tile). */
+typedef struct {
+  int32_t nx, ny, nz;  /* the tile */
+  int32_t has[4];      /* a neighbour tile to the west, east, south, north (exchanges happen) */
+  double *aWe, *aSn;   /* stencil: the east neighbour's aW of its first column (ny*nz, j + ny*k), the north
+                          neighbour's aS of its first row (nx*nz, i + nx*k), masked; malloc'ed copies the
+                          caller frees; NULL for the thin shell */
+} pk_dist_tile;
+/** The tile of distributed operator A (PKRYLOV_ERR_INTERNAL when A is not distributed). */
+int pk_dist_get_tile(const struct pkrylov_operator_s *A, pk_dist_tile *t);
+/**
+ * Start a halo exchange of caller-packed edges (CUDA backend: pinned host buffers): snd and rcv hold the
+ * four directions W, E (ny*nz each, index j + ny*k), S, N (nx*nz, i + nx*k) one after the other; snd the
+ * tile's own edges, rcv gets the neighbours'. Finish with pk_dist_exchange_end before touching either.
+ */
+int pk_dist_exchange_begin(const struct pkrylov_operator_s *A, double *rcv, double *snd);
+int pk_dist_exchange_end(const struct pkrylov_operator_s *A);
 
 /**
  * y[r] = (A x)[r] for rows r in [r0, r1). Reads x anywhere, writes only y[r0..r1). Serial (the caller

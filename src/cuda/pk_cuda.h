@@ -77,6 +77,20 @@ typedef struct {
   int32_t halo;
   const double *hcw, *hce, *hcs, *hcn;
   double *xh;
+  /* Distributed grid operator (dist.c; src/cuda/pk_cuda_dist.cu), thin shell or column stencil of the
+     rank's tile: the neighbour tiles' edge values of the vector being applied (the halo, width one), DEVICE,
+     filled by pk_cuda_dist_halo_* before the launch; NULL where the tile has no neighbour (global boundary).
+     dhw, dhe: ny*nz values (index j + ny*k), dhs, dhn: nx*nz (index i + nx*k). A cell on a tile edge with a
+     neighbour there uses the expression of its global row with the halo value, so the product is bitwise
+     the single-rank one (as dist.c). Stencil: dWe = the east neighbour's aW of its first column (ny*nz),
+     dSn = the north neighbour's aS of its first row (nx*nz), both masked as the tile's own copies. */
+  const double *dhw, *dhe, *dhs, *dhn;
+  const double *dWe, *dSn;
+  /* Columns a grid launch covers: 0 all; 1 those off the tile edges (0 < i < nx-1, 0 < j < ny-1: they read
+     no halo); 2 the tile-edge columns only (compact launch over 2 nx + 2 (ny - 2) columns, or all columns
+     when nx <= 2 or ny <= 2). 1 and 2 together cover every column once (interior/edge overlap). */
+  int32_t cols;
+  void *dist;              /* the distributed state (pk_cuda_dist.cu), NULL when not distributed */
 } pk_cuda_op;
 
 /** Device view of a preconditioner. */
@@ -363,6 +377,41 @@ int pk_cuda_rci_cg_update(pk_cuda_rci *d, double alpha, double beta, double *x, 
 int pk_cuda_rci_pipecg_update(pk_cuda_rci *d, double alpha, double beta, const double *m, const double *nv,
                               double *z, double *q, double *s, double *p, double *x, double *r, double *u,
                               double *w, double *out);
+/* ---- distributed solves (pk_cuda_dist.cu): one GPU per rank, MPI through the C layer ---------------- */
+
+/** Upload time: the device halo buffers of a distributed grid operator (A->dist), the stencil's neighbour
+ *  coefficients, pinned host staging; fills view's dist fields. Allocations owned by view->dist. */
+int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *view);
+/** Free what pk_cuda_dist_attach allocated (view->dist; NULL is a no-op). */
+void pk_cuda_dist_detach(pk_cuda_op *view);
+/**
+ * Halo exchange of the device vector x (op->n local values) of distributed operator A, in two halves so
+ * that kernels which need no halo can run in between: _begin packs the four tile edges on the device and
+ * copies them to pinned host memory (enqueued on the context's stream, nothing waits); _end waits for that
+ * copy, exchanges with the neighbours (MPI_Irecv/MPI_Isend, dist.c), and enqueues the copy of the received
+ * halos to the device buffers of the view (op->dhw...), so that launches enqueued after it see them.
+ * Not distributed (A->dist NULL or one rank): nothing.
+ */
+int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x);
+int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A);
+/** Both halves (a blocking exchange). */
+int pk_cuda_dist_halo(struct pkrylov_operator_s *A, const double *x);
+/** pkrylov_operator_apply of a distributed operator on a CUDA context (host or device arrays). */
+int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x, double *y);
+/** Timers of the distributed solve (seconds, accumulated since the last reset; benchmarks): host time in
+ *  the halo exchanges (from the packed edges on the host to the halos enqueued) and in the global sums
+ *  (from the local sums on the host to the global ones enqueued). In the instrumented mode the timers
+ *  hold the whole communication without overlap (pk_cuda_dist_instrumented). */
+void pk_cuda_dist_timers(double *halo_s, double *reduce_s, int reset);
+/** Account t seconds to the global sums' timer (the solver's reductions). */
+void pk_cuda_dist_add_reduce_time(double t);
+/** 1 when the environment variable PKRYLOV_DIST_INSTRUMENT is 1: the device work queued before an exchange
+ *  or a global sum is waited for first and the copies are blocking, so that the timers above measure the
+ *  communication alone (benchmarks; same results, slower). */
+int pk_cuda_dist_instrumented(void);
+/** Move a CUDA context to another device (before any object exists): new stream on `device`. */
+int pk_cuda_context_set_device(struct pkrylov_context_s *ctx, int device);
+
 /** Solver work area and the device solve (pk_cuda_solver.cu). */
 int pk_cuda_solver_setup(struct pkrylov_solver_s *s);
 void pk_cuda_solver_free(struct pkrylov_solver_s *s);

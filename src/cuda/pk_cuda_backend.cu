@@ -114,6 +114,25 @@ extern "C" int32_t pk_cuda_csr_lanes(int64_t n, int64_t nnz, int64_t maxrow) {
 
 extern "C" void *pk_cuda_context_stream(pkrylov_context ctx) { return (void *)stream_of(ctx); }
 
+extern "C" int pk_cuda_context_set_device(pkrylov_context ctx, int device) {
+  CudaCtx *c = (CudaCtx *)ctx->cuda;
+  if (!c) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "pkrylov_context_set_comm", "no CUDA state");
+  if (c->device == device) return PKRYLOV_SUCCESS;
+  cudaStream_t s = NULL;
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    cudaSetDevice(c->device);
+    return cuda_error(ctx, "pkrylov_context_set_comm", e, "selecting the rank's CUDA device");
+  }
+  cudaSetDevice(c->device); /* the old stream is destroyed on its own device */
+  cudaStreamDestroy(c->stream);
+  cudaSetDevice(device);
+  c->stream = s;
+  c->device = device;
+  return PKRYLOV_SUCCESS;
+}
+
 extern "C" void pk_cuda_context_free(pkrylov_context ctx) {
   CudaCtx *c = (CudaCtx *)ctx->cuda;
   if (!c) return;
@@ -205,12 +224,20 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
     pk_cuda_operator_free(A);
     return cuda_error(ctx, "pkrylov_operator_create", e, "uploading the operator");
   }
+  if (A->dist) { /* distributed grid operator: halo buffers (pk_cuda_dist.cu) */
+    const int rc = pk_cuda_dist_attach(A, v);
+    if (rc) {
+      pk_cuda_operator_free(A);
+      return rc;
+    }
+  }
   return PKRYLOV_SUCCESS;
 }
 
 extern "C" void pk_cuda_operator_free(struct pkrylov_operator_s *A) {
   OpDev *d = (OpDev *)A->dev;
   if (!d) return;
+  pk_cuda_dist_detach(&d->view);
   for (int i = 0; i < d->nowned; i++) cudaFree(d->owned[i]);
   free(d);
   A->dev = NULL;
@@ -477,6 +504,7 @@ extern "C" int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x,
 
 extern "C" int pk_cuda_operator_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x,
                                              double *y) {
+  if (A->dist) return pk_cuda_dist_apply_public(A, mem, x, y); /* halo exchange first (collective) */
   if (A->halo.exchange) { /* as a user routine: y = NaN and PKRYLOV_ERR_CALLBACK when the exchange fails */
     int hrc = 0;
     const size_t bytes = sizeof(double) * (size_t)A->n;

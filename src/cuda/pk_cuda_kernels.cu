@@ -150,11 +150,21 @@ int csr_lanes(const pk_cuda_op *op) {
   return (l == 2 || l == 4 || l == 8 || l == 16 || l == 32) ? l : 1;
 }
 
+/** Tile-edge columns of an nx x ny tile (pk_cuda_op.cols = 2): all columns when nx <= 2 or ny <= 2. */
+__host__ __device__ __forceinline__ int64_t edge_cols(int nx, int ny) {
+  return (nx <= 2 || ny <= 2) ? (int64_t)nx * ny : 2 * (int64_t)nx + 2 * ((int64_t)ny - 2);
+}
+
+/** Columns a grid launch over op runs threads for (pk_cuda_op.cols). */
+int64_t launch_cols(const pk_cuda_op *op) {
+  return op->cols == 2 ? edge_cols(op->nx, op->ny) : (int64_t)op->nx * op->ny;
+}
+
 /** Number of partial-sum slots a launch over op writes. */
 int64_t op_blocks(const pk_cuda_op *op) {
   if (op->type == PKRYLOV_OPERATOR_CSR) return blocks_1d(op->n); /* a thread or a warp's lane per row */
   if (op->type == PKRYLOV_OPERATOR_USER) return blocks_1d(op->n);
-  const GridShape g = grid_shape((int64_t)op->nx * op->ny, op->nz);
+  const GridShape g = grid_shape(launch_cols(op), op->nz);
   return g.bx * g.by;
 }
 
@@ -733,6 +743,49 @@ __global__ void __launch_bounds__(PKC_BLOCK)
 }
 
 /**
+ * Halo of a distributed grid operator (pk_cuda_op dhw ... dSn, cols): what the grid kernels read at the tile
+ * edges. All NULL (and cols = 0) for an ordinary operator.
+ */
+struct Halo {
+  const double *w, *e, *s, *n; /* neighbour edge values, NULL on the global boundary */
+  const double *aWe, *aSn;     /* stencil: the east neighbour's aW(0), the north neighbour's aS(j = 0) */
+  int cols;                    /* pk_cuda_op.cols */
+};
+
+Halo halo_of(const pk_cuda_op *op) {
+  return Halo{op->dhw, op->dhe, op->dhs, op->dhn, op->dWe, op->dSn, op->cols};
+}
+
+/**
+ * The column (i, j) of this thread in a grid launch (Halo::cols: all, off the tile edges, tile edges only:
+ * west and east... in the order j = 0 row, j = ny-1 row, then (0, j), (nx-1, j) for j = 1 .. ny-2).
+ * false: no column.
+ */
+__device__ __forceinline__ bool grid_column(const Halo &h, int nx, int ny, int64_t &col, int &i, int &j) {
+  const int64_t t = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
+  const int64_t ncols = (int64_t)nx * ny;
+  if (h.cols == 2) {
+    if (t >= edge_cols(nx, ny)) return false;
+    if (nx <= 2 || ny <= 2) {
+      col = t;
+    } else if (t < nx) {
+      col = t;
+    } else if (t < 2 * (int64_t)nx) {
+      col = (int64_t)(ny - 1) * nx + (t - nx);
+    } else {
+      const int64_t r = t - 2 * (int64_t)nx;
+      col = (1 + r / 2) * (int64_t)nx + ((r & 1) ? nx - 1 : 0);
+    }
+  } else {
+    if (t >= ncols) return false;
+    col = t;
+  }
+  j = (int)(col / nx), i = (int)(col - (int64_t)j * nx);
+  if (h.cols == 1 && (i == 0 || i == nx - 1 || j == 0 || j == ny - 1)) return false;
+  return true;
+}
+
+/**
  * Column stencil: thread = column (i, j), levels [k0, k0 + kc). Per cell, st_line's expression:
  *   i = 0:       aC x + cs xs + cn xn + cd xd + cu xu (+ aW_{i+1} x_{i+1} when nx > 1)
  *   0 < i < nx-1: aC x + aW x_{i-1} + aW_{i+1} x_{i+1} + cs xs + cn xn + cd xd + cu xu
@@ -744,15 +797,18 @@ template <typename T, class Act>
 __device__ __forceinline__ void stencil_body(const T *__restrict__ aW, const T *__restrict__ aS,
                                              const T *__restrict__ aV, const T *__restrict__ aC, int nx,
                                              int ny, int nz, int kc, const double *__restrict__ x, Act act,
-                                             double *part) {
+                                             double *part, const Halo &h) {
   if (!act.begin()) return;
   Acc<Act> acc = {};
   const int64_t ncols = (int64_t)nx * ny;
-  const int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
+  int64_t col = 0;
+  int i = 0, j = 0;
   const int k0 = blockIdx.y * kc, k1 = min(nz, k0 + kc);
-  if (col < ncols) {
-    const int j = (int)(col / nx), i = (int)(col - (int64_t)j * nx);
-    const bool has_w = i > 0, has_e = i<nx - 1, has_s = j> 0, has_n = j < ny - 1;
+  if (grid_column(h, nx, ny, col, i, j)) {
+    /* a neighbour across a tile edge (distributed operator) counts as inside the grid: its value and,
+       for the east and north couplings, its coefficient come from the halo */
+    const bool in_w = i > 0, in_e = i < nx - 1, in_s = j > 0, in_n = j < ny - 1;
+    const bool has_w = in_w || h.w, has_e = in_e || h.e, has_s = in_s || h.s, has_n = in_n || h.n;
     int64_t c = col + ncols * k0;
     double xc = x[c];
     double xd = k0 > 0 ? x[c - ncols] : xc;
@@ -761,19 +817,25 @@ __device__ __forceinline__ void stencil_body(const T *__restrict__ aW, const T *
       const bool has_u = k < nz - 1;
       const double xu = has_u ? x[c + ncols] : xc;
       const double cu = has_u ? (double)aV[c + ncols] : 0.0;
-      const double cs = (double)aS[c], xs = has_s ? x[c - nx] : xc;
-      const double cn = has_n ? (double)aS[c + nx] : 0.0, xn = has_n ? x[c + nx] : xc;
+      const double cs = (double)aS[c], xs = has_s ? (in_s ? x[c - nx] : h.s[i + (int64_t)nx * k]) : xc;
+      const double cn = has_n ? (in_n ? (double)aS[c + nx] : (double)(T)h.aSn[i + (int64_t)nx * k]) : 0.0;
+      const double xn = has_n ? (in_n ? x[c + nx] : h.n[i + (int64_t)nx * k]) : xc;
       const double ac = (double)aC[c];
       double y;
       if (!has_w) {
         double s = ac * xc + cs * xs + cn * xn + cd * xd + cu * xu;
-        if (has_e) s += (double)aW[c + 1] * x[c + 1];
+        if (has_e)
+          s += in_e ? (double)aW[c + 1] * x[c + 1]
+                    : (double)(T)h.aWe[j + (int64_t)ny * k] * h.e[j + (int64_t)ny * k];
         y = s;
       } else if (has_e) {
-        y = ac * xc + (double)aW[c] * x[c - 1] + (double)aW[c + 1] * x[c + 1] + cs * xs + cn * xn + cd * xd +
-            cu * xu;
+        const double xw = in_w ? x[c - 1] : h.w[j + (int64_t)ny * k];
+        const double ce = in_e ? (double)aW[c + 1] : (double)(T)h.aWe[j + (int64_t)ny * k];
+        const double xe = in_e ? x[c + 1] : h.e[j + (int64_t)ny * k];
+        y = ac * xc + (double)aW[c] * xw + ce * xe + cs * xs + cn * xn + cd * xd + cu * xu;
       } else {
-        y = ac * xc + (double)aW[c] * x[c - 1] + cs * xs + cn * xn + cd * xd + cu * xu;
+        const double xw = in_w ? x[c - 1] : h.w[j + (int64_t)ny * k];
+        y = ac * xc + (double)aW[c] * xw + cs * xs + cn * xn + cd * xd + cu * xu;
       }
       act(c, y, xc, act.load(c), acc.v);
       xd = xc;
@@ -794,15 +856,21 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
                                                const double *__restrict__ tc, const double *__restrict__ td,
                                                const double *__restrict__ area, const double *__restrict__ ax,
                                                const double *__restrict__ ay, int nx, int ny, int nz, int kc,
-                                               const double *__restrict__ x, Act act, double *part) {
+                                               const double *__restrict__ x, Act act, double *part,
+                                               const Halo &h) {
   if (!act.begin()) return;
   Acc<Act> acc = {};
   const int64_t ncols = (int64_t)nx * ny;
-  const int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
+  int64_t col = 0;
+  int i = 0, j = 0;
   const int k0 = blockIdx.y * kc, k1 = min(nz, k0 + kc);
-  if (col < ncols) {
-    const int j = (int)(col / nx), i = (int)(col - (int64_t)j * nx);
-    const bool has_w = i > 0, has_e = i<nx - 1, has_s = j> 0, has_n = j < ny - 1;
+  if (grid_column(h, nx, ny, col, i, j)) {
+    /* a neighbour across a tile edge (distributed operator) counts as inside the grid, its value from the
+       halo; the tile's face weights at its edges are the global ones */
+    const bool in_w = i > 0, in_e = i < nx - 1, in_s = j > 0, in_n = j < ny - 1;
+    const bool has_w = in_w || h.w, has_e = in_e || h.e, has_s = in_s || h.s, has_n = in_n || h.n;
+    auto hwe = [&](const double *hv, int k) { return hv[j + (int64_t)ny * k]; };
+    auto hsn = [&](const double *hv, int k) { return hv[i + (int64_t)nx * k]; };
     const double ar = area[col];
     const double axw = ax[i + (int64_t)(nx + 1) * j], axe = ax[i + 1 + (int64_t)(nx + 1) * j];
     const double ays = ay[i + (int64_t)nx * j], ayn = ay[i + (int64_t)nx * (j + 1)];
@@ -818,10 +886,10 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
       auto nb_load = [&](int k, int64_t cc, double xk) { /* xk = x[cc]: stands in for a missing neighbour */
         Nb o;
         o.xu = k < nz - 1 ? x[cc + ncols] : xk;
-        o.xs = has_s ? x[cc - nx] : xk;
-        o.xn = has_n ? x[cc + nx] : xk;
-        o.xw = has_w ? x[cc - 1] : xk;
-        o.xe = has_e ? x[cc + 1] : xk;
+        o.xs = has_s ? (in_s ? x[cc - nx] : hsn(h.s, k)) : xk;
+        o.xn = has_n ? (in_n ? x[cc + nx] : hsn(h.n, k)) : xk;
+        o.xw = has_w ? (in_w ? x[cc - 1] : hwe(h.w, k)) : xk;
+        o.xe = has_e ? (in_e ? x[cc + 1] : hwe(h.e, k)) : xk;
         return o;
       };
       Nb cur = nb_load(k0, c, xc);
@@ -855,18 +923,21 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
     } else {
       for (int k = k0; k < k1; k++, c += ncols) {
         const double xu = k < nz - 1 ? x[c + ncols] : xc;
-        const double xs = has_s ? x[c - nx] : xc, xn = has_n ? x[c + nx] : xc;
+        const double xs = has_s ? (in_s ? x[c - nx] : hsn(h.s, k)) : xc;
+        const double xn = has_n ? (in_n ? x[c + nx] : hsn(h.n, k)) : xc;
         const double ak = ta[k], bk = tb[k], ck = tc[k], dk = td[k];
         const double xi = xc;
         const double vert = ar * (dk * xi + bk * (xi - xd) + ck * (xi - xu));
         double y;
         if (!has_w) {
-          const double e = has_e ? axe * (xi - x[c + 1]) : 0.0;
+          const double e = has_e ? axe * (xi - (in_e ? x[c + 1] : hwe(h.e, k))) : 0.0;
           y = vert + ak * (e + ays * (xi - xs) + ayn * (xi - xn));
         } else if (has_e) {
-          y = vert + ak * (axw * (xi - x[c - 1]) + axe * (xi - x[c + 1]) + ays * (xi - xs) + ayn * (xi - xn));
+          const double xw = in_w ? x[c - 1] : hwe(h.w, k), xe = in_e ? x[c + 1] : hwe(h.e, k);
+          y = vert + ak * (axw * (xi - xw) + axe * (xi - xe) + ays * (xi - xs) + ayn * (xi - xn));
         } else {
-          y = vert + ak * (axw * (xi - x[c - 1]) + ays * (xi - xs) + ayn * (xi - xn));
+          const double xw = in_w ? x[c - 1] : hwe(h.w, k);
+          y = vert + ak * (axw * (xi - xw) + ays * (xi - xs) + ayn * (xi - xn));
         }
         act(c, y, xc, act.load(c), acc.v);
         xd = xc;
@@ -881,26 +952,26 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
    blocks (the _minb variants, for Act::MINB > 0). */
 #define PKC_STENCIL_PARAMS                                                                                \
   const T *__restrict__ aW, const T *__restrict__ aS, const T *__restrict__ aV, const T *__restrict__ aC, \
-      int nx, int ny, int nz, int kc, const double *__restrict__ x, Act act, double *part
+      int nx, int ny, int nz, int kc, const double *__restrict__ x, Act act, double *part, Halo h
 #define PKC_THINSHELL_PARAMS                                                                                \
   const double *__restrict__ ta, const double *__restrict__ tb, const double *__restrict__ tc,              \
       const double *__restrict__ td, const double *__restrict__ area, const double *__restrict__ ax,        \
       const double *__restrict__ ay, int nx, int ny, int nz, int kc, const double *__restrict__ x, Act act, \
-      double *part
+      double *part, Halo h
 
 template <typename T, class Act> __global__ void __launch_bounds__(PKC_BLOCK) k_stencil(PKC_STENCIL_PARAMS) {
-  stencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part);
+  stencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, h);
 }
 template <typename T, class Act>
 __global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_stencil_minb(PKC_STENCIL_PARAMS) {
-  stencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part);
+  stencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, h);
 }
 template <class Act> __global__ void __launch_bounds__(PKC_BLOCK) k_thinshell(PKC_THINSHELL_PARAMS) {
-  thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part);
+  thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part, h);
 }
 template <class Act>
 __global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_thinshell_minb(PKC_THINSHELL_PARAMS) {
-  thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part);
+  thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part, h);
 }
 #undef PKC_STENCIL_PARAMS
 #undef PKC_THINSHELL_PARAMS
@@ -950,21 +1021,22 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
     return launch_kernel(pdl, k_csr<double, int64_t, Act>, g, b, 0, s, op->rowptr, op->col64, op->val, op->n,
                          x, act, part);
   }
-  const GridShape gs = grid_shape((int64_t)op->nx * op->ny, op->nz);
+  const GridShape gs = grid_shape(launch_cols(op), op->nz);
   if (nblocks) *nblocks = gs.bx * gs.by;
   const dim3 grid((unsigned)gs.bx, (unsigned)gs.by), b(PKC_BLOCK);
+  const Halo h = halo_of(op);
   if (op->type == PKRYLOV_OPERATOR_STENCIL7) {
     auto kd = Act::MINB > 0 ? k_stencil_minb<double, Act> : k_stencil<double, Act>;
     auto kf = Act::MINB > 0 ? k_stencil_minb<float, Act> : k_stencil<float, Act>;
     if (op->fp32)
       return launch_kernel(pdl, kf, grid, b, 0, s, op->aWf, op->aSf, op->aVf, op->aCf, op->nx, op->ny, op->nz,
-                           gs.kc, x, act, part);
+                           gs.kc, x, act, part, h);
     return launch_kernel(pdl, kd, grid, b, 0, s, op->aW, op->aS, op->aV, op->aC, op->nx, op->ny, op->nz,
-                         gs.kc, x, act, part);
+                         gs.kc, x, act, part, h);
   }
   auto kt = Act::MINB > 0 ? k_thinshell_minb<Act> : k_thinshell<Act>;
   return launch_kernel(pdl, kt, grid, b, 0, s, op->ta, op->tb, op->tc, op->td, op->area, op->ax, op->ay,
-                       op->nx, op->ny, op->nz, gs.kc, x, act, part);
+                       op->nx, op->ny, op->nz, gs.kc, x, act, part, h);
 }
 
 /* ---- preconditioner kernels --------------------------------------------------------------------- */
@@ -1919,7 +1991,15 @@ extern "C" int pk_cuda_xpay(void *stream, int64_t n, const double *x, double a, 
 extern "C" int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_pc *pc) {
   int64_t m = 1;
   if (op) {
-    const int64_t a = op_blocks(op), b = blocks_1d(op->n);
+    int64_t a = op_blocks(op);
+    const int64_t b = blocks_1d(op->n);
+    if (op->dist && op->type != PKRYLOV_OPERATOR_CSR && op->type != PKRYLOV_OPERATOR_USER) {
+      pk_cuda_op e = *op; /* distributed: an interior launch (all columns' grid) and an edge launch */
+      e.cols = 0;
+      a = op_blocks(&e);
+      e.cols = 2;
+      a += op_blocks(&e);
+    }
     m = a > m ? a : m;
     m = b > m ? b : m;
   }

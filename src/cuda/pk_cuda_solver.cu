@@ -65,6 +65,7 @@ struct SolverDev {
   double *ax;             /* user operator: A x from the caller's routine (n), allocated on first use */
   int fold_mode;          /* -1 auto, 0 off, 1 on (pk_cuda_solver_set_launch, PKRYLOV_CUDA_FOLD) */
   int pdl;                /* 1: programmatic dependent launches on the folded path (PKRYLOV_CUDA_PDL) */
+  cudaEvent_t ev_sums;    /* distributed: the local sums are on the host (created on first use) */
 };
 
 /** Partial-sum buffer i (0 or 1) of d. */
@@ -108,9 +109,21 @@ struct Run {
   int32_t stalled, confirm_failures, restarts, have_final, hist_seen;
   double final_res;
   pkrylov_result *res;
+  /* MPI (several ranks): the scalar steps read global sums (global_part); a distributed grid operator
+     (A->dist) gets its halo exchanged before every launch that applies it, and the iteration launches it in
+     two halves (op_in: the columns off the tile edges, while the halo travels; op_edge: the edge columns) */
+  int distributed;
+  pkrylov_operator dop;
+  pk_cuda_op op_in, op_edge;
+  int part_global;       /* pipelined CG: part buffer 0 holds global sums in slot 0 (after a replacement) */
+  double t_sums;         /* instrumented mode: when sums_begin started (its timer), else 0 */
+  int64_t nb_update;     /* pipelined CG: slots the last update wrote (local sums) */
 };
 
 int state_to_host(Run &R);
+
+/** Distributed operator: exchange the halo of x (blocking) before a launch that applies it to x. */
+int halo(Run &R, const double *x) { return R.dop ? pk_cuda_dist_halo(R.dop, x) : PKRYLOV_SUCCESS; }
 
 /* ---- user callbacks (pkrylov_operator_create_user, pkrylov_precond_create_user) -----------------------
  * The routine gets DEVICE pointers after the stream has been synchronised (pk_cuda_user_call); the driver
@@ -135,6 +148,7 @@ int uop_apply(Run &R, const double *x, double *y) {
 int apply_op(Run &R, const double *x, double *y) {
   pkrylov_context ctx = R.ctx;
   if (R.uop) return uop_apply(R, x, y);
+  PK_CALL(halo(R, x));
   CU(pk_cuda_op_apply(R.stream, &R.op, x, y), "operator");
   return PKRYLOV_SUCCESS;
 }
@@ -188,6 +202,7 @@ int cg_operator(Run &R, int init, int64_t *nb) {
     PK_CALL(still_running(R, &running));
     if (running) PK_CALL(user_ax(R, v[D_Z]));
   }
+  PK_CALL(halo(R, v[D_Z]));
   CU(pk_cuda_cg_operator_step(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, nb),
      "CG operator loop");
   return PKRYLOV_SUCCESS;
@@ -203,12 +218,66 @@ int sums_to_host(Run &R, int64_t nb, int nvals, double *out) {
   return PKRYLOV_SUCCESS;
 }
 
+/* ---- MPI (pk_cuda_dist.cu; sums through reduce.c) ------------------------------------------------------
+ * With several ranks every scalar step reads global sums: the partial slots are summed on the device, the
+ * sums (and the device state, for the early end of a block) copied to pinned host memory, added over the
+ * ranks (pk_allreduce_sum: MPI_Allreduce), and copied back into slot 0 of part buffer 1 (unused: no folded
+ * launchers when distributed), which the scalar step then reads as one slot (adding zeros of the other
+ * lanes is exact). Every rank gets the same sums and so the same device state: the ranks take the same
+ * branches and make the same collective calls. */
+
+/** Enqueue the device sum of nvals partials (part, nb) and its copy to the host (and the state's); event. */
+int sums_begin(Run &R, const double *part, int64_t nb, int nvals) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  if (!d->ev_sums) CU(cudaEventCreateWithFlags(&d->ev_sums, cudaEventDisableTiming), "event");
+  R.t_sums = 0.0;
+  if (pk_cuda_dist_instrumented()) { /* the work queued before is not the reduction's */
+    CU(cudaStreamSynchronize(R.stream), "synchronising");
+    R.t_sums = pk_wtime();
+  }
+  CU(pk_cuda_sum_partials(R.stream, part, nb, nvals, d->dsum), "summing partials");
+  CU(cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double) * nvals, cudaMemcpyDeviceToHost, R.stream), "copy");
+  CU(cudaMemcpyAsync(d->hst, d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream), "state");
+  CU(cudaEventRecord(d->ev_sums, R.stream), "event");
+  return PKRYLOV_SUCCESS;
+}
+
+/** Wait for sums_begin's copy, add over the ranks, enqueue the copy into slot 0 of part buffer 1. */
+int sums_end(Run &R, int nvals, const double **gpart, int64_t *gnb) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  CU(cudaEventSynchronize(d->ev_sums), "synchronising");
+  const int instr = R.t_sums > 0.0;
+  const double t0 = instr ? R.t_sums : pk_wtime();
+  PK_CALL(pk_allreduce_sum(ctx, d->hsum, nvals));
+  double *g = part_buf(d, 1);
+  /* instrumented: a blocking copy on the default stream (the solver's stream is non-blocking: the copy does
+     not wait for the kernels queued there; sums_begin waited for everything queued before it) */
+  if (instr)
+    CU(cudaMemcpy(g, d->hsum, sizeof(double) * nvals, cudaMemcpyHostToDevice), "copy");
+  else
+    CU(cudaMemcpyAsync(g, d->hsum, sizeof(double) * nvals, cudaMemcpyHostToDevice, R.stream), "copy");
+  pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
+  *gpart = g;
+  *gnb = 1;
+  return PKRYLOV_SUCCESS;
+}
+
+/** Distributed context: (*part, *nb) := the global sums of the nvals partials (part, nb); else unchanged. */
+int global_part(Run &R, const double **part, int64_t *nb, int nvals) {
+  if (!R.distributed) return PKRYLOV_SUCCESS;
+  PK_CALL(sums_begin(R, *part, *nb, nvals));
+  return sums_end(R, nvals, part, nb);
+}
+
 /** ||b - A x|| into *res (r is overwritten). */
 int true_residual(Run &R, double *r, double *res) {
   pkrylov_context ctx = R.ctx;
   int64_t nb;
   double rr;
   PK_CALL(user_ax(R, R.d->v[D_X]));
+  PK_CALL(halo(R, R.d->v[D_X]));
   CU(pk_cuda_residual(R.stream, &R.op64, R.d->v[D_B], R.d->v[D_X], r, R.d->part, &nb), "residual");
   PK_CALL(sums_to_host(R, nb, 1, &rr));
   PK_CALL(pk_allreduce_sum(ctx, &rr, 1));
@@ -272,6 +341,76 @@ int confirm(Run &R, int *accept, int *stagnated) {
 }
 
 /**
+ * `count` CG iterations on a distributed grid operator (R.dop). Per iteration: the preconditioner loop;
+ * its sums and z's tile edges to the host; the sums added over the ranks while the edges are packed; the
+ * rho step; the operator loop on the columns off the tile edges, enqueued before the halo exchange of z so
+ * that it runs while the halos travel; the exchange; the operator loop on the edge columns (partial slots
+ * after the interior ones); the sigma step on global sums. The same arithmetic per cell as cg_enqueue.
+ */
+int dist_cg_enqueue(Run &R, int count) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  double **v = d->v;
+  for (int i = 0; i < count; i++) {
+    int64_t nbp = 0, nb1 = 0, nb2 = 0, gnb;
+    const double *gp;
+    CU(pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, 0, R.n, v[D_R], v[D_Q], v[D_Z], d->part, &nbp),
+       "CG preconditioner loop");
+    PK_CALL(sums_begin(R, d->part, nbp, 2));
+    PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z]));
+    PK_CALL(sums_end(R, 2, &gp, &gnb));
+    CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, gp, gnb, R.hist, 0), "CG scalar step");
+    CU(pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, &nb1),
+       "CG operator loop");
+    PK_CALL(pk_cuda_dist_halo_end(R.dop));
+    CU(pk_cuda_cg_operator_step(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part + nb1,
+                                &nb2),
+       "CG operator loop (tile edges)");
+    if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
+    PK_CALL(sums_begin(R, d->part, nb1 + nb2, 1));
+    PK_CALL(sums_end(R, 1, &gp, &gnb));
+    CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, gp, gnb), "CG scalar step");
+    if (d->hst->status != PK_ST_RUNNING) break; /* stopped at the rho step or before: the rest does nothing */
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+/**
+ * `count` pipelined CG iterations on a distributed grid operator (R.dop). Per iteration: the last update's
+ * sums to the host (unless a replacement left global sums), m = M^-1 w and m's tile edges enqueued behind
+ * them, the sums added over the ranks while the GPU applies the preconditioner (the overlap of pipelined
+ * CG), the scalar step, the update on the columns off the tile edges while m's halo travels, the update on
+ * the edge columns. The same arithmetic per cell as pipecg_enqueue.
+ */
+int dist_pipecg_enqueue(Run &R, int count) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  double **v = d->v;
+  for (int i = 0; i < count; i++) {
+    const double *gp = d->part;
+    int64_t gnb = d->nslots, nb1 = 0, nb2 = 0;
+    const int local = !R.part_global;
+    if (local) PK_CALL(sums_begin(R, d->part, R.nb_update, 3));
+    CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
+    PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M]));
+    if (local) PK_CALL(sums_end(R, 3, &gp, &gnb));
+    CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
+    CU(pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
+                           v[D_U], v[D_W], d->part, &nb1),
+       "pipelined CG update");
+    PK_CALL(pk_cuda_dist_halo_end(R.dop));
+    CU(pk_cuda_pipecg_step(R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X],
+                           v[D_R], v[D_U], v[D_W], d->part + 3 * nb1, &nb2),
+       "pipelined CG update (tile edges)");
+    if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
+    R.nb_update = nb1 + nb2;
+    R.part_global = 0;
+    if (local && d->hst->status != PK_ST_RUNNING) break; /* stopped before this iteration */
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+/**
  * Enqueue `count` CG iterations. Unfolded: 4 kernels each (the two loops and their one-block scalar steps),
  * on st[0] and part buffer 0. Folded (R.fold): the preconditioner loop, then per iteration the operator
  * loop with the rho step folded in and (except after the last) the preconditioner loop with the sigma step
@@ -284,12 +423,18 @@ int cg_enqueue(Run &R, int count) {
   SolverDev *d = R.d;
   double **v = d->v;
   int64_t nbp = 0, nbo = 0;
+  if (R.dop && !R.upc) return dist_cg_enqueue(R, count); /* a user preconditioner: below */
   if (!R.fold) {
     for (int i = 0; i < count; i++) {
+      const double *pp = d->part;
       PK_CALL(cg_precond(R, 0, &nbp));
-      CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, d->part, nbp, R.hist, 0), "CG scalar step");
+      PK_CALL(global_part(R, &pp, &nbp, 2));
+      CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, pp, nbp, R.hist, 0), "CG scalar step");
       PK_CALL(cg_operator(R, 0, &nbo));
-      CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, d->part, nbo), "CG scalar step");
+      pp = d->part;
+      PK_CALL(global_part(R, &pp, &nbo, 1));
+      CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, pp, nbo), "CG scalar step");
+      if (R.distributed && d->hst->status != PK_ST_RUNNING) break; /* the rest would do nothing */
     }
     return PKRYLOV_SUCCESS;
   }
@@ -324,21 +469,30 @@ int pipecg_enqueue(Run &R, int count) {
   SolverDev *d = R.d;
   double **v = d->v;
   int64_t nb = 0;
+  if (R.dop && !R.upc) return dist_pipecg_enqueue(R, count); /* a user preconditioner: below */
   if (!R.fold || count == 1) {
     for (int i = 0; i < count; i++) {
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
-      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist),
-         "pipelined CG scalar step");
+      const double *gp = d->part;
+      int64_t gnb = d->nslots;
+      if (R.distributed && !R.part_global) {
+        gnb = R.nb_update;
+        PK_CALL(global_part(R, &gp, &gnb, 3));
+      }
+      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
       if (R.uop) {
         int running;
         PK_CALL(still_running(R, &running));
         if (running) PK_CALL(user_ax(R, v[D_M]));
       }
+      PK_CALL(halo(R, v[D_M]));
       CU(pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
                              v[D_U], v[D_W], d->part, &nb),
          "pipelined CG update");
       if (nb > d->nslots)
         return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
+      R.nb_update = nb;
+      R.part_global = 0;
     }
     return PKRYLOV_SUCCESS;
   }
@@ -385,7 +539,7 @@ int run_block(Run &R, int count, int type) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
   const int k = R.k;
-  if (count == k && k > 1) {
+  if (count == k && k > 1 && !R.distributed) { /* distributed: host calls inside, no graph */
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
         d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
@@ -464,13 +618,18 @@ restart:
   {
     int64_t nb;
     PK_CALL(user_ax(R, v[D_X]));
+    PK_CALL(halo(R, v[D_X]));
     CU(pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb), "residual");
     CU(cudaMemsetAsync(v[D_Q], 0, bytes, R.stream), "memset");
     PK_CALL(cg_precond(R, 1, &nb));
-    CU(pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, R.d->part, nb, R.hist, 1), "CG scalar step");
+    const double *pp = R.d->part;
+    PK_CALL(global_part(R, &pp, &nb, 2));
+    CU(pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, pp, nb, R.hist, 1), "CG scalar step");
     CU(cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
     PK_CALL(cg_operator(R, 1, &nb));
-    CU(pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, R.d->part, nb), "CG scalar step");
+    pp = R.d->part;
+    PK_CALL(global_part(R, &pp, &nb, 1));
+    CU(pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, pp, nb), "CG scalar step");
     PK_CALL(state_to_host(R));
   }
   if (it == 0) {
@@ -531,6 +690,7 @@ int pipecg_replace(Run &R, int have_p) {
   double **v = R.d->v;
   int64_t nb;
   PK_CALL(user_ax(R, v[D_X]));
+  PK_CALL(halo(R, v[D_X]));
   CU(pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb), "residual");
   PK_CALL(apply_pc(R, NULL, v[D_R], v[D_U]));  /* u = M^-1 r */
   PK_CALL(apply_op(R, v[D_U], v[D_W]));        /* w = A u */
@@ -543,6 +703,14 @@ int pipecg_replace(Run &R, int have_p) {
   CU(pk_cuda_dots(R.stream, R.n, 3, xs, ys, R.d->part, &nb), "dots");
   /* The scalar kernel adds nslots slots, the most any launcher writes; the update writes its own number of
      slots and every other slot must be zero: keep the three sums in slot 0 and clear the rest. */
+  if (R.distributed) { /* the global sums (slot 0 of part buffer 1) */
+    const double *gp = R.d->part;
+    PK_CALL(global_part(R, &gp, &nb, 3));
+    CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * 4 * (size_t)R.d->nslots, R.stream), "memset");
+    CU(cudaMemcpyAsync(R.d->part, gp, sizeof(double) * 3, cudaMemcpyDeviceToDevice, R.stream), "copy");
+    R.part_global = 1;
+    return PKRYLOV_SUCCESS;
+  }
   CU(pk_cuda_sum_partials(R.stream, R.d->part, nb, 3, R.d->dsum), "sums");
   CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * 4 * (size_t)R.d->nslots, R.stream), "memset");
   CU(cudaMemcpyAsync(R.d->part, R.d->dsum, sizeof(double) * 3, cudaMemcpyDeviceToDevice, R.stream), "copy");
@@ -567,8 +735,13 @@ restart:
     pk_cuda_state *h = R.d->hst;
     if (host_mode) { /* one iteration in two halves: [m = M^-1 w, scalars] sync [update] */
       PK_CALL(apply_pc(R, R.d->st, v[D_W], v[D_M]));
-      CU(pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, R.d->part, R.d->nslots, R.hist),
-         "pipelined CG scalar step");
+      const double *gp = R.d->part;
+      int64_t gnb = R.d->nslots;
+      if (R.distributed && !R.part_global) {
+        gnb = R.nb_update;
+        PK_CALL(global_part(R, &gp, &gnb, 3));
+      }
+      CU(pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, gp, gnb, R.hist), "pipelined CG scalar step");
       PK_CALL(state_to_host(R));
       const int32_t recorded = h->status == PK_ST_RUNNING ? h->it - 1 : h->it;
       const int stop = host_record(R, recorded);
@@ -579,9 +752,12 @@ restart:
       if (h->status == PK_ST_RUNNING) {
         int64_t nb;
         PK_CALL(user_ax(R, v[D_M]));
+        PK_CALL(halo(R, v[D_M]));
         CU(pk_cuda_pipecg_step(R.stream, &R.op, R.d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
                                v[D_U], v[D_W], R.d->part, &nb),
            "pipelined CG update");
+        R.nb_update = nb;
+        R.part_global = 0;
       }
       if (stop && h->status != PK_ST_CONVERGED) {
         R.res->iterations = h->it;
@@ -697,6 +873,7 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   SolverDev *d = (SolverDev *)s->dev;
   if (!d) return;
   if (d->graph) cudaGraphExecDestroy(d->graph);
+  if (d->ev_sums) cudaEventDestroy(d->ev_sums);
   cudaFree(d->work);
   cudaFree(d->part);
   cudaFree(d->hist);
@@ -747,9 +924,15 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.uop = s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange ? s->A : NULL;
   R.upc = s->M && s->M->type == PKRYLOV_PRECOND_USER ? s->M : NULL;
   if (R.uop || R.upc) R.k = 1, R.fold = 0; /* host calls: one iteration per block, no graph, no fold */
+  R.distributed = pk_distributed(ctx);
+  R.dop = R.distributed && s->A->dist ? s->A : NULL;
+  if (R.distributed) R.fold = 0; /* MPI calls between the kernels: no folded launchers, no graph */
   R.pdl = R.fold && d->pdl;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &R.op64));
   PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &R.op));
+  R.op_in = R.op_edge = R.op;
+  R.op_in.cols = 1;
+  R.op_edge.cols = 2;
   if (R.uop) {
     if (!d->ax && cudaMalloc(&d->ax, sizeof(double) * (size_t)n) != cudaSuccess) {
       cudaGetLastError();

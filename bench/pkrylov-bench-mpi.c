@@ -1,0 +1,281 @@
+/**
+ * @file pkrylov-bench-mpi.c
+ * @brief Scaling of distributed CG and pipelined CG (thin shell, column preconditioner) over 1, 2, 4, ...
+ *        ranks, one GPU per rank on the CUDA backend (or the CPU backend).
+ *
+ *   mpirun -n W pkrylov-bench-mpi [--backend cuda|cpu] [--weak NX,NY,NZ] [--strong NX,NY,NZ]
+ *                                 [--ranks 1,2,4] [--iters N] [--reps R] [--json FILE] [--no-instrument]
+ *
+ * One launch of W ranks measures every rank count P of --ranks (default 1, 2, 4, ... up to W) on the
+ * communicator of the first P ranks (the others wait), so the efficiencies come from one run:
+ *  - weak scaling: the thin shell of (NX px) x (NY py) x NZ on px x py ranks (default 256,256,128 per rank),
+ *    efficiency T(1) / T(P) per iteration;
+ *  - strong scaling: NX x NY x NZ (default 512,512,128) on px x py ranks, efficiency T(1) / (P T(P)).
+ * px x py: py the largest divisor of P up to sqrt(P) (1x1, 2x1, 2x2, 4x2, ...). P = 1 is a context on a
+ * one-rank communicator, which solves as a plain single-GPU context (CUDA graphs, folded steps).
+ *
+ * Time per iteration: tolerance 1e-300, so a solve runs exactly max_iterations; the wall time of solves of
+ * 10 and 10 + N iterations (the slowest rank's, after a barrier; the least of R repetitions each) differ by
+ * N iterations, which removes the setup of a solve (copies, initial residual, final residual).
+ * Communication (CUDA, P > 1): a separate instrumented run (PKRYLOV_DIST_INSTRUMENT=1: the device work
+ * queued before each halo exchange and each global sum is waited for outside the timers, the copies are
+ * blocking) gives the time per iteration of the halo exchanges (pack, device-to-host, MPI, host-to-device)
+ * and of the global sums (partial sums, copies, MPI_Allreduce), the slowest rank's. The normal run overlaps
+ * part of them with the GPU work: 'hidden' = (T_instrumented - T) / (halo + reductions).
+ * Output: a table on stdout, and the records as JSON (--json, default bench-mpi.json), written by rank 0.
+ */
+#define _POSIX_C_SOURCE 200112L /* setenv */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pkrylov.h"
+#include "pkrylov_mpi.h"
+
+#ifdef PKB_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#ifdef PKB_HAVE_TIMERS
+void pk_cuda_dist_timers(double *halo_s, double *reduce_s, int reset); /* pk_cuda.h (internal) */
+#endif
+
+typedef struct {
+  const char *mode;
+  const char *solver;
+  int ranks, px, py;
+  int gnx, gny, nz;
+  int iters;           /* iterations of the timed difference */
+  double t_iter;       /* s per iteration */
+  double t_instr;      /* instrumented run, s per iteration (0: not measured) */
+  double halo, reduce; /* instrumented: s per iteration */
+  double eff;
+} record;
+
+static double now(void) { return MPI_Wtime(); }
+
+static int die(int rank, const char *what, int rc) {
+  fprintf(stderr, "rank %d: %s failed: %d (%s): %s\n", rank, what, rc, pkrylov_error_string(rc),
+          pkrylov_last_error_message());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  return 1;
+}
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    int rc_ = (call);                                                                              \
+    if (rc_) die(wrank, #call, rc_);                                                               \
+  } while (0)
+
+static void parse3(const char *s, int v[3]) {
+  if (sscanf(s, "%d,%d,%d", &v[0], &v[1], &v[2]) != 3 || v[0] < 1 || v[1] < 1 || v[2] < 1) {
+    fprintf(stderr, "bad grid '%s' (NX,NY,NZ)\n", s);
+    exit(2);
+  }
+}
+
+/** One solve of exactly maxit iterations; the slowest rank's wall time. */
+static double timed_solve(MPI_Comm comm, pkrylov_solver s, int32_t maxit, const double *b, double *x, int wrank,
+                          int32_t *its) {
+  CHECK(pkrylov_solver_set_max_iterations(s, maxit));
+  MPI_Barrier(comm);
+  const double t0 = now();
+  CHECK(pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
+  double t = now() - t0, tmax;
+  MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, comm);
+  pkrylov_result res;
+  CHECK(pkrylov_solver_get_result(s, &res));
+  *its = res.iterations;
+  return tmax;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int wrank, wsize;
+  MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+  int backend = PKRYLOV_BACKEND_CUDA, weak[3] = {256, 256, 128}, strong[3] = {512, 512, 128};
+  int iters = 100, reps = 3, instrument = 1, nranks = 0, rlist[16];
+  const char *json = "bench-mpi.json";
+  for (int a = 1; a < argc; a++) {
+    if (!strcmp(argv[a], "--backend") && a + 1 < argc) {
+      a++;
+      backend = !strcmp(argv[a], "cpu") ? PKRYLOV_BACKEND_CPU : PKRYLOV_BACKEND_CUDA;
+    } else if (!strcmp(argv[a], "--weak") && a + 1 < argc) {
+      parse3(argv[++a], weak);
+    } else if (!strcmp(argv[a], "--strong") && a + 1 < argc) {
+      parse3(argv[++a], strong);
+    } else if (!strcmp(argv[a], "--iters") && a + 1 < argc) {
+      iters = atoi(argv[++a]);
+    } else if (!strcmp(argv[a], "--reps") && a + 1 < argc) {
+      reps = atoi(argv[++a]);
+    } else if (!strcmp(argv[a], "--json") && a + 1 < argc) {
+      json = argv[++a];
+    } else if (!strcmp(argv[a], "--no-instrument")) {
+      instrument = 0;
+    } else if (!strcmp(argv[a], "--ranks") && a + 1 < argc) {
+      char *p = argv[++a];
+      while (*p && nranks < 16) {
+        rlist[nranks++] = (int)strtol(p, &p, 10);
+        if (*p == ',') p++;
+      }
+    } else {
+      if (wrank == 0) fprintf(stderr, "usage: see the head of bench/pkrylov-bench-mpi.c (argument '%s')\n", argv[a]);
+      MPI_Finalize();
+      return 2;
+    }
+  }
+  if (iters < 1 || reps < 1) iters = iters < 1 ? 1 : iters, reps = reps < 1 ? 1 : reps;
+  if (nranks == 0)
+    for (int p = 1; p <= wsize && nranks < 16; p *= 2) rlist[nranks++] = p;
+#ifndef PKB_HAVE_CUDA
+  if (backend == PKRYLOV_BACKEND_CUDA) backend = PKRYLOV_BACKEND_CPU;
+#endif
+  if (backend == PKRYLOV_BACKEND_CPU) instrument = 0; /* the timers are the CUDA backend's */
+  char device[256] = "CPU";
+#ifdef PKB_HAVE_CUDA
+  if (backend == PKRYLOV_BACKEND_CUDA) {
+    struct cudaDeviceProp prop;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+      if (wrank == 0) fprintf(stderr, "no GPU: use --backend cpu\n");
+      MPI_Finalize();
+      return 77;
+    }
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+      snprintf(device, sizeof device, "%d x %s (%d visible)", wsize < count ? wsize : count, prop.name, count);
+  }
+#endif
+  if (wrank == 0) {
+    printf("pkrylov-bench-mpi: %d ranks launched, backend %s, device %s\n", wsize,
+           backend == PKRYLOV_BACKEND_CUDA ? "CUDA" : "CPU", device);
+    printf("thin shell, column preconditioner; weak %d x %d x %d per rank, strong %d x %d x %d; time per iteration "
+           "from solves of 10 and %d iterations (least of %d), slowest rank\n",
+           weak[0], weak[1], weak[2], strong[0], strong[1], strong[2], 10 + iters, reps);
+  }
+  record recs[256];
+  int nrec = 0;
+  static const char *const modes[2] = {"weak", "strong"};
+  static const int32_t types[2] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
+  static const char *const tnames[2] = {"CG", "pipelined CG"};
+  for (int m = 0; m < 2; m++)
+    for (int ri = 0; ri < nranks; ri++) {
+      const int P = rlist[ri];
+      if (P < 1 || P > wsize) continue;
+      int py = 1;
+      for (int d = 1; d * d <= P; d++)
+        if (P % d == 0) py = d;
+      const int px = P / py;
+      const int gnx = m == 0 ? weak[0] * px : strong[0], gny = m == 0 ? weak[1] * py : strong[1];
+      const int nz = m == 0 ? weak[2] : strong[2];
+      MPI_Comm comm;
+      MPI_Comm_split(MPI_COMM_WORLD, wrank < P ? 0 : MPI_UNDEFINED, wrank, &comm);
+      if (wrank < P) {
+        pkrylov_context ctx;
+        CHECK(pkrylov_context_create(backend, &ctx));
+        CHECK(pkrylov_context_set_comm(ctx, comm));
+        pkrylov_thinshell_params p;
+        CHECK(pkrylov_thinshell_params_default(gnx, gny, nz, &p));
+        pkrylov_operator A;
+        pkrylov_precond M;
+        CHECK(pkrylov_operator_create_thinshell_dist(ctx, &p, px, py, &A));
+        CHECK(pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+        int64_t n;
+        CHECK(pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
+        double *b = malloc(sizeof(double) * (size_t)n), *x = malloc(sizeof(double) * (size_t)n);
+        if (!b || !x) die(wrank, "malloc", PKRYLOV_ERR_OUT_OF_MEMORY);
+        for (int64_t i = 0; i < n; i++) b[i] = 1.0 + 0.5 * sin(0.001 * (double)(i + wrank * 7919));
+        for (int t = 0; t < 2; t++) {
+          pkrylov_solver s;
+          CHECK(pkrylov_solver_create(ctx, types[t], A, M, &s));
+          CHECK(pkrylov_solver_set_tolerances(s, 1e-300, 0.0)); /* never reached: maxit iterations */
+          int32_t its = 0, its2 = 0;
+          timed_solve(comm, s, 10, b, x, wrank, &its); /* warm-up (graphs, first touch) */
+          double t1 = INFINITY, t2 = INFINITY;
+          for (int r = 0; r < reps; r++) {
+            t1 = fmin(t1, timed_solve(comm, s, 10, b, x, wrank, &its));
+            t2 = fmin(t2, timed_solve(comm, s, 10 + iters, b, x, wrank, &its2));
+          }
+          record R = {modes[m], tnames[t], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0};
+          R.t_iter = (t2 - t1) / (double)(its2 - its > 0 ? its2 - its : 1);
+          if (its != 10 || its2 != 10 + iters)
+            if (wrank == 0) printf("  (note: the solves stopped after %d and %d iterations)\n", its, its2);
+#ifdef PKB_HAVE_TIMERS
+          if (instrument && P > 1) {
+            setenv("PKRYLOV_DIST_INSTRUMENT", "1", 1);
+            double h1, r1, h2, r2;
+            pk_cuda_dist_timers(NULL, NULL, 1);
+            const double u1 = timed_solve(comm, s, 10, b, x, wrank, &its);
+            pk_cuda_dist_timers(&h1, &r1, 1);
+            const double u2 = timed_solve(comm, s, 10 + iters, b, x, wrank, &its2);
+            pk_cuda_dist_timers(&h2, &r2, 1);
+            unsetenv("PKRYLOV_DIST_INSTRUMENT");
+            double loc[2] = {(h2 - h1), (r2 - r1)}, mx[2];
+            MPI_Allreduce(loc, mx, 2, MPI_DOUBLE, MPI_MAX, comm);
+            const double k = (double)(its2 - its > 0 ? its2 - its : 1);
+            R.t_instr = (u2 - u1) / k;
+            R.halo = mx[0] / k;
+            R.reduce = mx[1] / k;
+          }
+#endif
+          if (wrank == 0) recs[nrec++] = R;
+          pkrylov_solver_destroy(&s);
+        }
+        free(b), free(x);
+        pkrylov_precond_destroy(&M);
+        pkrylov_operator_destroy(&A);
+        pkrylov_context_destroy(&ctx);
+        MPI_Comm_free(&comm);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  if (wrank == 0) {
+    /* efficiencies against the one-rank run of the same mode and solver */
+    for (int i = 0; i < nrec; i++) {
+      recs[i].eff = NAN;
+      for (int j = 0; j < nrec; j++)
+        if (recs[j].ranks == 1 && !strcmp(recs[j].mode, recs[i].mode) && !strcmp(recs[j].solver, recs[i].solver))
+          recs[i].eff = !strcmp(recs[i].mode, "weak") ? recs[j].t_iter / recs[i].t_iter
+                                                      : recs[j].t_iter / (recs[i].ranks * recs[i].t_iter);
+    }
+    printf("\n%-6s %-13s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "ranks", "pxpy", "grid",
+           "us/iter", "eff", "instr us/it", "halo us", "reduce us", "comm %", "hidden");
+    for (int i = 0; i < nrec; i++) {
+      const record *R = &recs[i];
+      char g[64], d[16];
+      snprintf(g, sizeof g, "%dx%dx%d", R->gnx, R->gny, R->nz);
+      snprintf(d, sizeof d, "%dx%d", R->px, R->py);
+      printf("%-6s %-13s %5d %5s %16s %10.1f %6.1f%%", R->mode, R->solver, R->ranks, d, g, 1e6 * R->t_iter,
+             100.0 * R->eff);
+      if (R->t_instr > 0) {
+        const double comm = R->halo + R->reduce;
+        printf(" %11.1f %9.1f %9.1f %6.1f%% %6.0f%%\n", 1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce,
+               100.0 * comm / R->t_instr, 100.0 * (R->t_instr - R->t_iter) / comm);
+      } else {
+        printf(" %11s %9s %9s %7s %7s\n", "-", "-", "-", "-", "-");
+      }
+    }
+    FILE *f = fopen(json, "w");
+    if (f) {
+      fprintf(f, "{\n  \"benchmark\": \"pkrylov-bench-mpi\",\n  \"backend\": \"%s\",\n  \"device\": \"%s\",\n",
+              backend == PKRYLOV_BACKEND_CUDA ? "cuda" : "cpu", device);
+      fprintf(f, "  \"launched_ranks\": %d,\n  \"iterations_timed\": %d,\n  \"repetitions\": %d,\n  \"records\": [\n",
+              wsize, iters, reps);
+      for (int i = 0; i < nrec; i++) {
+        const record *R = &recs[i];
+        fprintf(f,
+                "    {\"mode\": \"%s\", \"solver\": \"%s\", \"ranks\": %d, \"px\": %d, \"py\": %d, \"grid\": [%d, %d, %d], "
+                "\"us_per_iter\": %.3f, \"efficiency\": %.4f, \"instrumented_us_per_iter\": %.3f, "
+                "\"halo_us_per_iter\": %.3f, \"reduce_us_per_iter\": %.3f}%s\n",
+                R->mode, R->solver, R->ranks, R->px, R->py, R->gnx, R->gny, R->nz, 1e6 * R->t_iter, R->eff,
+                1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce, i + 1 < nrec ? "," : "");
+      }
+      fprintf(f, "  ]\n}\n");
+      fclose(f);
+      printf("\nrecords written to %s\n", json);
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,256 @@
+/**
+ * @file pk_cuda_dist.cu
+ * @brief Distributed grid operators on CUDA contexts (one GPU per rank): the device side of the halo
+ *        exchange of dist.c, host-staged.
+ *
+ * A distributed thin-shell or column-stencil operator (dist.c) uploads like an ordinary one of its tile;
+ * pk_cuda_dist_attach adds a device buffer for the four halos (W, E: ny*nz values, S, N: nx*nz) and the
+ * four packed tile edges, pinned host copies of both, and for the stencil the neighbours' coefficients the
+ * tile-edge rows need (the east neighbour's aW of its first column, the north neighbour's aS of its first
+ * row). The view's dhw ... dhn point at the halos of the directions that have a neighbour, so the grid
+ * kernels (pk_cuda_kernels.cu, Halo) evaluate a tile-edge row with the single-rank expression of its global
+ * row: the distributed product is bitwise the single-rank one (test t930).
+ *
+ * An exchange is split so that the kernels that need no halo run meanwhile (pk_cuda_solver.cu):
+ *   _begin: pack kernel (edges of x into the device send buffer), device-to-host copies of the directions
+ *           that have a neighbour into pinned memory, an event; nothing waits;
+ *   _end:   wait for the event, MPI_Irecv/MPI_Isend/MPI_Waitall through dist.c (host buffers), then the
+ *           host-to-device copies of the received halos, enqueued on the context's stream, so every launch
+ *           enqueued after _end reads them.
+ * MPI stays in the C files (dist.c, reduce.c); this file never sees mpi.h. The exchange does not use
+ * CUDA-aware MPI (device pointers to MPI): the staging copies are a few hundred KiB per direction at the
+ * benchmark sizes and overlap the interior columns (docs/performance.md, "MPI scaling on GPUs").
+ *
+ * Timers of the host time spent in the exchanges and the global sums serve the benchmark. In the
+ * instrumented mode (environment PKRYLOV_DIST_INSTRUMENT=1, read at each exchange) the device work queued
+ * before an exchange or a sum is waited for outside the timers and the copies are made blocking, so the
+ * timers hold the whole cost of the communication (packing and copies included) without overlap; the
+ * results are the same, only slower.
+ */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "pk_impl.h"
+}
+#include "pk_cuda.h"
+
+namespace {
+
+constexpr int PKD_BLOCK = 256;
+
+/** Device and host buffers of one distributed operator (pk_cuda_op.dist). */
+struct DistDev {
+  int nx, ny, nz;
+  int has[4];           /* W, E, S, N */
+  int64_t off[4], len[4]; /* offsets and lengths of the four directions in a halo / send block */
+  int64_t total;        /* 2 (ny + nx) nz */
+  double *dbuf;         /* device: halos (total) then the packed edges (total) */
+  double *dcoef;        /* device, stencil: aWe (ny*nz) then aSn (nx*nz) */
+  double *hrcv, *hsnd;  /* pinned host: halos, packed edges (total each) */
+  cudaEvent_t packed;   /* the edges are on the host */
+  int pending;          /* _begin done, _end not yet */
+  int any;              /* some neighbour exists */
+};
+
+double g_halo_s = 0.0, g_reduce_s = 0.0;
+
+/** Edges of x into snd: W (x(0, j, k) at j + ny k), E (x(nx-1, j, k)), S (x(i, 0, k) at i + nx k), N. */
+__global__ void __launch_bounds__(PKD_BLOCK)
+    k_pack(int nx, int ny, int nz, const double *__restrict__ x, double *__restrict__ snd) {
+  const int64_t ex = (int64_t)ny * nz, ey = (int64_t)nx * nz, m = 2 * (ex + ey);
+  const int64_t stride = (int64_t)gridDim.x * PKD_BLOCK;
+  for (int64_t t = (int64_t)blockIdx.x * PKD_BLOCK + threadIdx.x; t < m; t += stride) {
+    int64_t src;
+    if (t < 2 * ex) {
+      const int64_t u = t < ex ? t : t - ex, j = u % ny, k = u / ny;
+      src = (t < ex ? 0 : nx - 1) + (int64_t)nx * (j + (int64_t)ny * k);
+    } else {
+      const int64_t v = t - 2 * ex, u = v < ey ? v : v - ey, i = u % nx, k = u / nx;
+      src = i + (int64_t)nx * ((v < ey ? 0 : ny - 1) + (int64_t)ny * k);
+    }
+    snd[t] = x[src];
+  }
+}
+
+cudaStream_t stream_of(pkrylov_context ctx) { return (cudaStream_t)pk_cuda_context_stream(ctx); }
+
+int cuda_err(pkrylov_context ctx, cudaError_t e, const char *what) {
+  cudaGetLastError();
+  return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
+                  "halo exchange", "%s: CUDA error %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+
+DistDev *dist_of(struct pkrylov_operator_s *A) {
+  pk_cuda_op v;
+  if (!A->dist || !A->dev || pk_cuda_operator_view(A, 0, &v)) return NULL;
+  return (DistDev *)v.dist;
+}
+
+} // namespace
+
+extern "C" int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *view) {
+  pkrylov_context ctx = A->ctx;
+  pk_dist_tile t;
+  PK_CALL(pk_dist_get_tile(A, &t));
+  DistDev *d = (DistDev *)calloc(1, sizeof(DistDev));
+  if (!d) {
+    free(t.aWe), free(t.aSn);
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_operator_create", "cannot allocate");
+  }
+  view->dist = d;
+  d->nx = t.nx, d->ny = t.ny, d->nz = t.nz;
+  const int64_t ex = (int64_t)t.ny * t.nz, ey = (int64_t)t.nx * t.nz;
+  d->len[0] = d->len[1] = ex, d->len[2] = d->len[3] = ey;
+  d->off[0] = 0, d->off[1] = ex, d->off[2] = 2 * ex, d->off[3] = 2 * ex + ey;
+  d->total = 2 * (ex + ey);
+  for (int k = 0; k < 4; k++) d->has[k] = t.has[k], d->any |= t.has[k];
+  cudaStream_t st = stream_of(ctx);
+  cudaError_t e = cudaMalloc(&d->dbuf, sizeof(double) * 2 * (size_t)d->total);
+  if (e == cudaSuccess) e = cudaMemsetAsync(d->dbuf, 0, sizeof(double) * 2 * (size_t)d->total, st);
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hrcv, sizeof(double) * (size_t)d->total);
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hsnd, sizeof(double) * (size_t)d->total);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->packed, cudaEventDisableTiming);
+  if (e == cudaSuccess && t.aWe) {
+    e = cudaMalloc(&d->dcoef, sizeof(double) * (size_t)(ex + ey));
+    if (e == cudaSuccess) e = cudaMemcpyAsync(d->dcoef, t.aWe, sizeof(double) * ex, cudaMemcpyHostToDevice, st);
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(d->dcoef + ex, t.aSn, sizeof(double) * ey, cudaMemcpyHostToDevice, st);
+  }
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  free(t.aWe), free(t.aSn);
+  if (e != cudaSuccess) return cuda_err(ctx, e, "allocating the halo buffers");
+  view->dhw = d->has[0] ? d->dbuf + d->off[0] : NULL;
+  view->dhe = d->has[1] ? d->dbuf + d->off[1] : NULL;
+  view->dhs = d->has[2] ? d->dbuf + d->off[2] : NULL;
+  view->dhn = d->has[3] ? d->dbuf + d->off[3] : NULL;
+  view->dWe = d->dcoef;
+  view->dSn = d->dcoef ? d->dcoef + ex : NULL;
+  view->cols = 0;
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" void pk_cuda_dist_detach(pk_cuda_op *view) {
+  DistDev *d = (DistDev *)view->dist;
+  if (!d) return;
+  cudaFree(d->dbuf);
+  cudaFree(d->dcoef);
+  cudaFreeHost(d->hrcv);
+  cudaFreeHost(d->hsnd);
+  if (d->packed) cudaEventDestroy(d->packed);
+  free(d);
+  view->dist = NULL;
+}
+
+extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x) {
+  DistDev *d = dist_of(A);
+  if (!d || !d->any) return PKRYLOV_SUCCESS;
+  pkrylov_context ctx = A->ctx;
+  if (d->pending) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "an exchange is pending");
+  cudaStream_t st = stream_of(ctx);
+  const int instr = pk_cuda_dist_instrumented();
+  double t0 = 0.0;
+  if (instr) { /* the work queued before is not the exchange's */
+    cudaError_t e = cudaStreamSynchronize(st);
+    if (e != cudaSuccess) return cuda_err(ctx, e, "synchronising");
+    t0 = pk_wtime();
+  }
+  double *snd = d->dbuf + d->total;
+  int64_t nb = (d->total + PKD_BLOCK - 1) / PKD_BLOCK;
+  if (nb > 4096) nb = 4096;
+  k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, x, snd);
+  cudaError_t e = cudaGetLastError();
+  for (int k = 0; k < 4 && e == cudaSuccess; k++)
+    if (d->has[k])
+      e = cudaMemcpyAsync(d->hsnd + d->off[k], snd + d->off[k], sizeof(double) * (size_t)d->len[k],
+                          cudaMemcpyDeviceToHost, st);
+  if (e == cudaSuccess) e = cudaEventRecord(d->packed, st);
+  if (e == cudaSuccess && instr) e = cudaEventSynchronize(d->packed);
+  if (e != cudaSuccess) return cuda_err(ctx, e, "packing the tile edges");
+  if (instr) g_halo_s += pk_wtime() - t0;
+  d->pending = 1;
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A) {
+  DistDev *d = dist_of(A);
+  if (!d || !d->any) return PKRYLOV_SUCCESS;
+  pkrylov_context ctx = A->ctx;
+  if (!d->pending) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "no exchange was begun");
+  d->pending = 0;
+  const int instr = pk_cuda_dist_instrumented();
+  cudaError_t e = cudaEventSynchronize(d->packed);
+  if (e != cudaSuccess) return cuda_err(ctx, e, "waiting for the packed edges");
+  const double t0 = pk_wtime();
+  int rc = pk_dist_exchange_begin(A, d->hrcv, d->hsnd);
+  const int rc2 = pk_dist_exchange_end(A);
+  if (rc || rc2) return rc ? rc : rc2;
+  cudaStream_t st = stream_of(ctx);
+  /* instrumented: blocking copies on the default stream (the context's stream is non-blocking: they do
+     not wait for the kernels queued there), so the timer holds them */
+  for (int k = 0; k < 4 && e == cudaSuccess; k++)
+    if (d->has[k]) {
+      double *dst = d->dbuf + d->off[k];
+      const double *src = d->hrcv + d->off[k];
+      const size_t bytes = sizeof(double) * (size_t)d->len[k];
+      e = instr ? cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)
+                : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st);
+    }
+  g_halo_s += pk_wtime() - t0;
+  if (e != cudaSuccess) return cuda_err(ctx, e, "copying the halos to the device");
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_dist_halo(struct pkrylov_operator_s *A, const double *x) {
+  PK_CALL(pk_cuda_dist_halo_begin(A, x));
+  return pk_cuda_dist_halo_end(A);
+}
+
+extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x, double *y) {
+  pkrylov_context ctx = A->ctx;
+  const char *func = "pkrylov_operator_apply";
+  int e = pk_cuda_check_pointer(ctx, func, mem, x, "x");
+  if (!e) e = pk_cuda_check_pointer(ctx, func, mem, y, "y");
+  const size_t bytes = sizeof(double) * (size_t)A->n;
+  double *dx = NULL, *dy = NULL;
+  cudaStream_t st = stream_of(ctx);
+  if (!e && mem == PKRYLOV_MEM_HOST) {
+    cudaError_t ce = cudaMalloc(&dx, bytes ? bytes : 1);
+    if (ce == cudaSuccess) ce = cudaMalloc(&dy, bytes ? bytes : 1);
+    if (ce == cudaSuccess) ce = cudaMemcpyAsync(dx, x, bytes, cudaMemcpyHostToDevice, st);
+    if (ce != cudaSuccess) e = cuda_err(ctx, ce, "copying x to the device");
+  }
+  e = pk_mpi_agree(ctx, e); /* every rank reaches the exchange, or none */
+  if (!e) {
+    const double *in = mem == PKRYLOV_MEM_HOST ? dx : x;
+    double *out = mem == PKRYLOV_MEM_HOST ? dy : y;
+    pk_cuda_op v;
+    e = pk_cuda_dist_halo(A, in);
+    if (!e) e = pk_cuda_operator_view(A, 0, &v);
+    if (!e) {
+      cudaError_t ce = (cudaError_t)pk_cuda_op_apply(st, &v, in, out);
+      if (ce == cudaSuccess && mem == PKRYLOV_MEM_HOST)
+        ce = cudaMemcpyAsync(y, dy, bytes, cudaMemcpyDeviceToHost, st);
+      if (ce == cudaSuccess) ce = cudaStreamSynchronize(st);
+      if (ce != cudaSuccess) e = cuda_err(ctx, ce, "applying the operator");
+    }
+  }
+  cudaFree(dx);
+  cudaFree(dy);
+  return e;
+}
+
+extern "C" void pk_cuda_dist_timers(double *halo_s, double *reduce_s, int reset) {
+  if (halo_s) *halo_s = g_halo_s;
+  if (reduce_s) *reduce_s = g_reduce_s;
+  if (reset) g_halo_s = g_reduce_s = 0.0;
+}
+
+extern "C" void pk_cuda_dist_add_reduce_time(double t) { g_reduce_s += t; }
+
+extern "C" int pk_cuda_dist_instrumented(void) {
+  const char *s = getenv("PKRYLOV_DIST_INSTRUMENT");
+  return s && s[0] == '1';
+}
