@@ -69,7 +69,7 @@ if [ $TESTS = 1 ] && [ -n "$T930" ] && [ -n "$MPIRUN" ]; then
   for np in $TEST_RANKS; do
     for c in $cases; do
       start=$(date +%s.%N)
-      OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 180 "$MPIRUN" -n "$np" "$T930" "$c" > "$OUT/case.log" 2>&1
+      OMPI_MCA_btl_vader_single_copy_mechanism=none timeout ${CASE_TIMEOUT:-120} "$MPIRUN" -n "$np" "$T930" "$c" > "$OUT/case.log" 2>&1
       rc=$?
       t=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
       case $rc in

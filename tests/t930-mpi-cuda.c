@@ -7,13 +7,15 @@
  *          bitwise (tiles down to one column wide included);
  *        - CG and pipelined CG with the none, Jacobi and column preconditioners on the distributed thin
  *          shell and the masked column stencil take the iterations of the single-GPU solve of the global
- *          problem and its solution within 1e-10 (relative to max |x|), checked against an independently
+ *          problem and its solution within 1e-10 (relative to max |x|; pipelined CG with the weak
+ *          preconditioners within 0.5 % and 1e-9, see solve_compare), checked against an independently
  *          recomputed residual ||b - A x|| of the gathered solution on the CPU;
  *        - the BiCGStab / GMRES families are refused on a distributed CUDA operator (same error everywhere).
  *        Skipped (77) without a GPU.
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pk_mpi_test.h"
@@ -255,6 +257,14 @@ static int solve_compare(int32_t type, int32_t pct, int stencil) {
   PK_EXPECT(r1.converged, "single GPU converged (%s)", pkrylov_reason_string(r1.reason));
   double xmax = 0;
   for (int64_t c = 0; c < ng; c++) xmax = fmax(xmax, fabs(x1[c]));
+  /* The global sums of P ranks add the ranks' partial sums, the single GPU its block partials: the same
+     values in another order. CG, and pipelined CG with the column preconditioner (24 iterations), end at the
+     single GPU's iteration with x within 1e-10. Pipelined CG's recurrences amplify that rounding over the
+     hundreds of iterations of the weak preconditioners (1557 without one, 792 with Jacobi on the stencil):
+     measured on 2 H200s, 4 ranks: up to 3.9e-10 relative and one iteration less; allowed 1e-9 and 0.5 %. */
+  const int strict = type == PKRYLOV_SOLVER_CG || pct == PKRYLOV_PRECOND_COLUMN;
+  const int it_slack = strict ? 0 : 1 + r1.iterations / 200;
+  const double x_rel = strict ? 1e-10 : 1e-9;
   if (rank == 0)
     printf("%s, solver %d, precond %d: single GPU %d iterations\n", stencil ? "stencil" : "thin shell", type, pct,
            r1.iterations);
@@ -287,13 +297,14 @@ static int solve_compare(int32_t type, int32_t pct, int stencil) {
       PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
       PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &res));
       PK_EXPECT(res.converged, "%dx%d converged (%s)", px, py, pkrylov_reason_string(res.reason));
-      PK_EXPECT(res.iterations == r1.iterations, "%dx%d run %d: %d iterations, single GPU %d", px, py, run,
-                res.iterations, r1.iterations);
+      PK_EXPECT(abs(res.iterations - r1.iterations) <= it_slack, "%dx%d run %d: %d iterations, single GPU %d", px,
+                py, run, res.iterations, r1.iterations);
       PK_REQUIRE_OK(ctx, pkrylov_operator_gather(A, 0, x, rank == 0 ? xg : NULL));
       if (rank == 0) {
         double dmax = 0, rr = 0, bb = 0;
         for (int64_t c = 0; c < ng; c++) dmax = fmax(dmax, fabs(xg[c] - x1[c]));
-        PK_EXPECT(dmax <= 1e-10 * xmax, "%dx%d: max |x - x_1gpu| = %.3g (max |x| %.3g)", px, py, dmax, xmax);
+        PK_EXPECT(dmax <= x_rel * xmax, "%dx%d: max |x - x_1gpu| = %.3g (max |x| %.3g, allowed %.0e relative)", px,
+                  py, dmax, xmax, x_rel);
         /* the residual of the gathered solution, recomputed on the CPU (dry cells: b is ignored there) */
         PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, xg, rg));
         for (int64_t c = 0; c < ng; c++) {

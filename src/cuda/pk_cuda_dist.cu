@@ -12,11 +12,15 @@
  * row: the distributed product is bitwise the single-rank one (test t930).
  *
  * An exchange is split so that the kernels that need no halo run meanwhile (pk_cuda_solver.cu):
- *   _begin: pack kernel (edges of x into the device send buffer), device-to-host copies of the directions
- *           that have a neighbour into pinned memory, an event; nothing waits;
+ *   _begin: pack kernel (edges of x into the device send buffer) on the context's stream, device-to-host
+ *           copies of the directions that have a neighbour into pinned memory on a copy stream behind it,
+ *           an event; nothing waits, and the context's stream goes on with the next kernels;
  *   _end:   wait for the event, MPI_Irecv/MPI_Isend/MPI_Waitall through dist.c (host buffers), then the
- *           host-to-device copies of the received halos, enqueued on the context's stream, so every launch
- *           enqueued after _end reads them.
+ *           host-to-device copies of the received halos on the copy stream, and the context's stream waits
+ *           for them (cudaStreamWaitEvent), so every launch enqueued after _end reads them.
+ * Buffer reuse is ordered: the next pack follows the last edge kernel on the context's stream, and the
+ * host waits for the edges on the host (after the last halo copy of the copy stream) before it receives
+ * into the host halos again.
  * MPI stays in the C files (dist.c, reduce.c); this file never sees mpi.h. The exchange does not use
  * CUDA-aware MPI (device pointers to MPI): the staging copies are a few hundred KiB per direction at the
  * benchmark sizes and overlap the interior columns (docs/performance.md, "MPI scaling on GPUs").
@@ -49,7 +53,10 @@ struct DistDev {
   double *dbuf;         /* device: halos (total) then the packed edges (total) */
   double *dcoef;        /* device, stencil: aWe (ny*nz) then aSn (nx*nz) */
   double *hrcv, *hsnd;  /* pinned host: halos, packed edges (total each) */
-  cudaEvent_t packed;   /* the edges are on the host */
+  cudaStream_t copy;    /* the copies, so that they overlap the kernels of the context's stream */
+  cudaEvent_t packed_dev; /* on the context's stream after the pack kernel */
+  cudaEvent_t packed;   /* on the copy stream: the edges are on the host */
+  cudaEvent_t arrived;  /* on the copy stream: the halos are on the device */
   int pending;          /* _begin done, _end not yet */
   int any;              /* some neighbour exists */
 };
@@ -113,6 +120,9 @@ extern "C" int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *vie
   if (e == cudaSuccess) e = cudaMallocHost(&d->hrcv, sizeof(double) * (size_t)d->total);
   if (e == cudaSuccess) e = cudaMallocHost(&d->hsnd, sizeof(double) * (size_t)d->total);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->packed, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->packed_dev, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->arrived, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking);
   if (e == cudaSuccess && t.aWe) {
     e = cudaMalloc(&d->dcoef, sizeof(double) * (size_t)(ex + ey));
     if (e == cudaSuccess) e = cudaMemcpyAsync(d->dcoef, t.aWe, sizeof(double) * ex, cudaMemcpyHostToDevice, st);
@@ -140,6 +150,9 @@ extern "C" void pk_cuda_dist_detach(pk_cuda_op *view) {
   cudaFreeHost(d->hrcv);
   cudaFreeHost(d->hsnd);
   if (d->packed) cudaEventDestroy(d->packed);
+  if (d->packed_dev) cudaEventDestroy(d->packed_dev);
+  if (d->arrived) cudaEventDestroy(d->arrived);
+  if (d->copy) cudaStreamDestroy(d->copy);
   free(d);
   view->dist = NULL;
 }
@@ -162,11 +175,14 @@ extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const doubl
   if (nb > 4096) nb = 4096;
   k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, x, snd);
   cudaError_t e = cudaGetLastError();
+  /* the copies on the copy stream after the pack: the context's stream goes on with the next kernels */
+  if (e == cudaSuccess) e = cudaEventRecord(d->packed_dev, st);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(d->copy, d->packed_dev, 0);
   for (int k = 0; k < 4 && e == cudaSuccess; k++)
     if (d->has[k])
       e = cudaMemcpyAsync(d->hsnd + d->off[k], snd + d->off[k], sizeof(double) * (size_t)d->len[k],
-                          cudaMemcpyDeviceToHost, st);
-  if (e == cudaSuccess) e = cudaEventRecord(d->packed, st);
+                          cudaMemcpyDeviceToHost, d->copy);
+  if (e == cudaSuccess) e = cudaEventRecord(d->packed, d->copy);
   if (e == cudaSuccess && instr) e = cudaEventSynchronize(d->packed);
   if (e != cudaSuccess) return cuda_err(ctx, e, "packing the tile edges");
   if (instr) g_halo_s += pk_wtime() - t0;
@@ -188,16 +204,15 @@ extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A) {
   const int rc2 = pk_dist_exchange_end(A);
   if (rc || rc2) return rc ? rc : rc2;
   cudaStream_t st = stream_of(ctx);
-  /* instrumented: blocking copies on the default stream (the context's stream is non-blocking: they do
-     not wait for the kernels queued there), so the timer holds them */
+  /* the copies on the copy stream (they overlap the kernels queued on the context's stream, which waits
+     for them before the next launch); instrumented: waited for here, so that the timer holds them */
   for (int k = 0; k < 4 && e == cudaSuccess; k++)
-    if (d->has[k]) {
-      double *dst = d->dbuf + d->off[k];
-      const double *src = d->hrcv + d->off[k];
-      const size_t bytes = sizeof(double) * (size_t)d->len[k];
-      e = instr ? cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)
-                : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st);
-    }
+    if (d->has[k])
+      e = cudaMemcpyAsync(d->dbuf + d->off[k], d->hrcv + d->off[k], sizeof(double) * (size_t)d->len[k],
+                          cudaMemcpyHostToDevice, d->copy);
+  if (e == cudaSuccess) e = cudaEventRecord(d->arrived, d->copy);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(st, d->arrived, 0);
+  if (e == cudaSuccess && instr) e = cudaEventSynchronize(d->arrived);
   g_halo_s += pk_wtime() - t0;
   if (e != cudaSuccess) return cuda_err(ctx, e, "copying the halos to the device");
   return PKRYLOV_SUCCESS;

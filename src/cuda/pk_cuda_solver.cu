@@ -116,7 +116,7 @@ struct Run {
   pkrylov_operator dop;
   pk_cuda_op op_in, op_edge;
   int part_global;       /* pipelined CG: part buffer 0 holds global sums in slot 0 (after a replacement) */
-  double t_sums;         /* instrumented mode: when sums_begin started (its timer), else 0 */
+  int sums_done;         /* instrumented mode: sums_begin did the whole reduction */
   int64_t nb_update;     /* pipelined CG: slots the last update wrote (local sums) */
 };
 
@@ -231,15 +231,26 @@ int sums_begin(Run &R, const double *part, int64_t nb, int nvals) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
   if (!d->ev_sums) CU(cudaEventCreateWithFlags(&d->ev_sums, cudaEventDisableTiming), "event");
-  R.t_sums = 0.0;
-  if (pk_cuda_dist_instrumented()) { /* the work queued before is not the reduction's */
+  const int instr = pk_cuda_dist_instrumented();
+  double t0 = 0.0;
+  if (instr) { /* the work queued before is not the reduction's */
     CU(cudaStreamSynchronize(R.stream), "synchronising");
-    R.t_sums = pk_wtime();
+    t0 = pk_wtime();
   }
   CU(pk_cuda_sum_partials(R.stream, part, nb, nvals, d->dsum), "summing partials");
   CU(cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double) * nvals, cudaMemcpyDeviceToHost, R.stream), "copy");
   CU(cudaMemcpyAsync(d->hst, d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream), "state");
   CU(cudaEventRecord(d->ev_sums, R.stream), "event");
+  R.sums_done = 0;
+  if (instr) { /* the whole reduction now, timed alone (sums_end then only hands out the result) */
+    CU(cudaEventSynchronize(d->ev_sums), "synchronising");
+    PK_CALL(pk_allreduce_sum(ctx, d->hsum, nvals));
+    CU(cudaMemcpyAsync(part_buf(d, 1), d->hsum, sizeof(double) * nvals, cudaMemcpyHostToDevice, R.stream),
+       "copy");
+    CU(cudaStreamSynchronize(R.stream), "synchronising");
+    pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
+    R.sums_done = 1;
+  }
   return PKRYLOV_SUCCESS;
 }
 
@@ -247,18 +258,15 @@ int sums_begin(Run &R, const double *part, int64_t nb, int nvals) {
 int sums_end(Run &R, int nvals, const double **gpart, int64_t *gnb) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
-  CU(cudaEventSynchronize(d->ev_sums), "synchronising");
-  const int instr = R.t_sums > 0.0;
-  const double t0 = instr ? R.t_sums : pk_wtime();
-  PK_CALL(pk_allreduce_sum(ctx, d->hsum, nvals));
   double *g = part_buf(d, 1);
-  /* instrumented: a blocking copy on the default stream (the solver's stream is non-blocking: the copy does
-     not wait for the kernels queued there; sums_begin waited for everything queued before it) */
-  if (instr)
-    CU(cudaMemcpy(g, d->hsum, sizeof(double) * nvals, cudaMemcpyHostToDevice), "copy");
-  else
+  if (!R.sums_done) {
+    CU(cudaEventSynchronize(d->ev_sums), "synchronising");
+    const double t0 = pk_wtime();
+    PK_CALL(pk_allreduce_sum(ctx, d->hsum, nvals));
     CU(cudaMemcpyAsync(g, d->hsum, sizeof(double) * nvals, cudaMemcpyHostToDevice, R.stream), "copy");
-  pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
+    pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
+  }
+  R.sums_done = 0;
   *gpart = g;
   *gnb = 1;
   return PKRYLOV_SUCCESS;
