@@ -946,9 +946,13 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * with the same settings (a solve checks the solver's settings and the input vectors on all ranks first
  * and gives the same error on every rank when one rank's differ or are bad). Bad input to a collective
  * call gives the same error code and message on every rank (the message names the first rank that
- * found it), never a hang. Distributed runs use the CPU backend (the CUDA backend keeps its sums on the
- * device: a CUDA context refuses a communicator of more than one rank for now). Destroy the context before
- * MPI_Finalize (it frees its duplicate communicator).
+ * found it), never a hang. On the CUDA backend each rank uses one GPU: pkrylov_context_set_comm() moves the
+ * context to device (node-local rank mod visible devices) and makes it the calling thread's current device
+ * (environment PKRYLOV_CUDA_BIND=none keeps the device current at creation); CG and pipelined CG run
+ * distributed there (global sums through the host, halo exchange of the distributed operators staged
+ * through pinned host memory); the BiCGStab and GMRES families on a distributed CUDA operator answer
+ * ::PKRYLOV_ERR_UNSUPPORTED. All ranks must use the same backend. Destroy the context before MPI_Finalize
+ * (it frees its duplicate communicator).
  *
  * Distributed operators (the horizontal grid cut into px x py blocks of whole columns, rank r owning block
  * (r mod px, r / px); the column preconditioner then needs no communication): the thin shell built from

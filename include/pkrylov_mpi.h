@@ -22,8 +22,11 @@ extern "C" {
  * MPI_ERRORS_RETURN and frees it in pkrylov_context_destroy(), which must come before MPI_Finalize.
  * Must be called before any object is created from the context, once (::PKRYLOV_ERR_INVALID_STATE
  * otherwise). MPI must be initialised (::PKRYLOV_ERR_INVALID_STATE) and comm must not be MPI_COMM_NULL
- * (::PKRYLOV_ERR_INVALID_VALUE). A CUDA context accepts a communicator of one rank only for now
- * (::PKRYLOV_ERR_UNSUPPORTED). A library built without MPI answers ::PKRYLOV_ERR_UNSUPPORTED.
+ * (::PKRYLOV_ERR_INVALID_VALUE). Every rank must use the same backend (::PKRYLOV_ERR_INVALID_VALUE). A CUDA
+ * context on more than one rank moves to GPU (node-local rank mod visible devices; the node-local rank from
+ * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)), which becomes the calling thread's current device; set the
+ * environment variable PKRYLOV_CUDA_BIND=none to keep the device that was current when the context was
+ * created. A library built without MPI answers ::PKRYLOV_ERR_UNSUPPORTED.
  */
 PKRYLOV_EXTERN int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm);
 
