@@ -53,7 +53,9 @@ typedef struct {
   double eff;
 } record;
 
-static double now(void) { return MPI_Wtime(); }
+static double now(void) {
+  return MPI_Wtime();
+}
 
 static int die(int rank, const char *what, int rc) {
   fprintf(stderr, "rank %d: %s failed: %d (%s): %s\n", rank, what, rc, pkrylov_error_string(rc),
@@ -62,10 +64,11 @@ static int die(int rank, const char *what, int rc) {
   return 1;
 }
 
-#define CHECK(call)                                                                                \
-  do {                                                                                             \
-    int rc_ = (call);                                                                              \
-    if (rc_) die(wrank, #call, rc_);                                                               \
+#define CHECK(call)                                                                                          \
+  do {                                                                                                       \
+    int rc_ = (call);                                                                                        \
+    if (rc_)                                                                                                 \
+      die(wrank, #call, rc_);                                                                                \
   } while (0)
 
 static void parse3(const char *s, int v[3]) {
@@ -76,8 +79,8 @@ static void parse3(const char *s, int v[3]) {
 }
 
 /** One solve of exactly maxit iterations; the slowest rank's wall time. */
-static double timed_solve(MPI_Comm comm, pkrylov_solver s, int32_t maxit, const double *b, double *x, int wrank,
-                          int32_t *its) {
+static double timed_solve(MPI_Comm comm, pkrylov_solver s, int32_t maxit, const double *b, double *x,
+                          int wrank, int32_t *its) {
   CHECK(pkrylov_solver_set_max_iterations(s, maxit));
   MPI_Barrier(comm);
   const double t0 = now();
@@ -118,39 +121,48 @@ int main(int argc, char **argv) {
       char *p = argv[++a];
       while (*p && nranks < 16) {
         rlist[nranks++] = (int)strtol(p, &p, 10);
-        if (*p == ',') p++;
+        if (*p == ',')
+          p++;
       }
     } else {
-      if (wrank == 0) fprintf(stderr, "usage: see the head of bench/pkrylov-bench-mpi.c (argument '%s')\n", argv[a]);
+      if (wrank == 0)
+        fprintf(stderr, "usage: see the head of bench/pkrylov-bench-mpi.c (argument '%s')\n", argv[a]);
       MPI_Finalize();
       return 2;
     }
   }
-  if (iters < 1 || reps < 1) iters = iters < 1 ? 1 : iters, reps = reps < 1 ? 1 : reps;
+  if (iters < 1 || reps < 1)
+    iters = iters < 1 ? 1 : iters, reps = reps < 1 ? 1 : reps;
   if (nranks == 0)
-    for (int p = 1; p <= wsize && nranks < 16; p *= 2) rlist[nranks++] = p;
+    for (int p = 1; p <= wsize && nranks < 16; p *= 2)
+      rlist[nranks++] = p;
 #ifndef PKB_HAVE_CUDA
-  if (backend == PKRYLOV_BACKEND_CUDA) backend = PKRYLOV_BACKEND_CPU;
+  if (backend == PKRYLOV_BACKEND_CUDA)
+    backend = PKRYLOV_BACKEND_CPU;
 #endif
-  if (backend == PKRYLOV_BACKEND_CPU) instrument = 0; /* the timers are the CUDA backend's */
+  if (backend == PKRYLOV_BACKEND_CPU)
+    instrument = 0; /* the timers are the CUDA backend's */
   char device[256] = "CPU";
 #ifdef PKB_HAVE_CUDA
   if (backend == PKRYLOV_BACKEND_CUDA) {
     struct cudaDeviceProp prop;
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
-      if (wrank == 0) fprintf(stderr, "no GPU: use --backend cpu\n");
+      if (wrank == 0)
+        fprintf(stderr, "no GPU: use --backend cpu\n");
       MPI_Finalize();
       return 77;
     }
     if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-      snprintf(device, sizeof device, "%d x %s (%d visible)", wsize < count ? wsize : count, prop.name, count);
+      snprintf(device, sizeof device, "%d x %s (%d visible)", wsize < count ? wsize : count, prop.name,
+               count);
   }
 #endif
   if (wrank == 0) {
     printf("pkrylov-bench-mpi: %d ranks launched, backend %s, device %s\n", wsize,
            backend == PKRYLOV_BACKEND_CUDA ? "CUDA" : "CPU", device);
-    printf("thin shell, column preconditioner; weak %d x %d x %d per rank, strong %d x %d x %d; time per iteration "
+    printf("thin shell, column preconditioner; weak %d x %d x %d per rank, strong %d x %d x %d; time per "
+           "iteration "
            "from solves of 10 and %d iterations (least of %d), slowest rank\n",
            weak[0], weak[1], weak[2], strong[0], strong[1], strong[2], 10 + iters, reps);
   }
@@ -162,10 +174,12 @@ int main(int argc, char **argv) {
   for (int m = 0; m < 2; m++)
     for (int ri = 0; ri < nranks; ri++) {
       const int P = rlist[ri];
-      if (P < 1 || P > wsize) continue;
+      if (P < 1 || P > wsize)
+        continue;
       int py = 1;
       for (int d = 1; d * d <= P; d++)
-        if (P % d == 0) py = d;
+        if (P % d == 0)
+          py = d;
       const int px = P / py;
       const int gnx = m == 0 ? weak[0] * px : strong[0], gny = m == 0 ? weak[1] * py : strong[1];
       const int nz = m == 0 ? weak[2] : strong[2];
@@ -184,8 +198,10 @@ int main(int argc, char **argv) {
         int64_t n;
         CHECK(pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
         double *b = malloc(sizeof(double) * (size_t)n), *x = malloc(sizeof(double) * (size_t)n);
-        if (!b || !x) die(wrank, "malloc", PKRYLOV_ERR_OUT_OF_MEMORY);
-        for (int64_t i = 0; i < n; i++) b[i] = 1.0 + 0.5 * sin(0.001 * (double)(i + wrank * 7919));
+        if (!b || !x)
+          die(wrank, "malloc", PKRYLOV_ERR_OUT_OF_MEMORY);
+        for (int64_t i = 0; i < n; i++)
+          b[i] = 1.0 + 0.5 * sin(0.001 * (double)(i + wrank * 7919));
         for (int t = 0; t < 2; t++) {
           pkrylov_solver s;
           CHECK(pkrylov_solver_create(ctx, types[t], A, M, &s));
@@ -200,7 +216,8 @@ int main(int argc, char **argv) {
           record R = {modes[m], tnames[t], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0};
           R.t_iter = (t2 - t1) / (double)(its2 - its > 0 ? its2 - its : 1);
           if (its != 10 || its2 != 10 + iters)
-            if (wrank == 0) printf("  (note: the solves stopped after %d and %d iterations)\n", its, its2);
+            if (wrank == 0)
+              printf("  (note: the solves stopped after %d and %d iterations)\n", its, its2);
 #ifdef PKB_HAVE_TIMERS
           if (instrument && P > 1) {
             setenv("PKRYLOV_DIST_INSTRUMENT", "1", 1);
@@ -219,7 +236,8 @@ int main(int argc, char **argv) {
             R.reduce = mx[1] / k;
           }
 #endif
-          if (wrank == 0) recs[nrec++] = R;
+          if (wrank == 0)
+            recs[nrec++] = R;
           pkrylov_solver_destroy(&s);
         }
         free(b), free(x);
@@ -235,12 +253,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nrec; i++) {
       recs[i].eff = NAN;
       for (int j = 0; j < nrec; j++)
-        if (recs[j].ranks == 1 && !strcmp(recs[j].mode, recs[i].mode) && !strcmp(recs[j].solver, recs[i].solver))
+        if (recs[j].ranks == 1 && !strcmp(recs[j].mode, recs[i].mode) &&
+            !strcmp(recs[j].solver, recs[i].solver))
           recs[i].eff = !strcmp(recs[i].mode, "weak") ? recs[j].t_iter / recs[i].t_iter
                                                       : recs[j].t_iter / (recs[i].ranks * recs[i].t_iter);
     }
-    printf("\n%-6s %-13s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "ranks", "pxpy", "grid",
-           "us/iter", "eff", "instr us/it", "halo us", "reduce us", "comm %", "hidden");
+    printf("\n%-6s %-13s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "ranks", "pxpy",
+           "grid", "us/iter", "eff", "instr us/it", "halo us", "reduce us", "comm %", "hidden");
     for (int i = 0; i < nrec; i++) {
       const record *R = &recs[i];
       char g[64], d[16];
@@ -258,14 +277,18 @@ int main(int argc, char **argv) {
     }
     FILE *f = fopen(json, "w");
     if (f) {
-      fprintf(f, "{\n  \"benchmark\": \"pkrylov-bench-mpi\",\n  \"backend\": \"%s\",\n  \"device\": \"%s\",\n",
+      fprintf(f,
+              "{\n  \"benchmark\": \"pkrylov-bench-mpi\",\n  \"backend\": \"%s\",\n  \"device\": \"%s\",\n",
               backend == PKRYLOV_BACKEND_CUDA ? "cuda" : "cpu", device);
-      fprintf(f, "  \"launched_ranks\": %d,\n  \"iterations_timed\": %d,\n  \"repetitions\": %d,\n  \"records\": [\n",
+      fprintf(f,
+              "  \"launched_ranks\": %d,\n  \"iterations_timed\": %d,\n  \"repetitions\": %d,\n  "
+              "\"records\": [\n",
               wsize, iters, reps);
       for (int i = 0; i < nrec; i++) {
         const record *R = &recs[i];
         fprintf(f,
-                "    {\"mode\": \"%s\", \"solver\": \"%s\", \"ranks\": %d, \"px\": %d, \"py\": %d, \"grid\": [%d, %d, %d], "
+                "    {\"mode\": \"%s\", \"solver\": \"%s\", \"ranks\": %d, \"px\": %d, \"py\": %d, \"grid\": "
+                "[%d, %d, %d], "
                 "\"us_per_iter\": %.3f, \"efficiency\": %.4f, \"instrumented_us_per_iter\": %.3f, "
                 "\"halo_us_per_iter\": %.3f, \"reduce_us_per_iter\": %.3f}%s\n",
                 R->mode, R->solver, R->ranks, R->px, R->py, R->gnx, R->gny, R->nz, 1e6 * R->t_iter, R->eff,

@@ -23,7 +23,8 @@
 /** 1 when a GPU is visible (the same answer on every rank: a skip must be collective). */
 static int have_gpu(void) {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess)
+    count = 0;
   int mine = count > 0, all = 0;
   MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all;
@@ -41,7 +42,8 @@ static void restrict_block(const double *g, int32_t gnx, int32_t gny, int32_t nz
 /** A CUDA context on MPI_COMM_WORLD. */
 static pkrylov_context world_ctx(void) {
   pkrylov_context ctx = NULL;
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx)) return NULL;
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx))
+    return NULL;
   if (pkrylov_context_set_comm(ctx, MPI_COMM_WORLD)) {
     const char *msg = "";
     pkrylov_context_get_last_error(ctx, NULL, &msg);
@@ -52,28 +54,31 @@ static pkrylov_context world_ctx(void) {
 }
 
 /** Global stencil coefficients: the thin shell's, perturbed per face (still symmetric), with a mask. */
-static int stencil_global(int32_t nx, int32_t ny, int32_t nz, double **aW, double **aS, double **aV, double **aC,
-                          int32_t **mask) {
+static int stencil_global(int32_t nx, int32_t ny, int32_t nz, double **aW, double **aS, double **aV,
+                          double **aC, int32_t **mask) {
   const int64_t n = (int64_t)nx * ny * nz;
   *aW = malloc(sizeof(double) * n), *aS = malloc(sizeof(double) * n), *aV = malloc(sizeof(double) * n);
   *aC = malloc(sizeof(double) * n), *mask = malloc(sizeof(int32_t) * n);
-  if (!*aW || !*aS || !*aV || !*aC || !*mask) return 1;
+  if (!*aW || !*aS || !*aV || !*aC || !*mask)
+    return 1;
   pkrylov_thinshell_params p;
   pkrylov_thinshell_params_default(nx, ny, nz, &p);
-  if (pkrylov_thinshell_stencil_coefficients(&p, *aW, *aS, *aV, *aC)) return 1;
+  if (pkrylov_thinshell_stencil_coefficients(&p, *aW, *aS, *aV, *aC))
+    return 1;
   uint64_t st = 5;
   for (int64_t c = 0; c < n; c++) {
     (*aW)[c] *= 1.0 + 0.3 * pk_test_rand(&st);
     (*aS)[c] *= 1.0 + 0.3 * pk_test_rand(&st);
     (*mask)[c] = pk_test_rand(&st) > -0.8; /* about 10 % dry */
-    if (c % nx == 0) (*aW)[c] = 1e300;      /* ignored: couples across the west boundary */
+    if (c % nx == 0)
+      (*aW)[c] = 1e300; /* ignored: couples across the west boundary */
   }
   return 0;
 }
 
 /** The tile of rank (rx, ry) of a stencil decomposition: even blocks, the remainder to the last one. */
-static void stencil_tile(int32_t gnx, int32_t gny, int px, int py, int rank, int32_t *i0, int32_t *nxl, int32_t *j0,
-                         int32_t *nyl) {
+static void stencil_tile(int32_t gnx, int32_t gny, int px, int py, int rank, int32_t *i0, int32_t *nxl,
+                         int32_t *j0, int32_t *nyl) {
   const int rx = rank % px, ry = rank / px;
   const int32_t bx = gnx / px, by = gny / py;
   *i0 = rx * bx, *nxl = rx == px - 1 ? gnx - *i0 : bx;
@@ -82,8 +87,8 @@ static void stencil_tile(int32_t gnx, int32_t gny, int px, int py, int rank, int
 
 /** A distributed stencil operator of the global coefficients on ctx (this rank's tile). */
 static int stencil_dist(pkrylov_context ctx, int32_t gnx, int32_t gny, int32_t nz, int px, int py, int masked,
-                        const double *aW, const double *aS, const double *aV, const double *aC, const int32_t *mask,
-                        pkrylov_operator *A) {
+                        const double *aW, const double *aS, const double *aV, const double *aC,
+                        const int32_t *mask, pkrylov_operator *A) {
   int rank, size;
   pk_mpi_world(&rank, &size);
   int32_t i0, nxl, j0, nyl;
@@ -91,16 +96,22 @@ static int stencil_dist(pkrylov_context ctx, int32_t gnx, int32_t gny, int32_t n
   const int64_t nl = (int64_t)nxl * nyl * nz, ng = (int64_t)gnx * gny * nz;
   double *t[5], *gm = malloc(sizeof(double) * ng);
   int32_t *tm = malloc(sizeof(int32_t) * nl);
-  for (int a = 0; a < 5; a++) t[a] = malloc(sizeof(double) * nl);
-  if (!gm || !tm || !t[0] || !t[1] || !t[2] || !t[3] || !t[4]) return PKRYLOV_ERR_OUT_OF_MEMORY;
+  for (int a = 0; a < 5; a++)
+    t[a] = malloc(sizeof(double) * nl);
+  if (!gm || !tm || !t[0] || !t[1] || !t[2] || !t[3] || !t[4])
+    return PKRYLOV_ERR_OUT_OF_MEMORY;
   const double *src[4] = {aW, aS, aV, aC};
-  for (int a = 0; a < 4; a++) restrict_block(src[a], gnx, gny, nz, i0, nxl, j0, nyl, t[a]);
-  for (int64_t c = 0; c < ng; c++) gm[c] = mask[c];
+  for (int a = 0; a < 4; a++)
+    restrict_block(src[a], gnx, gny, nz, i0, nxl, j0, nyl, t[a]);
+  for (int64_t c = 0; c < ng; c++)
+    gm[c] = mask[c];
   restrict_block(gm, gnx, gny, nz, i0, nxl, j0, nyl, t[4]);
-  for (int64_t c = 0; c < nl; c++) tm[c] = (int32_t)t[4][c];
+  for (int64_t c = 0; c < nl; c++)
+    tm[c] = (int32_t)t[4][c];
   int rc = pkrylov_operator_create_stencil7_dist(ctx, px, py, nxl, nyl, nz, t[0], t[1], t[2], t[3],
                                                  masked ? tm : NULL, A);
-  for (int a = 0; a < 5; a++) free(t[a]);
+  for (int a = 0; a < 5; a++)
+    free(t[a]);
   free(gm), free(tm);
   return rc;
 }
@@ -116,10 +127,13 @@ static int check_product(pkrylov_context ctx, pkrylov_operator Ad, pkrylov_opera
   PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(Ad, &n, NULL, NULL, NULL, NULL, &nz));
   PK_REQUIRE_OK(NULL, pkrylov_operator_get_info(Ag, &ng, NULL, NULL, NULL, NULL, NULL));
   double *xg = malloc(sizeof(double) * ng), *yg = malloc(sizeof(double) * ng);
-  double *xl = malloc(sizeof(double) * n), *yl = malloc(sizeof(double) * n), *ref = malloc(sizeof(double) * n);
-  if (!xg || !yg || !xl || !yl || !ref) return PK_FAIL;
+  double *xl = malloc(sizeof(double) * n), *yl = malloc(sizeof(double) * n),
+         *ref = malloc(sizeof(double) * n);
+  if (!xg || !yg || !xl || !yl || !ref)
+    return PK_FAIL;
   uint64_t st = seed;
-  for (int64_t i = 0; i < ng; i++) xg[i] = pk_test_rand(&st);
+  for (int64_t i = 0; i < ng; i++)
+    xg[i] = pk_test_rand(&st);
   PK_REQUIRE_OK(NULL, pkrylov_operator_apply(Ag, PKRYLOV_MEM_HOST, xg, yg));
   restrict_block(xg, gnx, gny, nz, i0, nxl, j0, nyl, xl);
   restrict_block(yg, gnx, gny, nz, i0, nxl, j0, nyl, ref);
@@ -139,9 +153,11 @@ static int check_product(pkrylov_context ctx, pkrylov_operator Ad, pkrylov_opera
     }
     int64_t bad = -1;
     for (int64_t i = 0; i < n && bad < 0; i++)
-      if (memcmp(&yl[i], &ref[i], sizeof(double)) != 0) bad = i;
-    PK_EXPECT(bad < 0, "%dx%d tile %d+%d x %d+%d (%s arrays): local row %lld: GPU %.17g, single-rank CPU %.17g",
-              px, py, i0, nxl, j0, nyl, dev ? "device" : "host", (long long)bad, bad >= 0 ? yl[bad] : 0.0,
+      if (memcmp(&yl[i], &ref[i], sizeof(double)) != 0)
+        bad = i;
+    PK_EXPECT(bad < 0,
+              "%dx%d tile %d+%d x %d+%d (%s arrays): local row %lld: GPU %.17g, single-rank CPU %.17g", px,
+              py, i0, nxl, j0, nyl, dev ? "device" : "host", (long long)bad, bad >= 0 ? yl[bad] : 0.0,
               bad >= 0 ? ref[bad] : 0.0);
   }
   free(xg), free(yg), free(xl), free(yl), free(ref);
@@ -149,24 +165,28 @@ static int check_product(pkrylov_context ctx, pkrylov_operator Ad, pkrylov_opera
 }
 
 PK_TEST_CASE(thinshell_product_bitwise) {
-  if (!have_gpu()) return PK_SKIP;
+  if (!have_gpu())
+    return PK_SKIP;
   int rank, size;
   pk_mpi_world(&rank, &size);
   pkrylov_context ctx = world_ctx(), c1;
-  if (!ctx) return PK_FAIL;
+  if (!ctx)
+    return PK_FAIL;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &c1));
   static const int32_t grids[2][3] = {{13, 11, 6}, {5, 7, 4}}; /* the second: tiles 1 and 2 columns wide */
   for (int g = 0; g < 2; g++)
     for (int geo = 0; geo < 2; geo++)
       for (int px = 1; px <= size; px++) {
-        if (size % px) continue;
+        if (size % px)
+          continue;
         pkrylov_thinshell_params p;
         PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(grids[g][0], grids[g][1], grids[g][2], &p));
         p.geometry = geo ? PKRYLOV_GEOMETRY_UNIFORM : PKRYLOV_GEOMETRY_GNOMONIC;
         pkrylov_operator Ad, Ag;
         PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell_dist(ctx, &p, px, size / px, &Ad));
         PK_REQUIRE_OK(c1, pkrylov_operator_create_thinshell(c1, &p, &Ag));
-        if (check_product(ctx, Ad, Ag, 17 + px + 7 * geo) != PK_PASS) return PK_FAIL;
+        if (check_product(ctx, Ad, Ag, 17 + px + 7 * geo) != PK_PASS)
+          return PK_FAIL;
         pkrylov_operator_destroy(&Ad);
         pkrylov_operator_destroy(&Ag);
       }
@@ -176,26 +196,31 @@ PK_TEST_CASE(thinshell_product_bitwise) {
 }
 
 PK_TEST_CASE(stencil_product_bitwise) {
-  if (!have_gpu()) return PK_SKIP;
+  if (!have_gpu())
+    return PK_SKIP;
   int rank, size;
   pk_mpi_world(&rank, &size);
   pkrylov_context ctx = world_ctx(), c1;
-  if (!ctx) return PK_FAIL;
+  if (!ctx)
+    return PK_FAIL;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &c1));
   static const int32_t grids[2][3] = {{11, 9, 5}, {6, 5, 3}};
   for (int g = 0; g < 2; g++) {
     const int32_t gnx = grids[g][0], gny = grids[g][1], nz = grids[g][2];
     double *aW, *aS, *aV, *aC;
     int32_t *mask;
-    if (stencil_global(gnx, gny, nz, &aW, &aS, &aV, &aC, &mask)) return PK_FAIL;
+    if (stencil_global(gnx, gny, nz, &aW, &aS, &aV, &aC, &mask))
+      return PK_FAIL;
     for (int masked = 0; masked < 2; masked++)
       for (int px = 1; px <= size; px++) {
-        if (size % px) continue;
+        if (size % px)
+          continue;
         pkrylov_operator Ad, Ag;
         PK_REQUIRE_OK(ctx, stencil_dist(ctx, gnx, gny, nz, px, size / px, masked, aW, aS, aV, aC, mask, &Ad));
-        PK_REQUIRE_OK(c1, pkrylov_operator_create_stencil7(c1, gnx, gny, nz, aW, aS, aV, aC, masked ? mask : NULL,
-                                                           &Ag));
-        if (check_product(ctx, Ad, Ag, 31 + px + 5 * masked) != PK_PASS) return PK_FAIL;
+        PK_REQUIRE_OK(c1, pkrylov_operator_create_stencil7(c1, gnx, gny, nz, aW, aS, aV, aC,
+                                                           masked ? mask : NULL, &Ag));
+        if (check_product(ctx, Ad, Ag, 31 + px + 5 * masked) != PK_PASS)
+          return PK_FAIL;
         pkrylov_operator_destroy(&Ad);
         pkrylov_operator_destroy(&Ag);
       }
@@ -213,7 +238,8 @@ PK_TEST_CASE(stencil_product_bitwise) {
  * recompute the residual of the gathered solution on the CPU.
  */
 static int solve_compare(int32_t type, int32_t pct, int stencil) {
-  if (!have_gpu()) return PK_SKIP;
+  if (!have_gpu())
+    return PK_SKIP;
   int rank, size;
   pk_mpi_world(&rank, &size);
   const int32_t gnx = stencil ? 22 : 24, gny = stencil ? 18 : 20, nz = stencil ? 10 : 16;
@@ -223,14 +249,18 @@ static int solve_compare(int32_t type, int32_t pct, int stencil) {
   p.nu = 1.0; /* conditioned so that a tolerance of 1e-12 gives x to ~1e-11 (see t910) */
   double *aW = NULL, *aS = NULL, *aV = NULL, *aC = NULL;
   int32_t *mask = NULL;
-  if (stencil && stencil_global(gnx, gny, nz, &aW, &aS, &aV, &aC, &mask)) return PK_FAIL;
-  double *bg = malloc(sizeof(double) * ng), *xg = malloc(sizeof(double) * ng), *x1 = malloc(sizeof(double) * ng);
+  if (stencil && stencil_global(gnx, gny, nz, &aW, &aS, &aV, &aC, &mask))
+    return PK_FAIL;
+  double *bg = malloc(sizeof(double) * ng), *xg = malloc(sizeof(double) * ng),
+         *x1 = malloc(sizeof(double) * ng);
   double *rg = malloc(sizeof(double) * ng);
-  if (!bg || !xg || !x1 || !rg) return PK_FAIL;
+  if (!bg || !xg || !x1 || !rg)
+    return PK_FAIL;
   /* the distributed context first: it selects the rank's GPU (the thread's current device), on which the
      single-GPU reference context is then created */
   pkrylov_context ctx = world_ctx();
-  if (!ctx) return PK_FAIL;
+  if (!ctx)
+    return PK_FAIL;
   /* the global operator on the CPU (b and the independent residual) and on one GPU (the reference solve) */
   pkrylov_context cc, c1;
   pkrylov_operator Ac, A1;
@@ -243,7 +273,8 @@ static int solve_compare(int32_t type, int32_t pct, int stencil) {
     PK_REQUIRE_OK(cc, pkrylov_operator_create_thinshell(cc, &p, &Ac));
     PK_REQUIRE_OK(c1, pkrylov_operator_create_thinshell(c1, &p, &A1));
   }
-  for (int64_t c = 0; c < ng; c++) xg[c] = sin(0.01 * (double)c) + 0.5;
+  for (int64_t c = 0; c < ng; c++)
+    xg[c] = sin(0.01 * (double)c) + 0.5;
   PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, xg, bg));
   pkrylov_precond M1;
   pkrylov_solver s1;
@@ -256,7 +287,8 @@ static int solve_compare(int32_t type, int32_t pct, int stencil) {
   PK_REQUIRE_OK(c1, pkrylov_solver_get_result(s1, &r1));
   PK_EXPECT(r1.converged, "single GPU converged (%s)", pkrylov_reason_string(r1.reason));
   double xmax = 0;
-  for (int64_t c = 0; c < ng; c++) xmax = fmax(xmax, fabs(x1[c]));
+  for (int64_t c = 0; c < ng; c++)
+    xmax = fmax(xmax, fabs(x1[c]));
   /* The global sums of P ranks add the ranks' partial sums, the single GPU its block partials: the same
      values in another order. CG, and pipelined CG with the column preconditioner (24 iterations), end at the
      single GPU's iteration with x within 1e-10. Pipelined CG's recurrences amplify that rounding over the
@@ -266,11 +298,12 @@ static int solve_compare(int32_t type, int32_t pct, int stencil) {
   const int it_slack = strict ? 0 : 1 + r1.iterations / 200;
   const double x_rel = strict ? 1e-10 : 1e-9;
   if (rank == 0)
-    printf("%s, solver %d, precond %d: single GPU %d iterations\n", stencil ? "stencil" : "thin shell", type, pct,
-           r1.iterations);
+    printf("%s, solver %d, precond %d: single GPU %d iterations\n", stencil ? "stencil" : "thin shell", type,
+           pct, r1.iterations);
 
   for (int px = 1; px <= size; px++) {
-    if (size % px) continue;
+    if (size % px)
+      continue;
     const int py = size / px;
     pkrylov_operator A;
     pkrylov_precond M;
@@ -285,30 +318,35 @@ static int solve_compare(int32_t type, int32_t pct, int stencil) {
     PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
     PK_REQUIRE_OK(ctx, pkrylov_operator_get_dist_info(A, NULL, NULL, &i0, &nxl, &j0, &nyl, NULL, NULL));
     double *b = malloc(sizeof(double) * n), *x = malloc(sizeof(double) * n);
-    if (!b || !x) return PK_FAIL;
+    if (!b || !x)
+      return PK_FAIL;
     restrict_block(bg, gnx, gny, nz, i0, nxl, j0, nyl, b);
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, pct, 0, PKRYLOV_LAYOUT_AUTO, &M));
     PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, type, A, M, &s));
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, 1e-12, 0.0));
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_max_iterations(s, 4000));
     for (int run = 0; run < 2; run++) {
-      if (run == 1) PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, 1)); /* blocks of one iteration */
+      if (run == 1)
+        PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, 1)); /* blocks of one iteration */
       memset(x, 0, sizeof(double) * n);
       PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
       PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &res));
       PK_EXPECT(res.converged, "%dx%d converged (%s)", px, py, pkrylov_reason_string(res.reason));
-      PK_EXPECT(abs(res.iterations - r1.iterations) <= it_slack, "%dx%d run %d: %d iterations, single GPU %d", px,
-                py, run, res.iterations, r1.iterations);
+      PK_EXPECT(abs(res.iterations - r1.iterations) <= it_slack, "%dx%d run %d: %d iterations, single GPU %d",
+                px, py, run, res.iterations, r1.iterations);
       PK_REQUIRE_OK(ctx, pkrylov_operator_gather(A, 0, x, rank == 0 ? xg : NULL));
       if (rank == 0) {
         double dmax = 0, rr = 0, bb = 0;
-        for (int64_t c = 0; c < ng; c++) dmax = fmax(dmax, fabs(xg[c] - x1[c]));
-        PK_EXPECT(dmax <= x_rel * xmax, "%dx%d: max |x - x_1gpu| = %.3g (max |x| %.3g, allowed %.0e relative)", px,
-                  py, dmax, xmax, x_rel);
+        for (int64_t c = 0; c < ng; c++)
+          dmax = fmax(dmax, fabs(xg[c] - x1[c]));
+        PK_EXPECT(dmax <= x_rel * xmax,
+                  "%dx%d: max |x - x_1gpu| = %.3g (max |x| %.3g, allowed %.0e relative)", px, py, dmax, xmax,
+                  x_rel);
         /* the residual of the gathered solution, recomputed on the CPU (dry cells: b is ignored there) */
         PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, xg, rg));
         for (int64_t c = 0; c < ng; c++) {
-          if (mask && !mask[c]) continue;
+          if (mask && !mask[c])
+            continue;
           rr += (bg[c] - rg[c]) * (bg[c] - rg[c]);
           bb += bg[c] * bg[c];
         }
@@ -336,20 +374,35 @@ static int solve_compare(int32_t type, int32_t pct, int stencil) {
   return pk_test_failures ? PK_FAIL : PK_PASS;
 }
 
-PK_TEST_CASE(cg_column) { return solve_compare(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUMN, 0); }
-PK_TEST_CASE(pipecg_column) { return solve_compare(PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_COLUMN, 0); }
-PK_TEST_CASE(cg_jacobi) { return solve_compare(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_JACOBI, 0); }
-PK_TEST_CASE(pipecg_none) { return solve_compare(PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_NONE, 0); }
-PK_TEST_CASE(cg_stencil_column) { return solve_compare(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUMN, 1); }
-PK_TEST_CASE(pipecg_stencil_jacobi) { return solve_compare(PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_JACOBI, 1); }
+PK_TEST_CASE(cg_column) {
+  return solve_compare(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUMN, 0);
+}
+PK_TEST_CASE(pipecg_column) {
+  return solve_compare(PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_COLUMN, 0);
+}
+PK_TEST_CASE(cg_jacobi) {
+  return solve_compare(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_JACOBI, 0);
+}
+PK_TEST_CASE(pipecg_none) {
+  return solve_compare(PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_NONE, 0);
+}
+PK_TEST_CASE(cg_stencil_column) {
+  return solve_compare(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUMN, 1);
+}
+PK_TEST_CASE(pipecg_stencil_jacobi) {
+  return solve_compare(PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_JACOBI, 1);
+}
 
 PK_TEST_CASE(other_solvers_refused) {
-  if (!have_gpu()) return PK_SKIP;
+  if (!have_gpu())
+    return PK_SKIP;
   int rank, size;
   pk_mpi_world(&rank, &size);
-  if (size == 1) return PK_PASS; /* one rank: nothing is exchanged, every solver runs */
+  if (size == 1)
+    return PK_PASS; /* one rank: nothing is exchanged, every solver runs */
   pkrylov_context ctx = world_ctx();
-  if (!ctx) return PK_FAIL;
+  if (!ctx)
+    return PK_FAIL;
   pkrylov_thinshell_params p;
   PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(8, 8, 4, &p));
   pkrylov_operator A;
@@ -359,7 +412,8 @@ PK_TEST_CASE(other_solvers_refused) {
   int64_t n;
   PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
   double *b = calloc((size_t)n, sizeof(double)), *x = calloc((size_t)n, sizeof(double));
-  if (!b || !x) return PK_FAIL;
+  if (!b || !x)
+    return PK_FAIL;
   b[0] = 1.0;
   PK_EXPECT_CODE(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x), PKRYLOV_ERR_UNSUPPORTED);
   pkrylov_solver_destroy(&s);
@@ -371,5 +425,5 @@ PK_TEST_CASE(other_solvers_refused) {
 
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(thinshell_product_bitwise), PK_TEST_ENTRY(stencil_product_bitwise),
                  PK_TEST_ENTRY(cg_column), PK_TEST_ENTRY(pipecg_column), PK_TEST_ENTRY(cg_jacobi),
-                 PK_TEST_ENTRY(pipecg_none), PK_TEST_ENTRY(cg_stencil_column), PK_TEST_ENTRY(pipecg_stencil_jacobi),
-                 PK_TEST_ENTRY(other_solvers_refused))
+                 PK_TEST_ENTRY(pipecg_none), PK_TEST_ENTRY(cg_stencil_column),
+                 PK_TEST_ENTRY(pipecg_stencil_jacobi), PK_TEST_ENTRY(other_solvers_refused))

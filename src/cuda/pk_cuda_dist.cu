@@ -47,18 +47,18 @@ constexpr int PKD_BLOCK = 256;
 /** Device and host buffers of one distributed operator (pk_cuda_op.dist). */
 struct DistDev {
   int nx, ny, nz;
-  int has[4];           /* W, E, S, N */
+  int has[4];             /* W, E, S, N */
   int64_t off[4], len[4]; /* offsets and lengths of the four directions in a halo / send block */
-  int64_t total;        /* 2 (ny + nx) nz */
-  double *dbuf;         /* device: halos (total) then the packed edges (total) */
-  double *dcoef;        /* device, stencil: aWe (ny*nz) then aSn (nx*nz) */
-  double *hrcv, *hsnd;  /* pinned host: halos, packed edges (total each) */
-  cudaStream_t copy;    /* the copies, so that they overlap the kernels of the context's stream */
+  int64_t total;          /* 2 (ny + nx) nz */
+  double *dbuf;           /* device: halos (total) then the packed edges (total) */
+  double *dcoef;          /* device, stencil: aWe (ny*nz) then aSn (nx*nz) */
+  double *hrcv, *hsnd;    /* pinned host: halos, packed edges (total each) */
+  cudaStream_t copy;      /* the copies, so that they overlap the kernels of the context's stream */
   cudaEvent_t packed_dev; /* on the context's stream after the pack kernel */
-  cudaEvent_t packed;   /* on the copy stream: the edges are on the host */
-  cudaEvent_t arrived;  /* on the copy stream: the halos are on the device */
-  int pending;          /* _begin done, _end not yet */
-  int any;              /* some neighbour exists */
+  cudaEvent_t packed;     /* on the copy stream: the edges are on the host */
+  cudaEvent_t arrived;    /* on the copy stream: the halos are on the device */
+  int pending;            /* _begin done, _end not yet */
+  int any;                /* some neighbour exists */
 };
 
 double g_halo_s = 0.0, g_reduce_s = 0.0;
@@ -81,18 +81,21 @@ __global__ void __launch_bounds__(PKD_BLOCK)
   }
 }
 
-cudaStream_t stream_of(pkrylov_context ctx) { return (cudaStream_t)pk_cuda_context_stream(ctx); }
+cudaStream_t stream_of(pkrylov_context ctx) {
+  return (cudaStream_t)pk_cuda_context_stream(ctx);
+}
 
 int cuda_err(pkrylov_context ctx, cudaError_t e, const char *what) {
   cudaGetLastError();
   return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
-                  "halo exchange", "%s: CUDA error %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+                  "halo exchange", "%s: CUDA error %s (%s)", what, cudaGetErrorName(e),
+                  cudaGetErrorString(e));
 }
-
 
 DistDev *dist_of(struct pkrylov_operator_s *A) {
   pk_cuda_op v;
-  if (!A->dist || !A->dev || pk_cuda_operator_view(A, 0, &v)) return NULL;
+  if (!A->dist || !A->dev || pk_cuda_operator_view(A, 0, &v))
+    return NULL;
   return (DistDev *)v.dist;
 }
 
@@ -113,25 +116,36 @@ extern "C" int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *vie
   d->len[0] = d->len[1] = ex, d->len[2] = d->len[3] = ey;
   d->off[0] = 0, d->off[1] = ex, d->off[2] = 2 * ex, d->off[3] = 2 * ex + ey;
   d->total = 2 * (ex + ey);
-  for (int k = 0; k < 4; k++) d->has[k] = t.has[k], d->any |= t.has[k];
+  for (int k = 0; k < 4; k++)
+    d->has[k] = t.has[k], d->any |= t.has[k];
   cudaStream_t st = stream_of(ctx);
   cudaError_t e = cudaMalloc(&d->dbuf, sizeof(double) * 2 * (size_t)d->total);
-  if (e == cudaSuccess) e = cudaMemsetAsync(d->dbuf, 0, sizeof(double) * 2 * (size_t)d->total, st);
-  if (e == cudaSuccess) e = cudaMallocHost(&d->hrcv, sizeof(double) * (size_t)d->total);
-  if (e == cudaSuccess) e = cudaMallocHost(&d->hsnd, sizeof(double) * (size_t)d->total);
-  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->packed, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->packed_dev, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->arrived, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking);
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(d->dbuf, 0, sizeof(double) * 2 * (size_t)d->total, st);
+  if (e == cudaSuccess)
+    e = cudaMallocHost(&d->hrcv, sizeof(double) * (size_t)d->total);
+  if (e == cudaSuccess)
+    e = cudaMallocHost(&d->hsnd, sizeof(double) * (size_t)d->total);
+  if (e == cudaSuccess)
+    e = cudaEventCreateWithFlags(&d->packed, cudaEventDisableTiming);
+  if (e == cudaSuccess)
+    e = cudaEventCreateWithFlags(&d->packed_dev, cudaEventDisableTiming);
+  if (e == cudaSuccess)
+    e = cudaEventCreateWithFlags(&d->arrived, cudaEventDisableTiming);
+  if (e == cudaSuccess)
+    e = cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking);
   if (e == cudaSuccess && t.aWe) {
     e = cudaMalloc(&d->dcoef, sizeof(double) * (size_t)(ex + ey));
-    if (e == cudaSuccess) e = cudaMemcpyAsync(d->dcoef, t.aWe, sizeof(double) * ex, cudaMemcpyHostToDevice, st);
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(d->dcoef, t.aWe, sizeof(double) * ex, cudaMemcpyHostToDevice, st);
     if (e == cudaSuccess)
       e = cudaMemcpyAsync(d->dcoef + ex, t.aSn, sizeof(double) * ey, cudaMemcpyHostToDevice, st);
   }
-  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(st);
   free(t.aWe), free(t.aSn);
-  if (e != cudaSuccess) return cuda_err(ctx, e, "allocating the halo buffers");
+  if (e != cudaSuccess)
+    return cuda_err(ctx, e, "allocating the halo buffers");
   view->dhw = d->has[0] ? d->dbuf + d->off[0] : NULL;
   view->dhe = d->has[1] ? d->dbuf + d->off[1] : NULL;
   view->dhs = d->has[2] ? d->dbuf + d->off[2] : NULL;
@@ -144,65 +158,84 @@ extern "C" int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *vie
 
 extern "C" void pk_cuda_dist_detach(pk_cuda_op *view) {
   DistDev *d = (DistDev *)view->dist;
-  if (!d) return;
+  if (!d)
+    return;
   cudaFree(d->dbuf);
   cudaFree(d->dcoef);
   cudaFreeHost(d->hrcv);
   cudaFreeHost(d->hsnd);
-  if (d->packed) cudaEventDestroy(d->packed);
-  if (d->packed_dev) cudaEventDestroy(d->packed_dev);
-  if (d->arrived) cudaEventDestroy(d->arrived);
-  if (d->copy) cudaStreamDestroy(d->copy);
+  if (d->packed)
+    cudaEventDestroy(d->packed);
+  if (d->packed_dev)
+    cudaEventDestroy(d->packed_dev);
+  if (d->arrived)
+    cudaEventDestroy(d->arrived);
+  if (d->copy)
+    cudaStreamDestroy(d->copy);
   free(d);
   view->dist = NULL;
 }
 
 extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x) {
   DistDev *d = dist_of(A);
-  if (!d || !d->any) return PKRYLOV_SUCCESS;
+  if (!d || !d->any)
+    return PKRYLOV_SUCCESS;
   pkrylov_context ctx = A->ctx;
-  if (d->pending) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "an exchange is pending");
+  if (d->pending)
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "an exchange is pending");
   cudaStream_t st = stream_of(ctx);
   const int instr = pk_cuda_dist_instrumented();
   double t0 = 0.0;
   if (instr) { /* the work queued before is not the exchange's */
     cudaError_t e = cudaStreamSynchronize(st);
-    if (e != cudaSuccess) return cuda_err(ctx, e, "synchronising");
+    if (e != cudaSuccess)
+      return cuda_err(ctx, e, "synchronising");
     t0 = pk_wtime();
   }
   double *snd = d->dbuf + d->total;
   int64_t nb = (d->total + PKD_BLOCK - 1) / PKD_BLOCK;
-  if (nb > 4096) nb = 4096;
+  if (nb > 4096)
+    nb = 4096;
   k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, x, snd);
   cudaError_t e = cudaGetLastError();
   /* the copies on the copy stream after the pack: the context's stream goes on with the next kernels */
-  if (e == cudaSuccess) e = cudaEventRecord(d->packed_dev, st);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(d->copy, d->packed_dev, 0);
+  if (e == cudaSuccess)
+    e = cudaEventRecord(d->packed_dev, st);
+  if (e == cudaSuccess)
+    e = cudaStreamWaitEvent(d->copy, d->packed_dev, 0);
   for (int k = 0; k < 4 && e == cudaSuccess; k++)
     if (d->has[k])
       e = cudaMemcpyAsync(d->hsnd + d->off[k], snd + d->off[k], sizeof(double) * (size_t)d->len[k],
                           cudaMemcpyDeviceToHost, d->copy);
-  if (e == cudaSuccess) e = cudaEventRecord(d->packed, d->copy);
-  if (e == cudaSuccess && instr) e = cudaEventSynchronize(d->packed);
-  if (e != cudaSuccess) return cuda_err(ctx, e, "packing the tile edges");
-  if (instr) g_halo_s += pk_wtime() - t0;
+  if (e == cudaSuccess)
+    e = cudaEventRecord(d->packed, d->copy);
+  if (e == cudaSuccess && instr)
+    e = cudaEventSynchronize(d->packed);
+  if (e != cudaSuccess)
+    return cuda_err(ctx, e, "packing the tile edges");
+  if (instr)
+    g_halo_s += pk_wtime() - t0;
   d->pending = 1;
   return PKRYLOV_SUCCESS;
 }
 
 extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A) {
   DistDev *d = dist_of(A);
-  if (!d || !d->any) return PKRYLOV_SUCCESS;
+  if (!d || !d->any)
+    return PKRYLOV_SUCCESS;
   pkrylov_context ctx = A->ctx;
-  if (!d->pending) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "no exchange was begun");
+  if (!d->pending)
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "no exchange was begun");
   d->pending = 0;
   const int instr = pk_cuda_dist_instrumented();
   cudaError_t e = cudaEventSynchronize(d->packed);
-  if (e != cudaSuccess) return cuda_err(ctx, e, "waiting for the packed edges");
+  if (e != cudaSuccess)
+    return cuda_err(ctx, e, "waiting for the packed edges");
   const double t0 = pk_wtime();
   int rc = pk_dist_exchange_begin(A, d->hrcv, d->hsnd);
   const int rc2 = pk_dist_exchange_end(A);
-  if (rc || rc2) return rc ? rc : rc2;
+  if (rc || rc2)
+    return rc ? rc : rc2;
   cudaStream_t st = stream_of(ctx);
   /* the copies on the copy stream (they overlap the kernels queued on the context's stream, which waits
      for them before the next launch); instrumented: waited for here, so that the timer holds them */
@@ -210,11 +243,15 @@ extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A) {
     if (d->has[k])
       e = cudaMemcpyAsync(d->dbuf + d->off[k], d->hrcv + d->off[k], sizeof(double) * (size_t)d->len[k],
                           cudaMemcpyHostToDevice, d->copy);
-  if (e == cudaSuccess) e = cudaEventRecord(d->arrived, d->copy);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(st, d->arrived, 0);
-  if (e == cudaSuccess && instr) e = cudaEventSynchronize(d->arrived);
+  if (e == cudaSuccess)
+    e = cudaEventRecord(d->arrived, d->copy);
+  if (e == cudaSuccess)
+    e = cudaStreamWaitEvent(st, d->arrived, 0);
+  if (e == cudaSuccess && instr)
+    e = cudaEventSynchronize(d->arrived);
   g_halo_s += pk_wtime() - t0;
-  if (e != cudaSuccess) return cuda_err(ctx, e, "copying the halos to the device");
+  if (e != cudaSuccess)
+    return cuda_err(ctx, e, "copying the halos to the device");
   return PKRYLOV_SUCCESS;
 }
 
@@ -223,19 +260,24 @@ extern "C" int pk_cuda_dist_halo(struct pkrylov_operator_s *A, const double *x) 
   return pk_cuda_dist_halo_end(A);
 }
 
-extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x, double *y) {
+extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x,
+                                         double *y) {
   pkrylov_context ctx = A->ctx;
   const char *func = "pkrylov_operator_apply";
   int e = pk_cuda_check_pointer(ctx, func, mem, x, "x");
-  if (!e) e = pk_cuda_check_pointer(ctx, func, mem, y, "y");
+  if (!e)
+    e = pk_cuda_check_pointer(ctx, func, mem, y, "y");
   const size_t bytes = sizeof(double) * (size_t)A->n;
   double *dx = NULL, *dy = NULL;
   cudaStream_t st = stream_of(ctx);
   if (!e && mem == PKRYLOV_MEM_HOST) {
     cudaError_t ce = cudaMalloc(&dx, bytes ? bytes : 1);
-    if (ce == cudaSuccess) ce = cudaMalloc(&dy, bytes ? bytes : 1);
-    if (ce == cudaSuccess) ce = cudaMemcpyAsync(dx, x, bytes, cudaMemcpyHostToDevice, st);
-    if (ce != cudaSuccess) e = cuda_err(ctx, ce, "copying x to the device");
+    if (ce == cudaSuccess)
+      ce = cudaMalloc(&dy, bytes ? bytes : 1);
+    if (ce == cudaSuccess)
+      ce = cudaMemcpyAsync(dx, x, bytes, cudaMemcpyHostToDevice, st);
+    if (ce != cudaSuccess)
+      e = cuda_err(ctx, ce, "copying x to the device");
   }
   e = pk_mpi_agree(ctx, e); /* every rank reaches the exchange, or none */
   if (!e) {
@@ -243,13 +285,16 @@ extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t m
     double *out = mem == PKRYLOV_MEM_HOST ? dy : y;
     pk_cuda_op v;
     e = pk_cuda_dist_halo(A, in);
-    if (!e) e = pk_cuda_operator_view(A, 0, &v);
+    if (!e)
+      e = pk_cuda_operator_view(A, 0, &v);
     if (!e) {
       cudaError_t ce = (cudaError_t)pk_cuda_op_apply(st, &v, in, out);
       if (ce == cudaSuccess && mem == PKRYLOV_MEM_HOST)
         ce = cudaMemcpyAsync(y, dy, bytes, cudaMemcpyDeviceToHost, st);
-      if (ce == cudaSuccess) ce = cudaStreamSynchronize(st);
-      if (ce != cudaSuccess) e = cuda_err(ctx, ce, "applying the operator");
+      if (ce == cudaSuccess)
+        ce = cudaStreamSynchronize(st);
+      if (ce != cudaSuccess)
+        e = cuda_err(ctx, ce, "applying the operator");
     }
   }
   cudaFree(dx);
@@ -258,12 +303,17 @@ extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t m
 }
 
 extern "C" void pk_cuda_dist_timers(double *halo_s, double *reduce_s, int reset) {
-  if (halo_s) *halo_s = g_halo_s;
-  if (reduce_s) *reduce_s = g_reduce_s;
-  if (reset) g_halo_s = g_reduce_s = 0.0;
+  if (halo_s)
+    *halo_s = g_halo_s;
+  if (reduce_s)
+    *reduce_s = g_reduce_s;
+  if (reset)
+    g_halo_s = g_reduce_s = 0.0;
 }
 
-extern "C" void pk_cuda_dist_add_reduce_time(double t) { g_reduce_s += t; }
+extern "C" void pk_cuda_dist_add_reduce_time(double t) {
+  g_reduce_s += t;
+}
 
 extern "C" int pk_cuda_dist_instrumented(void) {
   const char *s = getenv("PKRYLOV_DIST_INSTRUMENT");
