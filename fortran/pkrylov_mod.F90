@@ -166,7 +166,8 @@ module pkrylov_mod
     ! handle-based reverse communication (all solver types, caller-owned reductions)
     public :: pk_rci_create, pk_rci_start, pk_rci_step, pk_rci_get_result, pk_rci_destroy
     public :: pk_rci_set_tolerances, pk_rci_set_max_iterations, pk_rci_set_residual_replacement
-    public :: pk_rci_set_restart, pk_rci_set_step
+    public :: pk_rci_set_restart, pk_rci_set_step, pk_rci_start_device, pk_rci_step_device
+    public :: pk_operator_apply_device, pk_precond_apply_device
     ! solver settings and history, threads, operator export, Matrix Market, preconditioner apply/info
     public :: pk_solver_set_true_residual_interval, pk_solver_set_residual_replacement
     public :: pk_solver_set_stagnation_window, pk_solver_set_precision, pk_solver_set_sync_interval
@@ -1376,6 +1377,24 @@ contains
         call check(pkrylov_solver_solve(s%h, PKRYLOV_MEM_DEVICE, b, x), s%ctx, 'pk_solver_solve_device', ierr)
     end subroutine pk_solver_solve_device
 
+    !> y = A x with device arrays (CUDA context): x and y are device addresses of n real(c_double) values.
+    subroutine pk_operator_apply_device(A, x, y, ierr)
+        type(pk_operator), intent(in) :: A !! the operator
+        type(c_ptr), intent(in) :: x !! device address of x
+        type(c_ptr), intent(in) :: y !! device address of y, overwritten with A x
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_operator_apply(A%h, PKRYLOV_MEM_DEVICE, x, y), A%ctx, 'pk_operator_apply_device', ierr)
+    end subroutine pk_operator_apply_device
+
+    !> z = M^-1 r with device arrays (CUDA context): r and z are device addresses of n real(c_double) values.
+    subroutine pk_precond_apply_device(M, r, z, ierr)
+        type(pk_precond), intent(in) :: M !! the preconditioner
+        type(c_ptr), intent(in) :: r !! device address of r
+        type(c_ptr), intent(in) :: z !! device address of z, overwritten with M^-1 r
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_precond_apply(M%h, PKRYLOV_MEM_DEVICE, r, z), M%ctx, 'pk_precond_apply_device', ierr)
+    end subroutine pk_precond_apply_device
+
     !> Outcome of the last solve (PKRYLOV_ERR_INVALID_STATE before the first).
     subroutine pk_solver_get_result(s, res, ierr)
         type(pk_solver), intent(in) :: s !! the solver
@@ -2086,6 +2105,47 @@ contains
         end if
         call check(rc, r%ctx, 'pk_rci_step', ierr)
     end subroutine pk_rci_step
+
+    !> pk_rci_start with device arrays (CUDA context; CG and pipelined CG): b and x are device addresses of
+    !> n real(c_double) values that must stay valid until PKRYLOV_RCI_DONE; the requests then hand device
+    !> addresses (pk_rci_step_device).
+    subroutine pk_rci_start_device(r, b, x, x_nonzero, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        type(c_ptr), intent(in) :: b !! device address of the right-hand side
+        type(c_ptr), intent(in) :: x !! device address of the initial guess / solution
+        integer(c_int32_t), intent(in) :: x_nonzero !! 1: x holds an initial guess
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_rci_start(r%h, PKRYLOV_MEM_DEVICE, b, x, x_nonzero), r%ctx, 'pk_rci_start_device', &
+                   ierr)
+    end subroutine pk_rci_start_device
+
+    !> pk_rci_step for a solve started with pk_rci_start_device: in and out are device addresses (n values;
+    !> c_null_ptr when the request has none, e.g. with OpenACC deviceptr or CUDA Fortran c_f_pointer); the
+    !> partials of REDUCE_START/WAIT are host memory, as for pk_rci_step.
+    subroutine pk_rci_step_device(r, request, in, out, partials, ierr)
+        type(pk_rci), intent(in) :: r !! the handle
+        integer(c_int32_t), intent(out) :: request !! PKRYLOV_RCI_*
+        type(c_ptr), intent(out) :: in, out !! device addresses of the operand and result (MATVEC, PRECOND)
+        real(c_double), pointer, intent(out), optional :: partials(:) !! local values to sum (REDUCE_*)
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), target :: req, np
+        type(c_ptr), target :: pin, pout, ppart
+        integer(c_int) :: rc
+        req = 0
+        np = 0
+        pin = c_null_ptr
+        pout = c_null_ptr
+        ppart = c_null_ptr
+        rc = pkrylov_rci_step(r%h, c_loc(req), c_loc(pin), c_loc(pout), c_loc(ppart), c_loc(np))
+        request = req
+        in = pin
+        out = pout
+        if (present(partials)) then
+            nullify (partials)
+            if (c_associated(ppart)) call c_f_pointer(ppart, partials, [np])
+        end if
+        call check(rc, r%ctx, 'pk_rci_step_device', ierr)
+    end subroutine pk_rci_step_device
 
     !> Outcome of the last finished solve.
     subroutine pk_rci_get_result(r, res, ierr)
