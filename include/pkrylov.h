@@ -1015,6 +1015,38 @@ PKRYLOV_EXTERN int pkrylov_operator_create_stencil7_dist(pkrylov_context ctx, in
                                                          const double *aS, const double *aV, const double *aC,
                                                          const int32_t *mask, pkrylov_operator *A);
 /**
+ * A CSR matrix distributed by blocks of rows: this rank passes its nlocal consecutive rows [first_row,
+ * first_row + nlocal) of the n_global x n_global matrix, with GLOBAL column indices (64-bit). The blocks
+ * must tile [0, n_global) in rank order (rank 0 the first rows, each block starting where the previous one
+ * ends); first_row may be -1 on every rank (then it follows from the ranks' nlocal), otherwise it is
+ * checked. index_base (0 or 1) numbers rowptr, colind and first_row alike; rowptr has nlocal + 1 entries
+ * (rowptr[0] == index_base), colind and values rowptr[nlocal] - index_base entries (any order within a
+ * row; a repeated column is ::PKRYLOV_ERR_DUPLICATE_ENTRY; finite values). Collective: the partition is
+ * checked on every rank (a gap, an overlap, nlocal < 1 or block sizes that do not add up to n_global give
+ * the same error on every rank, naming the first bad rank), never a hang.
+ *
+ * The library finds the ghost columns (columns outside the block), builds the exchange lists once (which
+ * of my entries each rank needs: MPI_Alltoall of the counts, MPI_Alltoallv of the indices), and applies A
+ * as: post the ghost exchange, compute the rows that touch no ghost column, wait, compute the others.
+ * Every row is summed in increasing global column order, as pkrylov_operator_create_csr() sums it, so the
+ * product equals the single-rank CSR product bitwise. pkrylov_operator_get_info() reports the local n and
+ * nnz; pkrylov_operator_get_row_block() the block; pkrylov_operator_gather()/scatter() convert vectors
+ * (rank order = global order). Preconditioners: Jacobi; the column preconditioner when every rank holds
+ * whole columns, i.e. layout KFAST (levels contiguous) with first_row and nlocal multiples of levels on
+ * every rank (layout KSLOW only on one rank; otherwise ::PKRYLOV_ERR_LAYOUT on every rank). CPU backend.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_csr_dist(pkrylov_context ctx, int64_t n_global, int64_t first_row,
+                                                    int64_t nlocal, int32_t index_base, const int64_t *rowptr,
+                                                    const int64_t *colind, const double *values,
+                                                    pkrylov_operator *A);
+/**
+ * The row block of a CSR operator: global size, first row (0-based) and rows on this rank. A CSR operator
+ * that is not distributed: (n, 0, n). Other operators: ::PKRYLOV_ERR_UNSUPPORTED (see
+ * pkrylov_operator_get_dist_info()). Outputs may be NULL.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_get_row_block(pkrylov_operator A, int64_t *n_global, int64_t *first_row,
+                                                  int64_t *nlocal);
+/**
  * Where this rank's block lies: global grid gnx x gny (x nz levels), block columns [i0, i0 + nxl) and rows
  * [j0, j0 + nyl), and the decomposition px x py. For an operator that is not distributed: the whole grid
  * (0, nx, 0, ny, 1 x 1); CSR and user operators: ::PKRYLOV_ERR_UNSUPPORTED. Outputs may be NULL.
@@ -1024,8 +1056,9 @@ PKRYLOV_EXTERN int pkrylov_operator_get_dist_info(pkrylov_operator A, int32_t *g
                                                   int32_t *py);
 /**
  * Gather a distributed vector into the global order on rank root: x_local (host, the rank's n values,
- * local order) on every rank; x_global (host, gnx * gny * nz values, index i + gnx*(j + gny*k)) on root
- * only (may be NULL elsewhere). Collective. A non-distributed grid operator copies.
+ * local order) on every rank; x_global (host, gnx * gny * nz values, index i + gnx*(j + gny*k); for a
+ * distributed CSR the n_global rows in order) on root only (may be NULL elsewhere). Collective. A
+ * non-distributed grid or CSR operator copies.
  */
 PKRYLOV_EXTERN int pkrylov_operator_gather(pkrylov_operator A, int32_t root, const double *x_local,
                                            double *x_global);
