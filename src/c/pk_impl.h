@@ -426,6 +426,8 @@ typedef struct {
     int64_t align_i;
   } mpi_req;
   int64_t acc[PK_XACC_MAX * PK_XACC_LEN];
+  int64_t *xacc;            /* pk_allreduce_xdots_begin: the caller's accumulators (NULL: acc above) */
+  int dd;                   /* pk_allreduce_xdots_begin: results as double-double (hi, lo) pairs */
 } pk_reduce_request;
 
 /** vals[0..count) := global sums of the local values (blocking). */
@@ -458,6 +460,16 @@ int pk_allreduce_dots(pkrylov_context ctx, double *vals, int count, int64_t n, c
 /** Split-phase pk_allreduce_dots(): finish with pk_allreduce_end(). */
 int pk_allreduce_dots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
                             const double *const *y, const uint8_t *wet, pk_reduce_request *req);
+/**
+ * Reproducible mode's exact dot products of any number of pairs (the vector engine's Gram blocks and basis
+ * dots): acc is caller scratch of count * PK_XACC_LEN int64 that must live until pk_allreduce_end(), which
+ * writes vals[j] (dd 0) or the double-double pair vals[2j] = hi, vals[2j+1] = lo (dd 1: hi the exact sum
+ * rounded, lo the rest rounded). exact_prod 1 adds the exact products (fma two-product) instead of the
+ * rounded ones. Called in reproducible mode only (the caller checks ctx->reproducible).
+ */
+int pk_allreduce_xdots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
+                             const double *const *y, const uint8_t *wet, int exact_prod, int dd, int64_t *acc,
+                             pk_reduce_request *req);
 /** sums[j] = sum over chunks c in increasing order of partials[c*nvals + j] (deterministic local sum). */
 void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double *sums);
 
