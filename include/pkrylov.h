@@ -946,7 +946,8 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * with the same settings (a solve checks the solver's settings and the input vectors on all ranks first
  * and gives the same error on every rank when one rank's differ or are bad). Bad input to a collective
  * call gives the same error code and message on every rank (the message names the first rank that
- * found it), never a hang. On the CUDA backend each rank uses one GPU: pkrylov_context_set_comm() moves the
+ * found it), never a hang. The BiCGStab and GMRES families sum over the communicator too (CPU). On the CUDA
+ * backend each rank uses one GPU: pkrylov_context_set_comm() moves the
  * context to device (node-local rank mod visible devices) and makes it the calling thread's current device
  * (environment PKRYLOV_CUDA_BIND=none keeps the device current at creation); CG and pipelined CG run
  * distributed there (global sums through the host, halo exchange of the distributed operators staged
@@ -963,6 +964,8 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * the distributed product equals the single-rank product bitwise. The vectors are the rank's block in its
  * local k-slow order, i + nxl*(j + nyl*k); pkrylov_operator_gather() and pkrylov_operator_scatter() convert
  * to and from the global order. The distributed operators also work on a single-rank context (px = py = 1).
+ * A CSR matrix is distributed by blocks of rows (pkrylov_operator_create_csr_dist()); a model that owns its
+ * halo exchange keeps it with pkrylov_operator_create_stencil7_exchange() on a context with a communicator.
  */
 /**@{*/
 /** 1 when the library was built with MPI (-DPKRYLOV_ENABLE_MPI=ON), else 0. */
@@ -977,13 +980,14 @@ PKRYLOV_EXTERN int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm
 /** This process's rank and the number of ranks of the context's communicator (0 and 1 without one). */
 PKRYLOV_EXTERN int pkrylov_context_get_rank_info(pkrylov_context ctx, int32_t *rank, int32_t *size);
 /**
- * Reproducible mode (flag 1; 0, the default, = off): every global sum of CG and pipelined CG is computed
+ * Reproducible mode (flag 1; 0, the default, = off): every global sum of every solver type is computed
  * exactly (each product is added into an exact fixed-point accumulator of 32-bit digits; the accumulators
- * are summed as integers over the ranks and rounded once), so the sums, the iterates and the solution are
- * bitwise identical for any number of ranks, any decomposition, any number of threads and between runs.
- * It costs one more pass over the vectors of each reduction and a larger message (docs/performance.md).
- * Other solver types answer ::PKRYLOV_ERR_UNSUPPORTED in this mode. Set it on every rank alike (a solve
- * checks).
+ * are summed as integers over the ranks and rounded once; CA-GMRES's double-double Gram matrices are the
+ * exact sums of the exact products), so the sums, the iterates and the solution are bitwise identical for
+ * any number of ranks, any decomposition, any number of threads and between runs. CA-GMRES with the
+ * automatic step (0) then uses step 4 instead of a timed choice. It costs one more pass over the vectors
+ * of each reduction and a larger message (docs/performance.md). CPU backend only (a CUDA context's solve
+ * answers ::PKRYLOV_ERR_UNSUPPORTED). Set it on every rank alike (a solve checks).
  */
 PKRYLOV_EXTERN int pkrylov_context_set_reproducible(pkrylov_context ctx, int32_t flag);
 
