@@ -267,11 +267,12 @@ static int build_local(pkrylov_context ctx, const char *func, struct pkrylov_ope
     if (!sorted) qsort(pr + p0, (size_t)(p1 - p0), sizeof(cv_pair), cv_cmp);
     for (int64_t p = p0; p < p1; p++) {
       if (p > p0 && pr[p].col == pr[p - 1].col) {
+        const int64_t col = pr[p].col;
         free(pr), free(gh);
         return pk_error(ctx, PKRYLOV_ERR_DUPLICATE_ENTRY, func,
                         "arguments 'colind'/'rowptr': entry (global row %lld, column %lld) (numbered from "
                         "index_base %d) appears more than once",
-                        (long long)(first + r + base), (long long)(pr[p].col + base), ib);
+                        (long long)(first + r + base), (long long)(col + base), ib);
       }
       if (pr[p].col < first || pr[p].col >= first + nl) gh[ng++] = pr[p].col;
     }
