@@ -30,26 +30,27 @@
 
 /** The distributed part of a CSR operator (A->dist). */
 typedef struct {
-  int32_t kind;            /* PK_DIST_CSR (first member: pk_dist_kind) */
+  int32_t kind; /* PK_DIST_CSR (first member: pk_dist_kind) */
   int nranks, rank;
   int64_t nglobal, first, nlocal;
-  int64_t *rowoff;         /* nranks + 1: rank r owns rows [rowoff[r], rowoff[r+1]) */
-  int64_t nglo, nghi;      /* ghost columns below and above the block */
-  double *xext;            /* nglo + nlocal + nghi */
+  int64_t *rowoff;    /* nranks + 1: rank r owns rows [rowoff[r], rowoff[r+1]) */
+  int64_t nglo, nghi; /* ghost columns below and above the block */
+  double *xext;       /* nglo + nlocal + nghi */
   int64_t ninner, nouter;
-  int64_t *rows;           /* the rows without ghost entries (ninner), then the others (nouter) */
-  int nrecv, nsend;        /* neighbours to receive from / send to */
+  int64_t *rows;    /* the rows without ghost entries (ninner), then the others (nouter) */
+  int nrecv, nsend; /* neighbours to receive from / send to */
   int *rrank, *srank;
-  int64_t *roff, *rcnt;    /* ghost slice of each source in xext */
-  int64_t *soff, *scnt;    /* slice of each destination in sbuf */
-  int64_t *sidx;           /* local rows whose values the destinations need, destination by destination */
+  int64_t *roff, *rcnt; /* ghost slice of each source in xext */
+  int64_t *soff, *scnt; /* slice of each destination in sbuf */
+  int64_t *sidx;        /* local rows whose values the destinations need, destination by destination */
   double *sbuf;
-  void *reqs;              /* MPI_Request[nrecv + nsend] */
+  void *reqs; /* MPI_Request[nrecv + nsend] */
 } pk_dist_csr;
 
 void pk_dist_csr_free(void *dist) {
   pk_dist_csr *D = dist;
-  if (!D) return;
+  if (!D)
+    return;
   free(D->rowoff);
   free(D->xext);
   free(D->rows);
@@ -75,16 +76,19 @@ static inline double row_sum(const struct pkrylov_operator_s *A, const double *r
   double s = 0.0;
   if (A->csr.colind32) {
     const int32_t *restrict ci = A->csr.colind32;
-    for (int64_t p = rp[r]; p < rp[r + 1]; p++) s += v[p] * xe[ci[p]];
+    for (int64_t p = rp[r]; p < rp[r + 1]; p++)
+      s += v[p] * xe[ci[p]];
   } else {
     const int64_t *restrict ci = A->csr.colind64;
-    for (int64_t p = rp[r]; p < rp[r + 1]; p++) s += v[p] * xe[ci[p]];
+    for (int64_t p = rp[r]; p < rp[r + 1]; p++)
+      s += v[p] * xe[ci[p]];
   }
   return s;
 }
 
 /** Rows rows[a..b) of y. */
-static void rows_apply(const struct pkrylov_operator_s *A, const pk_dist_csr *D, double *y, int64_t a, int64_t b) {
+static void rows_apply(const struct pkrylov_operator_s *A, const pk_dist_csr *D, double *y, int64_t a,
+                       int64_t b) {
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
   const double *xe = D->xext;
@@ -92,7 +96,8 @@ static void rows_apply(const struct pkrylov_operator_s *A, const pk_dist_csr *D,
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nt) if (b - a > PK_ROW_CHUNK)
 #endif
-  for (int64_t q = a; q < b; q++) y[rows[q]] = row_sum(A, xe, rows[q]);
+  for (int64_t q = a; q < b; q++)
+    y[rows[q]] = row_sum(A, xe, rows[q]);
 }
 
 void pk_dist_csr_apply(const struct pkrylov_operator_s *A, const double *x, double *y) {
@@ -107,16 +112,19 @@ void pk_dist_csr_apply(const struct pkrylov_operator_s *A, const double *x, doub
     if (A->ctx->mpi && D->nrecv + D->nsend > 0) {
       MPI_Comm comm = pk_mpi_comm(A->ctx);
       for (int k = 0; k < D->nrecv && !e; k++) {
-        int rc = MPI_Irecv(D->xext + D->roff[k], (int)D->rcnt[k], MPI_DOUBLE, D->rrank[k], 23, comm, &rq[nreq]);
+        int rc =
+            MPI_Irecv(D->xext + D->roff[k], (int)D->rcnt[k], MPI_DOUBLE, D->rrank[k], 23, comm, &rq[nreq]);
         if (rc != MPI_SUCCESS)
           e = pk_mpi_error(A->ctx, "distributed CSR product", "MPI_Irecv", rc);
         else
           nreq++;
       }
       const int64_t ns = D->nsend ? D->soff[D->nsend - 1] + D->scnt[D->nsend - 1] : 0;
-      for (int64_t i = 0; i < ns; i++) D->sbuf[i] = x[D->sidx[i]];
+      for (int64_t i = 0; i < ns; i++)
+        D->sbuf[i] = x[D->sidx[i]];
       for (int k = 0; k < D->nsend && !e; k++) {
-        int rc = MPI_Isend(D->sbuf + D->soff[k], (int)D->scnt[k], MPI_DOUBLE, D->srank[k], 23, comm, &rq[nreq]);
+        int rc =
+            MPI_Isend(D->sbuf + D->soff[k], (int)D->scnt[k], MPI_DOUBLE, D->srank[k], 23, comm, &rq[nreq]);
         if (rc != MPI_SUCCESS)
           e = pk_mpi_error(A->ctx, "distributed CSR product", "MPI_Isend", rc);
         else
@@ -125,11 +133,13 @@ void pk_dist_csr_apply(const struct pkrylov_operator_s *A, const double *x, doub
     }
 #endif
     memcpy(D->xext + D->nglo, x, sizeof(double) * (size_t)n);
-    if (!e) rows_apply(A, D, y, 0, D->ninner); /* while the ghosts travel */
+    if (!e)
+      rows_apply(A, D, y, 0, D->ninner); /* while the ghosts travel */
 #ifdef PKRYLOV_HAVE_MPI
     if (nreq > 0) {
       int rc = MPI_Waitall(nreq, rq, MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS && !e) e = pk_mpi_error(A->ctx, "distributed CSR product", "MPI_Waitall", rc);
+      if (rc != MPI_SUCCESS && !e)
+        e = pk_mpi_error(A->ctx, "distributed CSR product", "MPI_Waitall", rc);
     }
 #endif
     if (!e) {
@@ -138,7 +148,8 @@ void pk_dist_csr_apply(const struct pkrylov_operator_s *A, const double *x, doub
     }
     Wr->user.failed = 1; /* the message is in the context (pk_mpi_error) */
   }
-  for (int64_t i = 0; i < n; i++) y[i] = NAN; /* a caller that does not check the flag sees a NaN */
+  for (int64_t i = 0; i < n; i++)
+    y[i] = NAN; /* a caller that does not check the flag sees a NaN */
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -149,7 +160,8 @@ static int allgather_i64(pkrylov_context ctx, const int64_t *mine, int count, in
 #ifdef PKRYLOV_HAVE_MPI
   if (ctx->mpi) {
     int rc = MPI_Allgather(mine, count, MPI_INT64_T, all, count, MPI_INT64_T, pk_mpi_comm(ctx));
-    return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, "pkrylov_operator_create_csr_dist", "MPI_Allgather", rc);
+    return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS
+                             : pk_mpi_error(ctx, "pkrylov_operator_create_csr_dist", "MPI_Allgather", rc);
   }
 #endif
   memcpy(all, mine, sizeof(int64_t) * (size_t)count);
@@ -166,10 +178,10 @@ static int check_arrays(pkrylov_context ctx, const char *func, int64_t n_global,
                     (long long)rowptr[0], ib);
   for (int64_t r = 0; r < nlocal; r++)
     if (rowptr[r + 1] < rowptr[r])
-      return pk_error(ctx, PKRYLOV_ERR_INDEX_OUT_OF_RANGE, func,
-                      "argument 'rowptr' decreases at local row %lld: rowptr[%lld] = %lld < rowptr[%lld] = %lld",
-                      (long long)r, (long long)(r + 1), (long long)rowptr[r + 1], (long long)r,
-                      (long long)rowptr[r]);
+      return pk_error(
+          ctx, PKRYLOV_ERR_INDEX_OUT_OF_RANGE, func,
+          "argument 'rowptr' decreases at local row %lld: rowptr[%lld] = %lld < rowptr[%lld] = %lld",
+          (long long)r, (long long)(r + 1), (long long)rowptr[r + 1], (long long)r, (long long)rowptr[r]);
   const int64_t nnz = rowptr[nlocal] - base;
   for (int64_t p = 0; p < nnz; p++) {
     if (colind[p] < base || colind[p] >= n_global + base)
@@ -190,21 +202,23 @@ static int check_partition(pkrylov_context ctx, const char *func, const int64_t 
   for (int r = 0; r < size; r++) {
     const int64_t nl = all[3 * r], fr = all[3 * r + 1], ng = all[3 * r + 2];
     if (ng != all[2])
-      return pk_error(ctx, PKRYLOV_ERR_SIZE_MISMATCH, func,
-                      "argument 'n_global' = %lld on rank %d but %lld on rank 0 (every rank passes the global size)",
-                      (long long)ng, r, (long long)all[2]);
+      return pk_error(
+          ctx, PKRYLOV_ERR_SIZE_MISMATCH, func,
+          "argument 'n_global' = %lld on rank %d but %lld on rank 0 (every rank passes the global size)",
+          (long long)ng, r, (long long)all[2]);
     if (fr >= 0 && fr != rowoff[r])
-      return pk_error(ctx, PKRYLOV_ERR_SIZE_MISMATCH, func,
-                      "argument 'first_row' = %lld on rank %d, but the blocks of the ranks before it end at row "
-                      "%lld: %s of %lld rows (the blocks must tile the rows in rank order)",
-                      (long long)(fr + ib), r, (long long)(rowoff[r] + ib), fr > rowoff[r] ? "a gap" : "an overlap",
-                      (long long)(fr > rowoff[r] ? fr - rowoff[r] : rowoff[r] - fr));
+      return pk_error(
+          ctx, PKRYLOV_ERR_SIZE_MISMATCH, func,
+          "argument 'first_row' = %lld on rank %d, but the blocks of the ranks before it end at row "
+          "%lld: %s of %lld rows (the blocks must tile the rows in rank order)",
+          (long long)(fr + ib), r, (long long)(rowoff[r] + ib), fr > rowoff[r] ? "a gap" : "an overlap",
+          (long long)(fr > rowoff[r] ? fr - rowoff[r] : rowoff[r] - fr));
     rowoff[r + 1] = rowoff[r] + nl;
   }
   if (rowoff[size] != all[2])
     return pk_error(ctx, PKRYLOV_ERR_SIZE_MISMATCH, func,
-                    "the ranks' blocks ('nlocal') have %lld rows in all, but 'n_global' = %lld", (long long)rowoff[size],
-                    (long long)all[2]);
+                    "the ranks' blocks ('nlocal') have %lld rows in all, but 'n_global' = %lld",
+                    (long long)rowoff[size], (long long)all[2]);
   return PKRYLOV_SUCCESS;
 }
 
@@ -256,15 +270,18 @@ static int build_local(pkrylov_context ctx, const char *func, struct pkrylov_ope
                     (long long)nnz);
   }
   int64_t ng = 0;
-  for (int64_t r = 0; r <= nl; r++) B->csr.rowptr[r] = rowptr[r] - base;
+  for (int64_t r = 0; r <= nl; r++)
+    B->csr.rowptr[r] = rowptr[r] - base;
   for (int64_t r = 0; r < nl; r++) {
     const int64_t p0 = B->csr.rowptr[r], p1 = B->csr.rowptr[r + 1];
     int sorted = 1;
     for (int64_t p = p0; p < p1; p++) {
       pr[p] = (cv_pair){colind[p] - base, values[p]};
-      if (p > p0 && pr[p].col < pr[p - 1].col) sorted = 0;
+      if (p > p0 && pr[p].col < pr[p - 1].col)
+        sorted = 0;
     }
-    if (!sorted) qsort(pr + p0, (size_t)(p1 - p0), sizeof(cv_pair), cv_cmp);
+    if (!sorted)
+      qsort(pr + p0, (size_t)(p1 - p0), sizeof(cv_pair), cv_cmp);
     for (int64_t p = p0; p < p1; p++) {
       if (p > p0 && pr[p].col == pr[p - 1].col) {
         const int64_t col = pr[p].col;
@@ -274,14 +291,16 @@ static int build_local(pkrylov_context ctx, const char *func, struct pkrylov_ope
                         "index_base %d) appears more than once",
                         (long long)(first + r + base), (long long)(col + base), ib);
       }
-      if (pr[p].col < first || pr[p].col >= first + nl) gh[ng++] = pr[p].col;
+      if (pr[p].col < first || pr[p].col >= first + nl)
+        gh[ng++] = pr[p].col;
     }
   }
   /* the ghosts: sorted, unique */
   qsort(gh, (size_t)ng, sizeof(int64_t), i64_cmp);
   int64_t u = 0;
   for (int64_t q = 0; q < ng; q++)
-    if (u == 0 || gh[q] != gh[u - 1]) gh[u++] = gh[q];
+    if (u == 0 || gh[q] != gh[u - 1])
+      gh[u++] = gh[q];
   ng = u;
   D->nglo = find_i64(gh, ng, first);
   D->nghi = ng - D->nglo;
@@ -315,7 +334,8 @@ static int build_local(pkrylov_context ctx, const char *func, struct pkrylov_ope
         B->csr.colind64[p] = e;
       B->csr.values[p] = pr[p].val;
     }
-    if (!outer) D->rows[ni++] = r;
+    if (!outer)
+      D->rows[ni++] = r;
   }
   D->ninner = ni;
   for (int64_t r = 0, q = 0; r < nl; r++) { /* the outer rows after the inner ones, in order */
@@ -337,9 +357,11 @@ static int build_local(pkrylov_context ctx, const char *func, struct pkrylov_ope
   }
   D->nrecv = 0;
   for (int64_t q = 0, owner = 0; q < ng;) {
-    while (gh[q] >= D->rowoff[owner + 1]) owner++;
+    while (gh[q] >= D->rowoff[owner + 1])
+      owner++;
     int64_t q1 = q;
-    while (q1 < ng && gh[q1] < D->rowoff[owner + 1]) q1++;
+    while (q1 < ng && gh[q1] < D->rowoff[owner + 1])
+      q1++;
     if (q1 - q > INT_MAX) {
       free(gh);
       return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func, "more than 2^31 - 1 ghost values from rank %lld",
@@ -357,14 +379,17 @@ static int build_local(pkrylov_context ctx, const char *func, struct pkrylov_ope
 /** The send lists from the receive lists of all ranks (collective: every rank calls it). */
 static int build_send(pkrylov_context ctx, const char *func, pk_dist_csr *D, const int64_t *gh) {
 #ifdef PKRYLOV_HAVE_MPI
-  if (!ctx->mpi) return PKRYLOV_SUCCESS;
+  if (!ctx->mpi)
+    return PKRYLOV_SUCCESS;
   const int P = D->nranks;
   int *need = calloc((size_t)P, sizeof(int)), *give = calloc((size_t)P, sizeof(int));
   int *nd = calloc((size_t)P, sizeof(int)), *gd = calloc((size_t)P, sizeof(int));
-  int e = (need && give && nd && gd) ? PKRYLOV_SUCCESS
-                                     : pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the counts");
+  int e = (need && give && nd && gd)
+              ? PKRYLOV_SUCCESS
+              : pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the counts");
   if (!e)
-    for (int k = 0; k < D->nrecv; k++) need[D->rrank[k]] = (int)D->rcnt[k];
+    for (int k = 0; k < D->nrecv; k++)
+      need[D->rrank[k]] = (int)D->rcnt[k];
   e = pk_mpi_agree(ctx, e);
   MPI_Comm comm = pk_mpi_comm(ctx);
   int rc;
@@ -392,7 +417,8 @@ static int build_send(pkrylov_context ctx, const char *func, pk_dist_csr *D, con
                    (long long)total);
   }
   e = pk_mpi_agree(ctx, e);
-  if (!e && (rc = MPI_Alltoallv(gh, need, nd, MPI_INT64_T, D->sidx, give, gd, MPI_INT64_T, comm)) != MPI_SUCCESS)
+  if (!e &&
+      (rc = MPI_Alltoallv(gh, need, nd, MPI_INT64_T, D->sidx, give, gd, MPI_INT64_T, comm)) != MPI_SUCCESS)
     e = pk_mpi_error(ctx, func, "MPI_Alltoallv", rc);
   if (!e) {
     D->nsend = 0;
@@ -425,15 +451,20 @@ int pkrylov_operator_create_csr_dist(pkrylov_context ctx, int64_t n_global, int6
   int e = PKRYLOV_SUCCESS;
   if (!A || !rowptr || !colind || !values)
     e = pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument '%s' is NULL",
-                 !A ? "A" : !rowptr ? "rowptr" : !colind ? "colind" : "values");
+                 !A        ? "A"
+                 : !rowptr ? "rowptr"
+                 : !colind ? "colind"
+                           : "values");
   else if (index_base != 0 && index_base != 1)
-    e = pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, func, "argument 'index_base' = %d must be 0 or 1", index_base);
+    e = pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, func, "argument 'index_base' = %d must be 0 or 1",
+                 index_base);
   else if (n_global < 1)
-    e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "argument 'n_global' = %lld must be > 0", (long long)n_global);
+    e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "argument 'n_global' = %lld must be > 0",
+                 (long long)n_global);
   else if (nlocal < 1 || nlocal > n_global)
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func,
-                 "argument 'nlocal' = %lld: every rank needs between 1 and n_global = %lld rows", (long long)nlocal,
-                 (long long)n_global);
+                 "argument 'nlocal' = %lld: every rank needs between 1 and n_global = %lld rows",
+                 (long long)nlocal, (long long)n_global);
   else if (first_row != -1 && (first_row < index_base || first_row - index_base > n_global - nlocal))
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, func,
                  "argument 'first_row' = %lld: the block of %lld rows must lie in [%d, %lld) (or pass -1)",
@@ -450,12 +481,16 @@ int pkrylov_operator_create_csr_dist(pkrylov_context ctx, int64_t n_global, int6
   int64_t mine[3] = {nlocal, first_row == -1 ? -1 : first_row - index_base, n_global};
   int64_t *all = malloc(sizeof(int64_t) * 3 * (size_t)size);
   pk_dist_csr *D = calloc(1, sizeof *D);
-  if (D) D->rowoff = malloc(sizeof(int64_t) * ((size_t)size + 1));
-  e = (all && D && D->rowoff) ? PKRYLOV_SUCCESS
-                              : pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the partition table");
+  if (D)
+    D->rowoff = malloc(sizeof(int64_t) * ((size_t)size + 1));
+  e = (all && D && D->rowoff)
+          ? PKRYLOV_SUCCESS
+          : pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the partition table");
   e = pk_mpi_agree(ctx, e);
-  if (!e) e = allgather_i64(ctx, mine, 3, all);
-  if (!e) e = check_partition(ctx, func, all, size, index_base, D->rowoff); /* same verdict on every rank */
+  if (!e)
+    e = allgather_i64(ctx, mine, 3, all);
+  if (!e)
+    e = check_partition(ctx, func, all, size, index_base, D->rowoff); /* same verdict on every rank */
   free(all);
   if (e) {
     pk_dist_csr_free(D);
@@ -485,7 +520,8 @@ int pkrylov_operator_create_csr_dist(pkrylov_context ctx, int64_t n_global, int6
       e = build_local(ctx, func, B, D, index_base, rowptr, colind, values, &gh);
   }
   e = pk_mpi_agree(ctx, e);
-  if (!e) e = build_send(ctx, func, D, gh); /* collective; agrees itself */
+  if (!e)
+    e = build_send(ctx, func, D, gh); /* collective; agrees itself */
   free(gh);
   if (e) {
     if (B)
@@ -500,27 +536,34 @@ int pkrylov_operator_create_csr_dist(pkrylov_context ctx, int64_t n_global, int6
 /* ------------------------------------------------------------------------------------------------ */
 /* Queries, gather, scatter, the column preconditioner's condition                                   */
 
-int pkrylov_operator_get_row_block(pkrylov_operator A, int64_t *n_global, int64_t *first_row, int64_t *nlocal) {
+int pkrylov_operator_get_row_block(pkrylov_operator A, int64_t *n_global, int64_t *first_row,
+                                   int64_t *nlocal) {
   PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
   PK_CHECK(A->type == PKRYLOV_OPERATOR_CSR, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
            "argument 'A' is not a CSR operator (grid operators: pkrylov_operator_get_dist_info)");
   const pk_dist_csr *D = A->dist;
-  if (n_global) *n_global = D ? D->nglobal : A->n;
-  if (first_row) *first_row = D ? D->first : 0;
-  if (nlocal) *nlocal = A->n;
+  if (n_global)
+    *n_global = D ? D->nglobal : A->n;
+  if (first_row)
+    *first_row = D ? D->first : 0;
+  if (nlocal)
+    *nlocal = A->n;
   return PKRYLOV_SUCCESS;
 }
 
-int pk_dist_csr_check_columns(const struct pkrylov_operator_s *A, const char *func, int32_t levels, int32_t layout) {
+int pk_dist_csr_check_columns(const struct pkrylov_operator_s *A, const char *func, int32_t levels,
+                              int32_t layout) {
   const pk_dist_csr *D = A->dist;
-  if (!D || D->nranks == 1 || levels < 1) return PKRYLOV_SUCCESS; /* the usual checks follow */
+  if (!D || D->nranks == 1 || levels < 1)
+    return PKRYLOV_SUCCESS; /* the usual checks follow */
   if (layout == PKRYLOV_LAYOUT_KSLOW)
-    return pk_error(A->ctx, PKRYLOV_ERR_LAYOUT, func,
-                    "argument 'layout' = KSLOW: on a CSR operator distributed over %d ranks by rows, a k-slow "
-                    "column (cell c + ncols*k) spans the blocks of several ranks; the column preconditioner "
-                    "needs whole columns per rank: number the unknowns k-fast (levels contiguous, layout KFAST) "
-                    "with blocks of whole columns, or use the Jacobi preconditioner",
-                    D->nranks);
+    return pk_error(
+        A->ctx, PKRYLOV_ERR_LAYOUT, func,
+        "argument 'layout' = KSLOW: on a CSR operator distributed over %d ranks by rows, a k-slow "
+        "column (cell c + ncols*k) spans the blocks of several ranks; the column preconditioner "
+        "needs whole columns per rank: number the unknowns k-fast (levels contiguous, layout KFAST) "
+        "with blocks of whole columns, or use the Jacobi preconditioner",
+        D->nranks);
   if (layout == PKRYLOV_LAYOUT_KFAST)
     for (int r = 0; r < D->nranks; r++)
       if (D->rowoff[r] % levels != 0 || D->rowoff[r + 1] % levels != 0)
@@ -546,7 +589,8 @@ int pk_dist_csr_gather_scatter(const struct pkrylov_operator_s *A, const char *f
   else if (!x_local)
     e = pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument 'x_local' is NULL");
   else if (ctx->rank == root && !x_global)
-    e = pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument 'x_global' is NULL on the root rank %d", root);
+    e = pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument 'x_global' is NULL on the root rank %d",
+                 root);
   else if (D && D->nglobal > INT_MAX)
     e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
                  "the global vector has more than 2^31 - 1 values: gather it in parts");
@@ -575,11 +619,13 @@ int pk_dist_csr_gather_scatter(const struct pkrylov_operator_s *A, const char *f
   if (!e) {
     int rc;
     if (dir == 0)
-      rc = MPI_Gatherv(x_local, (int)A->n, MPI_DOUBLE, x_global, counts, displs, MPI_DOUBLE, root, pk_mpi_comm(ctx));
+      rc = MPI_Gatherv(x_local, (int)A->n, MPI_DOUBLE, x_global, counts, displs, MPI_DOUBLE, root,
+                       pk_mpi_comm(ctx));
     else
       rc = MPI_Scatterv(x_global, counts, displs, MPI_DOUBLE, (double *)x_local, (int)A->n, MPI_DOUBLE, root,
                         pk_mpi_comm(ctx));
-    if (rc != MPI_SUCCESS) e = pk_mpi_error(ctx, func, dir == 0 ? "MPI_Gatherv" : "MPI_Scatterv", rc);
+    if (rc != MPI_SUCCESS)
+      e = pk_mpi_error(ctx, func, dir == 0 ? "MPI_Gatherv" : "MPI_Scatterv", rc);
   }
   free(counts);
   free(displs);
