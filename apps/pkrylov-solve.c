@@ -101,13 +101,14 @@ static void print_help(FILE *f) {
           "  --true-residual K          recompute the true residual every K iterations\n"
           "  --threads T                CPU threads (0 = default)\n"
           "  --reproducible             exact global sums: bitwise the same solution for any number of\n"
-          "                             ranks and threads (CG and pipelined CG)\n"
+          "                             ranks and threads (every solver; CPU)\n"
           "\n"
           "under mpirun (MPI builds; every rank gets the same command line):\n"
           "  --decomp PX,PY             cut the NX x NY columns of --problem into PX x PY blocks, one per\n"
           "                             rank (default: chosen from the number of ranks)\n"
           "  --rhs, --x0 files hold the global vector; --out, --save-system write the global solution and\n"
-          "  system in the global order; matrix files run on one rank only\n"
+          "  system in the global order; a MATRIX.mtx is read by rank 0 and distributed by blocks of\n"
+          "  rows (balanced; with '--precond column --layout kfast' blocks of whole columns)\n"
           "\n"
           "output:\n"
           "  --out X.mtx                write the solution (also when not converged)\n"
@@ -604,6 +605,117 @@ int main(int argc, char **argv) {
 #endif
 }
 
+/** Sum of local int64 values over the ranks (in place). */
+static void sum_over_ranks_i64(int64_t *v, int count) {
+#ifdef PKRYLOV_HAVE_MPI
+  if (g_size > 1) MPI_Allreduce(MPI_IN_PLACE, v, count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+#else
+  (void)v, (void)count;
+#endif
+}
+
+/**
+ * A matrix file on several ranks: rank 0 reads it (into *A0 on a context *ctx0 of its own, kept for
+ * --save-system), cuts it into balanced blocks of rows (of whole columns for '--precond column --layout
+ * kfast --levels NZ') and sends each rank its rows; every rank builds the distributed CSR operator *A.
+ * Returns 0, or 1 after reporting the error (on every rank).
+ */
+static int distribute_matrix(pkrylov_context ctx, const options *o, pkrylov_context *ctx0, pkrylov_operator *A0,
+                             pkrylov_operator *A) {
+#ifdef PKRYLOV_HAVE_MPI
+  int64_t hdr[2] = {0, 0}; /* n, nnz */
+  int64_t *rp = NULL, *ci = NULL;
+  double *v = NULL;
+  int ok = 1, st;
+  char what[1024];
+  if (g_rank == 0) {
+    st = pkrylov_context_create(PKRYLOV_BACKEND_CPU, ctx0);
+    if (!st) st = pkrylov_operator_create_from_mtx(*ctx0, o->matrix, A0);
+    if (!st) st = pkrylov_operator_get_info(*A0, &hdr[0], &hdr[1], NULL, NULL, NULL, NULL);
+    if (!st && hdr[1] > INT32_MAX) {
+      usage_error("matrix file '%s' has %lld entries: more than 2^31 - 1 cannot be sent from rank 0",
+                  o->matrix, (long long)hdr[1]);
+      ok = 0;
+    }
+    if (!st && ok) {
+      rp = malloc(sizeof(int64_t) * (size_t)(hdr[0] + 1));
+      ci = malloc(sizeof(int64_t) * (size_t)(hdr[1] + 1));
+      v = malloc(sizeof(double) * (size_t)(hdr[1] + 1));
+      st = rp && ci && v ? pkrylov_operator_get_csr(*A0, rp, ci, v) : PKRYLOV_ERR_OUT_OF_MEMORY;
+    }
+    if (st) {
+      snprintf(what, sizeof what, "cannot read matrix file '%s'", o->matrix);
+      lib_error(*ctx0, st, what);
+      ok = 0;
+    }
+  }
+  if (!all_ok(ok)) {
+    if (ok) usage_error("rank 0 cannot read matrix file '%s' (see its message)", o->matrix);
+    free(rp), free(ci), free(v);
+    return 1;
+  }
+  MPI_Bcast(hdr, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  const int64_t n = hdr[0];
+  /* the blocks: balanced rows, or balanced whole columns of levels when the column preconditioner needs them */
+  int64_t unit = 1;
+  if (o->precond == PKRYLOV_PRECOND_COLUMN && o->levels > 0 && o->layout == PKRYLOV_LAYOUT_KFAST &&
+      n % o->levels == 0)
+    unit = o->levels;
+  const int64_t nu = n / unit;
+  if (nu < g_size) {
+    usage_error("matrix file '%s' has %lld %s, fewer than the %d ranks", o->matrix, (long long)nu,
+                unit > 1 ? "columns" : "rows", g_size);
+    free(rp), free(ci), free(v);
+    return 1;
+  }
+  int *cnt = malloc(sizeof(int) * (size_t)g_size), *dsp = malloc(sizeof(int) * (size_t)g_size);
+  int *ecnt = malloc(sizeof(int) * (size_t)g_size), *edsp = malloc(sizeof(int) * (size_t)g_size);
+  if (!cnt || !dsp || !ecnt || !edsp) {
+    usage_error("out of memory");
+    free(cnt), free(dsp), free(ecnt), free(edsp), free(rp), free(ci), free(v);
+    return 1;
+  }
+  for (int r = 0; r < g_size; r++) {
+    const int64_t u0 = r * (nu / g_size) + (r < nu % g_size ? r : nu % g_size);
+    dsp[r] = (int)(unit * u0);
+    cnt[r] = (int)(unit * (nu / g_size + (r < nu % g_size)));
+    if (r == g_size - 1) cnt[r] = (int)(n - dsp[r]); /* the rows beyond whole units, if any */
+  }
+  if (g_rank == 0)
+    for (int r = 0; r < g_size; r++) {
+      edsp[r] = (int)rp[dsp[r]];
+      ecnt[r] = (int)(rp[dsp[r] + cnt[r]] - rp[dsp[r]]);
+    }
+  MPI_Bcast(ecnt, g_size, MPI_INT, 0, MPI_COMM_WORLD);
+  const int64_t nl = cnt[g_rank], ne = ecnt[g_rank];
+  int64_t *lrp = malloc(sizeof(int64_t) * (size_t)(nl + 1)), *lci = malloc(sizeof(int64_t) * (size_t)(ne + 1));
+  double *lv = malloc(sizeof(double) * (size_t)(ne + 1));
+  ok = lrp && lci && lv;
+  if (!all_ok(ok)) {
+    if (!ok) usage_error("out of memory for the rows of this rank");
+    free(cnt), free(dsp), free(ecnt), free(edsp), free(rp), free(ci), free(v), free(lrp), free(lci), free(lv);
+    return 1;
+  }
+  MPI_Scatterv(rp, cnt, dsp, MPI_INT64_T, lrp, (int)nl, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  MPI_Scatterv(ci, ecnt, edsp, MPI_INT64_T, lci, (int)ne, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  MPI_Scatterv(v, ecnt, edsp, MPI_DOUBLE, lv, (int)ne, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  const int64_t p0 = lrp[0];
+  for (int64_t r = 0; r < nl; r++) lrp[r] -= p0;
+  lrp[nl] = ne;
+  st = pkrylov_operator_create_csr_dist(ctx, n, dsp[g_rank], nl, 0, lrp, lci, lv, A);
+  free(cnt), free(dsp), free(ecnt), free(edsp), free(rp), free(ci), free(v), free(lrp), free(lci), free(lv);
+  if (st) {
+    snprintf(what, sizeof what, "cannot distribute matrix file '%s'", o->matrix);
+    lib_error(ctx, st, what);
+    return 1;
+  }
+  return 0;
+#else
+  (void)ctx, (void)o, (void)ctx0, (void)A0, (void)A;
+  return 1; /* unreachable: several ranks need MPI */
+#endif
+}
+
 /** The whole program (between MPI_Init and MPI_Finalize under mpirun). */
 static int run(int argc, char **argv) {
   options o;
@@ -621,11 +733,6 @@ static int run(int argc, char **argv) {
     if (g_rank == 0) print_help(stdout);
     return 0;
   }
-  if (g_size > 1 && o.matrix) {
-    usage_error("a matrix file is solved on one rank only (distributed CSR is not implemented yet): run it "
-                "without mpirun, or use '--problem thinshell:NX,NY,NZ' on %d ranks", g_size);
-    return EXIT_USAGE;
-  }
   if (o.px > 0 && (int64_t)o.px * o.py != g_size) {
     usage_error("'--decomp %d,%d' makes %lld blocks but there are %d ranks (one block per rank)", (int)o.px,
                 (int)o.py, (long long)o.px * o.py, g_size);
@@ -641,9 +748,11 @@ static int run(int argc, char **argv) {
   char what[1024];
   /* the text report goes to stdout, or to stderr when stdout carries the JSON object */
   FILE *rep = o.quiet || g_rank != 0 ? NULL : (o.json ? stderr : stdout);
-  int32_t px = 1, py = 1;
+  int32_t px = g_size > 1 && o.matrix ? g_size : 1, py = 1; /* a matrix file: blocks of rows */
   int64_t n_global = 0;
   const int dist = o.problem && (g_size > 1 || o.px > 0);
+  const int dcsr = o.matrix && g_size > 1; /* a matrix file distributed by blocks of rows */
+  const int gdist = dist || dcsr;           /* vectors go through gather/scatter */
   pkrylov_context ctx1 = NULL; /* rank 0, --save-system of a distributed problem: the global operator */
   pkrylov_operator Ag = NULL;
   double *gbuf = NULL;
@@ -692,6 +801,8 @@ static int run(int argc, char **argv) {
       lib_error(ctx, st, what);
       goto done;
     }
+  } else if (dcsr) {
+    if (distribute_matrix(ctx, &o, &ctx1, &Ag, &A)) goto done;
   } else if ((st = pkrylov_operator_create_from_mtx(ctx, o.matrix, &A)) != PKRYLOV_SUCCESS) {
     snprintf(what, sizeof what, "cannot read matrix file '%s'", o.matrix);
     lib_error(ctx, st, what);
@@ -703,10 +814,16 @@ static int run(int argc, char **argv) {
     goto done;
   }
   n_global = dist ? (int64_t)o.nx * o.ny * o.nz : n;
-  if (dist) {
+  if (dcsr) {
+    int64_t nn[2] = {0, nnz};
+    pkrylov_operator_get_row_block(A, &nn[0], NULL, NULL);
+    sum_over_ranks_i64(&nn[1], 1);
+    n_global = nn[0], nnz = nn[1];
+  }
+  if (gdist) {
     /* the global system's nonzeros (the thin shell's closed form, pkrylov_operator_create_thinshell) */
     const int64_t X = o.nx, Y = o.ny, Z = o.nz;
-    nnz = n_global + 2 * Z * ((X - 1) * Y + X * (Y - 1)) + 2 * (Z - 1) * X * Y;
+    if (dist) nnz = n_global + 2 * Z * ((X - 1) * Y + X * (Y - 1)) + 2 * (Z - 1) * X * Y;
     if (g_rank == 0 && !(gbuf = calloc((size_t)n_global, sizeof(double)))) {
       usage_error("out of memory for the global vector of n = %lld", (long long)n_global);
       goto agreed_fail;
@@ -721,7 +838,7 @@ static int run(int argc, char **argv) {
     usage_error("out of memory for vectors of n = %lld", (long long)n);
     goto done;
   }
-  if (o.rhs && dist) {
+  if (o.rhs && gdist) {
     /* rank 0 reads the global vector, the ranks get their blocks */
     double *bg = NULL;
     int ok = g_rank != 0 || read_vector(ctx, "--rhs", o.rhs, n_global, &bg) == 0;
@@ -752,7 +869,7 @@ static int run(int argc, char **argv) {
       goto done;
     }
   }
-  if (o.x0 && dist) {
+  if (o.x0 && gdist) {
     double *xg = NULL;
     int ok = g_rank != 0 || read_vector(ctx, "--x0", o.x0, n_global, &xg) == 0;
     if (!all_ok(ok)) {
@@ -773,7 +890,7 @@ static int run(int argc, char **argv) {
     x = x0;
   }
 
-  if (o.save_system && dist) {
+  if (o.save_system && gdist) {
     /* the global system: rank 0 builds the global operator on a context of its own, b is gathered */
     if ((st = pkrylov_operator_gather(A, 0, b, gbuf)) != PKRYLOV_SUCCESS) {
       lib_error(ctx, st, "'--save-system': cannot gather b");
@@ -787,9 +904,9 @@ static int run(int argc, char **argv) {
       ok = path != NULL;
       if (ok) {
         snprintf(path, plen, "%s_A.mtx", o.save_system);
-        st = pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx1);
-        if (!st) st = pkrylov_thinshell_params_default(o.nx, o.ny, o.nz, &p);
-        if (!st) p.geometry = o.geometry, st = pkrylov_operator_create_thinshell(ctx1, &p, &Ag);
+        st = ctx1 ? PKRYLOV_SUCCESS : pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx1);
+        if (!st && !Ag) st = pkrylov_thinshell_params_default(o.nx, o.ny, o.nz, &p);
+        if (!st && !Ag) p.geometry = o.geometry, st = pkrylov_operator_create_thinshell(ctx1, &p, &Ag);
         if (!st) st = pkrylov_operator_write_mtx(Ag, path);
         if (!st) {
           snprintf(path, plen, "%s_b.mtx", o.save_system);
@@ -922,7 +1039,7 @@ static int run(int argc, char **argv) {
   double rel_residual = rhs_norm > 0.0 ? final_residual / rhs_norm : final_residual;
 
   rc = res.converged ? EXIT_CONVERGED : EXIT_NOT_CONVERGED;
-  if (o.out && dist) { /* the global solution in the global order, written by rank 0 */
+  if (o.out && gdist) { /* the global solution in the global order, written by rank 0 */
     if ((st = pkrylov_operator_gather(A, 0, x, gbuf)) != PKRYLOV_SUCCESS) {
       lib_error(ctx, st, "'--out': cannot gather x");
       rc = EXIT_USAGE;
@@ -956,7 +1073,9 @@ static int run(int argc, char **argv) {
       fprintf(rep, "precond       %s\n", enum_name(o.precond));
     fprintf(rep, "backend       %s\n", enum_name(backend));
     fprintf(rep, "n             %lld\n", (long long)n_global);
-    if (g_size > 1 || dist)
+    if (dcsr)
+      fprintf(rep, "ranks         %d (blocks of rows)\n", g_size);
+    else if (g_size > 1 || dist)
       fprintf(rep, "ranks         %d (decomposition %d x %d)\n", g_size, (int)px, (int)py);
     if (o.reproducible) fprintf(rep, "reproducible  yes (exact global sums)\n");
     fprintf(rep, "nnz           %lld\n", (long long)nnz);

@@ -176,6 +176,19 @@ module pkrylov_mod
     public :: pk_context_set_num_threads, pk_context_clear_error, pk_get_version, pk_has_cuda
     public :: pk_operator_get_info, pk_operator_get_csr, pk_operator_create_from_mtx, pk_operator_write_mtx
     public :: pk_mtx_read_vector, pk_mtx_write_vector, pk_precond_apply, pk_precond_get_info
+    ! distributed solves (MPI): the module itself needs no MPI (handles are integers)
+    public :: pk_has_mpi, pk_context_set_comm, pk_context_get_rank_info, pk_context_set_reproducible
+    public :: pk_operator_create_thinshell_dist, pk_operator_create_stencil7_dist, pk_operator_create_csr_dist
+    public :: pk_operator_get_dist_info, pk_operator_get_row_block, pk_operator_gather, pk_operator_scatter
+
+    !> Give a context a communicator (collective over it; before any object is created from ctx): comm is
+    !> the Fortran MPI handle, an integer from `use mpi` or mpif.h (MPI_COMM_WORLD, a split communicator),
+    !> or, with mpi_f08, comm%MPI_VAL of a type(MPI_Comm). Converted with MPI_Comm_f2c in the C library
+    !> (pkrylov_context_set_comm_f); default integer or integer(c_int64_t) (a model built with -fdefault-
+    !> integer-8). A library built without MPI answers PKRYLOV_ERR_UNSUPPORTED.
+    interface pk_context_set_comm
+        module procedure context_set_comm_i4, context_set_comm_i8
+    end interface pk_context_set_comm
 
     !> Square CSR matrix from 32-bit (n, rowptr, colind of kind c_int32_t) or 64-bit indices (rowptr,
     !> colind of kind c_int64_t, n of kind c_int64_t or c_int32_t): pkrylov_operator_create_csr or _csr64.
@@ -2208,6 +2221,237 @@ contains
         call check(pkrylov_rci_set_residual_replacement(r%h, k), r%ctx, 'pk_rci_set_residual_replacement', &
                    ierr)
     end subroutine pk_rci_set_residual_replacement
+
+    ! ---------------------------------------------------------------------------------------------
+    ! Distributed solves (MPI). Every routine here is collective over the context's communicator.
+
+    !> .true. when the library was built with MPI.
+    function pk_has_mpi() result(flag)
+        logical :: flag
+        flag = pkrylov_has_mpi() == 1
+    end function pk_has_mpi
+
+    !> pk_context_set_comm with a default-integer handle (`use mpi`, mpif.h, or comm%MPI_VAL of mpi_f08).
+    subroutine context_set_comm_i4(ctx, comm, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (no object created from it yet)
+        integer(c_int32_t), intent(in) :: comm !! Fortran MPI communicator handle
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_context_set_comm_f(ctx%h, comm), ctx%h, 'pk_context_set_comm', ierr)
+    end subroutine context_set_comm_i4
+
+    !> pk_context_set_comm with an integer(c_int64_t) handle (models built with 8-byte default integers).
+    subroutine context_set_comm_i8(ctx, comm, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (no object created from it yet)
+        integer(c_int64_t), intent(in) :: comm !! Fortran MPI communicator handle
+        integer, intent(out), optional :: ierr !! status
+        if (comm > huge(0_c_int32_t) .or. comm < -huge(0_c_int32_t)) then
+            call raise(PKRYLOV_ERR_INVALID_VALUE, ctx%h, 'pk_context_set_comm', "argument 'comm' = "// &
+                       itoa(comm)//" is not a Fortran MPI handle (MPI_Fint)", ierr)
+            return
+        end if
+        call check(pkrylov_context_set_comm_f(ctx%h, int(comm, c_int32_t)), ctx%h, 'pk_context_set_comm', ierr)
+    end subroutine context_set_comm_i8
+
+    !> This process's rank (0-based) and the number of ranks of the context (0 and 1 without a communicator).
+    subroutine pk_context_get_rank_info(ctx, rank, size, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        integer(c_int32_t), intent(out), optional :: rank !! 0-based rank
+        integer(c_int32_t), intent(out), optional :: size !! number of ranks
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), target :: v(2)
+        v = 0
+        call check(pkrylov_context_get_rank_info(ctx%h, c_loc(v(1)), c_loc(v(2))), ctx%h, &
+                   'pk_context_get_rank_info', ierr)
+        if (present(rank)) rank = v(1)
+        if (present(size)) size = v(2)
+    end subroutine pk_context_get_rank_info
+
+    !> Reproducible mode on (.true.) or off: exact global sums, bitwise the same solution for any number of
+    !> ranks and threads and between runs (every solver type, CPU backend). Set it alike on every rank.
+    subroutine pk_context_set_reproducible(ctx, flag, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        logical, intent(in) :: flag !! .true. = exact sums
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_context_set_reproducible(ctx%h, merge(1_c_int32_t, 0_c_int32_t, flag)), ctx%h, &
+                   'pk_context_set_reproducible', ierr)
+    end subroutine pk_context_set_reproducible
+
+    !> The thin-shell operator of the global nx x ny x nz grid distributed over px x py ranks (rank r owns
+    !> block (mod(r, px), r / px) of whole columns; pk_operator_get_dist_info tells which). Parameters as
+    !> pk_operator_create_thinshell, the same on every rank.
+    subroutine pk_operator_create_thinshell_dist(ctx, A, nx, ny, nz, px, py, geometry, H, lambda, nu, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (with a communicator of px*py ranks)
+        type(pk_operator), intent(out) :: A !! the new operator (this rank's block)
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! global grid
+        integer(c_int32_t), intent(in) :: px, py !! blocks along x and y
+        integer(c_int32_t), intent(in), optional :: geometry !! PKRYLOV_GEOMETRY_* (default gnomonic)
+        real(c_double), intent(in), optional :: H, lambda, nu !! as pk_operator_create_thinshell
+        integer, intent(out), optional :: ierr !! status
+        type(pkrylov_thinshell_params), target :: p
+        type(c_ptr), target :: hA
+        integer(c_int) :: rc
+        rc = pkrylov_thinshell_params_default(1_c_int32_t, 1_c_int32_t, 1_c_int32_t, c_loc(p))
+        p%nx = nx
+        p%ny = ny
+        p%nz = nz
+        if (present(geometry)) p%geometry = geometry
+        if (present(H)) p%H = H
+        if (present(lambda)) p%lambda = lambda
+        if (present(nu)) p%nu = nu
+        hA = c_null_ptr
+        rc = pkrylov_operator_create_thinshell_dist(ctx%h, c_loc(p), px, py, c_loc(hA))
+        A%h = hA
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, 'pk_operator_create_thinshell_dist', ierr)
+    end subroutine pk_operator_create_thinshell_dist
+
+    !> The column stencil distributed as the model owns it: this rank's (nx,ny,nz) tile (arrays as in
+    !> pk_operator_create_stencil7, real(c_double), optional integer mask 0 = dry), rank r being tile
+    !> (mod(r, px), r / px) of px x py. The library fetches the neighbours' couplings across the tile edges.
+    subroutine pk_operator_create_stencil7_dist(ctx, A, px, py, nx, ny, nz, aW, aS, aV, aC, mask, ierr)
+        type(pk_context), intent(in) :: ctx !! the context (with a communicator of px*py ranks)
+        type(pk_operator), intent(out) :: A !! the new operator (this rank's tile)
+        integer(c_int32_t), intent(in) :: px, py !! tiles along x and y
+        integer(c_int32_t), intent(in) :: nx, ny, nz !! this rank's tile
+        real(c_double), intent(in), target, contiguous :: aW(:, :, :), aS(:, :, :), aV(:, :, :), &
+                                                          aC(:, :, :) !! (nx,ny,nz) face coefficients
+        integer(c_int32_t), intent(in), target, contiguous, optional :: mask(:, :, :) !! (nx,ny,nz)
+        integer, intent(out), optional :: ierr !! status
+        character(len=*), parameter :: where = 'pk_operator_create_stencil7_dist', what = '(nx,ny,nz)'
+        type(c_ptr), target :: hA
+        type(c_ptr) :: pm
+        integer(c_int32_t) :: ex(3)
+        logical :: ok
+        integer(c_int) :: rc
+        integer :: e
+        ! a shape error on one rank must reach the others (the C call agrees on it): pass NULL arrays then
+        ok = .true.
+        if (nx >= 1 .and. ny >= 1 .and. nz >= 1 .and. c_associated(ctx%h)) then
+            ex = [nx, ny, nz]
+            call check_shape(shape(aW), ex, 'aW', what, ctx%h, where, ok, e)
+            if (ok) call check_shape(shape(aS), ex, 'aS', what, ctx%h, where, ok, e)
+            if (ok) call check_shape(shape(aV), ex, 'aV', what, ctx%h, where, ok, e)
+            if (ok) call check_shape(shape(aC), ex, 'aC', what, ctx%h, where, ok, e)
+            if (ok .and. present(mask)) call check_shape(shape(mask), ex, 'mask', what, ctx%h, where, ok, e)
+        end if
+        pm = c_null_ptr
+        if (present(mask)) pm = c_loc(mask)
+        hA = c_null_ptr
+        if (ok) then
+            rc = pkrylov_operator_create_stencil7_dist(ctx%h, px, py, nx, ny, nz, c_loc(aW), c_loc(aS), &
+                                                       c_loc(aV), c_loc(aC), pm, c_loc(hA))
+        else ! the other ranks hear of it through the library's agreement; this rank keeps its own message
+            rc = pkrylov_operator_create_stencil7_dist(ctx%h, px, py, nx, ny, nz, c_null_ptr, c_null_ptr, &
+                                                       c_null_ptr, c_null_ptr, c_null_ptr, c_loc(hA))
+            call raise(int(e, c_int32_t), ctx%h, where, trim(ferr_msg(len(where) + 3:)), ierr)
+            return
+        end if
+        A%h = hA
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, where, ierr)
+    end subroutine pk_operator_create_stencil7_dist
+
+    !> A CSR matrix distributed by blocks of rows: this rank's size(rowptr) - 1 consecutive rows starting at
+    !> global row first_row (numbered from index_base; -1: after the rows of the ranks before it), with
+    !> global column indices; the blocks tile the n_global rows in rank order (checked on every rank).
+    subroutine pk_operator_create_csr_dist(ctx, A, n_global, first_row, rowptr, colind, values, index_base, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        type(pk_operator), intent(out) :: A !! the new operator (this rank's rows)
+        integer(c_int64_t), intent(in) :: n_global !! rows = columns of the global matrix
+        integer(c_int64_t), intent(in) :: first_row !! first row of this rank (index_base numbering), or -1
+        integer(c_int64_t), intent(in), target, contiguous :: rowptr(:) !! nlocal+1 row starts
+        integer(c_int64_t), intent(in), target, contiguous :: colind(:) !! global column indices
+        real(c_double), intent(in), target, contiguous :: values(:) !! values
+        integer(c_int32_t), intent(in) :: index_base !! 0 or 1, for rowptr, colind and first_row
+        integer, intent(out), optional :: ierr !! status
+        character(len=*), parameter :: where = 'pk_operator_create_csr_dist'
+        type(c_ptr), target :: hA
+        type(c_ptr) :: pr, pc, pv
+        integer(c_int64_t) :: nl, nnz
+        integer(c_int) :: rc
+        integer(c_int64_t), target, save :: dummy_i8(1) = 0
+        nl = size(rowptr, kind=c_int64_t) - 1
+        pr = c_null_ptr
+        pc = c_loc(dummy_i8)
+        pv = c_loc(dummy_d)
+        if (nl >= 0) pr = c_loc(rowptr)
+        if (size(colind) > 0) pc = c_loc(colind)
+        if (size(values) > 0) pv = c_loc(values)
+        ! too short colind/values: NULL, so that the C call fails on this rank and tells the others
+        if (nl >= 1) then
+            nnz = rowptr(nl + 1) - index_base
+            if (nnz > size(colind, kind=c_int64_t)) pc = c_null_ptr
+            if (nnz > size(values, kind=c_int64_t)) pv = c_null_ptr
+        end if
+        hA = c_null_ptr
+        rc = pkrylov_operator_create_csr_dist(ctx%h, n_global, first_row, max(nl, 0_c_int64_t), index_base, pr, &
+                                              pc, pv, c_loc(hA))
+        A%h = hA
+        if (rc == PKRYLOV_SUCCESS) A%ctx = ctx%h
+        call check(rc, ctx%h, where, ierr)
+    end subroutine pk_operator_create_csr_dist
+
+    !> Where this rank's block of a distributed grid operator lies: global grid gnx x gny, columns
+    !> i0+1..i0+nxl and rows j0+1..j0+nyl (i0, j0 0-based offsets), decomposition px x py.
+    subroutine pk_operator_get_dist_info(A, gnx, gny, i0, nxl, j0, nyl, px, py, ierr)
+        type(pk_operator), intent(in) :: A !! a thin-shell or column-stencil operator
+        integer(c_int32_t), intent(out), optional :: gnx, gny, i0, nxl, j0, nyl, px, py !! the block
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int32_t), target :: v(8)
+        v = 0
+        call check(pkrylov_operator_get_dist_info(A%h, c_loc(v(1)), c_loc(v(2)), c_loc(v(3)), c_loc(v(4)), &
+                                                  c_loc(v(5)), c_loc(v(6)), c_loc(v(7)), c_loc(v(8))), A%ctx, &
+                   'pk_operator_get_dist_info', ierr)
+        if (present(gnx)) gnx = v(1)
+        if (present(gny)) gny = v(2)
+        if (present(i0)) i0 = v(3)
+        if (present(nxl)) nxl = v(4)
+        if (present(j0)) j0 = v(5)
+        if (present(nyl)) nyl = v(6)
+        if (present(px)) px = v(7)
+        if (present(py)) py = v(8)
+    end subroutine pk_operator_get_dist_info
+
+    !> The row block of a CSR operator: global size, first row (0-based) and rows on this rank.
+    subroutine pk_operator_get_row_block(A, n_global, first_row, nlocal, ierr)
+        type(pk_operator), intent(in) :: A !! a CSR operator
+        integer(c_int64_t), intent(out), optional :: n_global, first_row, nlocal !! the block
+        integer, intent(out), optional :: ierr !! status
+        integer(c_int64_t), target :: v(3)
+        v = 0
+        call check(pkrylov_operator_get_row_block(A%h, c_loc(v(1)), c_loc(v(2)), c_loc(v(3))), A%ctx, &
+                   'pk_operator_get_row_block', ierr)
+        if (present(n_global)) n_global = v(1)
+        if (present(first_row)) first_row = v(2)
+        if (present(nlocal)) nlocal = v(3)
+    end subroutine pk_operator_get_row_block
+
+    !> Gather a distributed vector (this rank's values, any shape) into the global order on rank root
+    !> (0-based): x_global on root (the global size), ignored elsewhere (pass any array, e.g. of size 0).
+    subroutine pk_operator_gather(A, root, x_local, x_global, ierr)
+        type(pk_operator), intent(in) :: A !! a distributed operator
+        integer(c_int32_t), intent(in) :: root !! 0-based rank
+        real(c_double), intent(in), target, contiguous :: x_local(..) !! this rank's values
+        real(c_double), intent(inout), target, contiguous :: x_global(..) !! global vector on root
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr) :: pg
+        pg = c_null_ptr
+        if (size(x_global) > 0) pg = c_loc(x_global)
+        call check(pkrylov_operator_gather(A%h, root, c_loc(x_local), pg), A%ctx, 'pk_operator_gather', ierr)
+    end subroutine pk_operator_gather
+
+    !> The reverse of pk_operator_gather: root's global vector into every rank's x_local.
+    subroutine pk_operator_scatter(A, root, x_global, x_local, ierr)
+        type(pk_operator), intent(in) :: A !! a distributed operator
+        integer(c_int32_t), intent(in) :: root !! 0-based rank
+        real(c_double), intent(in), target, contiguous :: x_global(..) !! global vector on root
+        real(c_double), intent(inout), target, contiguous :: x_local(..) !! this rank's values
+        integer, intent(out), optional :: ierr !! status
+        type(c_ptr) :: pg
+        pg = c_null_ptr
+        if (size(x_global) > 0) pg = c_loc(x_global)
+        call check(pkrylov_operator_scatter(A%h, root, pg, c_loc(x_local)), A%ctx, 'pk_operator_scatter', ierr)
+    end subroutine pk_operator_scatter
 
     ! ---------------------------------------------------------------------------------------------
     ! MKL-compatible reverse-communication CG (pk_dcg_init, pk_dcg_check, pk_dcg, pk_dcg_get)

@@ -946,7 +946,8 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * with the same settings (a solve checks the solver's settings and the input vectors on all ranks first
  * and gives the same error on every rank when one rank's differ or are bad). Bad input to a collective
  * call gives the same error code and message on every rank (the message names the first rank that
- * found it), never a hang. On the CUDA backend each rank uses one GPU: pkrylov_context_set_comm() moves the
+ * found it), never a hang. The BiCGStab and GMRES families sum over the communicator too (CPU). On the CUDA
+ * backend each rank uses one GPU: pkrylov_context_set_comm() moves the
  * context to device (node-local rank mod visible devices) and makes it the calling thread's current device
  * (environment PKRYLOV_CUDA_BIND=none keeps the device current at creation); CG and pipelined CG run
  * distributed there (global sums through the host, halo exchange of the distributed operators staged
@@ -963,6 +964,8 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * the distributed product equals the single-rank product bitwise. The vectors are the rank's block in its
  * local k-slow order, i + nxl*(j + nyl*k); pkrylov_operator_gather() and pkrylov_operator_scatter() convert
  * to and from the global order. The distributed operators also work on a single-rank context (px = py = 1).
+ * A CSR matrix is distributed by blocks of rows (pkrylov_operator_create_csr_dist()); a model that owns its
+ * halo exchange keeps it with pkrylov_operator_create_stencil7_exchange() on a context with a communicator.
  */
 /**@{*/
 /** 1 when the library was built with MPI (-DPKRYLOV_ENABLE_MPI=ON), else 0. */
@@ -977,13 +980,14 @@ PKRYLOV_EXTERN int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm
 /** This process's rank and the number of ranks of the context's communicator (0 and 1 without one). */
 PKRYLOV_EXTERN int pkrylov_context_get_rank_info(pkrylov_context ctx, int32_t *rank, int32_t *size);
 /**
- * Reproducible mode (flag 1; 0, the default, = off): every global sum of CG and pipelined CG is computed
+ * Reproducible mode (flag 1; 0, the default, = off): every global sum of every solver type is computed
  * exactly (each product is added into an exact fixed-point accumulator of 32-bit digits; the accumulators
- * are summed as integers over the ranks and rounded once), so the sums, the iterates and the solution are
- * bitwise identical for any number of ranks, any decomposition, any number of threads and between runs.
- * It costs one more pass over the vectors of each reduction and a larger message (docs/performance.md).
- * Other solver types answer ::PKRYLOV_ERR_UNSUPPORTED in this mode. Set it on every rank alike (a solve
- * checks).
+ * are summed as integers over the ranks and rounded once; CA-GMRES's double-double Gram matrices are the
+ * exact sums of the exact products), so the sums, the iterates and the solution are bitwise identical for
+ * any number of ranks, any decomposition, any number of threads and between runs. CA-GMRES with the
+ * automatic step (0) then uses step 4 instead of a timed choice. It costs one more pass over the vectors
+ * of each reduction and a larger message (docs/performance.md). CPU backend only (a CUDA context's solve
+ * answers ::PKRYLOV_ERR_UNSUPPORTED). Set it on every rank alike (a solve checks).
  */
 PKRYLOV_EXTERN int pkrylov_context_set_reproducible(pkrylov_context ctx, int32_t flag);
 
@@ -1015,6 +1019,38 @@ PKRYLOV_EXTERN int pkrylov_operator_create_stencil7_dist(pkrylov_context ctx, in
                                                          const double *aS, const double *aV, const double *aC,
                                                          const int32_t *mask, pkrylov_operator *A);
 /**
+ * A CSR matrix distributed by blocks of rows: this rank passes its nlocal consecutive rows [first_row,
+ * first_row + nlocal) of the n_global x n_global matrix, with GLOBAL column indices (64-bit). The blocks
+ * must tile [0, n_global) in rank order (rank 0 the first rows, each block starting where the previous one
+ * ends); first_row may be -1 on every rank (then it follows from the ranks' nlocal), otherwise it is
+ * checked. index_base (0 or 1) numbers rowptr, colind and first_row alike; rowptr has nlocal + 1 entries
+ * (rowptr[0] == index_base), colind and values rowptr[nlocal] - index_base entries (any order within a
+ * row; a repeated column is ::PKRYLOV_ERR_DUPLICATE_ENTRY; finite values). Collective: the partition is
+ * checked on every rank (a gap, an overlap, nlocal < 1 or block sizes that do not add up to n_global give
+ * the same error on every rank, naming the first bad rank), never a hang.
+ *
+ * The library finds the ghost columns (columns outside the block), builds the exchange lists once (which
+ * of my entries each rank needs: MPI_Alltoall of the counts, MPI_Alltoallv of the indices), and applies A
+ * as: post the ghost exchange, compute the rows that touch no ghost column, wait, compute the others.
+ * Every row is summed in increasing global column order, as pkrylov_operator_create_csr() sums it, so the
+ * product equals the single-rank CSR product bitwise. pkrylov_operator_get_info() reports the local n and
+ * nnz; pkrylov_operator_get_row_block() the block; pkrylov_operator_gather()/scatter() convert vectors
+ * (rank order = global order). Preconditioners: Jacobi; the column preconditioner when every rank holds
+ * whole columns, i.e. layout KFAST (levels contiguous) with first_row and nlocal multiples of levels on
+ * every rank (layout KSLOW only on one rank; otherwise ::PKRYLOV_ERR_LAYOUT on every rank). CPU backend.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_csr_dist(pkrylov_context ctx, int64_t n_global, int64_t first_row,
+                                                    int64_t nlocal, int32_t index_base, const int64_t *rowptr,
+                                                    const int64_t *colind, const double *values,
+                                                    pkrylov_operator *A);
+/**
+ * The row block of a CSR operator: global size, first row (0-based) and rows on this rank. A CSR operator
+ * that is not distributed: (n, 0, n). Other operators: ::PKRYLOV_ERR_UNSUPPORTED (see
+ * pkrylov_operator_get_dist_info()). Outputs may be NULL.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_get_row_block(pkrylov_operator A, int64_t *n_global, int64_t *first_row,
+                                                  int64_t *nlocal);
+/**
  * Where this rank's block lies: global grid gnx x gny (x nz levels), block columns [i0, i0 + nxl) and rows
  * [j0, j0 + nyl), and the decomposition px x py. For an operator that is not distributed: the whole grid
  * (0, nx, 0, ny, 1 x 1); CSR and user operators: ::PKRYLOV_ERR_UNSUPPORTED. Outputs may be NULL.
@@ -1024,8 +1060,9 @@ PKRYLOV_EXTERN int pkrylov_operator_get_dist_info(pkrylov_operator A, int32_t *g
                                                   int32_t *py);
 /**
  * Gather a distributed vector into the global order on rank root: x_local (host, the rank's n values,
- * local order) on every rank; x_global (host, gnx * gny * nz values, index i + gnx*(j + gny*k)) on root
- * only (may be NULL elsewhere). Collective. A non-distributed grid operator copies.
+ * local order) on every rank; x_global (host, gnx * gny * nz values, index i + gnx*(j + gny*k); for a
+ * distributed CSR the n_global rows in order) on root only (may be NULL elsewhere). Collective. A
+ * non-distributed grid or CSR operator copies.
  */
 PKRYLOV_EXTERN int pkrylov_operator_gather(pkrylov_operator A, int32_t root, const double *x_local,
                                            double *x_global);

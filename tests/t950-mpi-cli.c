@@ -4,7 +4,7 @@
  *        the same iterations and solution (--out, gathered in the global order) on 1 to 4 ranks, bitwise
  *        identical solutions with --reproducible, --save-system writing the global system as on one rank,
  *        and bad input on many ranks (blocks that do not match the ranks, a rank with no columns, options
- *        that differ between ranks, a matrix file) ending with exit status 2 and a message from every rank,
+ *        that differ between ranks, a matrix file whose columns span ranks) ending with exit status 2 and a message from every rank,
  *        and the BiCGStab and GMRES families on distributed operators (the one-rank iterations, no hang).
  */
 #include <string.h>
@@ -166,9 +166,9 @@ PK_TEST_CASE(serial_bad_input_every_rank) {
   expect_all_ranks_fail("1 %s --problem thinshell:16,16,8 : " PK_MPIEXEC_NUMPROC_FLAG
                         " 1 %s --problem thinshell:16,16,8 --maxit x",
                         2, "another rank is invalid");
-  char fmt[1024];
-  snprintf(fmt, sizeof fmt, "3 %%s %s", pk_test_tmp_path("t950_sys_A.mtx"));
-  expect_all_ranks_fail(fmt, 3, "one rank only");
+  char fmt[1024]; /* a matrix file with the column preconditioner in the k-slow layout: columns span ranks */
+  snprintf(fmt, sizeof fmt, "3 %%s %s --precond column --levels 5 --layout kslow", pk_test_tmp_path("t950_sys_A.mtx"));
+  expect_all_ranks_fail(fmt, 3, "whole columns per rank");
   PK_TEST_END();
 }
 

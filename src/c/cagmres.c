@@ -194,6 +194,8 @@ int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res) {
   for (int c = 0; c < 3; c++)
     if (pk_ca_cand[c] <= s->restart) ncand = c + 1;
   if (scur == 0 && ncand == 0) scur = 1; /* m = 1 */
+  /* reproducible mode: no timed choice (it would make runs differ): the middle candidate, 4 (2 when m < 4) */
+  if (scur == 0 && s->ctx->reproducible) scur = pk_ca_cand[ncand > 1 ? 1 : 0];
   pk_kry_status st;
   memset(&st, 0, sizeof st);
   PK_CALL(ca_set_dims(E, mmax, smax));

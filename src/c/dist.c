@@ -39,6 +39,7 @@ typedef struct {
 
 /** The distributed part of an operator (A->dist). */
 typedef struct {
+  int32_t kind;           /* PK_DIST_GRID (pk_impl.h: the CSR part, dist_csr.c, starts with its kind too) */
   int32_t gnx, gny, nz;   /* global grid */
   int32_t px, py, rx, ry; /* decomposition and this rank's block */
   int32_t i0, nxl, j0, nyl;
@@ -53,6 +54,10 @@ typedef struct {
 } pk_dist;
 
 void pk_dist_free(void *dist) {
+  if (pk_dist_kind(dist) == PK_DIST_CSR) {
+    pk_dist_csr_free(dist);
+    return;
+  }
   pk_dist *D = dist;
   if (!D) return;
   free(D->xoff);
@@ -272,6 +277,10 @@ static void dist_line(const struct pkrylov_operator_s *A, const pk_dist *D, cons
 }
 
 void pk_dist_apply(const struct pkrylov_operator_s *A, const double *x, double *y) {
+  if (pk_dist_kind(A->dist) == PK_DIST_CSR) {
+    pk_dist_csr_apply(A, x, y);
+    return;
+  }
   struct pkrylov_operator_s *Wr = (struct pkrylov_operator_s *)A; /* heap object: the cast is defined */
   pk_dist *D = A->dist;
   const int64_t nx = D->nxl, ny = D->nyl, nz = D->nz, n = A->n;
@@ -334,6 +343,7 @@ static int dist_new(pkrylov_context ctx, const char *func, int32_t gnx, int32_t 
                     int32_t py, const int32_t *xoff, const int32_t *yoff, pk_dist **out) {
   pk_dist *D = calloc(1, sizeof *D);
   if (!D) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the distributed operator");
+  D->kind = PK_DIST_GRID;
   D->gnx = gnx, D->gny = gny, D->nz = nz, D->px = px, D->py = py;
   D->rx = ctx->rank % px, D->ry = ctx->rank / px;
   D->xoff = malloc(sizeof(int32_t) * (size_t)(px + 1));
@@ -669,7 +679,7 @@ static int gs_prepare(pkrylov_operator A, const char *func, int32_t root, const 
   *counts = *displs = NULL;
   int e = PKRYLOV_SUCCESS;
   if (A->type != PKRYLOV_OPERATOR_THINSHELL && A->type != PKRYLOV_OPERATOR_STENCIL7)
-    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func, "argument 'A' is not a grid operator");
+    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func, "argument 'A' is not a grid or CSR operator");
   else if (root < 0 || root >= ctx->size)
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, func, "argument 'root' = %d is not a rank (0..%d)", root,
                  ctx->size - 1);
@@ -714,6 +724,8 @@ static int gs_prepare(pkrylov_operator A, const char *func, int32_t root, const 
 
 int pkrylov_operator_gather(pkrylov_operator A, int32_t root, const double *x_local, double *x_global) {
   PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
+  if (A->type == PKRYLOV_OPERATOR_CSR) /* row blocks in rank order (dist_csr.c) */
+    return pk_dist_csr_gather_scatter(A, __func__, root, x_local, x_global, 0);
   int *counts, *displs;
   PK_CALL(gs_prepare(A, __func__, root, x_local, x_global, &counts, &displs));
   const pk_dist *D = A->dist;
@@ -752,6 +764,8 @@ int pkrylov_operator_gather(pkrylov_operator A, int32_t root, const double *x_lo
 
 int pkrylov_operator_scatter(pkrylov_operator A, int32_t root, const double *x_global, double *x_local) {
   PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
+  if (A->type == PKRYLOV_OPERATOR_CSR)
+    return pk_dist_csr_gather_scatter(A, __func__, root, x_local, (double *)x_global, 1);
   int *counts, *displs;
   PK_CALL(gs_prepare(A, __func__, root, x_local, x_global, &counts, &displs));
   const pk_dist *D = A->dist;

@@ -499,7 +499,10 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     } else {
       pk_cpu_dot(ctx, n, b, b, s->part, &bb);
     }
-    if ((ierr = pk_allreduce_sum(ctx, &bb, 1)) != PKRYLOV_SUCCESS) goto failed;
+    /* (reproducible mode: the exact sum, pk_allreduce_dots; otherwise the sum of the local values) */
+    if ((ierr = pk_allreduce_dots(ctx, &bb, 1, n, (const double *[]){b}, (const double *[]){b}, wet)) !=
+        PKRYLOV_SUCCESS)
+      goto failed;
   } else { /* b - A 0 = b with the dry cells zeroed (W0 is free before the driver starts) */
     pk_kupd u0;
     memset(&u0, 0, sizeof u0);

@@ -10,8 +10,15 @@
  * Double-double block products (block_dots with dd = 1): per chunk the products are split exactly by
  * fma (two-product) and accumulated by two-sum into a (hi, lo) pair; the chunk pairs are added in chunk
  * order in double-double; the global sum then reduces hi and lo as two doubles (exact without MPI; with
- * MPI a plain sum of the hi and lo parts of the ranks is not an exact double-double sum: a reduction
- * operator adding (hi, lo) pairs would be needed there).
+ * MPI a plain sum of the hi and lo parts of the ranks is not an exact double-double sum: reproducible mode
+ * below is).
+ *
+ * Reproducible mode (ctx->reproducible): every global sum of the engine (the dots of update, residual,
+ * block_dots, basis_dots) is computed by reduce.c's exact accumulator from the vectors themselves
+ * (pk_allreduce_dots / pk_allreduce_xdots_begin: the rounded products summed exactly and rounded once;
+ * block_dots with dd = 1 sums the exact fma products and returns the exact sum as a (hi, lo) pair), so
+ * the scalars, and with them the iterates, are bitwise the same for any number of ranks and threads. The
+ * fused loops then skip their own partial sums.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +39,11 @@ typedef struct {
   const double *b; /* bound */
   double *x;
   pk_reduce_request req;
+  /* reproducible mode: accumulators (of the reduction in flight and of a blocking one) and pair lists */
+  int64_t *xacc[2];
+  int32_t xacc_cap[2];
+  const double **pa, **pb;
+  int32_t pair_cap;
 } pk_kry_cpu;
 
 static inline pk_kry_cpu *P_(pk_kry *E) { return (pk_kry_cpu *)E->priv; }
@@ -75,6 +87,41 @@ static int reduce(pk_kry *E, int32_t out, int32_t count, int32_t flags) {
   return pk_allreduce_sum(E->ctx, P->S + out, count);
 }
 
+/** Room for count pairs in P->pa, P->pb. */
+static int need_pairs(pk_kry *E, int32_t count) {
+  pk_kry_cpu *P = P_(E);
+  if (count <= P->pair_cap) return PKRYLOV_SUCCESS;
+  const double **a = realloc(P->pa, sizeof(double *) * (size_t)count);
+  if (a) P->pa = a;
+  const double **b = a ? realloc(P->pb, sizeof(double *) * (size_t)count) : NULL;
+  if (b) P->pb = b;
+  if (!a || !b) return pk_error(E->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pk_kry", "cannot allocate %d pairs", count);
+  P->pair_cap = count;
+  return PKRYLOV_SUCCESS;
+}
+
+/**
+ * Reproducible mode: S[out..] = the exact global dots of the count pairs (a[j], b[j]) (dd: as (hi, lo)
+ * pairs of the exact dots of exact products), blocking or started (PK_KRY_ASYNC).
+ */
+static int xreduce(pk_kry *E, int32_t out, int32_t count, const double *const *a, const double *const *b, int dd,
+                   int32_t flags) {
+  pk_kry_cpu *P = P_(E);
+  const int w = (flags & PK_KRY_ASYNC) ? 0 : 1;
+  if (!w && P->req.active) return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "a reduction is already in flight");
+  if (count > P->xacc_cap[w]) {
+    int64_t *q = realloc(P->xacc[w], sizeof(int64_t) * (size_t)count * PK_XACC_LEN);
+    if (!q)
+      return pk_error(E->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pk_kry", "cannot allocate %d exact accumulators", count);
+    P->xacc[w] = q;
+    P->xacc_cap[w] = count;
+  }
+  if (!w) return pk_allreduce_xdots_begin(E->ctx, P->S + out, count, E->n, a, b, NULL, dd, dd, P->xacc[0], &P->req);
+  pk_reduce_request rq;
+  PK_CALL(pk_allreduce_xdots_begin(E->ctx, P->S + out, count, E->n, a, b, NULL, dd, dd, P->xacc[1], &rq));
+  return pk_allreduce_end(E->ctx, &rq);
+}
+
 static int cpu_create(pk_kry *E) {
   pk_kry_cpu *P = calloc(1, sizeof(pk_kry_cpu));
   if (!P) return pk_error(E->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pk_kry_create", "cannot allocate the engine");
@@ -99,6 +146,10 @@ static void cpu_destroy(pk_kry *E) {
   free(P->basis);
   free(P->S);
   free(P->part);
+  free(P->xacc[0]);
+  free(P->xacc[1]);
+  free(P->pa);
+  free(P->pb);
   free(P);
   E->priv = NULL;
 }
@@ -153,6 +204,8 @@ static int cpu_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   PK_CALL(pk_user_check(E->s->A, NULL));
   if (out < 0) return PKRYLOV_SUCCESS;
   P->S[out] = rr;
+  const double *rv = vec(E, r);
+  if (E->ctx->reproducible) return xreduce(E, out, 1, &rv, &rv, 0, 0);
   return pk_allreduce_sum(E->ctx, P->S + out, 1);
 }
 
@@ -189,6 +242,7 @@ static int cpu_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs,
   PK_CALL(need_part(E, npairs));
   const int64_t n = E->n, nch = nchunks(n);
   double *part = P->part;
+  const int repro = E->ctx->reproducible; /* the exact sums below replace the chunk partials */
   const int nt = pk_num_threads(E->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
@@ -217,7 +271,7 @@ static int cpu_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs,
         }
       }
     }
-    for (int j = 0; j < npairs; j++) {
+    for (int j = 0; j < npairs && !repro; j++) {
       const double *a = pa[j], *b = pb[j];
       double t = 0.0;
       for (int64_t i = i0; i < i1; i++) t += a[i] * b[i];
@@ -225,6 +279,7 @@ static int cpu_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs,
     }
   }
   if (npairs == 0) return PKRYLOV_SUCCESS;
+  if (repro) return xreduce(E, out, npairs, pa, pb, 0, flags);
   pk_sum_partials(part, nch, npairs, P->S + out);
   return reduce(E, out, npairs, flags);
 }
@@ -253,6 +308,15 @@ static int cpu_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t
   pk_kry_cpu *P = P_(E);
   const int64_t nv = (int64_t)ka * kb * (dd ? 2 : 1);
   if (nv == 0) return PKRYLOV_SUCCESS;
+  if (E->ctx->reproducible) {
+    PK_CALL(need_pairs(E, ka * kb));
+    for (int32_t j = 0; j < kb; j++)
+      for (int32_t i = 0; i < ka; i++) {
+        P->pa[i + ka * j] = P->basis + (int64_t)(a0 + i) * E->ld;
+        P->pb[i + ka * j] = P->basis + (int64_t)(b0 + j) * E->ld;
+      }
+    return xreduce(E, out, ka * kb, P->pa, P->pb, dd, flags);
+  }
   PK_CALL(need_part(E, nv));
   const int64_t n = E->n, nch = nchunks(n), ld = E->ld;
   const double *V = P->basis;
@@ -307,6 +371,14 @@ static int cpu_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t wi
   pk_kry_cpu *P = P_(E);
   const int32_t nv = k + (with_norm ? 1 : 0);
   if (nv == 0) return PKRYLOV_SUCCESS;
+  if (E->ctx->reproducible) {
+    PK_CALL(need_pairs(E, nv));
+    for (int32_t j = 0; j < nv; j++) {
+      P->pa[j] = j < k ? P->basis + (int64_t)(b0 + j) * E->ld : vec(E, x);
+      P->pb[j] = vec(E, x);
+    }
+    return xreduce(E, out, nv, P->pa, P->pb, 0, flags);
+  }
   PK_CALL(need_part(E, nv));
   const int64_t n = E->n, nch = nchunks(n), ld = E->ld;
   const double *V = P->basis, *xv = vec(E, x);

@@ -223,11 +223,6 @@ static int solve_local_check(pkrylov_solver s, int32_t mem, const double *b, con
 
 int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const double *x) {
   pkrylov_context ctx = s->ctx;
-  if (ctx->reproducible && s->type != PKRYLOV_SOLVER_CG && s->type != PKRYLOV_SOLVER_PIPECG)
-    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
-                    "reproducible mode (pkrylov_context_set_reproducible) covers the solvers CG and pipelined "
-                    "CG only; solver type %d is not one of them",
-                    s->type);
   if (ctx->reproducible && ctx->backend != PKRYLOV_BACKEND_CPU)
     return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
                     "reproducible mode (pkrylov_context_set_reproducible) is implemented by the CPU backend "

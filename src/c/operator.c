@@ -123,6 +123,7 @@ static int grid_row(const struct pkrylov_operator_s *A, int64_t i, int64_t j, in
 
 /** Position of column col in the sorted CSR row, or -1 (binary search). */
 static int64_t csr_find(const struct pkrylov_operator_s *A, int64_t row, int64_t col) {
+  col += A->csr.col_offset; /* a distributed CSR stores its ghost columns below the block first */
   int64_t lo = A->csr.rowptr[row], hi = A->csr.rowptr[row + 1];
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;

@@ -141,6 +141,8 @@ struct pkrylov_operator_s {
     int32_t *colind32;     /* nnz, when n <= INT32_MAX */
     int64_t *colind64;     /* nnz, otherwise */
     double *values;        /* nnz */
+    int64_t col_offset;    /* distributed CSR (dist_csr.c): local column c is stored as c + col_offset (the
+                              ghost columns below the block come first); 0 otherwise */
   } csr;
 
   struct {                 /* 7-point column stencil, kslow layout, copies with the mask applied and
@@ -212,6 +214,23 @@ int pk_dist_get_tile(const struct pkrylov_operator_s *A, pk_dist_tile *t);
  */
 int pk_dist_exchange_begin(const struct pkrylov_operator_s *A, double *rcv, double *snd);
 int pk_dist_exchange_end(const struct pkrylov_operator_s *A);
+/** The distributed parts (A->dist) start with their kind, so that dist.c can route the CSR ones. */
+enum { PK_DIST_GRID = 1, PK_DIST_CSR = 2 };
+static inline int32_t pk_dist_kind(const void *dist) { return dist ? *(const int32_t *)dist : 0; }
+/** y = A x of a distributed CSR operator (dist_csr.c): ghost exchange overlapped with the inner rows. */
+void pk_dist_csr_apply(const struct pkrylov_operator_s *A, const double *x, double *y);
+/** Free the distributed part of a CSR operator (dist_csr.c). */
+void pk_dist_csr_free(void *dist);
+/**
+ * Whether the column preconditioner (levels, layout) can work on a distributed CSR operator without
+ * communication: every rank's block must hold whole columns (the same answer on every rank, from the
+ * partition table every rank keeps). Errors from func.
+ */
+int pk_dist_csr_check_columns(const struct pkrylov_operator_s *A, const char *func, int32_t levels,
+                              int32_t layout);
+/** pkrylov_operator_gather (dir 0: x_local -> x_global on root) and scatter (dir 1) of a CSR operator. */
+int pk_dist_csr_gather_scatter(const struct pkrylov_operator_s *A, const char *func, int32_t root,
+                               const double *x_local, double *x_global, int dir);
 
 /**
  * y[r] = (A x)[r] for rows r in [r0, r1). Reads x anywhere, writes only y[r0..r1). Serial (the caller
@@ -407,6 +426,8 @@ typedef struct {
     int64_t align_i;
   } mpi_req;
   int64_t acc[PK_XACC_MAX * PK_XACC_LEN];
+  int64_t *xacc;            /* pk_allreduce_xdots_begin: the caller's accumulators (NULL: acc above) */
+  int dd;                   /* pk_allreduce_xdots_begin: results as double-double (hi, lo) pairs */
 } pk_reduce_request;
 
 /** vals[0..count) := global sums of the local values (blocking). */
@@ -439,6 +460,16 @@ int pk_allreduce_dots(pkrylov_context ctx, double *vals, int count, int64_t n, c
 /** Split-phase pk_allreduce_dots(): finish with pk_allreduce_end(). */
 int pk_allreduce_dots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
                             const double *const *y, const uint8_t *wet, pk_reduce_request *req);
+/**
+ * Reproducible mode's exact dot products of any number of pairs (the vector engine's Gram blocks and basis
+ * dots): acc is caller scratch of count * PK_XACC_LEN int64 that must live until pk_allreduce_end(), which
+ * writes vals[j] (dd 0) or the double-double pair vals[2j] = hi, vals[2j+1] = lo (dd 1: hi the exact sum
+ * rounded, lo the rest rounded). exact_prod 1 adds the exact products (fma two-product) instead of the
+ * rounded ones. Called in reproducible mode only (the caller checks ctx->reproducible).
+ */
+int pk_allreduce_xdots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
+                             const double *const *y, const uint8_t *wet, int exact_prod, int dd, int64_t *acc,
+                             pk_reduce_request *req);
 /** sums[j] = sum over chunks c in increasing order of partials[c*nvals + j] (deterministic local sum). */
 void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double *sums);
 

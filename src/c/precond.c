@@ -88,6 +88,7 @@ static int pc_resolve_columns(pkrylov_context ctx, const char *func, const struc
     return pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "argument 'levels' = %d must be >= 0", levels);
   int32_t nz;
   if (A->type == PKRYLOV_OPERATOR_CSR || A->type == PKRYLOV_OPERATOR_USER) {
+    if (A->dist) PK_CALL(pk_dist_csr_check_columns(A, func, levels, layout)); /* whole columns per rank */
     if (levels == 0)
       return pk_error(ctx, PKRYLOV_ERR_LAYOUT, func,
                       "argument 'levels' = 0: %s operator needs 'levels' (the number of vertical "

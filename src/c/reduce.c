@@ -87,41 +87,78 @@ static double xacc_value(const int64_t *din) {
   return sign * ldexp(r, 32 * low - 1074);
 }
 
-/** Exact local accumulators acc[j] of the dots (x[j], y[j]) over n values (wet rows only when wet != 0). */
+/**
+ * Exact local accumulators acc[j] of the dots (x[j], y[j]) over n values (wet rows only when wet != 0), any
+ * count (in groups of PK_XACC_MAX per pass over the rows). exact_prod 0: the rounded products are summed
+ * exactly; 1: the exact products (p + e = x*y by fma, both added), so the result is the exact dot product
+ * rounded once.
+ */
 static void xacc_dots(pkrylov_context ctx, int count, int64_t n, const double *const *x, const double *const *y,
-                      const uint8_t *wet, int64_t *acc) {
+                      const uint8_t *wet, int exact_prod, int64_t *acc) {
   memset(acc, 0, sizeof(int64_t) * (size_t)count * PK_XACC_LEN);
   const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(ctx);
   (void)nt; /* read by the OpenMP pragmas only */
+  for (int g0 = 0; g0 < count; g0 += PK_XACC_MAX) {
+    const int gn = count - g0 < PK_XACC_MAX ? count - g0 : PK_XACC_MAX;
+    int64_t *gacc = acc + (int64_t)g0 * PK_XACC_LEN;
 #pragma omp parallel num_threads(nt) if (nch > 1)
-  {
-    int64_t loc[PK_XACC_MAX * PK_XACC_LEN];
-    memset(loc, 0, sizeof loc);
-    int64_t since = 0;
+    {
+      int64_t loc[PK_XACC_MAX * PK_XACC_LEN];
+      memset(loc, 0, sizeof loc);
+      int64_t since = 0;
 #pragma omp for schedule(static)
-    for (int64_t c = 0; c < nch; c++) {
-      const int64_t i0 = c * PK_ROW_CHUNK, i1 = i0 + PK_ROW_CHUNK < n ? i0 + PK_ROW_CHUNK : n;
-      for (int j = 0; j < count; j++) {
-        const double *xj = x[j], *yj = y[j];
-        int64_t *dj = loc + j * PK_XACC_LEN;
-        if (wet) {
-          for (int64_t i = i0; i < i1; i++)
-            if (wet[i]) xacc_add(dj, xj[i] * yj[i]);
-        } else {
-          for (int64_t i = i0; i < i1; i++) xacc_add(dj, xj[i] * yj[i]);
+      for (int64_t c = 0; c < nch; c++) {
+        const int64_t i0 = c * PK_ROW_CHUNK, i1 = i0 + PK_ROW_CHUNK < n ? i0 + PK_ROW_CHUNK : n;
+        for (int j = 0; j < gn; j++) {
+          const double *xj = x[g0 + j], *yj = y[g0 + j];
+          int64_t *dj = loc + j * PK_XACC_LEN;
+          if (exact_prod) {
+            for (int64_t i = i0; i < i1; i++)
+              if (!wet || wet[i]) {
+                const double p = xj[i] * yj[i];
+                xacc_add(dj, p);
+                if (isfinite(p)) xacc_add(dj, fma(xj[i], yj[i], -p)); /* p + e = x*y exactly */
+              }
+          } else if (wet) {
+            for (int64_t i = i0; i < i1; i++)
+              if (wet[i]) xacc_add(dj, xj[i] * yj[i]);
+          } else {
+            for (int64_t i = i0; i < i1; i++) xacc_add(dj, xj[i] * yj[i]);
+          }
+        }
+        if ((since += 2 * (i1 - i0)) >= ((int64_t)1 << 30)) { /* room for 2^31 additions per digit */
+          for (int j = 0; j < gn; j++) xacc_normalize(loc + j * PK_XACC_LEN);
+          since = 0;
         }
       }
-      if ((since += i1 - i0) >= ((int64_t)1 << 30)) { /* room for 2^31 additions per digit */
-        for (int j = 0; j < count; j++) xacc_normalize(loc + j * PK_XACC_LEN);
-        since = 0;
-      }
-    }
-    for (int j = 0; j < count; j++) xacc_normalize(loc + j * PK_XACC_LEN);
+      for (int j = 0; j < gn; j++) xacc_normalize(loc + j * PK_XACC_LEN);
 #pragma omp critical(pk_xacc)
-    for (int64_t q = 0; q < (int64_t)count * PK_XACC_LEN; q++) acc[q] += loc[q]; /* integers: any order */
+      for (int64_t q = 0; q < (int64_t)gn * PK_XACC_LEN; q++) gacc[q] += loc[q]; /* integers: any order */
+    }
   }
-  for (int j = 0; j < count; j++) xacc_normalize(acc + j * PK_XACC_LEN);
+  for (int j = 0; j < count; j++) xacc_normalize(acc + (int64_t)j * PK_XACC_LEN);
+}
+
+/** vals[j] (dd 0) or the double-double pair vals[2j], vals[2j+1] (dd 1) of the normalised accumulator j. */
+static void xacc_finish(int64_t *acc, int count, int dd, double *vals) {
+  for (int j = 0; j < count; j++) {
+    int64_t *a = acc + (int64_t)j * PK_XACC_LEN;
+    xacc_normalize(a);
+    const double hi = xacc_value(a);
+    if (!dd) {
+      vals[j] = hi;
+      continue;
+    }
+    double lo = 0.0;
+    if (isfinite(hi)) { /* the rest: the accumulator minus hi, exactly, rounded */
+      xacc_add(a, -hi);
+      xacc_normalize(a);
+      lo = xacc_value(a);
+    }
+    vals[2 * j] = hi;
+    vals[2 * j + 1] = lo;
+  }
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -199,11 +236,7 @@ int pk_allreduce_end(pkrylov_context ctx, pk_reduce_request *req) {
     if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Wait", rc);
   }
 #endif
-  if (req->exact)
-    for (int j = 0; j < req->count; j++) {
-      xacc_normalize(req->acc + j * PK_XACC_LEN);
-      req->vals[j] = xacc_value(req->acc + j * PK_XACC_LEN);
-    }
+  if (req->exact) xacc_finish(req->xacc ? req->xacc : req->acc, req->count, req->dd, req->vals);
   return PKRYLOV_SUCCESS;
 }
 
@@ -216,10 +249,40 @@ int pk_allreduce_dots_begin(pkrylov_context ctx, double *vals, int count, int64_
   req->count = count;
   req->active = 1;
   req->exact = 1;
-  xacc_dots(ctx, count, n, x, y, wet, req->acc);
+  req->xacc = NULL;
+  req->dd = 0;
+  xacc_dots(ctx, count, n, x, y, wet, 0, req->acc);
 #ifdef PKRYLOV_HAVE_MPI
   if (pk_distributed(ctx)) {
     int rc = MPI_Iallreduce(MPI_IN_PLACE, req->acc, count * PK_XACC_LEN, MPI_INT64_T, MPI_SUM, pk_mpi_comm(ctx),
+                            req_mpi(req));
+    if (rc != MPI_SUCCESS) {
+      req->active = 0;
+      return pk_mpi_error(ctx, __func__, "MPI_Iallreduce", rc);
+    }
+  }
+#endif
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_allreduce_xdots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
+                             const double *const *y, const uint8_t *wet, int exact_prod, int dd, int64_t *acc,
+                             pk_reduce_request *req) {
+  if (count < 1) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "count = %d", count);
+  req->vals = vals;
+  req->count = count;
+  req->active = 1;
+  req->exact = 1;
+  req->xacc = acc;
+  req->dd = dd;
+  xacc_dots(ctx, count, n, x, y, wet, exact_prod, acc);
+#ifdef PKRYLOV_HAVE_MPI
+  if (pk_distributed(ctx)) {
+    if ((int64_t)count * PK_XACC_LEN > INT32_MAX) {
+      req->active = 0;
+      return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, __func__, "%d exact sums at once: too many", count);
+    }
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, acc, count * PK_XACC_LEN, MPI_INT64_T, MPI_SUM, pk_mpi_comm(ctx),
                             req_mpi(req));
     if (rc != MPI_SUCCESS) {
       req->active = 0;
