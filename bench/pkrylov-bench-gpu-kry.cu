@@ -49,7 +49,7 @@
  *     cycle (Gram-Schmidt: dots read j + 1 basis vectors and w, the update reads them again and writes w,
  *     the normalisation reads w and writes v_{j+1}; mean j = (m - 1) / 2).
  * The copy bandwidth is the faster of a copy kernel and cudaMemcpy over >= 1 GiB (read + write bytes, best
- * of 10), measured at the start of the run (as bench/pkrylov-bench-gpu.cu does; that code is repeated here).
+ * of 10), measured at the start of the run (as bench/pkrylov-bench-gpu.cu does, bench_gpu_common.cuh).
  *
  * The convection-diffusion problem is the library's pkrylov_operator_create_convdiff (CSR, 7-point,
  * first-order upwind) with wind (1, 0.5, 0.25) and aniso 1: non-symmetric, an M-matrix. It is exported as
@@ -70,116 +70,8 @@
 
 #include "pkrylov.h"
 
-#define CK_CUDA(call)                                                                                        \
-  do {                                                                                                       \
-    cudaError_t e_ = (call);                                                                                 \
-    if (e_ != cudaSuccess) {                                                                                 \
-      fprintf(stderr, "pkrylov-bench-gpu-kry: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                   \
-              cudaGetErrorString(e_));                                                                       \
-      exit(2);                                                                                               \
-    }                                                                                                        \
-  } while (0)
-#define CK_SPARSE(call)                                                                                      \
-  do {                                                                                                       \
-    cusparseStatus_t e_ = (call);                                                                            \
-    if (e_ != CUSPARSE_STATUS_SUCCESS) {                                                                     \
-      fprintf(stderr, "pkrylov-bench-gpu-kry: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                   \
-              cusparseGetErrorString(e_));                                                                   \
-      exit(2);                                                                                               \
-    }                                                                                                        \
-  } while (0)
-#define CK_BLAS(call)                                                                                        \
-  do {                                                                                                       \
-    cublasStatus_t e_ = (call);                                                                              \
-    if (e_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-      fprintf(stderr, "pkrylov-bench-gpu-kry: %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call,     \
-              (int)e_);                                                                                      \
-      exit(2);                                                                                               \
-    }                                                                                                        \
-  } while (0)
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/** Pseudo-random right-hand side in [-0.5, 0.5), fixed seed (as the other benchmarks). */
-static void random_rhs(std::vector<double> &b) {
-  uint64_t st = 12345;
-  for (double &v : b) {
-    st = st * 6364136223846793005ULL + 1442695040888963407ULL;
-    v = (double)(st >> 11) / 9007199254740992.0 - 0.5;
-  }
-}
-
-/* ---- copy bandwidth (as bench/pkrylov-bench-gpu.cu) ---------------------------------------------- */
-
-__global__ void copy_kernel(const double2 *__restrict__ a, double2 *__restrict__ b, size_t n) {
-  const size_t base = (size_t)blockIdx.x * blockDim.x * 4 + threadIdx.x;
-  double2 v[4];
-#pragma unroll
-  for (int j = 0; j < 4; j++) {
-    const size_t i = base + (size_t)j * blockDim.x;
-    if (i < n)
-      v[j] = a[i];
-  }
-#pragma unroll
-  for (int j = 0; j < 4; j++) {
-    const size_t i = base + (size_t)j * blockDim.x;
-    if (i < n)
-      b[i] = v[j];
-  }
-}
-
-__global__ void fill_kernel(double2 *a, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    a[i] = make_double2((double)(i % 97) + 0.5, (double)(i % 89) - 0.25);
-}
-
-/** Device-to-device copy bandwidth (bytes/s, read + write), the faster of a kernel and cudaMemcpy. */
-static double copy_bandwidth(double gib) {
-  const size_t bytes = (size_t)(gib * 1073741824.0) & ~(size_t)255, n2 = bytes / 16;
-  double2 *a, *b;
-  CK_CUDA(cudaMalloc(&a, bytes));
-  CK_CUDA(cudaMalloc(&b, bytes));
-  fill_kernel<<<1024, 256>>>(a, n2);
-  CK_CUDA(cudaGetLastError());
-  cudaEvent_t e0, e1;
-  CK_CUDA(cudaEventCreate(&e0));
-  CK_CUDA(cudaEventCreate(&e1));
-  const size_t blocks = (n2 + 4 * 256 - 1) / (4 * 256);
-  float best = 1e30f;
-  for (int r = 0; r < 12; r++) {
-    float ms;
-    CK_CUDA(cudaEventRecord(e0));
-    copy_kernel<<<(unsigned)blocks, 256>>>(a, b, n2);
-    CK_CUDA(cudaEventRecord(e1));
-    CK_CUDA(cudaEventSynchronize(e1));
-    CK_CUDA(cudaGetLastError());
-    CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2 && ms < best)
-      best = ms;
-    CK_CUDA(cudaEventRecord(e0));
-    CK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-    CK_CUDA(cudaEventRecord(e1));
-    CK_CUDA(cudaEventSynchronize(e1));
-    CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2 && ms < best)
-      best = ms;
-  }
-  double2 probe;
-  CK_CUDA(cudaMemcpy(&probe, b + n2 / 3, sizeof probe, cudaMemcpyDeviceToHost));
-  if (probe.x != (double)((n2 / 3) % 97) + 0.5) {
-    fprintf(stderr, "pkrylov-bench-gpu-kry: copy check failed\n");
-    exit(2);
-  }
-  CK_CUDA(cudaEventDestroy(e0));
-  CK_CUDA(cudaEventDestroy(e1));
-  CK_CUDA(cudaFree(a));
-  CK_CUDA(cudaFree(b));
-  return 2.0 * (double)bytes / (best * 1e-3);
-}
+#define PKB_PROG "pkrylov-bench-gpu-kry"
+#include "bench_gpu_common.cuh" /* CK_CUDA/CK_SPARSE/CK_BLAS, now, random_rhs, copy_bandwidth, js, jn, ... */
 
 /* ---- matrices -------------------------------------------------------------------------------------- */
 
@@ -192,13 +84,7 @@ struct HostCsr {
 /** 7-point operator on an nx x ny x nz grid, index i + nx (j + ny k): diagonal dg, lower neighbour in
  *  direction d lo[d], upper neighbour up[d] (couplings across the boundary dropped). */
 static void grid7_csr(int nx, int ny, int nz, double dg, const double lo[3], const double up[3], HostCsr &A) {
-  const int64_t n = (int64_t)nx * ny * nz;
-  A.n = n;
-  A.rowptr.assign((size_t)n + 1, 0);
-  A.col.clear();
-  A.val.clear();
-  A.col.reserve((size_t)(7 * n));
-  A.val.reserve((size_t)(7 * n));
+  csr_begin(A, (int64_t)nx * ny * nz, 7);
   const int64_t sx = 1, sy = nx, sz = (int64_t)nx * ny;
   for (int k = 0; k < nz; k++)
     for (int j = 0; j < ny; j++)
@@ -506,20 +392,6 @@ struct Config {
   bool cpu = true;
 };
 
-/** Time per iteration: (t(i1) - t(i0)) / (i1 - i0), best of R; solve(its) returns seconds, < 0: failed. */
-template <class F> static double time_per_iteration(F solve, int i0, int i1, int R) {
-  double best = INFINITY;
-  for (int r = 0; r < R; r++) {
-    const double a = solve(i0), b = solve(i1);
-    if (a < 0 || b < 0)
-      return -1;
-    const double per = (b - a) / (i1 - i0);
-    if (per < best)
-      best = per;
-  }
-  return best;
-}
-
 static bool is_gmres(int type) {
   return type != PKRYLOV_SOLVER_BICGSTAB && type != PKRYLOV_SOLVER_PIPEBICGSTAB;
 }
@@ -584,16 +456,6 @@ static Row vendor_row(Vendor &V, const Row &proto, const Config &cf, bool gmres)
   if (row.t_iter < 0)
     row.status = "error", row.message = "stopped before the fixed iteration count";
   return row;
-}
-
-static std::string pk_msg(pkrylov_context ctx, int rc) {
-  const char *msg = NULL;
-  if (ctx)
-    pkrylov_context_get_last_error(ctx, NULL, &msg);
-  std::string s = pkrylov_error_string(rc);
-  if (msg && *msg)
-    s += std::string(": ") + msg;
-  return s;
 }
 
 /** One pkrylov row on context ctx (device: b and x are device arrays). */
@@ -709,27 +571,6 @@ static void print_row(const Row &r) {
   fflush(stdout);
 }
 
-static std::string js(const std::string &s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      o += '\\', o += c;
-    else if ((unsigned char)c < 0x20)
-      o += ' ';
-    else
-      o += c;
-  }
-  return o + "\"";
-}
-
-static std::string jn(double v) {
-  if (!(v == v) || isinf(v))
-    return "null";
-  char b[64];
-  snprintf(b, sizeof b, "%.6e", v);
-  return b;
-}
-
 /** The rows so far as JSON (rewritten after every problem, so a run cut short keeps what it measured). */
 static int write_json(const char *json, const char *device, double copy_bw, int m,
                       const std::vector<Row> &rows) {
@@ -808,7 +649,9 @@ int main(int argc, char **argv) {
   }
   cudaDeviceProp prop;
   CK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  const double copy_bw = copy_bandwidth(cf.copy_gib);
+  double memcpy_bw;
+  const double kernel_bw = copy_bandwidth(cf.copy_gib, &memcpy_bw);
+  const double copy_bw = kernel_bw > memcpy_bw ? kernel_bw : memcpy_bw; /* the faster of the two */
   printf("device: %s; copy bandwidth %.0f GB/s; restart %d; GPU K %d R %d, CPU K %d R %d\n", prop.name,
          copy_bw / 1e9, cf.m, cf.K, cf.R, cf.cpuK, cf.cpuR);
   pkrylov_context gctx = NULL, cctx = NULL;

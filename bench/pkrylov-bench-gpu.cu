@@ -70,6 +70,9 @@
 
 #include "pkrylov.h"
 
+#define PKB_PROG "pkrylov-bench-gpu"
+#include "bench_gpu_common.cuh" /* CK_CUDA/CK_SPARSE/CK_BLAS, now, random_rhs, copy_bandwidth, js, jn, ... */
+
 #ifndef PKB_SHARED_DIR
 #define PKB_SHARED_DIR "../shared"
 #endif
@@ -154,52 +157,6 @@ static double vendor_bytes(const std::string &precond, int ncopies, int64_t n, i
 /* ================================ end of the GPU byte model ===================================== */
 
 /* ---------------------------------------------------------------------------------------------- */
-/* error checks for the vendor part (a failure there is a failure of the benchmark)                  */
-/* ---------------------------------------------------------------------------------------------- */
-#define CK_CUDA(call)                                                                                        \
-  do {                                                                                                       \
-    cudaError_t e_ = (call);                                                                                 \
-    if (e_ != cudaSuccess) {                                                                                 \
-      fprintf(stderr, "pkrylov-bench-gpu: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                       \
-              cudaGetErrorString(e_));                                                                       \
-      exit(2);                                                                                               \
-    }                                                                                                        \
-  } while (0)
-#define CK_SPARSE(call)                                                                                      \
-  do {                                                                                                       \
-    cusparseStatus_t e_ = (call);                                                                            \
-    if (e_ != CUSPARSE_STATUS_SUCCESS) {                                                                     \
-      fprintf(stderr, "pkrylov-bench-gpu: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,                       \
-              cusparseGetErrorString(e_));                                                                   \
-      exit(2);                                                                                               \
-    }                                                                                                        \
-  } while (0)
-#define CK_BLAS(call)                                                                                        \
-  do {                                                                                                       \
-    cublasStatus_t e_ = (call);                                                                              \
-    if (e_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-      fprintf(stderr, "pkrylov-bench-gpu: %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call,         \
-              (int)e_);                                                                                      \
-      exit(2);                                                                                               \
-    }                                                                                                        \
-  } while (0)
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/** Pseudo-random right-hand side in [-0.5, 0.5), fixed seed (the same as pkrylov-bench-cpu). */
-static void random_rhs(std::vector<double> &b) {
-  uint64_t st = 12345;
-  for (double &v : b) {
-    st = st * 6364136223846793005ULL + 1442695040888963407ULL;
-    v = (double)(st >> 11) / 9007199254740992.0 - 0.5;
-  }
-}
-
-/* ---------------------------------------------------------------------------------------------- */
 /* results                                                                                           */
 /* ---------------------------------------------------------------------------------------------- */
 /** One line of the table. */
@@ -232,93 +189,6 @@ static void finish_row(Row &r, double copy_bw) {
   r.fraction = copy_bw > 0 ? r.bytes / r.t_iter / copy_bw : NAN;
 }
 
-/** Time per iteration: (t(10 + K) - t(10)) / K, best of R. solve(its) returns seconds, < 0 on failure. */
-template <class F> static double time_per_iteration(F solve, int K, int R) {
-  double best = INFINITY;
-  for (int r = 0; r < R; r++) {
-    const double t10 = solve(10);
-    const double tk = solve(10 + K);
-    if (t10 < 0 || tk < 0) return -1;
-    const double per = (tk - t10) / K;
-    if (per < best) best = per;
-  }
-  return best;
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* copy bandwidth                                                                                    */
-/* ---------------------------------------------------------------------------------------------- */
-/** b = a over n double2, 4 independent 16-byte loads in flight per thread, coalesced across the warp. */
-__global__ void copy_kernel(const double2 *__restrict__ a, double2 *__restrict__ b, size_t n) {
-  const size_t base = (size_t)blockIdx.x * blockDim.x * 4 + threadIdx.x;
-  double2 v[4];
-#pragma unroll
-  for (int j = 0; j < 4; j++) {
-    const size_t i = base + (size_t)j * blockDim.x;
-    if (i < n) v[j] = a[i];
-  }
-#pragma unroll
-  for (int j = 0; j < 4; j++) {
-    const size_t i = base + (size_t)j * blockDim.x;
-    if (i < n) b[i] = v[j];
-  }
-}
-
-/** a[i] = (i mod 97) + 0.5 (not zeros: zeros can run faster than real data). */
-__global__ void fill_kernel(double2 *a, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    a[i] = make_double2((double)(i % 97) + 0.5, (double)(i % 89) - 0.25);
-}
-
-/**
- * Device-to-device copy bandwidth over `gib` GiB (read + write bytes counted), best of 10 after 2 warm-ups;
- * also cudaMemcpy's for the record (*memcpy_bw).
- */
-static double copy_bandwidth(double gib, double *memcpy_bw) {
-  const size_t bytes = (size_t)(gib * 1073741824.0) & ~(size_t)255, n2 = bytes / 16;
-  double2 *a, *b;
-  CK_CUDA(cudaMalloc(&a, bytes));
-  CK_CUDA(cudaMalloc(&b, bytes));
-  fill_kernel<<<1024, 256>>>(a, n2);
-  CK_CUDA(cudaGetLastError());
-  cudaEvent_t e0, e1;
-  CK_CUDA(cudaEventCreate(&e0));
-  CK_CUDA(cudaEventCreate(&e1));
-  const unsigned threads = 256;
-  const size_t blocks = (n2 + 4 * threads - 1) / (4 * threads);
-  float best = 1e30f, bestm = 1e30f;
-  for (int r = 0; r < 12; r++) {
-    CK_CUDA(cudaEventRecord(e0));
-    copy_kernel<<<(unsigned)blocks, threads>>>(a, b, n2);
-    CK_CUDA(cudaEventRecord(e1));
-    CK_CUDA(cudaEventSynchronize(e1));
-    CK_CUDA(cudaGetLastError());
-    float ms;
-    CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2 && ms < best) best = ms;
-    CK_CUDA(cudaEventRecord(e0));
-    CK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-    CK_CUDA(cudaEventRecord(e1));
-    CK_CUDA(cudaEventSynchronize(e1));
-    CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2 && ms < bestm) bestm = ms;
-  }
-  /* check the copy (a kernel that does nothing would be fast) */
-  double2 probe[2];
-  CK_CUDA(cudaMemcpy(probe, b + n2 / 3, sizeof probe, cudaMemcpyDeviceToHost));
-  const size_t i0 = n2 / 3;
-  if (probe[0].x != (double)(i0 % 97) + 0.5 || probe[1].y != (double)((i0 + 1) % 89) - 0.25) {
-    fprintf(stderr, "pkrylov-bench-gpu: copy kernel check failed\n");
-    exit(2);
-  }
-  CK_CUDA(cudaEventDestroy(e0));
-  CK_CUDA(cudaEventDestroy(e1));
-  CK_CUDA(cudaFree(a));
-  CK_CUDA(cudaFree(b));
-  *memcpy_bw = 2.0 * (double)bytes / (bestm * 1e-3);
-  return 2.0 * (double)bytes / (best * 1e-3);
-}
-
 /* ---------------------------------------------------------------------------------------------- */
 /* host CSR                                                                                          */
 /* ---------------------------------------------------------------------------------------------- */
@@ -332,13 +202,7 @@ struct HostCsr {
 /** 7-point Laplacian (6 on the diagonal, -1 to each neighbour) on an m^3 grid, Dirichlet boundaries
  *  eliminated (couplings to outside points dropped); index i + m (j + m k). */
 static void laplacian_csr(int m, HostCsr &A) {
-  const int64_t n = (int64_t)m * m * m;
-  A.n = n;
-  A.rowptr.assign((size_t)n + 1, 0);
-  A.col.clear();
-  A.val.clear();
-  A.col.reserve((size_t)(7 * n));
-  A.val.reserve((size_t)(7 * n));
+  csr_begin(A, (int64_t)m * m * m, 7);
   for (int k = 0; k < m; k++)
     for (int j = 0; j < m; j++)
       for (int i = 0; i < m; i++) {
@@ -360,13 +224,7 @@ static void laplacian_csr(int m, HostCsr &A) {
  *  grid, Dirichlet boundaries eliminated; index i + m (j + m k); sorted columns. 27 entries in an
  *  interior row: the long-row CSR case (the CUDA backend's vector kernel). */
 static void laplacian27_csr(int m, HostCsr &A) {
-  const int64_t n = (int64_t)m * m * m;
-  A.n = n;
-  A.rowptr.assign((size_t)n + 1, 0);
-  A.col.clear();
-  A.val.clear();
-  A.col.reserve((size_t)(27 * n));
-  A.val.reserve((size_t)(27 * n));
+  csr_begin(A, (int64_t)m * m * m, 27);
   for (int k = 0; k < m; k++)
     for (int j = 0; j < m; j++)
       for (int i = 0; i < m; i++) {
@@ -392,16 +250,6 @@ static int export_csr(pkrylov_operator op, HostCsr &A) {
   A.col.resize((size_t)A.nnz);
   A.val.resize((size_t)A.nnz);
   return pkrylov_operator_get_csr(op, A.rowptr.data(), A.col.data(), A.val.data());
-}
-
-/** Last error message of a context (or the thread's, without a context). */
-static std::string pk_msg(pkrylov_context ctx, int rc) {
-  const char *msg = NULL;
-  if (ctx) pkrylov_context_get_last_error(ctx, NULL, &msg);
-  if (!msg || !*msg) msg = pkrylov_last_error_message();
-  std::string s = pkrylov_error_string(rc);
-  if (msg && *msg) s += std::string(": ") + msg;
-  return s;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -646,7 +494,7 @@ static Row vendor_row(Vendor &V, const Row &proto, const Config &cf, const char 
         const double t = now() - t0;
         return done == its ? t : -1.0;
       },
-      cf.K, cf.R);
+      10, 10 + cf.K, cf.R);
   if (row.t_iter < 0) row.status = "error", row.message = "fixed iteration count not reached";
   return row;
 }
@@ -731,7 +579,7 @@ static Row pk_row(const Row &proto, const PkTarget &T, pkrylov_operator A, pkryl
         }
         return t;
       },
-      K, R);
+      10, 10 + K, R);
   if (row.t_iter < 0) row.status = "error", row.message = err;
   pkrylov_solver_destroy(&s);
   return row;
@@ -795,30 +643,6 @@ static void print_row(const Row &r) {
          r.impl.c_str(), r.form.c_str(), r.solver.c_str(), r.precond.c_str(), r.precision.c_str(),
          (long long)r.n, t, g, f, v, it, note.c_str());
   fflush(stdout);
-}
-
-/** A JSON string literal. */
-static std::string js(const std::string &s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      o += '\\', o += c;
-    else if ((unsigned char)c < 0x20) {
-      char b[8];
-      snprintf(b, sizeof b, "\\u%04x", (unsigned)(unsigned char)c);
-      o += b;
-    } else
-      o += c;
-  }
-  return o + "\"";
-}
-
-/** A JSON number (null for NaN/Inf). */
-static std::string jn(double v, const char *fmt = "%.6e") {
-  if (!(v == v) || isinf(v)) return "null";
-  char b[64];
-  snprintf(b, sizeof b, fmt, v);
-  return b;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

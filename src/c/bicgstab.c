@@ -81,18 +81,7 @@ static int bcg_run(pk_kry_run *R, pkrylov_result *res, bcg_start_fn start, bcg_i
 }
 
 /** y = cy*y + c0*x0 (+ c1*x1 ...) as an engine update. */
-static pk_kupd upd(pk_vid y, pk_coef cy, int nterms, const pk_vid *x, const pk_coef *c) {
-  pk_kupd u;
-  memset(&u, 0, sizeof u);
-  u.y = y;
-  u.cy = cy;
-  u.nterms = nterms;
-  for (int t = 0; t < nterms; t++) {
-    u.x[t] = x[t];
-    u.c[t] = c[t];
-  }
-  return u;
-}
+#define upd pk_kupd_make
 
 static pk_kpair pair(pk_vid a, pk_vid b) {
   pk_kpair p;

@@ -103,17 +103,9 @@ static int ca_block(pk_kry_run *R, const pk_ca_off_t *o, int mmax, int j0, int k
   PK_CALL(pk_kry_scalar(E, PK_KSS_CA_COEF, k));
   for (int t = 0; t < k; t++) {
     PK_CALL(apply_op(R, GV(j0 + t), W_Z, GV(j0 + t + 1)));
-    pk_kupd u;
-    memset(&u, 0, sizeof u);
-    u.y = GV(j0 + t + 1);
-    u.cy = pk_c(o->cy + t);
-    u.nterms = t > 0 ? 2 : 1;
-    u.x[0] = GV(j0 + t);
-    u.c[0] = pk_c(o->cx + t);
-    if (t > 0) {
-      u.x[1] = GV(j0 + t - 1);
-      u.c[1] = pk_c(o->cxx + t);
-    }
+    const pk_vid x[2] = {GV(j0 + t), GV(j0 + t - 1)};
+    const pk_coef c[2] = {pk_c(o->cx + t), pk_c(o->cxx + t)};
+    const pk_kupd u = pk_kupd_make(GV(j0 + t + 1), pk_c(o->cy + t), t > 0 ? 2 : 1, x, c);
     PK_CALL(pk_kry_update(E, 1, &u, 0, NULL, 0, 0));
   }
   /* block CGS, first pass: C = V(0:j0)^T P; W = P - V C into the scratch block */
@@ -126,13 +118,10 @@ static int ca_block(pk_kry_run *R, const pk_ca_off_t *o, int mmax, int j0, int k
   for (int t0 = 0; t0 < k; t0 += PK_KRY_MAXUPD) {
     pk_kupd u[PK_KRY_MAXUPD];
     const int nu = k - t0 < PK_KRY_MAXUPD ? k - t0 : PK_KRY_MAXUPD;
-    for (int t = 0; t < nu; t++) {
-      memset(&u[t], 0, sizeof u[t]);
-      u[t].y = GV(q + t0 + t);
-      u[t].cy = pk_cneg(PK_S_ONE);
-      u[t].nterms = 1;
-      u[t].x[0] = GV(scr + t0 + t);
-      u[t].c[0] = pk_c(PK_S_ONE);
+    const pk_coef one = pk_c(PK_S_ONE);
+    for (int t = 0; t < nu; t++) { /* P := W - P */
+      const pk_vid w = GV(scr + t0 + t);
+      u[t] = pk_kupd_make(GV(q + t0 + t), pk_cneg(PK_S_ONE), 1, &w, &one);
     }
     PK_CALL(pk_kry_update(E, nu, u, 0, NULL, 0, 0));
   }
@@ -167,13 +156,9 @@ static int update_x(pk_kry_run *R, const pk_ca_off_t *o, int k) {
   if (!R->s->M) return pk_kry_basis_axpy(E, PK_KV_X, pk_c(PK_S_ONE), 0, k, o->gm.y, 0);
   PK_CALL(pk_kry_basis_axpy(E, W_T, pk_c(PK_S_ZERO), 0, k, o->gm.y, 0));
   PK_CALL(pk_kry_precond(E, W_T, W_Z));
-  pk_kupd u;
-  memset(&u, 0, sizeof u);
-  u.y = PK_KV_X;
-  u.cy = pk_c(PK_S_ONE);
-  u.nterms = 1;
-  u.x[0] = W_Z;
-  u.c[0] = pk_c(PK_S_ONE);
+  const pk_vid z = W_Z;
+  const pk_coef one = pk_c(PK_S_ONE);
+  const pk_kupd u = pk_kupd_make(PK_KV_X, one, 1, &z, &one); /* x += z */
   return pk_kry_update(E, 1, &u, 0, NULL, 0, 0);
 }
 
@@ -207,10 +192,7 @@ int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res) {
   for (int cycle = 0;; cycle++) {
     PK_CALL(pk_kry_residual(E, PK_KV_X, GV(0), PK_GM_RR));
     PK_CALL(pk_kry_scalar(E, PK_KSS_GM_CYCLE_INIT, 0));
-    pk_kupd u;
-    memset(&u, 0, sizeof u);
-    u.y = GV(0);
-    u.cy = pk_c(PK_GM_INV);
+    const pk_kupd u = pk_kupd_make(GV(0), pk_c(PK_GM_INV), 0, NULL, NULL);
     PK_CALL(pk_kry_update(E, 1, &u, 0, NULL, 0, 0));
     if (cycle == 0) {
       PK_CALL(pk_kry_poll(R, 1, &st));

@@ -43,24 +43,15 @@
 #define W_Z (PK_KV_W0 + 0) /* M^-1 v */
 #define W_T (PK_KV_W0 + 1) /* V y */
 
+/** y = coef * y */
 static pk_kupd upd_scale(pk_vid y, int32_t coef) {
-  pk_kupd u;
-  memset(&u, 0, sizeof u);
-  u.y = y;
-  u.cy = pk_c(coef);
-  u.nterms = 0;
-  return u;
+  return pk_kupd_make(y, pk_c(coef), 0, NULL, NULL);
 }
 
+/** y = x */
 static pk_kupd upd_copy(pk_vid y, pk_vid x) {
-  pk_kupd u;
-  memset(&u, 0, sizeof u);
-  u.y = y;
-  u.cy = pk_c(PK_S_ZERO);
-  u.nterms = 1;
-  u.x[0] = x;
-  u.c[0] = pk_c(PK_S_ONE);
-  return u;
+  const pk_coef one = pk_c(PK_S_ONE);
+  return pk_kupd_make(y, pk_c(PK_S_ZERO), 1, &x, &one);
 }
 
 /** Sizes of GMRES, FGMRES and pipelined GMRES. */

@@ -100,12 +100,18 @@ static int check_vid(pk_kry *E, const char *func, const char *name, pk_vid v, in
   return PKRYLOV_SUCCESS;
 }
 
+/** [first, first+count) lies in 0..limit; what ("scalars", "basis range") and name go into the message. */
+static int check_span(pk_kry *E, const char *func, const char *what, const char *name, int64_t first,
+                      int64_t count, int32_t limit) {
+  if (first < 0 || count < 0 || first + count > limit)
+    return KRY_BAD(E, func, "%s %s [%lld, %lld) outside 0..%d", what, name, (long long)first,
+                   (long long)(first + count), limit);
+  return PKRYLOV_SUCCESS;
+}
+
 /** Scalars [first, first+count) exist. */
 static int check_range(pk_kry *E, const char *func, const char *name, int64_t first, int64_t count) {
-  if (first < 0 || count < 0 || first + count > E->nscalars)
-    return KRY_BAD(E, func, "scalars %s [%lld, %lld) outside 0..%d", name, (long long)first,
-                   (long long)(first + count), E->nscalars);
-  return PKRYLOV_SUCCESS;
+  return check_span(E, func, "scalars", name, first, count, E->nscalars);
 }
 
 static int check_coef(pk_kry *E, const char *func, pk_coef c) {
@@ -118,10 +124,7 @@ static int check_coef(pk_kry *E, const char *func, pk_coef c) {
 
 /** Basis range [b0, b0+k). */
 static int check_basis(pk_kry *E, const char *func, const char *name, int64_t b0, int64_t k) {
-  if (b0 < 0 || k < 0 || b0 + k > E->nbasis)
-    return KRY_BAD(E, func, "basis range %s [%lld, %lld) outside 0..%d", name, (long long)b0,
-                   (long long)(b0 + k), E->nbasis);
-  return PKRYLOV_SUCCESS;
+  return check_span(E, func, "basis range", name, b0, k, E->nbasis);
 }
 
 static int check_flags(pk_kry *E, const char *func, int32_t flags) {
@@ -413,17 +416,8 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     PK_CALL(pk_cuda_check_pointer(ctx, "pkrylov_solver_solve", mem, x, "x"));
   }
 #endif
-  if (host) {
-    int64_t bad = pk_first_nonfinite(b, n);
-    PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
-             bad >= 0 ? b[bad] : 0.0, (long long)bad);
-    if (s->nonzero_guess) {
-      bad = pk_first_nonfinite(x, n);
-      PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE,
-               "argument 'x' (initial guess) has a non-finite value (%g) at index %lld",
-               bad >= 0 ? x[bad] : 0.0, (long long)bad);
-    }
-  }
+  if (host)
+    PK_CALL(pk_solver_check_finite(s, __func__, b, x));
   PK_CALL(pk_solver_history_reserve(s));
   pk_user_reset(s->A, s->M); /* forget callback failures of earlier calls */
 

@@ -402,6 +402,8 @@ int pk_solver_record(pkrylov_solver s, double *best, int32_t *stalled, int32_t i
 int pk_solver_converged(pkrylov_solver s, double tol, double res);
 /** Make room for the history of a solve (when on) and empty it. */
 int pk_solver_history_reserve(pkrylov_solver s);
+/** The solve's host b (and x with a nonzero initial guess) are finite; PKRYLOV_ERR_NOT_FINITE naming func. */
+int pk_solver_check_finite(pkrylov_solver s, const char *func, const double *b, const double *x);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Global reductions (reduce.c). Every global sum of a solver goes through these, so that MPI and a  */

@@ -40,6 +40,7 @@
 #include "kry_scalar.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -98,6 +99,20 @@ typedef struct {
   pk_vid x[PK_KRY_MAXTERMS];
   pk_coef c[PK_KRY_MAXTERMS];
 } pk_kupd;
+
+/** The update y = cy*y + c[0]*x[0] + ... + c[nterms-1]*x[nterms-1] (x, c may be NULL when nterms = 0). */
+static inline pk_kupd pk_kupd_make(pk_vid y, pk_coef cy, int nterms, const pk_vid *x, const pk_coef *c) {
+  pk_kupd u;
+  memset(&u, 0, sizeof u);
+  u.y = y;
+  u.cy = cy;
+  u.nterms = nterms;
+  for (int t = 0; t < nterms; t++) {
+    u.x[t] = x[t];
+    u.c[t] = c[t];
+  }
+  return u;
+}
 
 /** A dot product (a, b). */
 typedef struct {

@@ -35,25 +35,13 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "pk_impl.h"
+#include "rci_mkl_common.h"
 
-/* ---- layout of ipar/dpar (0-based: ipar(k) is ipar[k - 1]) --------------------------------------- */
+/* ---- layout of ipar/dpar beyond the entries shared with CG (rci_mkl_common.h) -------------------- */
 enum {
-  IP_N = 0,          /* ipar(1): n */
-  IP_UNIT = 1,       /* ipar(2): 6 = messages to standard error, else to the log file */
-  IP_STAGE = 2,      /* ipar(3): stage of the computation */
-  IP_ITER = 3,       /* ipar(4): iterations done (all restart cycles) */
-  IP_MAXIT = 4,      /* ipar(5): maximum iterations */
-  IP_PRINT_ERR = 5,  /* ipar(6) */
-  IP_PRINT_WARN = 6, /* ipar(7) */
-  IP_TEST_MAXIT = 7, /* ipar(8) */
-  IP_TEST_RES = 8,   /* ipar(9) */
-  IP_TEST_USER = 9,  /* ipar(10): request 2 */
-  IP_PRECOND = 10,   /* ipar(11): request 3 */
   IP_TEST_ZERO = 11, /* ipar(12): automatic zero-norm test (else request 4) */
   IP_GET_MODE = 12,  /* ipar(13): where dfgmres_get writes the solution */
   IP_INNER = 13,     /* ipar(14): iterations done in the current restart cycle */
@@ -67,21 +55,12 @@ enum {
   IP_IN = 21,        /* ipar(22): offset of the operand of requests 1 and 3 */
   IP_OUT = 22,       /* ipar(23): offset of their result */
   IP_CYCLE_PC = 125, /* ipar(126): preconditioned flag of the running cycle (internal) */
-  IP_CYCLE_M = 126,  /* ipar(127): restart length of the running cycle (internal) */
-  IP_SIGNATURE = 127 /* ipar(128): written by pkrylov_dfgmres_init (internal) */
+  IP_CYCLE_M = 126   /* ipar(127): restart length of the running cycle (internal) */
 };
 enum {
-  DP_RTOL = 0,   /* dpar(1) */
-  DP_ATOL = 1,   /* dpar(2) */
-  DP_R0 = 2,     /* dpar(3): ||r0|| */
-  DP_TARGET = 3, /* dpar(4): dpar(1) dpar(3) + dpar(2) */
-  DP_R = 4,      /* dpar(5): current residual norm */
-  DP_RPREV = 5,  /* dpar(6): previous residual norm */
-  DP_HNEXT = 6,  /* dpar(7): norm of the generated vector, h(j+1,j) */
-  DP_ZTOL = 7    /* dpar(8): zero-norm tolerance */
+  DP_HNEXT = 6, /* dpar(7): norm of the generated vector, h(j+1,j) */
+  DP_ZTOL = 7   /* dpar(8): zero-norm tolerance */
 };
-#define FG_LEN 128
-#define FG_SIGNATURE 0x504B4647 /* "PKFG" */
 
 /** Stages kept in ipar(3). 1 is MKL's documented initial value. */
 enum {
@@ -96,82 +75,23 @@ enum {
   ST_BREAKDOWN = 9   /* -10 was returned: every further call returns -10 */
 };
 
-/** MKL RCI_request values. */
+/** MKL RCI_request values of FGMRES (beyond those shared with CG, rci_mkl_common.h). */
 enum {
   RCI_DONE = 0,
-  RCI_MATVEC = 1,
-  RCI_USER_TEST = 2,
-  RCI_APPLY_PRECOND = 3,
   RCI_ZERO_CHECK = 4,
-  RCI_MAXIT = -1,
   RCI_DIVIDE_BY_ZERO = -10,
   RCI_NO_STOP_TEST = -11,
-  RCI_BAD_PARAMS = -12,
-  RCI_CHECK_WARNINGS = -1001,
-  RCI_CHECK_CHANGED = -1010,
-  RCI_CHECK_CHANGED_WARNINGS = -1011,
-  RCI_CHECK_ERROR = -1100,
-  RCI_FAILED = -10000
+  RCI_BAD_PARAMS = -12
 };
 
-/* ---- messages ------------------------------------------------------------------------------------ */
-
-/** Print one message line where ipar(2) says: 6 = standard error, else appended to pkrylov_rci_fgmres.log. */
-static void fg_print(const int32_t *ipar, const char *kind, const char *msg, int32_t request) {
-  FILE *f = ipar[IP_UNIT] == 6 ? stderr : fopen("pkrylov_rci_fgmres.log", "a");
-  if (!f)
-    return;
-  fprintf(f, "pkrylov RCI FGMRES %s: %s (RCI_request = %d)\n", kind, msg, (int)request);
-  if (f != stderr)
-    fclose(f);
-}
-
-/** 1 when ipar is non-NULL and was initialised by pkrylov_dfgmres_init (its print flags mean something). */
-static int fg_initialised(const int32_t *ipar) {
-  return ipar && ipar[IP_SIGNATURE] == FG_SIGNATURE;
-}
-
-/**
- * Record a message as the thread's last error (pkrylov_last_error_message()), set *rci = request when rci is
- * non-NULL, print it when ipar is initialised and ipar(6) != 0, and return code.
- */
-static int fg_fail(int32_t *rci, int32_t request, const int32_t *ipar, int code, const char *func,
-                   const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 6, 7)))
-#endif
-    ;
-static int fg_fail(int32_t *rci, int32_t request, const int32_t *ipar, int code, const char *func,
-                   const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  pk_error(NULL, code, func, "%s", buf);
-  if (rci)
-    *rci = request;
-  if (fg_initialised(ipar) && ipar[IP_PRINT_ERR])
-    fg_print(ipar, "error", pkrylov_last_error_message(), request);
-  return code;
-}
-
-/** Print a warning when ipar(7) != 0. */
-static void fg_warn(const int32_t *ipar, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void fg_warn(const int32_t *ipar, const char *fmt, ...) {
-  if (!ipar[IP_PRINT_WARN])
-    return;
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fg_print(ipar, "warning", buf, 0);
-}
+/** Names, log file (ipar(2) != 6) and signature in ipar(128) ("PKFG") of the RCI FGMRES. */
+static const pk_mkl_rci FG = {"FGMRES",
+                              "pkrylov_rci_fgmres.log",
+                              0x504B4647,
+                              "pkrylov_dfgmres_init",
+                              "pk_dfgmres_init",
+                              "pkrylov_dfgmres_check",
+                              "set it to 1 to restart from x"};
 
 /* ---- the tmp layout ------------------------------------------------------------------------------ */
 
@@ -223,46 +143,12 @@ static inline double *fg_R(double *tmp, const int32_t *ipar, int64_t i, int64_t 
   return tmp + ipar[IP_OFF_H] - 1 + j * (j - 1) / 2 + (i - 1);
 }
 
-/* ---- vector kernels ------------------------------------------------------------------------------ */
-/* Reductions are summed over at most FG_CHUNKS fixed chunks whose boundaries depend on n only, then in chunk
- * order, so results do not depend on the number of threads. */
-#define FG_CHUNKS 256
-#define FG_MIN_CHUNK 4096
-
-static int64_t fg_chunk(int64_t n) {
-  int64_t len = (n + FG_CHUNKS - 1) / FG_CHUNKS;
-  return len < FG_MIN_CHUNK ? FG_MIN_CHUNK : len;
-}
-
-static double fg_sum(const double *part, int nc) {
-  double s = 0.0;
-  for (int c = 0; c < nc; c++)
-    s += part[c];
-  return s;
-}
-
-/** (x, y) */
-static double fg_dot(int64_t n, const double *x, const double *y) {
-  double part[FG_CHUNKS];
-  const int64_t len = fg_chunk(n);
-  const int nc = (int)((n + len - 1) / len);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (nc > 1)
-#endif
-  for (int c = 0; c < nc; c++) {
-    const int64_t i1 = (int64_t)c * len + len < n ? (int64_t)c * len + len : n;
-    double s = 0.0;
-    for (int64_t i = (int64_t)c * len; i < i1; i++)
-      s += x[i] * y[i];
-    part[c] = s;
-  }
-  return fg_sum(part, nc);
-}
+/* ---- vector kernels (the reductions in fixed chunks, rci_mkl_common.c) ------------------------- */
 
 /** y += a x */
 static void fg_axpy(int64_t n, double a, const double *x, double *y) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n > FG_MIN_CHUNK)
+#pragma omp parallel for schedule(static) if (n > PK_MKL_MIN_CHUNK)
 #endif
   for (int64_t i = 0; i < n; i++)
     y[i] += a * x[i];
@@ -271,30 +157,10 @@ static void fg_axpy(int64_t n, double a, const double *x, double *y) {
 /** x = x / d */
 static void fg_divide(int64_t n, double d, double *x) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n > FG_MIN_CHUNK)
+#pragma omp parallel for schedule(static) if (n > PK_MKL_MIN_CHUNK)
 #endif
   for (int64_t i = 0; i < n; i++)
     x[i] /= d;
-}
-
-/** r = b - q; returns ||r||. */
-static double fg_residual(int64_t n, const double *b, const double *q, double *r) {
-  double part[FG_CHUNKS];
-  const int64_t len = fg_chunk(n);
-  const int nc = (int)((n + len - 1) / len);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (nc > 1)
-#endif
-  for (int c = 0; c < nc; c++) {
-    const int64_t i1 = (int64_t)c * len + len < n ? (int64_t)c * len + len : n;
-    double s = 0.0;
-    for (int64_t i = (int64_t)c * len; i < i1; i++) {
-      r[i] = b[i] - q[i];
-      s += r[i] * r[i];
-    }
-    part[c] = s;
-  }
-  return sqrt(fg_sum(part, nc));
 }
 
 /**
@@ -325,7 +191,7 @@ static void fg_combine(int64_t n, const int32_t *ipar, const double *tmp, int64_
   const double *y = tmp + ipar[IP_OFF_Y] - 1;
   const double *u = ipar[IP_CYCLE_PC] ? tmp + ipar[IP_OFF_Z] - 1 : tmp;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n > FG_MIN_CHUNK)
+#pragma omp parallel for schedule(static) if (n > PK_MKL_MIN_CHUNK)
 #endif
   for (int64_t i = 0; i < n; i++) {
     double s = base[i];
@@ -350,76 +216,48 @@ static int fg_validate(const char *func, int mode, const int32_t *n, const doubl
                        int32_t *rci, const int32_t *ipar, const double *dpar, const double *tmp) {
   const int32_t bad = mode == FOR_CHECK ? RCI_CHECK_ERROR : RCI_BAD_PARAMS;
   const int32_t bad_arg = mode == FOR_CHECK ? RCI_CHECK_ERROR : mode == FOR_GET ? RCI_FAILED : RCI_BAD_PARAMS;
-  if (!ipar)
-    return fg_fail(rci, bad_arg, NULL, PKRYLOV_ERR_NULL_POINTER, func, "argument 'ipar' is NULL");
-  if (ipar[IP_SIGNATURE] != FG_SIGNATURE)
-    return fg_fail(rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
-                   "argument 'ipar' was not initialised by pkrylov_dfgmres_init (ipar(128) = %d): call "
-                   "pkrylov_dfgmres_init (pk_dfgmres_init) first",
-                   (int)ipar[IP_SIGNATURE]);
-  if (!n)
-    return fg_fail(rci, bad_arg, ipar, PKRYLOV_ERR_NULL_POINTER, func, "argument 'n' is NULL");
-  if (*n <= 0)
-    return fg_fail(rci, bad_arg, ipar, PKRYLOV_ERR_INVALID_SIZE, func, "argument 'n' = %d must be > 0",
-                   (int)*n);
-  if (ipar[IP_N] != *n)
-    return fg_fail(rci, bad, ipar, PKRYLOV_ERR_SIZE_MISMATCH, func,
-                   "argument 'n' = %d differs from ipar(1) = %d (the length given to pkrylov_dfgmres_init)",
-                   (int)*n, (int)ipar[IP_N]);
+  PK_CALL(pk_mkl_check_ipar_n(&FG, func, n, rci, bad_arg, bad, ipar));
   const char *names[4] = {"x", "b", "dpar", "tmp"};
   const void *ptrs[4] = {x, b, dpar, tmp};
   for (int k = 0; k < 4; k++)
     if (!ptrs[k])
-      return fg_fail(rci, bad_arg, ipar, PKRYLOV_ERR_NULL_POINTER, func, "argument '%s' is NULL", names[k]);
+      return pk_mkl_fail(&FG, rci, bad_arg, ipar, PKRYLOV_ERR_NULL_POINTER, func, "argument '%s' is NULL",
+                         names[k]);
+  PK_CALL(pk_mkl_check_counters(&FG, func, rci, bad, ipar, ST_START, ST_BREAKDOWN));
   const int32_t stage = ipar[IP_STAGE];
-  if (stage < ST_START || stage > ST_BREAKDOWN)
-    return fg_fail(rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
-                   "ipar(3) = %d is not a stage of the computation (set it to 1 to restart from x)",
-                   (int)stage);
-  if (ipar[IP_ITER] < 0)
-    return fg_fail(rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
-                   "ipar(4) = %d (iterations done) must be >= 0", (int)ipar[IP_ITER]);
-  if (ipar[IP_TEST_MAXIT] && ipar[IP_MAXIT] < 0)
-    return fg_fail(rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
-                   "ipar(5) = %d (maximum iterations) must be >= 0", (int)ipar[IP_MAXIT]);
   const int32_t m = ipar[IP_RESTART];
   if (m < 1)
-    return fg_fail(rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
-                   "ipar(15) = %d (restart length) must be >= 1", (int)m);
+    return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
+                       "ipar(15) = %d (restart length) must be >= 1", (int)m);
   if (!fg_layout_fits(*n, m))
-    return fg_fail(
-        rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
+    return pk_mkl_fail(
+        &FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
         "ipar(15) = %d (restart length): tmp would need (2*ipar(15)+1)*n + ipar(15)*(ipar(15)+9)/2 "
         "+ 1 = %lld entries, more than 32-bit offsets ipar(22), ipar(23) can address",
         (int)m, (long long)fg_layout_of(*n, m).len);
   const int mid_solve = stage != ST_START && stage != ST_AX0;
   if (ipar[IP_INNER] < 0 || (mid_solve && ipar[IP_INNER] > ipar[IP_CYCLE_M]))
-    return fg_fail(rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
-                   "ipar(14) = %d (iterations of the restart cycle) is outside 0..%d (internal; do not "
-                   "modify)",
-                   (int)ipar[IP_INNER], (int)(mid_solve ? ipar[IP_CYCLE_M] : m));
+    return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
+                       "ipar(14) = %d (iterations of the restart cycle) is outside 0..%d (internal; do not "
+                       "modify)",
+                       (int)ipar[IP_INNER], (int)(mid_solve ? ipar[IP_CYCLE_M] : m));
   if (mode != FOR_CHECK && mid_solve && ipar[IP_INNER] > 0 &&
       (ipar[IP_CYCLE_M] != m || ipar[IP_CYCLE_PC] != (ipar[IP_PRECOND] != 0)))
-    return fg_fail(rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
-                   "ipar(15) = %d or ipar(11) = %d changed in the middle of a restart cycle (started with %d "
-                   "and %d): set ipar(3) = 1 to restart from x, or keep them until the cycle ends",
-                   (int)m, (int)ipar[IP_PRECOND], (int)ipar[IP_CYCLE_M], (int)ipar[IP_CYCLE_PC]);
+    return pk_mkl_fail(
+        &FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
+        "ipar(15) = %d or ipar(11) = %d changed in the middle of a restart cycle (started with %d "
+        "and %d): set ipar(3) = 1 to restart from x, or keep them until the cycle ends",
+        (int)m, (int)ipar[IP_PRECOND], (int)ipar[IP_CYCLE_M], (int)ipar[IP_CYCLE_PC]);
   if (mode != FOR_CHECK && mid_solve && !fg_layout_consistent(ipar))
-    return fg_fail(rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
-                   "ipar(16..21) (offsets into tmp) do not match ipar(1) = %d and ipar(15) = %d: call "
-                   "pkrylov_dfgmres_check after changing ipar(15)",
-                   (int)ipar[IP_N], (int)m);
-  if (mode == FOR_SOLVE && !ipar[IP_TEST_MAXIT] && !ipar[IP_TEST_RES] && !ipar[IP_TEST_USER])
-    return fg_fail(rci, RCI_NO_STOP_TEST, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
-                   "ipar(8), ipar(9) and ipar(10) are all 0: no stopping test, the iteration would not end "
-                   "(pkrylov_dfgmres_check enables ipar(8) and ipar(9))");
-  const char *const tol_name[3] = {"relative tolerance", "absolute tolerance", "zero-norm tolerance"};
-  const int tol_idx[3] = {DP_RTOL, DP_ATOL, DP_ZTOL};
-  for (int k = 0; k < 3; k++)
-    if (!isfinite(dpar[tol_idx[k]]) || dpar[tol_idx[k]] < 0)
-      return fg_fail(rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
-                     "dpar(%d) = %g (%s) must be finite and >= 0", tol_idx[k] + 1, dpar[tol_idx[k]],
-                     tol_name[k]);
+    return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
+                       "ipar(16..21) (offsets into tmp) do not match ipar(1) = %d and ipar(15) = %d: call "
+                       "pkrylov_dfgmres_check after changing ipar(15)",
+                       (int)ipar[IP_N], (int)m);
+  if (mode == FOR_SOLVE)
+    PK_CALL(pk_mkl_check_stop_test(&FG, func, rci, RCI_NO_STOP_TEST, ipar));
+  PK_CALL(pk_mkl_check_tolerance(&FG, func, rci, bad, ipar, dpar, DP_RTOL, "relative tolerance"));
+  PK_CALL(pk_mkl_check_tolerance(&FG, func, rci, bad, ipar, dpar, DP_ATOL, "absolute tolerance"));
+  PK_CALL(pk_mkl_check_tolerance(&FG, func, rci, bad, ipar, dpar, DP_ZTOL, "zero-norm tolerance"));
   return PKRYLOV_SUCCESS;
 }
 
@@ -428,38 +266,16 @@ static int fg_validate(const char *func, int mode, const int32_t *n, const doubl
 int pkrylov_dfgmres_init(const int32_t *n, const double *x, const double *b, int32_t *rci_request,
                          int32_t *ipar, double *dpar, double *tmp) {
   PK_CHECK_PTR(rci_request, NULL);
-  if (!n)
-    return fg_fail(rci_request, RCI_FAILED, NULL, PKRYLOV_ERR_NULL_POINTER, __func__, "argument 'n' is NULL");
-  if (*n <= 0)
-    return fg_fail(rci_request, RCI_FAILED, NULL, PKRYLOV_ERR_INVALID_SIZE, __func__,
-                   "argument 'n' = %d must be > 0", (int)*n);
-  const char *names[5] = {"x", "b", "ipar", "dpar", "tmp"};
-  const void *ptrs[5] = {x, b, ipar, dpar, tmp};
-  for (int k = 0; k < 5; k++)
-    if (!ptrs[k])
-      return fg_fail(rci_request, RCI_FAILED, NULL, PKRYLOV_ERR_NULL_POINTER, __func__,
-                     "argument '%s' is NULL", names[k]);
+  PK_CALL(pk_mkl_init_args(&FG, __func__, n, x, b, rci_request, ipar, dpar, tmp));
   /* default restart length min(150, n), reduced to the largest whose tmp fits 32-bit offsets */
   int64_t m = *n < 150 ? *n : 150;
   while (m > 0 && !fg_layout_fits(*n, m))
     m--;
   if (m == 0)
-    return fg_fail(rci_request, RCI_FAILED, NULL, PKRYLOV_ERR_INVALID_SIZE, __func__,
-                   "argument 'n' = %d: even restart length 1 needs a tmp of more than 2^31-1 entries",
-                   (int)*n);
-  memset(ipar, 0, sizeof(int32_t) * FG_LEN);
-  memset(dpar, 0, sizeof(double) * FG_LEN);
-  ipar[IP_N] = *n;
-  ipar[IP_UNIT] = 6;
-  ipar[IP_STAGE] = ST_START;
-  ipar[IP_ITER] = 0;
-  ipar[IP_MAXIT] = *n < 150 ? *n : 150;
-  ipar[IP_PRINT_ERR] = 1;
-  ipar[IP_PRINT_WARN] = 1;
-  ipar[IP_TEST_MAXIT] = 1;
-  ipar[IP_TEST_RES] = 0;
-  ipar[IP_TEST_USER] = 1;
-  ipar[IP_PRECOND] = 0;
+    return pk_mkl_fail(&FG, rci_request, RCI_FAILED, NULL, PKRYLOV_ERR_INVALID_SIZE, __func__,
+                       "argument 'n' = %d: even restart length 1 needs a tmp of more than 2^31-1 entries",
+                       (int)*n);
+  pk_mkl_init_defaults(&FG, *n, ipar, dpar);
   ipar[IP_TEST_ZERO] = 0;
   ipar[IP_GET_MODE] = 0;
   ipar[IP_INNER] = 0;
@@ -467,9 +283,6 @@ int pkrylov_dfgmres_init(const int32_t *n, const double *x, const double *b, int
   fg_set_layout(ipar);
   ipar[IP_IN] = 1;
   ipar[IP_OUT] = *n + 1;
-  ipar[IP_SIGNATURE] = FG_SIGNATURE;
-  dpar[DP_RTOL] = 1e-6;
-  dpar[DP_ATOL] = 0.0;
   dpar[DP_ZTOL] = 1e-12;
   /* tmp is not written: callers allocate it for the ipar(15) they set after this call (MKL's examples and
      user codes do), which may be shorter than the default length */
@@ -481,57 +294,33 @@ int pkrylov_dfgmres_check(const int32_t *n, const double *x, const double *b, in
                           int32_t *ipar, double *dpar, double *tmp) {
   PK_CHECK_PTR(rci_request, NULL);
   PK_CALL(fg_validate(__func__, FOR_CHECK, n, x, b, rci_request, ipar, dpar, tmp));
-  const int64_t first_x = pk_first_nonfinite(x, *n), first_b = pk_first_nonfinite(b, *n);
-  if (first_x >= 0 || first_b >= 0)
-    return fg_fail(rci_request, RCI_CHECK_ERROR, ipar, PKRYLOV_ERR_NOT_FINITE, __func__,
-                   "argument '%s' has NaN or Inf at index %lld", first_b >= 0 ? "b" : "x",
-                   (long long)(first_b >= 0 ? first_b : first_x) + 1);
+  PK_CALL(pk_mkl_check_finite(&FG, __func__, *n, x, b, rci_request, ipar));
   int changed = 0, warned = 0;
   if (!fg_layout_consistent(ipar)) {
     /* MKL: "emits a warning and modifies ipar(16)-ipar(21)"; its own examples treat the outcome of a
        changed ipar(15) as success, so this repair alone leaves RCI_request = 0 */
-    fg_warn(ipar, "ipar(16..21) did not match ipar(1) = %d and ipar(15) = %d: set for them", (int)ipar[IP_N],
-            (int)ipar[IP_RESTART]);
+    pk_mkl_warn(&FG, ipar, "ipar(16..21) did not match ipar(1) = %d and ipar(15) = %d: set for them",
+                (int)ipar[IP_N], (int)ipar[IP_RESTART]);
     fg_set_layout(ipar);
   }
-  if (!ipar[IP_TEST_MAXIT] && !ipar[IP_TEST_RES] && !ipar[IP_TEST_USER]) {
-    ipar[IP_TEST_MAXIT] = 1;
-    ipar[IP_TEST_RES] = 1;
-    changed = 1;
-    fg_warn(ipar, "no stopping test was enabled (ipar(8) = ipar(9) = ipar(10) = 0): ipar(8) and ipar(9) "
-                  "set to 1");
-  }
-  if (ipar[IP_TEST_RES] && dpar[DP_RTOL] == 0 && dpar[DP_ATOL] == 0) {
-    warned = 1;
-    fg_warn(ipar,
-            "ipar(9) != 0 but dpar(1) = dpar(2) = 0: the residual test passes only for a zero residual");
-  }
-  if (ipar[IP_TEST_RES] && dpar[DP_RTOL] >= 1) {
-    warned = 1;
-    fg_warn(ipar, "dpar(1) = %g >= 1: the residual test passes on the initial residual", dpar[DP_RTOL]);
-  }
-  if (ipar[IP_TEST_MAXIT] && ipar[IP_MAXIT] == 0) {
-    warned = 1;
-    fg_warn(ipar, "ipar(5) = 0: the iteration cap stops the solve before the first iteration");
-  }
+  pk_mkl_check_settings(&FG, ipar, dpar, &changed, &warned);
   if (ipar[IP_RESTART] > ipar[IP_N]) {
     warned = 1;
-    fg_warn(ipar,
-            "ipar(15) = %d > n = %d: a restart cycle ends by a zero-norm vector by step n at the latest",
-            (int)ipar[IP_RESTART], (int)ipar[IP_N]);
+    pk_mkl_warn(&FG, ipar,
+                "ipar(15) = %d > n = %d: a restart cycle ends by a zero-norm vector by step n at the latest",
+                (int)ipar[IP_RESTART], (int)ipar[IP_N]);
   }
-  *rci_request = changed ? (warned ? RCI_CHECK_CHANGED_WARNINGS : RCI_CHECK_CHANGED)
-                         : (warned ? RCI_CHECK_WARNINGS : RCI_DONE);
+  *rci_request = pk_mkl_check_request(changed, warned);
   return PKRYLOV_SUCCESS;
 }
 
 /** Stop with -10 (division by zero / breakdown) and remember it in ipar(3). */
 static int fg_breakdown(int32_t *rci, int32_t *ipar, const char *what, double value) {
   ipar[IP_STAGE] = ST_BREAKDOWN;
-  fg_fail(rci, RCI_DIVIDE_BY_ZERO, ipar, PKRYLOV_SUCCESS, "pkrylov_dfgmres",
-          "breakdown at iteration %d (step %d of the restart cycle): %s = %g (A or the preconditioner is "
-          "singular, or NaN/Inf reached the iteration); dfgmres_get gives the last good iterate",
-          (int)ipar[IP_ITER], (int)ipar[IP_INNER] + 1, what, value);
+  pk_mkl_fail(&FG, rci, RCI_DIVIDE_BY_ZERO, ipar, PKRYLOV_SUCCESS, "pkrylov_dfgmres",
+              "breakdown at iteration %d (step %d of the restart cycle): %s = %g (A or the preconditioner is "
+              "singular, or NaN/Inf reached the iteration); dfgmres_get gives the last good iterate",
+              (int)ipar[IP_ITER], (int)ipar[IP_INNER] + 1, what, value);
   return PKRYLOV_SUCCESS;
 }
 
@@ -669,11 +458,11 @@ static int fg_step(int64_t n, double *x, int32_t *rci, int32_t *ipar, double *dp
     return fg_breakdown(rci, ipar, "an entry of the product A z_j written by the caller", w[first]);
   for (int64_t i = 1; i <= j; i++) { /* modified Gram-Schmidt */
     const double *v = tmp + (i - 1) * n;
-    const double h = fg_dot(n, w, v);
+    const double h = pk_mkl_dot(n, w, v);
     *fg_R(tmp, ipar, i, j) = h;
     fg_axpy(n, -h, v, w);
   }
-  const double hnext = sqrt(fg_dot(n, w, w));
+  const double hnext = sqrt(pk_mkl_dot(n, w, w));
   if (!isfinite(hnext))
     return fg_breakdown(rci, ipar, "h(j+1,j)", hnext);
   if (hnext > 0)
@@ -718,7 +507,7 @@ int pkrylov_dfgmres(const int32_t *n, double *x, const double *b, int32_t *rci_r
   case ST_AX0:
   case ST_RESTART_AX: { /* A x is in the v_2 slot: r = b - A x into the v_1 slot */
     const int restart = ipar[IP_STAGE] == ST_RESTART_AX;
-    const double beta = fg_residual(nn, b, tmp + nn, tmp);
+    const double beta = sqrt(pk_mkl_residual(nn, b, tmp + nn, tmp));
     if (!isfinite(beta))
       return fg_breakdown(rci_request, ipar, restart ? "||b - A x|| at the restart" : "||b - A x0||", beta);
     if (!restart) {
@@ -755,8 +544,8 @@ int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, int32_t *rci_req
                         const double *dpar, double *tmp, int32_t *itercount) {
   PK_CHECK_PTR(rci_request, NULL);
   if (!itercount)
-    return fg_fail(rci_request, RCI_FAILED, ipar, PKRYLOV_ERR_NULL_POINTER, __func__,
-                   "argument 'itercount' is NULL");
+    return pk_mkl_fail(&FG, rci_request, RCI_FAILED, ipar, PKRYLOV_ERR_NULL_POINTER, __func__,
+                       "argument 'itercount' is NULL");
   PK_CALL(fg_validate(__func__, FOR_GET, n, x, b, rci_request, ipar, dpar, tmp));
   *itercount = ipar[IP_ITER];
   *rci_request = RCI_DONE;
@@ -768,9 +557,9 @@ int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, int32_t *rci_req
   const int64_t k = stage == ST_START || stage == ST_AX0 || stage == ST_RESTART_AX ? 0 : ipar[IP_INNER];
   const int64_t bad = fg_least_squares(ipar, tmp, k);
   if (bad)
-    return fg_fail(rci_request, RCI_FAILED, ipar, PKRYLOV_ERR_INVALID_STATE, __func__,
-                   "R(%lld,%lld) = %g of the least-squares problem is zero or not finite (tmp altered?)",
-                   (long long)bad, (long long)bad, *fg_R(tmp, ipar, bad, bad));
+    return pk_mkl_fail(&FG, rci_request, RCI_FAILED, ipar, PKRYLOV_ERR_INVALID_STATE, __func__,
+                       "R(%lld,%lld) = %g of the least-squares problem is zero or not finite (tmp altered?)",
+                       (long long)bad, (long long)bad, *fg_R(tmp, ipar, bad, bad));
   if (ipar[IP_GET_MODE] > 0) {
     fg_combine(nn, ipar, tmp, k, x, b);
   } else if (k > 0) {

@@ -274,18 +274,40 @@ int pk_solver_converged(pkrylov_solver s, double tol, double res) {
   return res <= s->atol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
 }
 
-int pk_solver_history_reserve(pkrylov_solver s) {
+/** Make room for the history of a solve (when on); an error names func. */
+static int history_grow(pkrylov_solver s, const char *func) {
   if (s->history_on) {
     const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
     if (cap > s->hist_cap) {
       double *h = realloc(s->hist, sizeof(double) * (size_t)cap);
-      PK_CHECK(h != NULL, s->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the residual history (%d values)",
-               cap);
+      if (!h)
+        return pk_error(s->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func,
+                        "cannot allocate the residual history (%d values)", cap);
       s->hist = h;
       s->hist_cap = cap;
     }
   }
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_solver_history_reserve(pkrylov_solver s) {
+  PK_CALL(history_grow(s, __func__));
   s->hist_len = 0;
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_solver_check_finite(pkrylov_solver s, const char *func, const double *b, const double *x) {
+  int64_t bad = pk_first_nonfinite(b, s->n);
+  if (bad >= 0)
+    return pk_error(s->ctx, PKRYLOV_ERR_NOT_FINITE, func,
+                    "argument 'b' has a non-finite value (%g) at index %lld", b[bad], (long long)bad);
+  if (s->nonzero_guess) {
+    bad = pk_first_nonfinite(x, s->n);
+    if (bad >= 0)
+      return pk_error(s->ctx, PKRYLOV_ERR_NOT_FINITE, func,
+                      "argument 'x' (initial guess) has a non-finite value (%g) at index %lld", x[bad],
+                      (long long)bad);
+  }
   return PKRYLOV_SUCCESS;
 }
 
@@ -587,38 +609,12 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   if (pk_kry_is_kry_type(s->type)) return pk_kry_solve(s, mem, b, x);
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
-    if (s->history_on) {
-      const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
-      if (cap > s->hist_cap) {
-        double *h = realloc(s->hist, sizeof(double) * (size_t)cap);
-        PK_CHECK(h != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the residual history (%d values)",
-                 cap);
-        s->hist = h;
-        s->hist_cap = cap;
-      }
-    }
+    PK_CALL(history_grow(s, __func__)); /* the CUDA solve empties the history itself */
     return pk_cuda_solver_solve(s, mem, b, x);
   }
 #endif
-  int64_t bad = pk_first_nonfinite(b, n);
-  PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
-           bad >= 0 ? b[bad] : 0.0, (long long)bad);
-  if (s->nonzero_guess) {
-    bad = pk_first_nonfinite(x, n);
-    PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE,
-             "argument 'x' (initial guess) has a non-finite value (%g) at index %lld",
-             bad >= 0 ? x[bad] : 0.0, (long long)bad);
-  }
-  if (s->history_on) {
-    const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
-    if (cap > s->hist_cap) {
-      double *h = realloc(s->hist, sizeof(double) * (size_t)cap);
-      PK_CHECK(h != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the residual history (%d values)",
-               cap);
-      s->hist = h;
-      s->hist_cap = cap;
-    }
-  }
+  PK_CALL(pk_solver_check_finite(s, __func__, b, x));
+  PK_CALL(history_grow(s, __func__));
   s->hist_len = 0;
   pk_user_reset(s->A, s->M); /* forget callback failures of earlier calls */
 
