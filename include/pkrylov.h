@@ -415,8 +415,8 @@ PKRYLOV_EXTERN int pkrylov_precond_destroy(pkrylov_precond *M);
  * On a CUDA context the routine gets DEVICE pointers (n doubles each in GPU memory: the solver's own work
  * vectors, also in pkrylov_operator_apply() / pkrylov_precond_apply() with host arrays, which are copied
  * to the device first), as a model's OpenACC (`deviceptr`) or CUDA Fortran code applies its operator on
- * device arrays. The library has synchronised its stream before the call; the routine must have finished
- * writing y when it returns (synchronise the stream or queue it used). A solve with a user operator or
+ * device arrays. The library has synchronised its stream before the call and waits for the whole device
+ * (cudaDeviceSynchronize) after it, so the routine may leave its kernels queued on any stream. A solve with a user operator or
  * preconditioner on CUDA runs one iteration at a time (no CUDA graph: the host calls the routine between
  * the kernels). A user operator has no matrix entries:
  * pkrylov_operator_get_info() reports nnz = -1, pkrylov_operator_get_csr() and pkrylov_operator_write_mtx()

@@ -454,6 +454,9 @@ int public_user_apply(pkrylov_context ctx, const char *func, const char *what, p
                           cudaError_t e = cudaStreamSynchronize(st);
                           if (e != cudaSuccess) return (int)e;
                           urc = apply(data, n, din, dout);
+                          /* the routine may leave its work queued on any stream (ours is non-blocking) */
+                          e = cudaDeviceSynchronize();
+                          if (e != cudaSuccess) return (int)e;
                           if (urc) e = cudaMemsetAsync(dout, 0xff, sizeof(double) * (size_t)n, st); /* NaN */
                           return (int)e;
                         });
@@ -472,6 +475,10 @@ extern "C" int pk_cuda_user_call(struct pkrylov_context_s *ctx, pkrylov_apply_fn
   cudaError_t e = cudaStreamSynchronize(stream_of(ctx));
   if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "synchronising before a callback");
   const int rc = apply(data, n, x, y);
+  /* the routine may leave its kernels or copies queued on any stream (the library's stream is
+     non-blocking, so nothing orders them before our next kernel): wait for the whole device */
+  e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "after the user callback");
   if (rc)
     return pk_error(ctx, PKRYLOV_ERR_CALLBACK, "user callback",
                     "the apply routine of the user %s (n = %lld) returned %d (nonzero aborts the solve)", what,
@@ -490,6 +497,8 @@ extern "C" int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x,
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
   if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "filling the halo'ed array");
   const int rc = A->halo.exchange(A->halo.data, A->nx, A->ny, A->nz, v->xh);
+  e = cudaDeviceSynchronize(); /* the exchange may leave copies queued on any stream (ours is non-blocking) */
+  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "after the halo exchange");
   if (rc)
     return pk_error(ctx, PKRYLOV_ERR_CALLBACK, "user callback",
                     "the halo exchange routine of the stencil operator (nx x ny x nz = %d x %d x %d) returned %d "
