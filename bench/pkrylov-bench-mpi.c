@@ -223,53 +223,54 @@ int main(int argc, char **argv) {
 #endif
         for (int t = 0; t < 2; t++)
           for (int pa = 0; pa < npaths; pa++) {
-          setenv("PKRYLOV_DIST_NCCL", strcmp(paths[pa], "nccl") ? "0" : "1", 1);
-          pkrylov_solver s;
-          CHECK(pkrylov_solver_create(ctx, types[t], A, M, &s));
-          CHECK(pkrylov_solver_set_tolerances(s, 1e-300, 0.0)); /* never reached: maxit iterations */
-          int32_t its = 0, its2 = 0;
-          timed_solve(comm, s, 10, b, x, wrank, &its); /* warm-up (graphs, first touch) */
-          double t1 = INFINITY, t2 = INFINITY;
-          for (int r = 0; r < reps; r++) {
-            t1 = fmin(t1, timed_solve(comm, s, 10, b, x, wrank, &its));
-            t2 = fmin(t2, timed_solve(comm, s, 10 + iters, b, x, wrank, &its2));
-          }
-          record R = {modes[m], tnames[t], paths[pa], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0};
-          R.t_iter = (t2 - t1) / (double)(its2 - its > 0 ? its2 - its : 1);
-          if (its != 10 || its2 != 10 + iters)
-            if (wrank == 0)
-              printf("  (note: the solves stopped after %d and %d iterations)\n", its, its2);
+            setenv("PKRYLOV_DIST_NCCL", strcmp(paths[pa], "nccl") ? "0" : "1", 1);
+            pkrylov_solver s;
+            CHECK(pkrylov_solver_create(ctx, types[t], A, M, &s));
+            CHECK(pkrylov_solver_set_tolerances(s, 1e-300, 0.0)); /* never reached: maxit iterations */
+            int32_t its = 0, its2 = 0;
+            timed_solve(comm, s, 10, b, x, wrank, &its); /* warm-up (graphs, first touch) */
+            double t1 = INFINITY, t2 = INFINITY;
+            for (int r = 0; r < reps; r++) {
+              t1 = fmin(t1, timed_solve(comm, s, 10, b, x, wrank, &its));
+              t2 = fmin(t2, timed_solve(comm, s, 10 + iters, b, x, wrank, &its2));
+            }
+            record R = {modes[m], tnames[t], paths[pa], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0};
+            R.t_iter = (t2 - t1) / (double)(its2 - its > 0 ? its2 - its : 1);
+            if (its != 10 || its2 != 10 + iters)
+              if (wrank == 0)
+                printf("  (note: the solves stopped after %d and %d iterations)\n", its, its2);
 #ifdef PKB_HAVE_TIMERS
-          if (instrument && P > 1) {
-            setenv("PKRYLOV_DIST_INSTRUMENT", "1", 1);
-            double h1, r1, h2, r2;
-            pk_cuda_dist_timers(NULL, NULL, 1);
-            const double u1 = timed_solve(comm, s, 10, b, x, wrank, &its);
-            pk_cuda_dist_timers(&h1, &r1, 1);
-            const double u2 = timed_solve(comm, s, 10 + iters, b, x, wrank, &its2);
-            pk_cuda_dist_timers(&h2, &r2, 1);
-            unsetenv("PKRYLOV_DIST_INSTRUMENT");
-            double loc[2] = {(h2 - h1), (r2 - r1)}, mx[2];
-            MPI_Allreduce(loc, mx, 2, MPI_DOUBLE, MPI_MAX, comm);
-            const double k = (double)(its2 - its > 0 ? its2 - its : 1);
-            R.t_instr = (u2 - u1) / k;
-            R.halo = mx[0] / k;
-            R.reduce = mx[1] / k;
-          }
+            if (instrument && P > 1) {
+              setenv("PKRYLOV_DIST_INSTRUMENT", "1", 1);
+              double h1, r1, h2, r2;
+              pk_cuda_dist_timers(NULL, NULL, 1);
+              const double u1 = timed_solve(comm, s, 10, b, x, wrank, &its);
+              pk_cuda_dist_timers(&h1, &r1, 1);
+              const double u2 = timed_solve(comm, s, 10 + iters, b, x, wrank, &its2);
+              pk_cuda_dist_timers(&h2, &r2, 1);
+              unsetenv("PKRYLOV_DIST_INSTRUMENT");
+              double loc[2] = {(h2 - h1), (r2 - r1)}, mx[2];
+              MPI_Allreduce(loc, mx, 2, MPI_DOUBLE, MPI_MAX, comm);
+              const double k = (double)(its2 - its > 0 ? its2 - its : 1);
+              R.t_instr = (u2 - u1) / k;
+              R.halo = mx[0] / k;
+              R.reduce = mx[1] / k;
+            }
 #endif
-          if (wrank == 0) { /* a line now (a run cut short keeps what it measured), the table at the end */
-            double e = NAN;
-            for (int j = 0; j < nrec; j++)
-              if (recs[j].ranks == 1 && !strcmp(recs[j].mode, R.mode) && !strcmp(recs[j].solver, R.solver))
-                e = !strcmp(R.mode, "weak") ? recs[j].t_iter / R.t_iter : recs[j].t_iter / (P * R.t_iter);
-            printf("  %s %s %s %d ranks: %.1f us/iter, efficiency %.1f%%, instrumented %.1f us/iter (halo %.1f, "
-                   "sums %.1f)\n",
-                   R.mode, R.solver, R.path, P, 1e6 * R.t_iter, 100.0 * e, 1e6 * R.t_instr, 1e6 * R.halo,
-                   1e6 * R.reduce);
-            fflush(stdout);
-            recs[nrec++] = R;
-          }
-          pkrylov_solver_destroy(&s);
+            if (wrank == 0) { /* a line now (a run cut short keeps what it measured), the table at the end */
+              double e = NAN;
+              for (int j = 0; j < nrec; j++)
+                if (recs[j].ranks == 1 && !strcmp(recs[j].mode, R.mode) && !strcmp(recs[j].solver, R.solver))
+                  e = !strcmp(R.mode, "weak") ? recs[j].t_iter / R.t_iter : recs[j].t_iter / (P * R.t_iter);
+              printf("  %s %s %s %d ranks: %.1f us/iter, efficiency %.1f%%, instrumented %.1f us/iter (halo "
+                     "%.1f, "
+                     "sums %.1f)\n",
+                     R.mode, R.solver, R.path, P, 1e6 * R.t_iter, 100.0 * e, 1e6 * R.t_instr, 1e6 * R.halo,
+                     1e6 * R.reduce);
+              fflush(stdout);
+              recs[nrec++] = R;
+            }
+            pkrylov_solver_destroy(&s);
           }
         unsetenv("PKRYLOV_DIST_NCCL");
         free(b), free(x);
@@ -290,15 +291,16 @@ int main(int argc, char **argv) {
           recs[i].eff = !strcmp(recs[i].mode, "weak") ? recs[j].t_iter / recs[i].t_iter
                                                       : recs[j].t_iter / (recs[i].ranks * recs[i].t_iter);
     }
-    printf("\n%-6s %-13s %-6s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "path", "ranks", "pxpy",
-           "grid", "us/iter", "eff", "instr us/it", "halo us", "reduce us", "comm %", "hidden");
+    printf("\n%-6s %-13s %-6s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "path",
+           "ranks", "pxpy", "grid", "us/iter", "eff", "instr us/it", "halo us", "reduce us", "comm %",
+           "hidden");
     for (int i = 0; i < nrec; i++) {
       const record *R = &recs[i];
       char g[64], d[16];
       snprintf(g, sizeof g, "%dx%dx%d", R->gnx, R->gny, R->nz);
       snprintf(d, sizeof d, "%dx%d", R->px, R->py);
-      printf("%-6s %-13s %-6s %5d %5s %16s %10.1f %6.1f%%", R->mode, R->solver, R->path, R->ranks, d, g, 1e6 * R->t_iter,
-             100.0 * R->eff);
+      printf("%-6s %-13s %-6s %5d %5s %16s %10.1f %6.1f%%", R->mode, R->solver, R->path, R->ranks, d, g,
+             1e6 * R->t_iter, 100.0 * R->eff);
       if (R->t_instr > 0) {
         const double comm = R->halo + R->reduce;
         printf(" %11.1f %9.1f %9.1f %6.1f%% %6.0f%%\n", 1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce,
@@ -319,12 +321,13 @@ int main(int argc, char **argv) {
       for (int i = 0; i < nrec; i++) {
         const record *R = &recs[i];
         fprintf(f,
-                "    {\"mode\": \"%s\", \"solver\": \"%s\", \"path\": \"%s\", \"ranks\": %d, \"px\": %d, \"py\": %d, \"grid\": "
+                "    {\"mode\": \"%s\", \"solver\": \"%s\", \"path\": \"%s\", \"ranks\": %d, \"px\": %d, "
+                "\"py\": %d, \"grid\": "
                 "[%d, %d, %d], "
                 "\"us_per_iter\": %.3f, \"efficiency\": %.4f, \"instrumented_us_per_iter\": %.3f, "
                 "\"halo_us_per_iter\": %.3f, \"reduce_us_per_iter\": %.3f}%s\n",
-                R->mode, R->solver, R->path, R->ranks, R->px, R->py, R->gnx, R->gny, R->nz, 1e6 * R->t_iter, R->eff,
-                1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce, i + 1 < nrec ? "," : "");
+                R->mode, R->solver, R->path, R->ranks, R->px, R->py, R->gnx, R->gny, R->nz, 1e6 * R->t_iter,
+                R->eff, 1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce, i + 1 < nrec ? "," : "");
       }
       fprintf(f, "  ]\n}\n");
       fclose(f);

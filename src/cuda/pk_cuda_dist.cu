@@ -363,8 +363,8 @@ extern "C" int pk_cuda_dist_allgather_wait(struct pkrylov_operator_s *A) {
   return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_err(A->ctx, e, "waiting for the global sums");
 }
 
-extern "C" int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, const double *src, double *dst,
-                                      int count, int wait) {
+extern "C" int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, const double *src,
+                                      double *dst, int count, int wait) {
   pkrylov_context ctx = A->ctx;
   DistDev *d = dist_of(A);
   if (!d || !nccl)

@@ -70,6 +70,7 @@ struct SolverDev {
   int gath_ranks;         /* ranks gath was sized for */
   void *graph_nccl;       /* the NCCL communicator the graph's exchanges use (NULL: not distributed) */
   int dist_graph_failed;  /* a capture of a distributed block failed: run those blocks directly */
+  void *nccl_warm;        /* the NCCL communicator an allgather has run on (outside a graph capture) */
 };
 
 /** Partial-sum buffer i (0 or 1) of d. */
@@ -987,6 +988,13 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.dop = R.distributed && s->A->dist ? s->A : NULL;
   if (R.distributed) R.fold = 0; /* MPI / NCCL calls between the kernels: no folded launchers */
   if (R.dop) PK_CALL(pk_mpi_nccl(ctx, &R.nccl)); /* collective on its first call; NULL: host-staged */
+  if (R.distributed) { /* before any graph capture: no allocation and no first NCCL call inside one */
+    PK_CALL(gath_alloc(R));
+    if (R.nccl && d->nccl_warm != R.nccl) { /* the collective's connections are set up outside a capture */
+      PK_CALL(pk_cuda_dist_allgather(s->A, R.nccl, d->dsum, d->gath, 1, 1));
+      d->nccl_warm = R.nccl;
+    }
+  }
   R.pdl = R.fold && d->pdl;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &R.op64));
   PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &R.op));
