@@ -12,9 +12,13 @@
 # it measures 1, 2, 4, ... up to that many inside one launch. Ranks beyond the GPUs share them (the
 # library binds rank r of a node to GPU r mod count: pkrylov_context_set_comm).
 #
-# Open MPI, no network: shared memory only (-mca pml ob1 -mca btl self,vader), run as root allowed; the
-# halo exchange is staged through pinned host buffers, so no CUDA-aware transport is needed. NVLink
-# multicast stays off (NCCL_NVLS_ENABLE=0 ...; nothing here uses NCCL).
+# Open MPI, no network: shared memory only (-mca pml ob1 -mca btl self,vader), run as root allowed. With
+# NCCL (built in, a GPU per rank) the halos and global sums go device to device through NCCL (MPI only
+# bootstraps it); the host-staged path (PKRYLOV_DIST_NCCL=0, or without NCCL) stages them through pinned
+# host buffers, so no CUDA-aware MPI is needed. The benchmark measures both paths in the same launch. NVLink
+# multicast stays off (NCCL_NVLS_ENABLE=0, also TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1).
+# A libnccl.so.2 the binaries do not find is looked for on the machine (e.g. a Python wheel's) and added to
+# LD_LIBRARY_PATH.
 set -u
 BIN=build
 TEST_RANKS="1 2 4"
@@ -56,7 +60,13 @@ nvidia-smi topo -m 2>/dev/null | head -12 || true
 echo "mpirun: ${MPIRUN:-none}; $($MPIRUN --version 2>/dev/null | head -1)"
 command -v ompi_info >/dev/null && ompi_info --parsable --all 2>/dev/null | grep -i "mpi_built_with_cuda_support:value" || true
 for b in "$T930" "$BENCHEXE"; do
+  if [ -n "$b" ] && ldd "$b" | grep -q "libnccl.*not found"; then
+    nccl=$(find / -name "libnccl.so.2" -not -path "/proc/*" 2>/dev/null | head -1)
+    [ -n "$nccl" ] && export LD_LIBRARY_PATH=$(dirname "$nccl")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} &&
+      echo "libnccl.so.2: $nccl"
+  fi
   [ -n "$b" ] && ldd "$b" | grep "not found" && echo "MISSING LIBRARIES for $b"
+  [ -n "$b" ] && ldd "$b" | grep -m1 "libnccl"
 done
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c GPU)
 [ -z "$BENCH_RANKS" ] && BENCH_RANKS=$NGPU

@@ -17,6 +17,10 @@
  * Time per iteration: tolerance 1e-300, so a solve runs exactly max_iterations; the wall time of solves of
  * 10 and 10 + N iterations (the slowest rank's, after a barrier; the least of R repetitions each) differ by
  * N iterations, which removes the setup of a solve (copies, initial residual, final residual).
+ * Paths (CUDA, P > 1): each configuration runs twice in the same launch, on the NCCL path (device-to-device
+ * halos and gathered sums, blocks of iterations as CUDA graphs; when the library has NCCL and the ranks have
+ * GPUs of their own) and on the host-staged path (PKRYLOV_DIST_NCCL=0: halos and sums through pinned host
+ * memory and MPI); the efficiencies of both are against the same one-rank time.
  * Communication (CUDA, P > 1): a separate instrumented run (PKRYLOV_DIST_INSTRUMENT=1: the device work
  * queued before each halo exchange and each global sum is waited for outside the timers, the copies are
  * blocking) gives the time per iteration of the halo exchanges (pack, device-to-host, MPI, host-to-device)
@@ -39,11 +43,13 @@
 #endif
 #ifdef PKB_HAVE_TIMERS
 void pk_cuda_dist_timers(double *halo_s, double *reduce_s, int reset); /* pk_cuda.h (internal) */
+int pk_mpi_nccl(pkrylov_context ctx, void **comm);                     /* pk_impl.h (internal) */
 #endif
 
 typedef struct {
   const char *mode;
   const char *solver;
+  const char *path; /* "nccl", "host" (staged through the host), "single" (one rank) */
   int ranks, px, py;
   int gnx, gny, nz;
   int iters;           /* iterations of the timed difference */
@@ -202,44 +208,71 @@ int main(int argc, char **argv) {
           die(wrank, "malloc", PKRYLOV_ERR_OUT_OF_MEMORY);
         for (int64_t i = 0; i < n; i++)
           b[i] = 1.0 + 0.5 * sin(0.001 * (double)(i + wrank * 7919));
-        for (int t = 0; t < 2; t++) {
-          pkrylov_solver s;
-          CHECK(pkrylov_solver_create(ctx, types[t], A, M, &s));
-          CHECK(pkrylov_solver_set_tolerances(s, 1e-300, 0.0)); /* never reached: maxit iterations */
-          int32_t its = 0, its2 = 0;
-          timed_solve(comm, s, 10, b, x, wrank, &its); /* warm-up (graphs, first touch) */
-          double t1 = INFINITY, t2 = INFINITY;
-          for (int r = 0; r < reps; r++) {
-            t1 = fmin(t1, timed_solve(comm, s, 10, b, x, wrank, &its));
-            t2 = fmin(t2, timed_solve(comm, s, 10 + iters, b, x, wrank, &its2));
-          }
-          record R = {modes[m], tnames[t], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0};
-          R.t_iter = (t2 - t1) / (double)(its2 - its > 0 ? its2 - its : 1);
-          if (its != 10 || its2 != 10 + iters)
-            if (wrank == 0)
-              printf("  (note: the solves stopped after %d and %d iterations)\n", its, its2);
+        int npaths = 1;
+        const char *paths[2] = {P > 1 ? "host" : "single", NULL};
 #ifdef PKB_HAVE_TIMERS
-          if (instrument && P > 1) {
-            setenv("PKRYLOV_DIST_INSTRUMENT", "1", 1);
-            double h1, r1, h2, r2;
-            pk_cuda_dist_timers(NULL, NULL, 1);
-            const double u1 = timed_solve(comm, s, 10, b, x, wrank, &its);
-            pk_cuda_dist_timers(&h1, &r1, 1);
-            const double u2 = timed_solve(comm, s, 10 + iters, b, x, wrank, &its2);
-            pk_cuda_dist_timers(&h2, &r2, 1);
-            unsetenv("PKRYLOV_DIST_INSTRUMENT");
-            double loc[2] = {(h2 - h1), (r2 - r1)}, mx[2];
-            MPI_Allreduce(loc, mx, 2, MPI_DOUBLE, MPI_MAX, comm);
-            const double k = (double)(its2 - its > 0 ? its2 - its : 1);
-            R.t_instr = (u2 - u1) / k;
-            R.halo = mx[0] / k;
-            R.reduce = mx[1] / k;
-          }
-#endif
-          if (wrank == 0)
-            recs[nrec++] = R;
-          pkrylov_solver_destroy(&s);
+        if (P > 1 && backend == PKRYLOV_BACKEND_CUDA) {
+          void *nc = NULL;
+          setenv("PKRYLOV_DIST_NCCL", "1", 1);
+          CHECK(pk_mpi_nccl(ctx, &nc)); /* collective: creates the communicator */
+          if (nc)
+            paths[0] = "nccl", paths[1] = "host", npaths = 2;
+          else if (wrank == 0)
+            printf("  (%d ranks: no NCCL communicator: host-staged path only)\n", P);
         }
+#endif
+        for (int t = 0; t < 2; t++)
+          for (int pa = 0; pa < npaths; pa++) {
+            setenv("PKRYLOV_DIST_NCCL", strcmp(paths[pa], "nccl") ? "0" : "1", 1);
+            pkrylov_solver s;
+            CHECK(pkrylov_solver_create(ctx, types[t], A, M, &s));
+            CHECK(pkrylov_solver_set_tolerances(s, 1e-300, 0.0)); /* never reached: maxit iterations */
+            int32_t its = 0, its2 = 0;
+            timed_solve(comm, s, 10, b, x, wrank, &its); /* warm-up (graphs, first touch) */
+            double t1 = INFINITY, t2 = INFINITY;
+            for (int r = 0; r < reps; r++) {
+              t1 = fmin(t1, timed_solve(comm, s, 10, b, x, wrank, &its));
+              t2 = fmin(t2, timed_solve(comm, s, 10 + iters, b, x, wrank, &its2));
+            }
+            record R = {modes[m], tnames[t], paths[pa], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0};
+            R.t_iter = (t2 - t1) / (double)(its2 - its > 0 ? its2 - its : 1);
+            if (its != 10 || its2 != 10 + iters)
+              if (wrank == 0)
+                printf("  (note: the solves stopped after %d and %d iterations)\n", its, its2);
+#ifdef PKB_HAVE_TIMERS
+            if (instrument && P > 1) {
+              setenv("PKRYLOV_DIST_INSTRUMENT", "1", 1);
+              double h1, r1, h2, r2;
+              pk_cuda_dist_timers(NULL, NULL, 1);
+              const double u1 = timed_solve(comm, s, 10, b, x, wrank, &its);
+              pk_cuda_dist_timers(&h1, &r1, 1);
+              const double u2 = timed_solve(comm, s, 10 + iters, b, x, wrank, &its2);
+              pk_cuda_dist_timers(&h2, &r2, 1);
+              unsetenv("PKRYLOV_DIST_INSTRUMENT");
+              double loc[2] = {(h2 - h1), (r2 - r1)}, mx[2];
+              MPI_Allreduce(loc, mx, 2, MPI_DOUBLE, MPI_MAX, comm);
+              const double k = (double)(its2 - its > 0 ? its2 - its : 1);
+              R.t_instr = (u2 - u1) / k;
+              R.halo = mx[0] / k;
+              R.reduce = mx[1] / k;
+            }
+#endif
+            if (wrank == 0) { /* a line now (a run cut short keeps what it measured), the table at the end */
+              double e = NAN;
+              for (int j = 0; j < nrec; j++)
+                if (recs[j].ranks == 1 && !strcmp(recs[j].mode, R.mode) && !strcmp(recs[j].solver, R.solver))
+                  e = !strcmp(R.mode, "weak") ? recs[j].t_iter / R.t_iter : recs[j].t_iter / (P * R.t_iter);
+              printf("  %s %s %s %d ranks: %.1f us/iter, efficiency %.1f%%, instrumented %.1f us/iter (halo "
+                     "%.1f, "
+                     "sums %.1f)\n",
+                     R.mode, R.solver, R.path, P, 1e6 * R.t_iter, 100.0 * e, 1e6 * R.t_instr, 1e6 * R.halo,
+                     1e6 * R.reduce);
+              fflush(stdout);
+              recs[nrec++] = R;
+            }
+            pkrylov_solver_destroy(&s);
+          }
+        unsetenv("PKRYLOV_DIST_NCCL");
         free(b), free(x);
         pkrylov_precond_destroy(&M);
         pkrylov_operator_destroy(&A);
@@ -258,15 +291,16 @@ int main(int argc, char **argv) {
           recs[i].eff = !strcmp(recs[i].mode, "weak") ? recs[j].t_iter / recs[i].t_iter
                                                       : recs[j].t_iter / (recs[i].ranks * recs[i].t_iter);
     }
-    printf("\n%-6s %-13s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "ranks", "pxpy",
-           "grid", "us/iter", "eff", "instr us/it", "halo us", "reduce us", "comm %", "hidden");
+    printf("\n%-6s %-13s %-6s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "path",
+           "ranks", "pxpy", "grid", "us/iter", "eff", "instr us/it", "halo us", "reduce us", "comm %",
+           "hidden");
     for (int i = 0; i < nrec; i++) {
       const record *R = &recs[i];
       char g[64], d[16];
       snprintf(g, sizeof g, "%dx%dx%d", R->gnx, R->gny, R->nz);
       snprintf(d, sizeof d, "%dx%d", R->px, R->py);
-      printf("%-6s %-13s %5d %5s %16s %10.1f %6.1f%%", R->mode, R->solver, R->ranks, d, g, 1e6 * R->t_iter,
-             100.0 * R->eff);
+      printf("%-6s %-13s %-6s %5d %5s %16s %10.1f %6.1f%%", R->mode, R->solver, R->path, R->ranks, d, g,
+             1e6 * R->t_iter, 100.0 * R->eff);
       if (R->t_instr > 0) {
         const double comm = R->halo + R->reduce;
         printf(" %11.1f %9.1f %9.1f %6.1f%% %6.0f%%\n", 1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce,
@@ -287,12 +321,13 @@ int main(int argc, char **argv) {
       for (int i = 0; i < nrec; i++) {
         const record *R = &recs[i];
         fprintf(f,
-                "    {\"mode\": \"%s\", \"solver\": \"%s\", \"ranks\": %d, \"px\": %d, \"py\": %d, \"grid\": "
+                "    {\"mode\": \"%s\", \"solver\": \"%s\", \"path\": \"%s\", \"ranks\": %d, \"px\": %d, "
+                "\"py\": %d, \"grid\": "
                 "[%d, %d, %d], "
                 "\"us_per_iter\": %.3f, \"efficiency\": %.4f, \"instrumented_us_per_iter\": %.3f, "
                 "\"halo_us_per_iter\": %.3f, \"reduce_us_per_iter\": %.3f}%s\n",
-                R->mode, R->solver, R->ranks, R->px, R->py, R->gnx, R->gny, R->nz, 1e6 * R->t_iter, R->eff,
-                1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce, i + 1 < nrec ? "," : "");
+                R->mode, R->solver, R->path, R->ranks, R->px, R->py, R->gnx, R->gny, R->nz, 1e6 * R->t_iter,
+                R->eff, 1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce, i + 1 < nrec ? "," : "");
       }
       fprintf(f, "  ]\n}\n");
       fclose(f);

@@ -950,8 +950,9 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * backend each rank uses one GPU: pkrylov_context_set_comm() moves the
  * context to device (node-local rank mod visible devices) and makes it the calling thread's current device
  * (environment PKRYLOV_CUDA_BIND=none keeps the device current at creation); CG and pipelined CG run
- * distributed there (global sums through the host, halo exchange of the distributed operators staged
- * through pinned host memory); the BiCGStab and GMRES families on a distributed CUDA operator answer
+ * distributed there (with NCCL, built in when found, and a GPU per rank: halo exchanges and global sums
+ * device to device, iterations in CUDA graphs; otherwise, or with the environment PKRYLOV_DIST_NCCL=0, staged
+ * through pinned host memory and MPI; the same results bitwise on both paths); the BiCGStab and GMRES families on a distributed CUDA operator answer
  * ::PKRYLOV_ERR_UNSUPPORTED. All ranks must use the same backend. Destroy the context before MPI_Finalize
  * (it frees its duplicate communicator).
  *

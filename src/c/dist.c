@@ -149,7 +149,10 @@ int pk_dist_get_tile(const struct pkrylov_operator_s *A, pk_dist_tile *t) {
   const pk_dist *D = A->dist;
   if (!D) return PKRYLOV_ERR_INTERNAL;
   t->nx = D->nxl, t->ny = D->nyl, t->nz = D->nz;
-  for (int d = 0; d < 4; d++) t->has[d] = D->nb[d] >= 0 && A->ctx->mpi != NULL;
+  for (int d = 0; d < 4; d++) {
+    t->has[d] = D->nb[d] >= 0 && A->ctx->mpi != NULL;
+    t->nb[d] = t->has[d] ? D->nb[d] : -1;
+  }
   const int64_t NX = D->nxl, NY = D->nyl, NZ = D->nz;
   t->aWe = NULL, t->aSn = NULL;
   if (A->type == PKRYLOV_OPERATOR_STENCIL7 && D->aWh && D->aSh) {

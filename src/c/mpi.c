@@ -2,7 +2,7 @@
  * @file mpi.c
  * @brief Contexts on a communicator: pkrylov_context_set_comm(), rank queries, the reproducible flag, and
  *        the collective helpers that keep every rank's outcome the same (pk_mpi_agree, the checks before
- *        a distributed solve). Without MPI (or without a communicator) everything here works on one rank.
+ *        a distributed solve); the NCCL communicator of a distributed CUDA context (pk_mpi_nccl). Without MPI (or without a communicator) everything here works on one rank.
  */
 #include <math.h>
 #include <stdio.h>
@@ -129,6 +129,10 @@ int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm) {
 void pk_mpi_free(pkrylov_context ctx) {
   if (!ctx || !ctx->mpi) return;
   pk_mpi_state *st = ctx->mpi;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (st->nccl) pk_cuda_nccl_comm_destroy(st->nccl);
+  st->nccl = NULL;
+#endif
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin) MPI_Comm_free(&st->comm);
@@ -180,6 +184,69 @@ int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, in
   return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
 }
 
+int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, double *all) {
+  if (!ctx->mpi) {
+    memcpy(all, mine, sizeof(double) * (size_t)count);
+    return PKRYLOV_SUCCESS;
+  }
+  int rc = MPI_Allgather(mine, count, MPI_DOUBLE, all, count, MPI_DOUBLE, pk_mpi_comm(ctx));
+  return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
+}
+
+int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
+  *comm = NULL;
+#if defined(PKRYLOV_HAVE_CUDA)
+  if (!pk_distributed(ctx) || ctx->backend != PKRYLOV_BACKEND_CUDA || !pk_cuda_nccl_compiled())
+    return PKRYLOV_SUCCESS;
+  const char *env = getenv("PKRYLOV_DIST_NCCL");
+  if (env && env[0] == '0') return PKRYLOV_SUCCESS; /* the host-staged path, forced */
+  pk_mpi_state *st = ctx->mpi;
+  if (!st->nccl_tried) {
+    st->nccl_tried = 1;
+    MPI_Comm c = st->comm;
+    const int size = ctx->size;
+    int rc;
+    /* one GPU per rank: NCCL refuses ranks that share a device (then the host-staged path) */
+    unsigned char uuid[16] = {0}, *all = malloc((size_t)16 * (size_t)size);
+    if (!all) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate");
+    int ok = pk_cuda_device_uuid(uuid) == 0, allok = 0;
+    if ((rc = MPI_Allgather(uuid, 16, MPI_BYTE, all, 16, MPI_BYTE, c)) != MPI_SUCCESS) {
+      free(all);
+      return pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
+    }
+    for (int a = 0; a < size && ok; a++)
+      for (int b = a + 1; b < size && ok; b++)
+        if (memcmp(all + 16 * a, all + 16 * b, 16) == 0) ok = 0;
+    free(all);
+    if ((rc = MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, c)) != MPI_SUCCESS)
+      return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+    if (!allok) return PKRYLOV_SUCCESS;
+    struct {
+      int ok;
+      char id[128];
+    } uid;
+    memset(&uid, 0, sizeof uid);
+    if (ctx->rank == 0) uid.ok = pk_cuda_nccl_unique_id(uid.id, (int)sizeof uid.id) == 0;
+    if ((rc = MPI_Bcast(&uid, (int)sizeof uid, MPI_BYTE, 0, c)) != MPI_SUCCESS)
+      return pk_mpi_error(ctx, __func__, "MPI_Bcast", rc);
+    if (!uid.ok) return PKRYLOV_SUCCESS;
+    void *nc = NULL;
+    ok = pk_cuda_nccl_comm_create(uid.id, ctx->rank, size, &nc) == 0;
+    if ((rc = MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, c)) != MPI_SUCCESS)
+      return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+    if (!allok) {
+      if (nc) pk_cuda_nccl_comm_destroy(nc);
+      return PKRYLOV_SUCCESS;
+    }
+    st->nccl = nc;
+  }
+  *comm = st->nccl;
+#else
+  (void)ctx;
+#endif
+  return PKRYLOV_SUCCESS;
+}
+
 #else /* without MPI: one rank */
 
 int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm) {
@@ -201,6 +268,16 @@ int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op) 
 int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all) {
   (void)ctx;
   memcpy(all, mine, sizeof(int32_t) * (size_t)count);
+  return PKRYLOV_SUCCESS;
+}
+int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, double *all) {
+  (void)ctx;
+  memcpy(all, mine, sizeof(double) * (size_t)count);
+  return PKRYLOV_SUCCESS;
+}
+int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
+  (void)ctx;
+  *comm = NULL;
   return PKRYLOV_SUCCESS;
 }
 

@@ -100,7 +100,17 @@ int pk_mpi_agree(pkrylov_context ctx, int code);
 int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op);
 /** all[r*count + c] = rank r's mine[c] (MPI_Allgather; a copy on one rank). */
 int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all);
-/** Free the context's MPI state (the duplicated communicator). */
+/** all[r*count + c] = rank r's mine[c] (MPI_Allgather of doubles; a copy on one rank). */
+int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, double *all);
+/**
+ * The NCCL communicator of a distributed CUDA context (an ncclComm_t), or *comm = NULL for the host-staged
+ * path: NCCL not built in, one rank, the environment variable PKRYLOV_DIST_NCCL=0 (read at each call: every
+ * rank must see the same value), ranks sharing a GPU, or a failed creation (tried once). Created on the
+ * first call (collective then: ncclGetUniqueId on rank 0, MPI_Bcast, ncclCommInitRank; call it from
+ * collective operations only), destroyed with the context (pk_mpi_free).
+ */
+int pk_mpi_nccl(pkrylov_context ctx, void **comm);
+/** Free the context's MPI state (the duplicated communicator, the NCCL communicator). */
 void pk_mpi_free(pkrylov_context ctx);
 /**
  * Check before a solve on a distributed context, collectively: the local argument checks (vectors,
@@ -201,6 +211,7 @@ void pk_dist_free(void *dist);
 typedef struct {
   int32_t nx, ny, nz;  /* the tile */
   int32_t has[4];      /* a neighbour tile to the west, east, south, north (exchanges happen) */
+  int32_t nb[4];       /* the neighbours' ranks in the context's communicator (-1: none) */
   double *aWe, *aSn;   /* stencil: the east neighbour's aW of its first column (ny*nz, j + ny*k), the north
                           neighbour's aS of its first row (nx*nz, i + nx*k), masked; malloc'ed copies the
                           caller frees; NULL for the thin shell */

@@ -14,6 +14,8 @@
 /** The context's private MPI state (ctx->mpi). */
 typedef struct {
   MPI_Comm comm; /* the duplicate of the caller's communicator */
+  void *nccl;    /* its NCCL communicator (ncclComm_t), created on first use (pk_mpi_nccl); NULL: none */
+  int nccl_tried; /* pk_mpi_nccl tried to create it (once) */
 } pk_mpi_state;
 
 /** The context's communicator (only valid when ctx->mpi != NULL). */

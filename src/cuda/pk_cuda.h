@@ -386,16 +386,39 @@ int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *view);
 void pk_cuda_dist_detach(pk_cuda_op *view);
 /**
  * Halo exchange of the device vector x (op->n local values) of distributed operator A, in two halves so
- * that kernels which need no halo can run in between: _begin packs the four tile edges on the device and
- * copies them to pinned host memory (enqueued on the context's stream, nothing waits); _end waits for that
- * copy, exchanges with the neighbours (MPI_Irecv/MPI_Isend, dist.c), and enqueues the copy of the received
- * halos to the device buffers of the view (op->dhw...), so that launches enqueued after it see them.
+ * that kernels which need no halo can run in between. nccl: the context's NCCL communicator (pk_mpi_nccl)
+ * or NULL for the host-staged path.
+ *  NCCL: _begin packs the four tile edges on the device (context's stream) and enqueues ncclSend/ncclRecv
+ *        of every direction with a neighbour, in one group, on the operator's communication stream behind
+ *        the pack, straight into the view's halo buffers (op->dhw...); _end makes the context's stream wait
+ *        for them (an event). No host synchronisation: both halves can be captured in a CUDA graph.
+ *  host: _begin packs and copies the edges to pinned host memory (nothing waits); _end waits for that
+ *        copy, exchanges with the neighbours (MPI_Irecv/MPI_Isend, dist.c), and enqueues the copy of the
+ *        received halos to the device buffers, so that launches enqueued after it see them.
  * Not distributed (A->dist NULL or one rank): nothing.
  */
-int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x);
-int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A);
-/** Both halves (a blocking exchange). */
-int pk_cuda_dist_halo(struct pkrylov_operator_s *A, const double *x);
+int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x, void *nccl);
+int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl);
+/** Both halves (the exchange is complete for every launch enqueued after it). */
+int pk_cuda_dist_halo(struct pkrylov_operator_s *A, const double *x, void *nccl);
+/**
+ * dst[r*count + j] = rank r's src[j] (device arrays), by ncclAllGather on A's communication stream, in the
+ * order of the context's stream: it waits for the work enqueued before; with wait = 1 the work enqueued
+ * after waits for the gather, with wait = 0 only what is enqueued after pk_cuda_dist_allgather_wait(A)
+ * (src must not be written before that). No host synchronisation. Every NCCL call of a solve goes through
+ * A's one communication stream, so the calls are serialised in the same order on every rank.
+ */
+int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, const double *src, double *dst, int count,
+                           int wait);
+int pk_cuda_dist_allgather_wait(struct pkrylov_operator_s *A);
+/** 1 when the library was built with NCCL (PKRYLOV_HAVE_NCCL). */
+int pk_cuda_nccl_compiled(void);
+/** NCCL bootstrap for mpi.c: the unique id (rank 0; id has bytes >= 128), the communicator of this rank on
+ *  the current device, its destruction; the current device's UUID (16 bytes). 0 or a nonzero failure. */
+int pk_cuda_nccl_unique_id(void *id, int bytes);
+int pk_cuda_nccl_comm_create(const void *id, int rank, int size, void **comm);
+void pk_cuda_nccl_comm_destroy(void *comm);
+int pk_cuda_device_uuid(unsigned char uuid[16]);
 /** pkrylov_operator_apply of a distributed operator on a CUDA context (host or device arrays). */
 int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x, double *y);
 /** Timers of the distributed solve (seconds, accumulated since the last reset; benchmarks): host time in

@@ -11,6 +11,19 @@
  * kernels (pk_cuda_kernels.cu, Halo) evaluate a tile-edge row with the single-rank expression of its global
  * row: the distributed product is bitwise the single-rank one (test t930).
  *
+ * Two paths, chosen per solve / product (pk_mpi_nccl: NCCL when it was built in, the ranks have GPUs of
+ * their own and PKRYLOV_DIST_NCCL is not 0):
+ *
+ * NCCL (device to device, no host synchronisation): _begin runs the pack kernel on the context's stream,
+ * then, on the operator's communication stream (`copy`) behind it (an event), ncclSend of each packed edge
+ * and ncclRecv of each halo straight into the device halo buffers, in one ncclGroupStart/End; _end makes the
+ * context's stream wait for the group (an event). The global sums of the solver (pk_cuda_dist_allgather)
+ * run on the same communication stream, so all NCCL calls of a solve are issued in one order on every rank
+ * and never run concurrently on the communicator. Each pair of ranks is neighbours in one direction only
+ * (no periodic wrap), so the one send and one receive between two ranks match whatever the order. Nothing
+ * of this calls the host in between: the solver captures blocks of iterations in CUDA graphs.
+ *
+ * Host-staged (MPI without CUDA-aware transport; the fallback):
  * An exchange is split so that the kernels that need no halo run meanwhile (pk_cuda_solver.cu):
  *   _begin: pack kernel (edges of x into the device send buffer) on the context's stream, device-to-host
  *           copies of the directions that have a neighbour into pinned memory on a copy stream behind it,
@@ -34,6 +47,9 @@
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef PKRYLOV_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 extern "C" {
 #include "pk_impl.h"
@@ -57,6 +73,8 @@ struct DistDev {
   cudaEvent_t packed_dev; /* on the context's stream after the pack kernel */
   cudaEvent_t packed;     /* on the copy stream: the edges are on the host */
   cudaEvent_t arrived;    /* on the copy stream: the halos are on the device */
+  cudaEvent_t fork, join; /* NCCL sums: the communication stream waits for / is waited for by the context's */
+  int nb[4];              /* neighbour ranks (-1: none) */
   int pending;            /* _begin done, _end not yet */
   int any;                /* some neighbour exists */
 };
@@ -117,7 +135,7 @@ extern "C" int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *vie
   d->off[0] = 0, d->off[1] = ex, d->off[2] = 2 * ex, d->off[3] = 2 * ex + ey;
   d->total = 2 * (ex + ey);
   for (int k = 0; k < 4; k++)
-    d->has[k] = t.has[k], d->any |= t.has[k];
+    d->has[k] = t.has[k], d->any |= t.has[k], d->nb[k] = t.nb[k];
   cudaStream_t st = stream_of(ctx);
   cudaError_t e = cudaMalloc(&d->dbuf, sizeof(double) * 2 * (size_t)d->total);
   if (e == cudaSuccess)
@@ -132,6 +150,10 @@ extern "C" int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *vie
     e = cudaEventCreateWithFlags(&d->packed_dev, cudaEventDisableTiming);
   if (e == cudaSuccess)
     e = cudaEventCreateWithFlags(&d->arrived, cudaEventDisableTiming);
+  if (e == cudaSuccess)
+    e = cudaEventCreateWithFlags(&d->fork, cudaEventDisableTiming);
+  if (e == cudaSuccess)
+    e = cudaEventCreateWithFlags(&d->join, cudaEventDisableTiming);
   if (e == cudaSuccess)
     e = cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking);
   if (e == cudaSuccess && t.aWe) {
@@ -170,19 +192,85 @@ extern "C" void pk_cuda_dist_detach(pk_cuda_op *view) {
     cudaEventDestroy(d->packed_dev);
   if (d->arrived)
     cudaEventDestroy(d->arrived);
+  if (d->fork)
+    cudaEventDestroy(d->fork);
+  if (d->join)
+    cudaEventDestroy(d->join);
   if (d->copy)
     cudaStreamDestroy(d->copy);
   free(d);
   view->dist = NULL;
 }
 
-extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x) {
+#ifdef PKRYLOV_HAVE_NCCL
+namespace {
+int nccl_err(pkrylov_context ctx, ncclResult_t r, const char *what) {
+  return pk_error(ctx, PKRYLOV_ERR_BACKEND, "halo exchange", "%s: NCCL error %d (%s)", what, (int)r,
+                  ncclGetErrorString(r));
+}
+
+/** The NCCL half of _begin: pack (context's stream), then the group of sends and receives (copy stream). */
+int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t comm) {
+  cudaStream_t st = stream_of(ctx);
+  const int instr = pk_cuda_dist_instrumented();
+  double t0 = 0.0;
+  if (instr) {
+    cudaError_t e = cudaStreamSynchronize(st);
+    if (e != cudaSuccess)
+      return cuda_err(ctx, e, "synchronising");
+    t0 = pk_wtime();
+  }
+  double *snd = d->dbuf + d->total;
+  int64_t nb = (d->total + PKD_BLOCK - 1) / PKD_BLOCK;
+  if (nb > 4096)
+    nb = 4096;
+  k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, x, snd);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess)
+    e = cudaEventRecord(d->packed_dev, st);
+  if (e == cudaSuccess)
+    e = cudaStreamWaitEvent(d->copy, d->packed_dev, 0);
+  if (e != cudaSuccess)
+    return cuda_err(ctx, e, "packing the tile edges");
+  ncclResult_t r = ncclGroupStart();
+  for (int k = 0; k < 4 && r == ncclSuccess; k++) {
+    if (!d->has[k])
+      continue;
+    r = ncclSend(snd + d->off[k], (size_t)d->len[k], ncclDouble, d->nb[k], comm, d->copy);
+    if (r == ncclSuccess)
+      r = ncclRecv(d->dbuf + d->off[k], (size_t)d->len[k], ncclDouble, d->nb[k], comm, d->copy);
+  }
+  const ncclResult_t r2 = ncclGroupEnd();
+  if (r != ncclSuccess || r2 != ncclSuccess)
+    return nccl_err(ctx, r != ncclSuccess ? r : r2, "ncclSend/ncclRecv");
+  e = cudaEventRecord(d->arrived, d->copy);
+  if (e == cudaSuccess && instr)
+    e = cudaEventSynchronize(d->arrived);
+  if (e != cudaSuccess)
+    return cuda_err(ctx, e, "halo exchange");
+  if (instr)
+    g_halo_s += pk_wtime() - t0;
+  return PKRYLOV_SUCCESS;
+}
+} // namespace
+#endif
+
+extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x, void *nccl) {
   DistDev *d = dist_of(A);
   if (!d || !d->any)
     return PKRYLOV_SUCCESS;
   pkrylov_context ctx = A->ctx;
   if (d->pending)
     return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "an exchange is pending");
+#ifdef PKRYLOV_HAVE_NCCL
+  if (nccl) {
+    PK_CALL(nccl_halo_begin(ctx, d, x, (ncclComm_t)nccl));
+    d->pending = 2;
+    return PKRYLOV_SUCCESS;
+  }
+#else
+  (void)nccl;
+#endif
   cudaStream_t st = stream_of(ctx);
   const int instr = pk_cuda_dist_instrumented();
   double t0 = 0.0;
@@ -219,14 +307,21 @@ extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const doubl
   return PKRYLOV_SUCCESS;
 }
 
-extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A) {
+extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl) {
   DistDev *d = dist_of(A);
   if (!d || !d->any)
     return PKRYLOV_SUCCESS;
   pkrylov_context ctx = A->ctx;
   if (!d->pending)
     return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "no exchange was begun");
+  if ((d->pending == 2) != (nccl != NULL))
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "begun and ended on different paths");
+  const int was = d->pending;
   d->pending = 0;
+  if (was == 2) { /* NCCL: the launches enqueued from now on wait for the received halos */
+    cudaError_t e = cudaStreamWaitEvent(stream_of(ctx), d->arrived, 0);
+    return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_err(ctx, e, "waiting for the halos");
+  }
   const int instr = pk_cuda_dist_instrumented();
   cudaError_t e = cudaEventSynchronize(d->packed);
   if (e != cudaSuccess)
@@ -255,9 +350,116 @@ extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A) {
   return PKRYLOV_SUCCESS;
 }
 
-extern "C" int pk_cuda_dist_halo(struct pkrylov_operator_s *A, const double *x) {
-  PK_CALL(pk_cuda_dist_halo_begin(A, x));
-  return pk_cuda_dist_halo_end(A);
+extern "C" int pk_cuda_dist_halo(struct pkrylov_operator_s *A, const double *x, void *nccl) {
+  PK_CALL(pk_cuda_dist_halo_begin(A, x, nccl));
+  return pk_cuda_dist_halo_end(A, nccl);
+}
+
+extern "C" int pk_cuda_dist_allgather_wait(struct pkrylov_operator_s *A) {
+  DistDev *d = dist_of(A);
+  if (!d)
+    return pk_error(A->ctx, PKRYLOV_ERR_INTERNAL, "global sums", "not a distributed operator");
+  cudaError_t e = cudaStreamWaitEvent(stream_of(A->ctx), d->join, 0);
+  return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_err(A->ctx, e, "waiting for the global sums");
+}
+
+extern "C" int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, const double *src,
+                                      double *dst, int count, int wait) {
+  pkrylov_context ctx = A->ctx;
+  DistDev *d = dist_of(A);
+  if (!d || !nccl)
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "global sums", "no NCCL communicator / distributed operator");
+#ifdef PKRYLOV_HAVE_NCCL
+  cudaStream_t st = stream_of(ctx);
+  const int instr = pk_cuda_dist_instrumented();
+  double t0 = 0.0;
+  cudaError_t e = cudaSuccess;
+  if (instr) {
+    e = cudaStreamSynchronize(st);
+    if (e != cudaSuccess)
+      return cuda_err(ctx, e, "synchronising");
+    t0 = pk_wtime();
+  }
+  e = cudaEventRecord(d->fork, st);
+  if (e == cudaSuccess)
+    e = cudaStreamWaitEvent(d->copy, d->fork, 0);
+  if (e != cudaSuccess)
+    return cuda_err(ctx, e, "global sums");
+  ncclResult_t r = ncclAllGather(src, dst, (size_t)count, ncclDouble, (ncclComm_t)nccl, d->copy);
+  if (r != ncclSuccess)
+    return pk_error(ctx, PKRYLOV_ERR_BACKEND, "global sums", "ncclAllGather: NCCL error %d (%s)", (int)r,
+                    ncclGetErrorString(r));
+  e = cudaEventRecord(d->join, d->copy);
+  if (e == cudaSuccess && (wait || instr))
+    e = cudaStreamWaitEvent(st, d->join, 0);
+  if (e == cudaSuccess && instr)
+    e = cudaStreamSynchronize(st);
+  if (e != cudaSuccess)
+    return cuda_err(ctx, e, "global sums");
+  if (instr)
+    g_reduce_s += pk_wtime() - t0;
+  return PKRYLOV_SUCCESS;
+#else
+  (void)src, (void)dst, (void)count;
+  return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "global sums", "built without NCCL");
+#endif
+}
+
+extern "C" int pk_cuda_nccl_compiled(void) {
+#ifdef PKRYLOV_HAVE_NCCL
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+extern "C" int pk_cuda_nccl_unique_id(void *id, int bytes) {
+#ifdef PKRYLOV_HAVE_NCCL
+  ncclUniqueId u;
+  if ((size_t)bytes < sizeof u || ncclGetUniqueId(&u) != ncclSuccess)
+    return 1;
+  memcpy(id, &u, sizeof u);
+  return 0;
+#else
+  (void)id, (void)bytes;
+  return 1;
+#endif
+}
+
+extern "C" int pk_cuda_nccl_comm_create(const void *id, int rank, int size, void **comm) {
+  *comm = NULL;
+#ifdef PKRYLOV_HAVE_NCCL
+  ncclUniqueId u;
+  memcpy(&u, id, sizeof u);
+  ncclComm_t c = NULL;
+  if (ncclCommInitRank(&c, size, u, rank) != ncclSuccess)
+    return 1;
+  *comm = c;
+  return 0;
+#else
+  (void)id, (void)rank, (void)size;
+  return 1;
+#endif
+}
+
+extern "C" void pk_cuda_nccl_comm_destroy(void *comm) {
+#ifdef PKRYLOV_HAVE_NCCL
+  if (comm)
+    ncclCommDestroy((ncclComm_t)comm);
+#else
+  (void)comm;
+#endif
+}
+
+extern "C" int pk_cuda_device_uuid(unsigned char uuid[16]) {
+  int dev = 0;
+  cudaDeviceProp prop;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  memcpy(uuid, prop.uuid.bytes, 16);
+  return 0;
 }
 
 extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x,
@@ -280,11 +482,14 @@ extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t m
       e = cuda_err(ctx, ce, "copying x to the device");
   }
   e = pk_mpi_agree(ctx, e); /* every rank reaches the exchange, or none */
+  void *nccl = NULL;
+  if (!e)
+    e = pk_mpi_nccl(ctx, &nccl); /* collective */
   if (!e) {
     const double *in = mem == PKRYLOV_MEM_HOST ? dx : x;
     double *out = mem == PKRYLOV_MEM_HOST ? dy : y;
     pk_cuda_op v;
-    e = pk_cuda_dist_halo(A, in);
+    e = pk_cuda_dist_halo(A, in, nccl);
     if (!e)
       e = pk_cuda_operator_view(A, 0, &v);
     if (!e) {

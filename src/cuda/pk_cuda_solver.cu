@@ -66,6 +66,11 @@ struct SolverDev {
   int fold_mode;          /* -1 auto, 0 off, 1 on (pk_cuda_solver_set_launch, PKRYLOV_CUDA_FOLD) */
   int pdl;                /* 1: programmatic dependent launches on the folded path (PKRYLOV_CUDA_PDL) */
   cudaEvent_t ev_sums;    /* distributed: the local sums are on the host (created on first use) */
+  double *gath, *hgath;   /* distributed: the ranks' sums, rank after rank (device; pinned host), 4 * ranks */
+  int gath_ranks;         /* ranks gath was sized for */
+  void *graph_nccl;       /* the NCCL communicator the graph's exchanges use (NULL: not distributed) */
+  int dist_graph_failed;  /* a capture of a distributed block failed: run those blocks directly */
+  void *nccl_warm;        /* the NCCL communicator an allgather has run on (outside a graph capture) */
 };
 
 /** Partial-sum buffer i (0 or 1) of d. */
@@ -115,15 +120,15 @@ struct Run {
   int distributed;
   pkrylov_operator dop;
   pk_cuda_op op_in, op_edge;
-  int part_global;       /* pipelined CG: part buffer 0 holds global sums in slot 0 (after a replacement) */
   int sums_done;         /* instrumented mode: sums_begin did the whole reduction */
   int64_t nb_update;     /* pipelined CG: slots the last update wrote (local sums) */
+  void *nccl;            /* NCCL communicator (distributed grid operator, pk_mpi_nccl), NULL: host-staged */
 };
 
 int state_to_host(Run &R);
 
 /** Distributed operator: exchange the halo of x (blocking) before a launch that applies it to x. */
-int halo(Run &R, const double *x) { return R.dop ? pk_cuda_dist_halo(R.dop, x) : PKRYLOV_SUCCESS; }
+int halo(Run &R, const double *x) { return R.dop ? pk_cuda_dist_halo(R.dop, x, R.nccl) : PKRYLOV_SUCCESS; }
 
 /* ---- user callbacks (pkrylov_operator_create_user, pkrylov_precond_create_user) -----------------------
  * The routine gets DEVICE pointers after the stream has been synchronised (pk_cuda_user_call); the driver
@@ -218,18 +223,57 @@ int sums_to_host(Run &R, int64_t nb, int nvals, double *out) {
   return PKRYLOV_SUCCESS;
 }
 
-/* ---- MPI (pk_cuda_dist.cu; sums through reduce.c) ------------------------------------------------------
- * With several ranks every scalar step reads global sums: the partial slots are summed on the device, the
- * sums (and the device state, for the early end of a block) copied to pinned host memory, added over the
- * ranks (pk_allreduce_sum: MPI_Allreduce), and copied back into slot 0 of part buffer 1 (unused: no folded
- * launchers when distributed), which the scalar step then reads as one slot (adding zeros of the other
- * lanes is exact). Every rank gets the same sums and so the same device state: the ranks take the same
- * branches and make the same collective calls. */
+/* ---- MPI (pk_cuda_dist.cu; sums through mpi.c or NCCL) -------------------------------------------------
+ * With several ranks every scalar step reads global sums. The rank's partial slots are summed on the device
+ * (dsum, nvals values, the single-GPU order), the ranks' sums gathered rank after rank into d->gath
+ * (gath[r * nvals + j] = rank r's sum j), and the scalar step reads gath as `ranks` partial slots: it adds
+ * them by its fixed tree, so the global sums depend only on the rank count and the decomposition, never on
+ * the path, the run or the collective's algorithm (the same results between runs, and bitwise the same on
+ * the NCCL and the host-staged path).
+ *  NCCL (R.nccl): ncclAllGather of dsum on the operator's communication stream, in stream order
+ *        (pk_cuda_dist_allgather): no host synchronisation, so blocks of iterations run as CUDA graphs;
+ *  host: dsum (and the device state, for the early end of a block) copied to pinned memory, MPI_Allgather,
+ *        gath copied back to the device.
+ * Every rank gets the same sums and so the same device state: the ranks take the same branches and make
+ * the same collective calls. */
 
-/** Enqueue the device sum of nvals partials (part, nb) and its copy to the host (and the state's); event. */
+/** d->gath / d->hgath for the context's ranks (allocated on first use). */
+int gath_alloc(Run &R) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  if (d->gath && d->gath_ranks >= ctx->size) return PKRYLOV_SUCCESS;
+  cudaFree(d->gath), cudaFreeHost(d->hgath);
+  d->gath = d->hgath = NULL, d->gath_ranks = 0;
+  CU(cudaMalloc(&d->gath, sizeof(double) * 4 * (size_t)ctx->size), "allocating the gathered sums");
+  CU(cudaMallocHost(&d->hgath, sizeof(double) * 4 * (size_t)ctx->size), "allocating the gathered sums");
+  d->gath_ranks = ctx->size;
+  return PKRYLOV_SUCCESS;
+}
+
+/** Host path: the ranks' sums d->hsum (nvals) gathered on the host, then enqueued to d->gath. */
+int gather_host(Run &R, int nvals) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  PK_CALL(pk_mpi_allgather_f64(ctx, d->hsum, nvals, d->hgath));
+  CU(cudaMemcpyAsync(d->gath, d->hgath, sizeof(double) * (size_t)nvals * ctx->size, cudaMemcpyHostToDevice,
+                     R.stream),
+     "copy");
+  return PKRYLOV_SUCCESS;
+}
+
+/** Enqueue the device sum of nvals partials (part, nb) and the gather (NCCL), or its copy to the host (and
+ *  the state's; event). */
 int sums_begin(Run &R, const double *part, int64_t nb, int nvals) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
+  PK_CALL(gath_alloc(R));
+  if (R.nccl) {
+    CU(pk_cuda_sum_partials(R.stream, part, nb, nvals, d->dsum), "summing partials");
+    /* the context's stream goes on (pipelined CG: the preconditioner, the pack) until sums_end waits */
+    PK_CALL(pk_cuda_dist_allgather(R.dop, R.nccl, d->dsum, d->gath, nvals, 0));
+    R.sums_done = 1;
+    return PKRYLOV_SUCCESS;
+  }
   if (!d->ev_sums) CU(cudaEventCreateWithFlags(&d->ev_sums, cudaEventDisableTiming), "event");
   const int instr = pk_cuda_dist_instrumented();
   double t0 = 0.0;
@@ -244,9 +288,7 @@ int sums_begin(Run &R, const double *part, int64_t nb, int nvals) {
   R.sums_done = 0;
   if (instr) { /* the whole reduction now, timed alone (sums_end then only hands out the result) */
     CU(cudaEventSynchronize(d->ev_sums), "synchronising");
-    PK_CALL(pk_allreduce_sum(ctx, d->hsum, nvals));
-    CU(cudaMemcpyAsync(part_buf(d, 1), d->hsum, sizeof(double) * nvals, cudaMemcpyHostToDevice, R.stream),
-       "copy");
+    PK_CALL(gather_host(R, nvals));
     CU(cudaStreamSynchronize(R.stream), "synchronising");
     pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
     R.sums_done = 1;
@@ -254,21 +296,22 @@ int sums_begin(Run &R, const double *part, int64_t nb, int nvals) {
   return PKRYLOV_SUCCESS;
 }
 
-/** Wait for sums_begin's copy, add over the ranks, enqueue the copy into slot 0 of part buffer 1. */
+/** Host path: wait for sums_begin's copy, gather over the ranks, enqueue the copy into d->gath. Both paths:
+ *  (*gpart, *gnb) = (d->gath, ranks), the slots the scalar step reads. */
 int sums_end(Run &R, int nvals, const double **gpart, int64_t *gnb) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
-  double *g = part_buf(d, 1);
-  if (!R.sums_done) {
+  if (R.nccl) { /* the launches enqueued from now on wait for the gather */
+    PK_CALL(pk_cuda_dist_allgather_wait(R.dop));
+  } else if (!R.sums_done) {
     CU(cudaEventSynchronize(d->ev_sums), "synchronising");
     const double t0 = pk_wtime();
-    PK_CALL(pk_allreduce_sum(ctx, d->hsum, nvals));
-    CU(cudaMemcpyAsync(g, d->hsum, sizeof(double) * nvals, cudaMemcpyHostToDevice, R.stream), "copy");
+    PK_CALL(gather_host(R, nvals));
     pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
   }
   R.sums_done = 0;
-  *gpart = g;
-  *gnb = 1;
+  *gpart = d->gath;
+  *gnb = ctx->size;
   return PKRYLOV_SUCCESS;
 }
 
@@ -350,7 +393,8 @@ int confirm(Run &R, int *accept, int *stagnated) {
 
 /**
  * `count` CG iterations on a distributed grid operator (R.dop). Per iteration: the preconditioner loop;
- * its sums and z's tile edges to the host; the sums added over the ranks while the edges are packed; the
+ * its sums gathered over the ranks while z's tile edges are packed and sent (NCCL: both on the
+ * communication stream, no host synchronisation; host: through pinned memory and MPI); the
  * rho step; the operator loop on the columns off the tile edges, enqueued before the halo exchange of z so
  * that it runs while the halos travel; the exchange; the operator loop on the edge columns (partial slots
  * after the interior ones); the sigma step on global sums. The same arithmetic per cell as cg_enqueue.
@@ -365,12 +409,12 @@ int dist_cg_enqueue(Run &R, int count) {
     CU(pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, 0, R.n, v[D_R], v[D_Q], v[D_Z], d->part, &nbp),
        "CG preconditioner loop");
     PK_CALL(sums_begin(R, d->part, nbp, 2));
-    PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z]));
+    PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z], R.nccl));
     PK_CALL(sums_end(R, 2, &gp, &gnb));
     CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, gp, gnb, R.hist, 0), "CG scalar step");
     CU(pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, &nb1),
        "CG operator loop");
-    PK_CALL(pk_cuda_dist_halo_end(R.dop));
+    PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
     CU(pk_cuda_cg_operator_step(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part + nb1,
                                 &nb2),
        "CG operator loop (tile edges)");
@@ -378,17 +422,20 @@ int dist_cg_enqueue(Run &R, int count) {
     PK_CALL(sums_begin(R, d->part, nb1 + nb2, 1));
     PK_CALL(sums_end(R, 1, &gp, &gnb));
     CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, gp, gnb), "CG scalar step");
-    if (d->hst->status != PK_ST_RUNNING) break; /* stopped at the rho step or before: the rest does nothing */
+    /* host path: stopped at the rho step or before (the state copied with the sums): the rest does nothing.
+       NCCL: the host does not see the state inside a block; the kernels of a stopped solve do nothing. */
+    if (!R.nccl && d->hst->status != PK_ST_RUNNING) break;
   }
   return PKRYLOV_SUCCESS;
 }
 
 /**
  * `count` pipelined CG iterations on a distributed grid operator (R.dop). Per iteration: the last update's
- * sums to the host (unless a replacement left global sums), m = M^-1 w and m's tile edges enqueued behind
- * them, the sums added over the ranks while the GPU applies the preconditioner (the overlap of pipelined
- * CG), the scalar step, the update on the columns off the tile edges while m's halo travels, the update on
- * the edge columns. The same arithmetic per cell as pipecg_enqueue.
+ * (or replacement's) local sums gathered over the ranks (NCCL: ncclAllGather on the communication stream;
+ * host: copied to the host, MPI_Allgather) while the GPU applies the preconditioner m = M^-1 w and packs
+ * m's tile edges (the overlap of pipelined CG), the scalar step on the gathered sums, the update on the
+ * columns off the tile edges while m's halo travels, the update on the edge columns. The same arithmetic
+ * per cell as pipecg_enqueue; on the NCCL path no host synchronisation (blocks run as CUDA graphs).
  */
 int dist_pipecg_enqueue(Run &R, int count) {
   pkrylov_context ctx = R.ctx;
@@ -397,23 +444,22 @@ int dist_pipecg_enqueue(Run &R, int count) {
   for (int i = 0; i < count; i++) {
     const double *gp = d->part;
     int64_t gnb = d->nslots, nb1 = 0, nb2 = 0;
-    const int local = !R.part_global;
-    if (local) PK_CALL(sums_begin(R, d->part, R.nb_update, 3));
+    /* all nslots slots: the update's and zeros beyond (pipecg_replace), the same calls every iteration */
+    PK_CALL(sums_begin(R, d->part, d->nslots, 3));
     CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
-    PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M]));
-    if (local) PK_CALL(sums_end(R, 3, &gp, &gnb));
+    PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
+    PK_CALL(sums_end(R, 3, &gp, &gnb));
     CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
     CU(pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
                            v[D_U], v[D_W], d->part, &nb1),
        "pipelined CG update");
-    PK_CALL(pk_cuda_dist_halo_end(R.dop));
+    PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
     CU(pk_cuda_pipecg_step(R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X],
                            v[D_R], v[D_U], v[D_W], d->part + 3 * nb1, &nb2),
        "pipelined CG update (tile edges)");
     if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
     R.nb_update = nb1 + nb2;
-    R.part_global = 0;
-    if (local && d->hst->status != PK_ST_RUNNING) break; /* stopped before this iteration */
+    if (!R.nccl && d->hst->status != PK_ST_RUNNING) break; /* stopped before this iteration */
   }
   return PKRYLOV_SUCCESS;
 }
@@ -442,7 +488,7 @@ int cg_enqueue(Run &R, int count) {
       pp = d->part;
       PK_CALL(global_part(R, &pp, &nbo, 1));
       CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, pp, nbo), "CG scalar step");
-      if (R.distributed && d->hst->status != PK_ST_RUNNING) break; /* the rest would do nothing */
+      if (R.distributed && !R.nccl && d->hst->status != PK_ST_RUNNING) break; /* the rest would do nothing */
     }
     return PKRYLOV_SUCCESS;
   }
@@ -483,7 +529,7 @@ int pipecg_enqueue(Run &R, int count) {
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
       const double *gp = d->part;
       int64_t gnb = d->nslots;
-      if (R.distributed && !R.part_global) {
+      if (R.distributed) {
         gnb = R.nb_update;
         PK_CALL(global_part(R, &gp, &gnb, 3));
       }
@@ -500,7 +546,6 @@ int pipecg_enqueue(Run &R, int count) {
       if (nb > d->nslots)
         return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
       R.nb_update = nb;
-      R.part_global = 0;
     }
     return PKRYLOV_SUCCESS;
   }
@@ -547,12 +592,22 @@ int run_block(Run &R, int count, int type) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
   const int k = R.k;
-  if (count == k && k > 1 && !R.distributed) { /* distributed: host calls inside, no graph */
+  /* distributed: a graph only on the NCCL path (the host-staged one calls MPI between the kernels), and not
+     in the instrumented mode (it synchronises around every exchange) */
+  const int dist_graph = R.nccl && R.dop && !R.upc && !d->dist_graph_failed && !pk_cuda_dist_instrumented();
+  if (count == k && k > 1 && (!R.distributed || dist_graph)) {
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
-        d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist) {
+        d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist ||
+        d->graph_nccl != R.nccl) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
       int rc = 0;
       cudaError_t e = capture_graph(R, k, type, &rc);
+      if (e != cudaSuccess && R.distributed && !rc) { /* NCCL not capturable here: blocks run directly */
+        cudaGetLastError();
+        d->dist_graph_failed = 1;
+        PK_CALL(type == PKRYLOV_SOLVER_CG ? cg_enqueue(R, count) : pipecg_enqueue(R, count));
+        return state_to_host(R);
+      }
       if (e != cudaSuccess && R.pdl) { /* programmatic launches not capturable here: capture without them */
         cudaGetLastError();
         d->pdl = R.pdl = 0;
@@ -562,7 +617,7 @@ int run_block(Run &R, int count, int type) {
       if (rc) return rc;
       CU(e, "graph capture");
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
-      d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist;
+      d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
     }
     CU(cudaGraphLaunch(d->graph, R.stream), "graph launch");
   } else {
@@ -710,15 +765,11 @@ int pipecg_replace(Run &R, int have_p) {
   const double *xs[3] = {v[D_R], v[D_W], v[D_R]}, *ys[3] = {v[D_U], v[D_U], v[D_R]};
   CU(pk_cuda_dots(R.stream, R.n, 3, xs, ys, R.d->part, &nb), "dots");
   /* The scalar kernel adds nslots slots, the most any launcher writes; the update writes its own number of
-     slots and every other slot must be zero: keep the three sums in slot 0 and clear the rest. */
-  if (R.distributed) { /* the global sums (slot 0 of part buffer 1) */
-    const double *gp = R.d->part;
-    PK_CALL(global_part(R, &gp, &nb, 3));
-    CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * 4 * (size_t)R.d->nslots, R.stream), "memset");
-    CU(cudaMemcpyAsync(R.d->part, gp, sizeof(double) * 3, cudaMemcpyDeviceToDevice, R.stream), "copy");
-    R.part_global = 1;
-    return PKRYLOV_SUCCESS;
-  }
+     slots and every other slot must be zero: keep the three sums in slot 0 and clear the rest. Distributed:
+     these are the rank's local sums, which the next iteration adds over the ranks like an update's
+     (sums of all nslots slots: the zeros add exactly), so every iteration of a block does the same calls
+     (a graph captured after a replacement is right for the blocks after an update too). */
+  R.nb_update = R.d->nslots;
   CU(pk_cuda_sum_partials(R.stream, R.d->part, nb, 3, R.d->dsum), "sums");
   CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * 4 * (size_t)R.d->nslots, R.stream), "memset");
   CU(cudaMemcpyAsync(R.d->part, R.d->dsum, sizeof(double) * 3, cudaMemcpyDeviceToDevice, R.stream), "copy");
@@ -745,7 +796,7 @@ restart:
       PK_CALL(apply_pc(R, R.d->st, v[D_W], v[D_M]));
       const double *gp = R.d->part;
       int64_t gnb = R.d->nslots;
-      if (R.distributed && !R.part_global) {
+      if (R.distributed) {
         gnb = R.nb_update;
         PK_CALL(global_part(R, &gp, &gnb, 3));
       }
@@ -765,7 +816,6 @@ restart:
                                v[D_U], v[D_W], R.d->part, &nb),
            "pipelined CG update");
         R.nb_update = nb;
-        R.part_global = 0;
       }
       if (stop && h->status != PK_ST_CONVERGED) {
         R.res->iterations = h->it;
@@ -882,6 +932,8 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   if (!d) return;
   if (d->graph) cudaGraphExecDestroy(d->graph);
   if (d->ev_sums) cudaEventDestroy(d->ev_sums);
+  cudaFree(d->gath);
+  cudaFreeHost(d->hgath);
   cudaFree(d->work);
   cudaFree(d->part);
   cudaFree(d->hist);
@@ -934,7 +986,15 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   if (R.uop || R.upc) R.k = 1, R.fold = 0; /* host calls: one iteration per block, no graph, no fold */
   R.distributed = pk_distributed(ctx);
   R.dop = R.distributed && s->A->dist ? s->A : NULL;
-  if (R.distributed) R.fold = 0; /* MPI calls between the kernels: no folded launchers, no graph */
+  if (R.distributed) R.fold = 0; /* MPI / NCCL calls between the kernels: no folded launchers */
+  if (R.dop) PK_CALL(pk_mpi_nccl(ctx, &R.nccl)); /* collective on its first call; NULL: host-staged */
+  if (R.distributed) { /* before any graph capture: no allocation and no first NCCL call inside one */
+    PK_CALL(gath_alloc(R));
+    if (R.nccl && d->nccl_warm != R.nccl) { /* the collective's connections are set up outside a capture */
+      PK_CALL(pk_cuda_dist_allgather(s->A, R.nccl, d->dsum, d->gath, 1, 1));
+      d->nccl_warm = R.nccl;
+    }
+  }
   R.pdl = R.fold && d->pdl;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &R.op64));
   PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &R.op));
