@@ -446,7 +446,7 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
   }
   double *rs = row_scale(A, v, h[0]); /* before h is updated: A m */
   double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), out[3];
-  pk_cpu_pipecg_step(A, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], cpart, out);
+  pk_cpu_pipecg_step(A, NULL, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], cpart, out);
   int64_t cap, nb = -1;
   double *part = dpart(v, NULL, &cap);
   pk_cuda_state *st = dstate(alpha, beta, PK_ST_RUNNING);

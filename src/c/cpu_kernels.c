@@ -214,13 +214,13 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
   pk_sum_partials(part, nch, 1, out);
 }
 
-void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double beta, const double *m,
-                        double *z, double *q, double *s, double *p, double *x, double *r, double *u,
-                        double *w, double *part, double *out) {
+void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am_ready, double alpha, double beta,
+                        const double *m, double *z, double *q, double *s, double *p, double *x, double *r,
+                        double *u, double *w, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
-  const double *am = pk_whole_product(A, m, A->user.scratch);
+  const double *am = am_ready ? am_ready : pk_whole_product(A, m, A->user.scratch);
 #pragma omp parallel num_threads(nt) if (nch > 1)
   {
     double zold[PK_ROW_CHUNK];

@@ -369,7 +369,7 @@ int64_t pk_pc_chunk_cols(const struct pkrylov_precond_s *M);
 /* Solvers                                                                                           */
 
 /* Work vectors */
-enum { V_R, V_Z, V_P, V_Q, V_U, V_W, V_M, V_S, V_T, V_AT, PK_NVEC };
+enum { V_R, V_Z, V_P, V_Q, V_U, V_W, V_M, V_S, V_T, V_AT, V_N, PK_NVEC };
 
 struct pkrylov_solver_s {
   pkrylov_context ctx;
@@ -514,14 +514,15 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
 void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, double beta, double *x,
                              double *p, const double *z, double *q, double *part, double *out);
 /**
- * Pipelined CG update, fused with the operator: with n = A m computed chunk by chunk,
+ * Pipelined CG update, fused with the operator: with n = A m computed chunk by chunk (or taken from am when
+ * not NULL: A m computed earlier, e.g. while a reduction was in flight),
  *   z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
  *   x += alpha p;  r -= alpha s;  u -= alpha q;  w -= alpha z;
  * out[0] = (r, u), out[1] = (w, u), out[2] = (r, r) of the updated vectors.
  */
-void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, double alpha, double beta, const double *m,
-                        double *z, double *q, double *s, double *p, double *x, double *r, double *u,
-                        double *w, double *part, double *out);
+void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am, double alpha, double beta,
+                        const double *m, double *z, double *q, double *s, double *p, double *x, double *r,
+                        double *u, double *w, double *part, double *out);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Misc helpers                                                                                      */

@@ -66,7 +66,9 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   /* CG: r z p q (+ t for true residuals); pipelined CG: all; the BiCGStab and GMRES families keep their
      vectors in their engine (pk_kry.h), made at the first solve */
   const int kry = pk_kry_is_kry_type(type);
-  const int nvec = kry ? 0 : type == PKRYLOV_SOLVER_CG ? V_U + 1 : PK_NVEC;
+  /* pipelined CG: n = A m of its own (V_N) only for operators applied on whole vectors (computed while
+     the reduction is in flight) */
+  const int nvec = kry ? 0 : type == PKRYLOV_SOLVER_CG ? V_U + 1 : pk_op_whole_vector(A) ? PK_NVEC : V_N;
   /* Work vectors in one block, each start shifted by 5 more cache lines than the previous one: large
      power-of-two strides would map every vector of a fused loop to the same cache sets. */
   const size_t stride = ((size_t)A->n + 7) / 8 * 8 + PK_VEC_SHIFT;
@@ -507,8 +509,15 @@ restart:
                                   NULL, &req));
   int first = 1;
   for (;;) {
-    /* overlapped with the reduction: m = M^-1 w */
+    /* overlapped with the reduction: m = M^-1 w, and for operators applied on whole vectors (distributed:
+       its halo exchange; user routines) also n = A m, which the fused update would otherwise compute after
+       the reduction (the same product, so the iterates are the same either way) */
     pk_precond(s, w, m);
+    double *am = NULL;
+    if (pk_op_whole_vector(s->A)) {
+      am = s->v[V_N];
+      pk_op_apply_all(s->A, m, am);
+    }
     PK_CALL(pk_allreduce_end(s->ctx, &req));
     /* a user routine failed in this, the previous step or a replacement (the flags are sticky) */
     PK_CALL(pk_user_check(s->A, s->M));
@@ -577,7 +586,7 @@ restart:
     }
     alpha = gamma / sigma;
     /* fused: n = A m; z,q,s,p; x,r,u,w; partial (r,u), (w,u), (r,r) */
-    pk_cpu_pipecg_step(s->A, alpha, beta, m, z, q, sv, p, x, r, u, w, s->part, d);
+    pk_cpu_pipecg_step(s->A, am, alpha, beta, m, z, q, sv, p, x, r, u, w, s->part, d);
     it++;
     since_replace++;
     first = 0;
