@@ -2099,25 +2099,39 @@ contains
         real(c_double), pointer, intent(out) :: in(:), out(:) !! operand and result (MATVEC, PRECOND)
         real(c_double), pointer, intent(out), optional :: partials(:) !! local values to sum (REDUCE_*)
         integer, intent(out), optional :: ierr !! status
-        integer(c_int32_t), target :: req, np
-        type(c_ptr), target :: pin, pout, ppart
+        type(c_ptr) :: pin, pout
         integer(c_int) :: rc
-        req = 0
-        np = 0
-        pin = c_null_ptr
-        pout = c_null_ptr
-        ppart = c_null_ptr
-        rc = pkrylov_rci_step(r%h, c_loc(req), c_loc(pin), c_loc(pout), c_loc(ppart), c_loc(np))
-        request = req
+        call rci_step_raw(r, request, pin, pout, rc, partials)
         nullify (in, out)
         if (c_associated(pin)) call c_f_pointer(pin, in, [r%n])
         if (c_associated(pout)) call c_f_pointer(pout, out, [r%n])
+        call check(rc, r%ctx, 'pk_rci_step', ierr)
+    end subroutine pk_rci_step
+
+    !> The C step shared by pk_rci_step and pk_rci_step_device: request, the operand and result addresses
+    !> (c_null_ptr when the request has none), the C status, and partials (host memory) when present.
+    subroutine rci_step_raw(r, request, pin, pout, rc, partials)
+        type(pk_rci), intent(in) :: r
+        integer(c_int32_t), intent(out) :: request
+        type(c_ptr), intent(out) :: pin, pout
+        integer(c_int), intent(out) :: rc
+        real(c_double), pointer, intent(out), optional :: partials(:)
+        integer(c_int32_t), target :: req, np
+        type(c_ptr), target :: tin, tout, ppart
+        req = 0
+        np = 0
+        tin = c_null_ptr
+        tout = c_null_ptr
+        ppart = c_null_ptr
+        rc = pkrylov_rci_step(r%h, c_loc(req), c_loc(tin), c_loc(tout), c_loc(ppart), c_loc(np))
+        request = req
+        pin = tin
+        pout = tout
         if (present(partials)) then
             nullify (partials)
             if (c_associated(ppart)) call c_f_pointer(ppart, partials, [np])
         end if
-        call check(rc, r%ctx, 'pk_rci_step', ierr)
-    end subroutine pk_rci_step
+    end subroutine rci_step_raw
 
     !> pk_rci_start with device arrays (CUDA context; CG and pipelined CG): b and x are device addresses of
     !> n real(c_double) values that must stay valid until PKRYLOV_RCI_DONE; the requests then hand device
@@ -2141,22 +2155,8 @@ contains
         type(c_ptr), intent(out) :: in, out !! device addresses of the operand and result (MATVEC, PRECOND)
         real(c_double), pointer, intent(out), optional :: partials(:) !! local values to sum (REDUCE_*)
         integer, intent(out), optional :: ierr !! status
-        integer(c_int32_t), target :: req, np
-        type(c_ptr), target :: pin, pout, ppart
         integer(c_int) :: rc
-        req = 0
-        np = 0
-        pin = c_null_ptr
-        pout = c_null_ptr
-        ppart = c_null_ptr
-        rc = pkrylov_rci_step(r%h, c_loc(req), c_loc(pin), c_loc(pout), c_loc(ppart), c_loc(np))
-        request = req
-        in = pin
-        out = pout
-        if (present(partials)) then
-            nullify (partials)
-            if (c_associated(ppart)) call c_f_pointer(ppart, partials, [np])
-        end if
+        call rci_step_raw(r, request, in, out, rc, partials)
         call check(rc, r%ctx, 'pk_rci_step_device', ierr)
     end subroutine pk_rci_step_device
 
