@@ -236,14 +236,21 @@ int pk_kry_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_n
   return E->be->basis_dots(E, x, b0, k, with_norm, out, flags);
 }
 
-int pk_kry_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
-  PK_CALL(check_vid(E, __func__, "y", y, 1));
-  PK_CALL(check_coef(E, __func__, cy));
-  PK_CALL(check_basis(E, __func__, "b", b0, k));
-  PK_CALL(check_range(E, __func__, "c", c0, k));
+/** The arguments of y = cy*y + sum s S[c0+j] V_{b0+j} (basis_axpy, basis_axpy_dots). */
+static int check_basis_axpy(pk_kry *E, const char *func, pk_vid y, pk_coef cy, int32_t b0, int32_t k,
+                            int32_t c0, int32_t neg) {
+  PK_CALL(check_vid(E, func, "y", y, 1));
+  PK_CALL(check_coef(E, func, cy));
+  PK_CALL(check_basis(E, func, "b", b0, k));
+  PK_CALL(check_range(E, func, "c", c0, k));
   if (y >= PK_KV_V0 + b0 && y < PK_KV_V0 + b0 + k)
-    return KRY_BAD(E, __func__, "y (%d) is one of the basis vectors summed [%d, %d)", y, b0, b0 + k);
-  if (neg != 0 && neg != 1) return KRY_BAD(E, __func__, "neg = %d is not 0 or 1", neg);
+    return KRY_BAD(E, func, "y (%d) is one of the basis vectors summed [%d, %d)", y, b0, b0 + k);
+  if (neg != 0 && neg != 1) return KRY_BAD(E, func, "neg = %d is not 0 or 1", neg);
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_kry_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
+  PK_CALL(check_basis_axpy(E, __func__, y, cy, b0, k, c0, neg));
   return E->be->basis_axpy(E, y, cy, b0, k, c0, neg);
 }
 
@@ -264,13 +271,7 @@ int pk_kry_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ld
 
 int pk_kry_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
                            int32_t with_norm, int32_t out, int32_t flags) {
-  PK_CALL(check_vid(E, __func__, "y", y, 1));
-  PK_CALL(check_coef(E, __func__, cy));
-  PK_CALL(check_basis(E, __func__, "b", b0, k));
-  PK_CALL(check_range(E, __func__, "c", c0, k));
-  if (y >= PK_KV_V0 + b0 && y < PK_KV_V0 + b0 + k)
-    return KRY_BAD(E, __func__, "y (%d) is one of the basis vectors summed [%d, %d)", y, b0, b0 + k);
-  if (neg != 0 && neg != 1) return KRY_BAD(E, __func__, "neg = %d is not 0 or 1", neg);
+  PK_CALL(check_basis_axpy(E, __func__, y, cy, b0, k, c0, neg));
   if (with_norm != 0 && with_norm != 1) return KRY_BAD(E, __func__, "with_norm = %d is not 0 or 1", with_norm);
   PK_CALL(check_flags(E, __func__, flags));
   PK_CALL(check_range(E, __func__, "out", out, (int64_t)k + with_norm));

@@ -245,24 +245,11 @@ int pk_allreduce_dots_begin(pkrylov_context ctx, double *vals, int count, int64_
   if (!ctx->reproducible) return pk_allreduce_begin(ctx, vals, count, req);
   if (count < 1 || count > PK_XACC_MAX)
     return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "count = %d outside 1..%d", count, PK_XACC_MAX);
-  req->vals = vals;
-  req->count = count;
-  req->active = 1;
-  req->exact = 1;
+  /* the request's own accumulators; xacc = NULL makes pk_allreduce_end find them there even when the
+     request is moved */
+  const int ierr = pk_allreduce_xdots_begin(ctx, vals, count, n, x, y, wet, 0, 0, req->acc, req);
   req->xacc = NULL;
-  req->dd = 0;
-  xacc_dots(ctx, count, n, x, y, wet, 0, req->acc);
-#ifdef PKRYLOV_HAVE_MPI
-  if (pk_distributed(ctx)) {
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, req->acc, count * PK_XACC_LEN, MPI_INT64_T, MPI_SUM, pk_mpi_comm(ctx),
-                            req_mpi(req));
-    if (rc != MPI_SUCCESS) {
-      req->active = 0;
-      return pk_mpi_error(ctx, __func__, "MPI_Iallreduce", rc);
-    }
-  }
-#endif
-  return PKRYLOV_SUCCESS;
+  return ierr;
 }
 
 int pk_allreduce_xdots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
