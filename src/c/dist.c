@@ -725,58 +725,20 @@ static int gs_prepare(pkrylov_operator A, const char *func, int32_t root, const 
   return e;
 }
 
-int pkrylov_operator_gather(pkrylov_operator A, int32_t root, const double *x_local, double *x_global) {
-  PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
-  if (A->type == PKRYLOV_OPERATOR_CSR) /* row blocks in rank order (dist_csr.c) */
-    return pk_dist_csr_gather_scatter(A, __func__, root, x_local, x_global, 0);
+/**
+ * Gather (dir 0: the ranks' blocks x_local into x_global on root) or scatter (dir 1: x_global on root into
+ * the blocks) of a grid operator's vector, in the global order (x fastest, then y, then the level).
+ */
+static int grid_gather_scatter(pkrylov_operator A, const char *func, int32_t root, double *x_local,
+                               double *x_global, int dir) {
   int *counts, *displs;
-  PK_CALL(gs_prepare(A, __func__, root, x_local, x_global, &counts, &displs));
+  PK_CALL(gs_prepare(A, func, root, x_local, x_global, &counts, &displs));
   const pk_dist *D = A->dist;
   if (!D || A->ctx->size == 1) {
     if (!D)
-      memcpy(x_global, x_local, sizeof(double) * (size_t)A->n);
+      memcpy(dir == 0 ? x_global : x_local, dir == 0 ? x_local : x_global, sizeof(double) * (size_t)A->n);
     else
-      block_copy(D, 0, 0, x_global, (double *)x_local, 0);
-    free(counts);
-    free(displs);
-    return PKRYLOV_SUCCESS;
-  }
-#ifdef PKRYLOV_HAVE_MPI
-  pkrylov_context ctx = A->ctx;
-  double *tmp = NULL;
-  int e = PKRYLOV_SUCCESS;
-  if (ctx->rank == root) {
-    tmp = malloc(sizeof(double) * (size_t)((int64_t)D->gnx * D->gny * D->nz));
-    if (!tmp) e = pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the gather buffer");
-  }
-  e = pk_mpi_agree(ctx, e);
-  if (!e) {
-    int rc = MPI_Gatherv(x_local, (int)A->n, MPI_DOUBLE, tmp, counts, displs, MPI_DOUBLE, root, pk_mpi_comm(ctx));
-    if (rc != MPI_SUCCESS) e = pk_mpi_error(ctx, __func__, "MPI_Gatherv", rc);
-  }
-  if (!e && ctx->rank == root)
-    for (int r = 0; r < ctx->size; r++) block_copy(D, r % D->px, r / D->px, x_global, tmp + displs[r], 0);
-  free(tmp);
-  free(counts);
-  free(displs);
-  return e;
-#else
-  return PKRYLOV_ERR_INTERNAL; /* unreachable: one rank without MPI */
-#endif
-}
-
-int pkrylov_operator_scatter(pkrylov_operator A, int32_t root, const double *x_global, double *x_local) {
-  PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
-  if (A->type == PKRYLOV_OPERATOR_CSR)
-    return pk_dist_csr_gather_scatter(A, __func__, root, x_local, (double *)x_global, 1);
-  int *counts, *displs;
-  PK_CALL(gs_prepare(A, __func__, root, x_local, x_global, &counts, &displs));
-  const pk_dist *D = A->dist;
-  if (!D || A->ctx->size == 1) {
-    if (!D)
-      memcpy(x_local, x_global, sizeof(double) * (size_t)A->n);
-    else
-      block_copy(D, 0, 0, (double *)x_global, x_local, 1);
+      block_copy(D, 0, 0, x_global, x_local, dir);
     free(counts);
     free(displs);
     return PKRYLOV_SUCCESS;
@@ -788,20 +750,42 @@ int pkrylov_operator_scatter(pkrylov_operator A, int32_t root, const double *x_g
   if (ctx->rank == root) {
     tmp = malloc(sizeof(double) * (size_t)((int64_t)D->gnx * D->gny * D->nz));
     if (!tmp)
-      e = pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the scatter buffer");
-    else
-      for (int r = 0; r < ctx->size; r++) block_copy(D, r % D->px, r / D->px, (double *)x_global, tmp + displs[r], 1);
+      e = pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the %s buffer",
+                   dir == 0 ? "gather" : "scatter");
+    else if (dir == 1)
+      for (int r = 0; r < ctx->size; r++) block_copy(D, r % D->px, r / D->px, x_global, tmp + displs[r], 1);
   }
   e = pk_mpi_agree(ctx, e);
   if (!e) {
-    int rc = MPI_Scatterv(tmp, counts, displs, MPI_DOUBLE, x_local, (int)A->n, MPI_DOUBLE, root, pk_mpi_comm(ctx));
-    if (rc != MPI_SUCCESS) e = pk_mpi_error(ctx, __func__, "MPI_Scatterv", rc);
+    const int rc =
+        dir == 0 ? MPI_Gatherv(x_local, (int)A->n, MPI_DOUBLE, tmp, counts, displs, MPI_DOUBLE, root,
+                               pk_mpi_comm(ctx))
+                 : MPI_Scatterv(tmp, counts, displs, MPI_DOUBLE, x_local, (int)A->n, MPI_DOUBLE, root,
+                                pk_mpi_comm(ctx));
+    if (rc != MPI_SUCCESS) e = pk_mpi_error(ctx, func, dir == 0 ? "MPI_Gatherv" : "MPI_Scatterv", rc);
   }
+  if (!e && dir == 0 && ctx->rank == root)
+    for (int r = 0; r < ctx->size; r++) block_copy(D, r % D->px, r / D->px, x_global, tmp + displs[r], 0);
   free(tmp);
   free(counts);
   free(displs);
   return e;
 #else
+  (void)root;
   return PKRYLOV_ERR_INTERNAL; /* unreachable: one rank without MPI */
 #endif
+}
+
+int pkrylov_operator_gather(pkrylov_operator A, int32_t root, const double *x_local, double *x_global) {
+  PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
+  if (A->type == PKRYLOV_OPERATOR_CSR) /* row blocks in rank order (dist_csr.c) */
+    return pk_dist_csr_gather_scatter(A, __func__, root, x_local, x_global, 0);
+  return grid_gather_scatter(A, __func__, root, (double *)x_local, x_global, 0);
+}
+
+int pkrylov_operator_scatter(pkrylov_operator A, int32_t root, const double *x_global, double *x_local) {
+  PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
+  if (A->type == PKRYLOV_OPERATOR_CSR)
+    return pk_dist_csr_gather_scatter(A, __func__, root, x_local, (double *)x_global, 1);
+  return grid_gather_scatter(A, __func__, root, x_local, (double *)x_global, 1);
 }
