@@ -244,7 +244,6 @@ int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res) {
     }
     const int nvalid = st.its - it0;
     if (st.code != PKRYLOV_DIVERGED_NAN && nvalid > 0) PK_CALL(update_x(R, &o, nvalid));
-    res->iterations = st.its;
     if (scur == 0 && have_sigma) { /* auto: the candidate with the least time per vector */
       if (pk_distributed(s->ctx)) { /* the slowest rank's times (ns), so every rank picks the same step */
         int64_t tns[3];
@@ -261,18 +260,9 @@ int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res) {
       const double su = scur;
       PK_CALL(pk_kry_set(E, o.fixed + PK_CA_SUSED, 1, &su));
     }
-    if (st.code == PKRYLOV_DIVERGED_NAN) {
-      res->reason = PKRYLOV_DIVERGED_NAN;
-      res->breakdown_iteration = st.code_it;
-      return PKRYLOV_SUCCESS;
-    }
-    if (st.code > 0) {
-      int accept, stagnated;
-      PK_CALL(pk_kry_confirm(R, res, &accept, &stagnated));
-      if (accept) return res->reason = pk_kry_converged(R, R->final_res), PKRYLOV_SUCCESS;
-      if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
-    }
-    if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
+    int done;
+    PK_CALL(pk_kry_cycle_end(R, &st, res, &done));
+    if (done) return PKRYLOV_SUCCESS;
     if (st.code == PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY) {
       if (++breakdowns >= PK_CA_MAX_BREAKDOWNS) {
         res->reason = PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY;

@@ -190,19 +190,9 @@ static int gmres_solve(pk_kry_run *R, pkrylov_result *res) {
     /* x += M^-1 V y with the valid columns (none after a NaN: x stays the last good iterate) */
     const int nvalid = st.its - it0;
     if (st.code != PKRYLOV_DIVERGED_NAN && nvalid > 0) PK_CALL(update_x(R, m, nvalid));
-    res->iterations = st.its;
-    if (st.code == PKRYLOV_DIVERGED_NAN) {
-      res->reason = PKRYLOV_DIVERGED_NAN;
-      res->breakdown_iteration = st.code_it;
-      return PKRYLOV_SUCCESS;
-    }
-    if (st.code > 0) { /* the estimate says converged: confirm on the true residual */
-      int accept, stagnated;
-      PK_CALL(pk_kry_confirm(R, res, &accept, &stagnated));
-      if (accept) return res->reason = pk_kry_converged(R, R->final_res), PKRYLOV_SUCCESS;
-      if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
-    }
-    if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
+    int done;
+    PK_CALL(pk_kry_cycle_end(R, &st, res, &done));
+    if (done) return PKRYLOV_SUCCESS;
     if (st.code == PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY) {
       /* pipelined: the next cycle runs as classical GMRES, which also finishes an invariant subspace that
          the pipelined norm cannot tell from a loss of orthogonality; repeated breakdowns are reported */

@@ -376,6 +376,25 @@ int pk_kry_confirm(pk_kry_run *R, pkrylov_result *res, int *accept, int *stagnat
   return PKRYLOV_SUCCESS;
 }
 
+int pk_kry_cycle_end(pk_kry_run *R, const pk_kry_status *st, pkrylov_result *res, int *done) {
+  *done = 1;
+  res->iterations = st->its;
+  if (st->code == PKRYLOV_DIVERGED_NAN) {
+    res->reason = PKRYLOV_DIVERGED_NAN;
+    res->breakdown_iteration = st->code_it;
+    return PKRYLOV_SUCCESS;
+  }
+  if (st->code > 0) { /* the estimate says converged: confirm on the true residual */
+    int accept, stagnated;
+    PK_CALL(pk_kry_confirm(R, res, &accept, &stagnated));
+    if (accept) return res->reason = pk_kry_converged(R, R->final_res), PKRYLOV_SUCCESS;
+    if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+  }
+  if (st->host) return res->reason = st->host, PKRYLOV_SUCCESS;
+  *done = 0;
+  return PKRYLOV_SUCCESS;
+}
+
 /** The method of solver type `type`: sizes and solve. */
 static int kry_method(pkrylov_solver s, int (**sizes)(pkrylov_solver, pk_kry_sizes *),
                       int (**solve)(pk_kry_run *, pkrylov_result *)) {

@@ -295,6 +295,14 @@ int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st);
 int pk_kry_confirm(pk_kry_run *R, pkrylov_result *res, int *accept, int *stagnated);
 /** Converged reason for residual norm v, or 0. */
 int pk_kry_converged(const pk_kry_run *R, double v);
+/**
+ * The end of a restart cycle that the steps or the host stopped (st from pk_kry_poll(), after x got the
+ * cycle's valid columns): a NaN ends the solve (reason and breakdown iteration), a converged estimate is
+ * confirmed on the true residual (accepted: converged; too many failed confirmations: stagnation), a host
+ * stop (monitor, stagnation) ends it. *done = 1 when res->reason is set and the driver returns; 0: the
+ * driver goes on with its own breakdown handling and the next cycle. res->iterations = st->its.
+ */
+int pk_kry_cycle_end(pk_kry_run *R, const pk_kry_status *st, pkrylov_result *res, int *done);
 
 /** BiCGStab and pipelined BiCGStab (bicgstab.c). */
 int pk_bicgstab_sizes(pkrylov_solver s, pk_kry_sizes *z);
