@@ -420,10 +420,9 @@ int pk_solver_check_finite(pkrylov_solver s, const char *func, const double *b, 
 /* Global reductions (reduce.c). Every global sum of a solver goes through these, so that MPI and a  */
 /* reproducible mode change one place.                                                               */
 
-/** Digits of the exact accumulator of reproducible mode: 32-bit digits from 2^-1074 up (67 of them, the
- *  last holding the sign and the carries) and a count of non-finite terms. */
-#define PK_XACC_DIGITS 67
-#define PK_XACC_LEN (PK_XACC_DIGITS + 1)
+/* The exact accumulator of reproducible mode (PK_XACC_DIGITS, PK_XACC_LEN and its code): pk_xacc.h, shared
+   with the CUDA kernels. */
+#include "pk_xacc.h"
 /** Most values one reproducible reduction carries. */
 #define PK_XACC_MAX 4
 

@@ -29,63 +29,11 @@
 /* ------------------------------------------------------------------------------------------------ */
 /* Exact accumulator                                                                                 */
 
-/** Add v to the accumulator d (PK_XACC_LEN slots). */
-static inline void xacc_add(int64_t *restrict d, double v) {
-  uint64_t bits;
-  memcpy(&bits, &v, sizeof bits);
-  const unsigned ex = (unsigned)(bits >> 52) & 0x7ffu;
-  uint64_t m = bits & ((UINT64_C(1) << 52) - 1);
-  if (ex == 0x7ffu) { /* Inf or NaN: counted, the result is NaN */
-    d[PK_XACC_DIGITS]++;
-    return;
-  }
-  unsigned pos = 0; /* bit position of m's lowest bit above 2^-1074 */
-  if (ex != 0) {
-    m |= UINT64_C(1) << 52;
-    pos = ex - 1;
-  }
-  if (m == 0) return;
-  const unsigned L = pos >> 5, s = pos & 31u;
-  const uint64_t sh = m << s; /* the low 64 bits of m 2^s */
-  const int64_t d0 = (int64_t)(sh & 0xffffffffu), d1 = (int64_t)(sh >> 32);
-  const int64_t d2 = s ? (int64_t)(m >> (64 - s)) : 0;
-  if (bits >> 63) {
-    d[L] -= d0, d[L + 1] -= d1, d[L + 2] -= d2;
-  } else {
-    d[L] += d0, d[L + 1] += d1, d[L + 2] += d2;
-  }
-}
-
-/** Carry pass: digits 0..PK_XACC_DIGITS-2 into [0, 2^32), the top digit signed. Canonical for a value. */
-static void xacc_normalize(int64_t *d) {
-  for (int i = 0; i < PK_XACC_DIGITS - 1; i++) {
-    const int64_t c = (d[i] - (d[i] & 0xffffffff)) / ((int64_t)1 << 32); /* floor(d / 2^32), exact */
-    d[i] &= 0xffffffff;
-    d[i + 1] += c;
-  }
-}
-
-/** The accumulator (normalised) rounded to a double by a fixed procedure. */
-static double xacc_value(const int64_t *din) {
-  if (din[PK_XACC_DIGITS] != 0) return NAN;
-  int64_t d[PK_XACC_LEN];
-  memcpy(d, din, sizeof d);
-  double sign = 1.0;
-  if (d[PK_XACC_DIGITS - 1] < 0) { /* magnitude of a negative value */
-    for (int i = 0; i < PK_XACC_DIGITS; i++) d[i] = -d[i];
-    xacc_normalize(d);
-    sign = -1.0;
-  }
-  int top = PK_XACC_DIGITS - 1;
-  while (top >= 0 && d[top] == 0) top--;
-  if (top < 0) return 0.0;
-  /* the top three digits (at least 65 significant bits; the digits below change the value by less than
-     2^-64 of it), then the scale: a fixed sequence of roundings, so equal accumulators give equal doubles */
-  double r = (double)d[top];
-  const int low = top >= 2 ? top - 2 : 0;
-  for (int i = top - 1; i >= low; i--) r = r * 4294967296.0 + (double)d[i];
-  return sign * ldexp(r, 32 * low - 1074);
-}
+/* The digit format, xacc_add, xacc_normalize and xacc_value: pk_xacc.h (shared with the CUDA kernels, so
+   both backends give the same accumulator and the same double). */
+#define xacc_add pk_xacc_add
+#define xacc_normalize pk_xacc_normalize
+#define xacc_value pk_xacc_value
 
 /**
  * Exact local accumulators acc[j] of the dots (x[j], y[j]) over n values (wet rows only when wet != 0), any
