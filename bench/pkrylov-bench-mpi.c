@@ -5,6 +5,7 @@
  *
  *   mpirun -n W pkrylov-bench-mpi [--backend cuda|cpu] [--weak NX,NY,NZ] [--strong NX,NY,NZ]
  *                                 [--ranks 1,2,4] [--iters N] [--reps R] [--json FILE] [--no-instrument]
+ *                                 [--reproducible]
  *
  * One launch of W ranks measures every rank count P of --ranks (default 1, 2, 4, ... up to W) on the
  * communicator of the first P ranks (the others wait), so the efficiencies come from one run:
@@ -26,6 +27,11 @@
  * blocking) gives the time per iteration of the halo exchanges (pack, device-to-host, MPI, host-to-device)
  * and of the global sums (partial sums, copies, MPI_Allreduce), the slowest rank's. The normal run overlaps
  * part of them with the GPU work: 'hidden' = (T_instrumented - T) / (halo + reductions).
+ * Reproducible mode (--reproducible): every configuration is measured twice in the same launch, in the
+ * default mode and in reproducible mode (pkrylov_context_set_reproducible: exact global sums), records
+ * "repro" 0 and 1; the reproducible records carry the ratio of their time per iteration to the default
+ * one's (same mode, solver, path and ranks), the efficiencies are against the one-rank time of the same
+ * mode.
  * Output: a table on stdout, and the records as JSON (--json, default bench-mpi.json), written by rank 0.
  */
 #define _POSIX_C_SOURCE 200112L /* setenv */
@@ -57,6 +63,8 @@ typedef struct {
   double t_instr;      /* instrumented run, s per iteration (0: not measured) */
   double halo, reduce; /* instrumented: s per iteration */
   double eff;
+  int repro;           /* 1: reproducible mode */
+  double repro_ratio;  /* repro: t_iter / the default mode's (0: not measured) */
 } record;
 
 static double now(void) {
@@ -105,7 +113,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
   MPI_Comm_size(MPI_COMM_WORLD, &wsize);
   int backend = PKRYLOV_BACKEND_CUDA, weak[3] = {256, 256, 128}, strong[3] = {512, 512, 128};
-  int iters = 100, reps = 3, instrument = 1, nranks = 0, rlist[16];
+  int iters = 100, reps = 3, instrument = 1, nranks = 0, rlist[16], reproducible = 0;
   const char *json = "bench-mpi.json";
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--backend") && a + 1 < argc) {
@@ -121,6 +129,8 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++a]);
     } else if (!strcmp(argv[a], "--json") && a + 1 < argc) {
       json = argv[++a];
+    } else if (!strcmp(argv[a], "--reproducible")) {
+      reproducible = 1;
     } else if (!strcmp(argv[a], "--no-instrument")) {
       instrument = 0;
     } else if (!strcmp(argv[a], "--ranks") && a + 1 < argc) {
@@ -222,7 +232,9 @@ int main(int argc, char **argv) {
         }
 #endif
         for (int t = 0; t < 2; t++)
-          for (int pa = 0; pa < npaths; pa++) {
+          for (int q = 0; q < npaths * (reproducible ? 2 : 1); q++) {
+            const int pa = q % npaths, rp = q / npaths; /* the default mode first, then reproducible */
+            CHECK(pkrylov_context_set_reproducible(ctx, rp));
             setenv("PKRYLOV_DIST_NCCL", strcmp(paths[pa], "nccl") ? "0" : "1", 1);
             pkrylov_solver s;
             CHECK(pkrylov_solver_create(ctx, types[t], A, M, &s));
@@ -234,7 +246,7 @@ int main(int argc, char **argv) {
               t1 = fmin(t1, timed_solve(comm, s, 10, b, x, wrank, &its));
               t2 = fmin(t2, timed_solve(comm, s, 10 + iters, b, x, wrank, &its2));
             }
-            record R = {modes[m], tnames[t], paths[pa], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0};
+            record R = {modes[m], tnames[t], paths[pa], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0, rp, 0};
             R.t_iter = (t2 - t1) / (double)(its2 - its > 0 ? its2 - its : 1);
             if (its != 10 || its2 != 10 + iters)
               if (wrank == 0)
@@ -259,14 +271,22 @@ int main(int argc, char **argv) {
 #endif
             if (wrank == 0) { /* a line now (a run cut short keeps what it measured), the table at the end */
               double e = NAN;
-              for (int j = 0; j < nrec; j++)
-                if (recs[j].ranks == 1 && !strcmp(recs[j].mode, R.mode) && !strcmp(recs[j].solver, R.solver))
+              for (int j = 0; j < nrec; j++) {
+                if (recs[j].ranks == 1 && recs[j].repro == R.repro && !strcmp(recs[j].mode, R.mode) &&
+                    !strcmp(recs[j].solver, R.solver))
                   e = !strcmp(R.mode, "weak") ? recs[j].t_iter / R.t_iter : recs[j].t_iter / (P * R.t_iter);
-              printf("  %s %s %s %d ranks: %.1f us/iter, efficiency %.1f%%, instrumented %.1f us/iter (halo "
+                if (R.repro && !recs[j].repro && recs[j].ranks == P && !strcmp(recs[j].mode, R.mode) &&
+                    !strcmp(recs[j].solver, R.solver) && !strcmp(recs[j].path, R.path))
+                  R.repro_ratio = R.t_iter / recs[j].t_iter;
+              }
+              printf("  %s %s %s%s %d ranks: %.1f us/iter, efficiency %.1f%%, instrumented %.1f us/iter (halo "
                      "%.1f, "
-                     "sums %.1f)\n",
-                     R.mode, R.solver, R.path, P, 1e6 * R.t_iter, 100.0 * e, 1e6 * R.t_instr, 1e6 * R.halo,
-                     1e6 * R.reduce);
+                     "sums %.1f)",
+                     R.mode, R.solver, R.path, R.repro ? " reproducible" : "", P, 1e6 * R.t_iter, 100.0 * e,
+                     1e6 * R.t_instr, 1e6 * R.halo, 1e6 * R.reduce);
+              if (R.repro)
+                printf(", %.2f x the default mode's time", R.repro_ratio);
+              printf("\n");
               fflush(stdout);
               recs[nrec++] = R;
             }
@@ -286,21 +306,21 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nrec; i++) {
       recs[i].eff = NAN;
       for (int j = 0; j < nrec; j++)
-        if (recs[j].ranks == 1 && !strcmp(recs[j].mode, recs[i].mode) &&
+        if (recs[j].ranks == 1 && recs[j].repro == recs[i].repro && !strcmp(recs[j].mode, recs[i].mode) &&
             !strcmp(recs[j].solver, recs[i].solver))
           recs[i].eff = !strcmp(recs[i].mode, "weak") ? recs[j].t_iter / recs[i].t_iter
                                                       : recs[j].t_iter / (recs[i].ranks * recs[i].t_iter);
     }
-    printf("\n%-6s %-13s %-6s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "path",
-           "ranks", "pxpy", "grid", "us/iter", "eff", "instr us/it", "halo us", "reduce us", "comm %",
+    printf("\n%-6s %-13s %-6s %5s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "path",
+           "repro", "ranks", "pxpy", "grid", "us/iter", "eff", "instr us/it", "halo us", "reduce us", "comm %",
            "hidden");
     for (int i = 0; i < nrec; i++) {
       const record *R = &recs[i];
       char g[64], d[16];
       snprintf(g, sizeof g, "%dx%dx%d", R->gnx, R->gny, R->nz);
       snprintf(d, sizeof d, "%dx%d", R->px, R->py);
-      printf("%-6s %-13s %-6s %5d %5s %16s %10.1f %6.1f%%", R->mode, R->solver, R->path, R->ranks, d, g,
-             1e6 * R->t_iter, 100.0 * R->eff);
+      printf("%-6s %-13s %-6s %5d %5d %5s %16s %10.1f %6.1f%%", R->mode, R->solver, R->path, R->repro, R->ranks,
+             d, g, 1e6 * R->t_iter, 100.0 * R->eff);
       if (R->t_instr > 0) {
         const double comm = R->halo + R->reduce;
         printf(" %11.1f %9.1f %9.1f %6.1f%% %6.0f%%\n", 1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce,
@@ -325,9 +345,11 @@ int main(int argc, char **argv) {
                 "\"py\": %d, \"grid\": "
                 "[%d, %d, %d], "
                 "\"us_per_iter\": %.3f, \"efficiency\": %.4f, \"instrumented_us_per_iter\": %.3f, "
-                "\"halo_us_per_iter\": %.3f, \"reduce_us_per_iter\": %.3f}%s\n",
+                "\"halo_us_per_iter\": %.3f, \"reduce_us_per_iter\": %.3f, \"reproducible\": %d, "
+                "\"repro_ratio\": %.4f}%s\n",
                 R->mode, R->solver, R->path, R->ranks, R->px, R->py, R->gnx, R->gny, R->nz, 1e6 * R->t_iter,
-                R->eff, 1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce, i + 1 < nrec ? "," : "");
+                R->eff, 1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce, R->repro, R->repro_ratio,
+                i + 1 < nrec ? "," : "");
       }
       fprintf(f, "  ]\n}\n");
       fclose(f);

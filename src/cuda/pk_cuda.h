@@ -448,6 +448,31 @@ int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, const double *
  */
 void pk_cuda_solver_set_launch(struct pkrylov_solver_s *s, int fold, int pdl);
 
+/* ---- reproducible mode (pk_cuda_xacc.cu): exact dots into the accumulator of pk_xacc.h -------------- */
+
+/** Most dot products of one pk_cuda_xacc_dots call. */
+#define PKC_XACC_MAXV 4
+/** Blocks pk_cuda_xacc_dots launches for n values (its scratch `blk` holds blocks * nv * PK_XACC_LEN int64);
+ *  -1 when n is too large for the accumulator's headroom (more than 2^40 values). */
+int64_t pk_cuda_xacc_grid(int64_t n);
+/**
+ * Exact dot products (x[j], y[j]), j < nv <= PKC_XACC_MAXV, of n values on the device: the rounded products
+ * summed exactly into acc[j * PK_XACC_LEN ...] (device, canonical digits: reduce.c's accumulator of the same
+ * products bitwise), and when out is not NULL rounded to out[j] (device) as pk_xacc_value. blk is device
+ * scratch (pk_cuda_xacc_grid(n) * nv * PK_XACC_LEN int64). Returns a cudaError_t.
+ */
+int pk_cuda_xacc_dots(void *stream, int64_t n, int nv, const double *const *x, const double *const *y,
+                      int64_t *blk, int64_t *acc, double *out);
+/** out[j] = the rounding of the accumulators acc[j * PK_XACC_LEN ...] (any carries: a carry pass first),
+ *  j < nv, on the device (e.g. after the ranks' accumulators were added). Returns a cudaError_t. */
+int pk_cuda_xacc_round(void *stream, const int64_t *acc, int nv, double *out);
+/**
+ * buf[0..count) := the sum over the ranks (ncclSum on ncclInt64: exact) of the device int64 array buf, on A's
+ * communication stream in the order of the context's stream (the work enqueued after waits for it), as
+ * pk_cuda_dist_allgather. Reproducible mode's global sums on the NCCL path.
+ */
+int pk_cuda_dist_allreduce_i64(struct pkrylov_operator_s *A, void *nccl, int64_t *buf, int count);
+
 #ifdef __cplusplus
 }
 #endif

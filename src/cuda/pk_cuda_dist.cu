@@ -405,6 +405,34 @@ extern "C" int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, 
 #endif
 }
 
+/* reproducible mode (pk_cuda_solver.cu): the ranks' exact accumulators added by ncclSum on ncclInt64, on the
+   communication stream like the gathers above (one order of NCCL calls on every rank) */
+extern "C" int pk_cuda_dist_allreduce_i64(struct pkrylov_operator_s *A, void *nccl, int64_t *buf, int count) {
+  pkrylov_context ctx = A->ctx;
+  DistDev *d = dist_of(A);
+  if (!d || !nccl)
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "global sums", "no NCCL communicator / distributed operator");
+#ifdef PKRYLOV_HAVE_NCCL
+  cudaStream_t st = stream_of(ctx);
+  cudaError_t e = cudaEventRecord(d->fork, st);
+  if (e == cudaSuccess)
+    e = cudaStreamWaitEvent(d->copy, d->fork, 0);
+  if (e != cudaSuccess)
+    return cuda_err(ctx, e, "global sums");
+  ncclResult_t r = ncclAllReduce(buf, buf, (size_t)count, ncclInt64, ncclSum, (ncclComm_t)nccl, d->copy);
+  if (r != ncclSuccess)
+    return pk_error(ctx, PKRYLOV_ERR_BACKEND, "global sums", "ncclAllReduce: NCCL error %d (%s)", (int)r,
+                    ncclGetErrorString(r));
+  e = cudaEventRecord(d->join, d->copy);
+  if (e == cudaSuccess)
+    e = cudaStreamWaitEvent(st, d->join, 0);
+  return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_err(ctx, e, "global sums");
+#else
+  (void)buf, (void)count;
+  return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "global sums", "built without NCCL");
+#endif
+}
+
 extern "C" int pk_cuda_nccl_compiled(void) {
 #ifdef PKRYLOV_HAVE_NCCL
   return 1;

@@ -71,6 +71,12 @@ struct SolverDev {
   void *graph_nccl;       /* the NCCL communicator the graph's exchanges use (NULL: not distributed) */
   int dist_graph_failed;  /* a capture of a distributed block failed: run those blocks directly */
   void *nccl_warm;        /* the NCCL communicator an allgather has run on (outside a graph capture) */
+  /* reproducible mode (allocated on its first solve): the exact sums of pk_cuda_xacc.cu */
+  int64_t *xblk;          /* the blocks' accumulators (xblk_len int64) */
+  int64_t xblk_len;
+  int64_t *xacc, *hxacc;  /* PKC_XACC_MAXV accumulators: device; pinned host (MPI) */
+  double *xs;             /* PKC_XACC_MAXV rounded exact sums (device): the scalar steps' one partial slot */
+  int graph_repro;        /* the graph's blocks use the exact sums */
 };
 
 /** Partial-sum buffer i (0 or 1) of d. */
@@ -123,6 +129,7 @@ struct Run {
   int sums_done;         /* instrumented mode: sums_begin did the whole reduction */
   int64_t nb_update;     /* pipelined CG: slots the last update wrote (local sums) */
   void *nccl;            /* NCCL communicator (distributed grid operator, pk_mpi_nccl), NULL: host-staged */
+  int repro;             /* reproducible mode: every global sum the iteration reads is an exact one */
 };
 
 int state_to_host(Run &R);
@@ -322,6 +329,96 @@ int global_part(Run &R, const double **part, int64_t *nb, int nvals) {
   return sums_end(R, nvals, part, nb);
 }
 
+/* ---- reproducible mode (ctx->reproducible) ----------------------------------------------------------
+ * Every global sum the iteration reads is recomputed from its vectors by pk_cuda_xacc_dots: the rounded
+ * products summed exactly into the accumulator of reduce.c (pk_xacc.h), added over the ranks as integers
+ * (NCCL: ncclAllReduce on ncclInt64; host-staged: MPI_SUM on MPI_INT64_T through pinned memory), rounded
+ * once on the device into d->xs, which the scalar steps read as their one partial slot. The same sums
+ * (the same products) as the CPU backend's reproducible mode: (r, z) and (r, r) after CG's preconditioner
+ * loop, (p, q) after its operator loop, (r, u), (w, u), (r, r) before pipelined CG's scalar step, (r, r)
+ * of the true residual, (b, b) and the curvature (t, A t). The results depend neither on the rank count nor
+ * on the decomposition; the fused partial sums of the launchers are computed and ignored. No folded
+ * launchers; graphs on one GPU only. */
+
+/** The exact-sum buffers (first reproducible solve). */
+int xacc_alloc(Run &R) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  const int64_t grid = pk_cuda_xacc_grid(R.n);
+  if (grid < 1)
+    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
+                    "reproducible mode: %lld local values are more than the exact sums take on a GPU",
+                    (long long)R.n);
+  const int64_t len = grid * PKC_XACC_MAXV * PK_XACC_LEN;
+  if (d->xblk && d->xblk_len >= len) return PKRYLOV_SUCCESS;
+  cudaFree(d->xblk);
+  d->xblk = NULL, d->xblk_len = 0;
+  if (!d->xacc) {
+    CU(cudaMalloc(&d->xacc, sizeof(int64_t) * PKC_XACC_MAXV * PK_XACC_LEN), "allocating the exact sums");
+    CU(cudaMallocHost(&d->hxacc, sizeof(int64_t) * PKC_XACC_MAXV * PK_XACC_LEN), "allocating the exact sums");
+    CU(cudaMalloc(&d->xs, sizeof(double) * PKC_XACC_MAXV), "allocating the exact sums");
+  }
+  CU(cudaMalloc(&d->xblk, sizeof(int64_t) * (size_t)len), "allocating the exact sums");
+  d->xblk_len = len;
+  return PKRYLOV_SUCCESS;
+}
+
+/** The exact global dots (x[j], y[j]), j < nv, into d->xs (device); (*gp, *gnb) = (d->xs, 1) when gp is not
+ *  NULL. Host-staged: the device state comes to the host with the accumulators, as in sums_begin. */
+int exact_sums(Run &R, int nv, const double *const *x, const double *const *y, const double **gp,
+               int64_t *gnb) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  CU(pk_cuda_xacc_dots(R.stream, R.n, nv, x, y, d->xblk, d->xacc, R.distributed ? NULL : d->xs),
+     "exact sums");
+  if (R.distributed) {
+    const int cnt = nv * PK_XACC_LEN;
+    if (R.nccl) {
+      PK_CALL(pk_cuda_dist_allreduce_i64(R.dop, R.nccl, d->xacc, cnt));
+    } else {
+      CU(cudaMemcpyAsync(d->hxacc, d->xacc, sizeof(int64_t) * cnt, cudaMemcpyDeviceToHost, R.stream), "copy");
+      CU(cudaMemcpyAsync(d->hst, d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream), "state");
+      CU(cudaStreamSynchronize(R.stream), "synchronising");
+      const double t0 = pk_wtime();
+      PK_CALL(pk_mpi_allreduce_i64(ctx, d->hxacc, cnt, 0));
+      pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
+      CU(cudaMemcpyAsync(d->xacc, d->hxacc, sizeof(int64_t) * cnt, cudaMemcpyHostToDevice, R.stream), "copy");
+    }
+    CU(pk_cuda_xacc_round(R.stream, d->xacc, nv, d->xs), "exact sums");
+  }
+  if (gp) *gp = d->xs, *gnb = 1;
+  return PKRYLOV_SUCCESS;
+}
+
+/** exact_sums brought to the host: out[0..nv) (one synchronisation). */
+int exact_sums_host(Run &R, int nv, const double *const *x, const double *const *y, double *out) {
+  pkrylov_context ctx = R.ctx;
+  PK_CALL(exact_sums(R, nv, x, y, NULL, NULL));
+  CU(cudaMemcpyAsync(R.d->hsum, R.d->xs, sizeof(double) * nv, cudaMemcpyDeviceToHost, R.stream), "copy");
+  CU(cudaStreamSynchronize(R.stream), "synchronising");
+  memcpy(out, R.d->hsum, sizeof(double) * nv);
+  return PKRYLOV_SUCCESS;
+}
+
+/** CG's sums after the preconditioner loop, (r, z) and (r, r), exact: the scalar step's slots. */
+int exact_cg_rho(Run &R, const double **gp, int64_t *gnb) {
+  double **v = R.d->v;
+  const double *xs[2] = {v[D_R], v[D_R]}, *ys[2] = {v[D_Z], v[D_R]};
+  return exact_sums(R, 2, xs, ys, gp, gnb);
+}
+/** CG's (p, q) after the operator loop, exact. */
+int exact_cg_sigma(Run &R, const double **gp, int64_t *gnb) {
+  double **v = R.d->v;
+  const double *xs[1] = {v[D_P]}, *ys[1] = {v[D_Q]};
+  return exact_sums(R, 1, xs, ys, gp, gnb);
+}
+/** Pipelined CG's (r, u), (w, u), (r, r), exact. */
+int exact_pipecg(Run &R, const double **gp, int64_t *gnb) {
+  double **v = R.d->v;
+  const double *xs[3] = {v[D_R], v[D_W], v[D_R]}, *ys[3] = {v[D_U], v[D_U], v[D_R]};
+  return exact_sums(R, 3, xs, ys, gp, gnb);
+}
+
 /** ||b - A x|| into *res (r is overwritten). */
 int true_residual(Run &R, double *r, double *res) {
   pkrylov_context ctx = R.ctx;
@@ -330,8 +427,13 @@ int true_residual(Run &R, double *r, double *res) {
   PK_CALL(user_ax(R, R.d->v[D_X]));
   PK_CALL(halo(R, R.d->v[D_X]));
   CU(pk_cuda_residual(R.stream, &R.op64, R.d->v[D_B], R.d->v[D_X], r, R.d->part, &nb), "residual");
-  PK_CALL(sums_to_host(R, nb, 1, &rr));
-  PK_CALL(pk_allreduce_sum(ctx, &rr, 1));
+  if (R.repro) {
+    const double *xs[1] = {r};
+    PK_CALL(exact_sums_host(R, 1, xs, xs, &rr));
+  } else {
+    PK_CALL(sums_to_host(R, nb, 1, &rr));
+    PK_CALL(pk_allreduce_sum(ctx, &rr, 1));
+  }
   *res = sqrt(rr);
   return PKRYLOV_SUCCESS;
 }
@@ -408,9 +510,14 @@ int dist_cg_enqueue(Run &R, int count) {
     const double *gp;
     CU(pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, 0, R.n, v[D_R], v[D_Q], v[D_Z], d->part, &nbp),
        "CG preconditioner loop");
-    PK_CALL(sums_begin(R, d->part, nbp, 2));
-    PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z], R.nccl));
-    PK_CALL(sums_end(R, 2, &gp, &gnb));
+    if (R.repro) {
+      PK_CALL(exact_cg_rho(R, &gp, &gnb));
+      PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z], R.nccl));
+    } else {
+      PK_CALL(sums_begin(R, d->part, nbp, 2));
+      PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z], R.nccl));
+      PK_CALL(sums_end(R, 2, &gp, &gnb));
+    }
     CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, gp, gnb, R.hist, 0), "CG scalar step");
     CU(pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, &nb1),
        "CG operator loop");
@@ -419,8 +526,12 @@ int dist_cg_enqueue(Run &R, int count) {
                                 &nb2),
        "CG operator loop (tile edges)");
     if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
-    PK_CALL(sums_begin(R, d->part, nb1 + nb2, 1));
-    PK_CALL(sums_end(R, 1, &gp, &gnb));
+    if (R.repro) {
+      PK_CALL(exact_cg_sigma(R, &gp, &gnb));
+    } else {
+      PK_CALL(sums_begin(R, d->part, nb1 + nb2, 1));
+      PK_CALL(sums_end(R, 1, &gp, &gnb));
+    }
     CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, gp, gnb), "CG scalar step");
     /* host path: stopped at the rho step or before (the state copied with the sums): the rest does nothing.
        NCCL: the host does not see the state inside a block; the kernels of a stopped solve do nothing. */
@@ -445,10 +556,16 @@ int dist_pipecg_enqueue(Run &R, int count) {
     const double *gp = d->part;
     int64_t gnb = d->nslots, nb1 = 0, nb2 = 0;
     /* all nslots slots: the update's and zeros beyond (pipecg_replace), the same calls every iteration */
-    PK_CALL(sums_begin(R, d->part, d->nslots, 3));
-    CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
-    PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
-    PK_CALL(sums_end(R, 3, &gp, &gnb));
+    if (R.repro) { /* the exact sums of r, u, w first (not overlapped) */
+      PK_CALL(exact_pipecg(R, &gp, &gnb));
+      CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
+      PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
+    } else {
+      PK_CALL(sums_begin(R, d->part, d->nslots, 3));
+      CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
+      PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
+      PK_CALL(sums_end(R, 3, &gp, &gnb));
+    }
     CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
     CU(pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
                            v[D_U], v[D_W], d->part, &nb1),
@@ -482,11 +599,11 @@ int cg_enqueue(Run &R, int count) {
     for (int i = 0; i < count; i++) {
       const double *pp = d->part;
       PK_CALL(cg_precond(R, 0, &nbp));
-      PK_CALL(global_part(R, &pp, &nbp, 2));
+      PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nbp) : global_part(R, &pp, &nbp, 2));
       CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, pp, nbp, R.hist, 0), "CG scalar step");
       PK_CALL(cg_operator(R, 0, &nbo));
       pp = d->part;
-      PK_CALL(global_part(R, &pp, &nbo, 1));
+      PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nbo) : global_part(R, &pp, &nbo, 1));
       CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, pp, nbo), "CG scalar step");
       if (R.distributed && !R.nccl && d->hst->status != PK_ST_RUNNING) break; /* the rest would do nothing */
     }
@@ -529,7 +646,9 @@ int pipecg_enqueue(Run &R, int count) {
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
       const double *gp = d->part;
       int64_t gnb = d->nslots;
-      if (R.distributed) {
+      if (R.repro) {
+        PK_CALL(exact_pipecg(R, &gp, &gnb));
+      } else if (R.distributed) {
         gnb = R.nb_update;
         PK_CALL(global_part(R, &gp, &gnb, 3));
       }
@@ -594,11 +713,12 @@ int run_block(Run &R, int count, int type) {
   const int k = R.k;
   /* distributed: a graph only on the NCCL path (the host-staged one calls MPI between the kernels), and not
      in the instrumented mode (it synchronises around every exchange) */
-  const int dist_graph = R.nccl && R.dop && !R.upc && !d->dist_graph_failed && !pk_cuda_dist_instrumented();
+  const int dist_graph =
+      R.nccl && R.dop && !R.upc && !d->dist_graph_failed && !pk_cuda_dist_instrumented() && !R.repro;
   if (count == k && k > 1 && (!R.distributed || dist_graph)) {
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
         d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist ||
-        d->graph_nccl != R.nccl) {
+        d->graph_nccl != R.nccl || d->graph_repro != R.repro) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
       int rc = 0;
       cudaError_t e = capture_graph(R, k, type, &rc);
@@ -618,6 +738,7 @@ int run_block(Run &R, int count, int type) {
       CU(e, "graph capture");
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
       d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
+      d->graph_repro = R.repro;
     }
     CU(cudaGraphLaunch(d->graph, R.stream), "graph launch");
   } else {
@@ -686,12 +807,12 @@ restart:
     CU(cudaMemsetAsync(v[D_Q], 0, bytes, R.stream), "memset");
     PK_CALL(cg_precond(R, 1, &nb));
     const double *pp = R.d->part;
-    PK_CALL(global_part(R, &pp, &nb, 2));
+    PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nb) : global_part(R, &pp, &nb, 2));
     CU(pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, pp, nb, R.hist, 1), "CG scalar step");
     CU(cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
     PK_CALL(cg_operator(R, 1, &nb));
     pp = R.d->part;
-    PK_CALL(global_part(R, &pp, &nb, 1));
+    PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nb) : global_part(R, &pp, &nb, 1));
     CU(pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, pp, nb), "CG scalar step");
     PK_CALL(state_to_host(R));
   }
@@ -796,7 +917,9 @@ restart:
       PK_CALL(apply_pc(R, R.d->st, v[D_W], v[D_M]));
       const double *gp = R.d->part;
       int64_t gnb = R.d->nslots;
-      if (R.distributed) {
+      if (R.repro) {
+        PK_CALL(exact_pipecg(R, &gp, &gnb));
+      } else if (R.distributed) {
         gnb = R.nb_update;
         PK_CALL(global_part(R, &gp, &gnb, 3));
       }
@@ -854,9 +977,13 @@ restart:
       CU(pk_cuda_axpy_dev(R.stream, R.n, &R.d->st->beta, v[D_P], v[D_T]), "t = u + beta p");
       PK_CALL(apply_op(R, v[D_T], v[D_AT])); /* A t */
       const double *xs[1] = {v[D_T]}, *ys[1] = {v[D_AT]};
-      CU(pk_cuda_dots(R.stream, R.n, 1, xs, ys, R.d->part, &nb), "dot");
-      PK_CALL(sums_to_host(R, nb, 1, &curv));
-      PK_CALL(pk_allreduce_sum(ctx, &curv, 1));
+      if (R.repro) {
+        PK_CALL(exact_sums_host(R, 1, xs, ys, &curv));
+      } else {
+        CU(pk_cuda_dots(R.stream, R.n, 1, xs, ys, R.d->part, &nb), "dot");
+        PK_CALL(sums_to_host(R, nb, 1, &curv));
+        PK_CALL(pk_allreduce_sum(ctx, &curv, 1));
+      }
       if (isfinite(curv) && curv != 0.0 && (curv > 0 ? 1.0 : -1.0) == h->sigma_sign) {
         if (R.restarts++ >= 5) return R.res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
         goto restart;
@@ -934,6 +1061,10 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   if (d->ev_sums) cudaEventDestroy(d->ev_sums);
   cudaFree(d->gath);
   cudaFreeHost(d->hgath);
+  cudaFree(d->xblk);
+  cudaFree(d->xacc);
+  cudaFreeHost(d->hxacc);
+  cudaFree(d->xs);
   cudaFree(d->work);
   cudaFree(d->part);
   cudaFree(d->hist);
@@ -994,6 +1125,11 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
       PK_CALL(pk_cuda_dist_allgather(s->A, R.nccl, d->dsum, d->gath, 1, 1));
       d->nccl_warm = R.nccl;
     }
+  }
+  R.repro = ctx->reproducible != 0;
+  if (R.repro) { /* the exact sums (pk_cuda_xacc.cu) between the launchers: no folded steps */
+    R.fold = 0;
+    PK_CALL(xacc_alloc(R));
   }
   R.pdl = R.fold && d->pdl;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &R.op64));
@@ -1070,7 +1206,12 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     CU(pk_cuda_dots(R.stream, n, 1, xs, xs, d->part, &nb), "norm");
     PK_CALL(sums_to_host(R, nb, 1, sums));
   }
-  PK_CALL(pk_allreduce_sum(ctx, sums, 1));
+  if (R.repro) { /* (b, b) exact (b is 0 at dry cells: the CPU's sum over the wet ones) */
+    const double *xs[1] = {v[D_B]};
+    PK_CALL(exact_sums_host(R, 1, xs, xs, sums));
+  } else {
+    PK_CALL(pk_allreduce_sum(ctx, sums, 1));
+  }
   res.rhs_norm = sqrt(sums[0]);
   if (!isfinite(res.rhs_norm))
     return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",

@@ -1,0 +1,181 @@
+/**
+ * @file pk_cuda_xacc.cu
+ * @brief Reproducible mode on the GPU: exact dot products into the exact accumulator of reduce.c (the
+ *        format and the add / carry / round code of pk_xacc.h, shared with the CPU), so a CUDA context
+ *        gets, for the same vectors, the CPU's reproducible sum bitwise.
+ *
+ * Three kernels:
+ *  - k_xacc_dots<NV>: each thread adds the rounded products x[j][i] * y[j][i] (__dmul_rn: never fused with
+ *    anything) of its grid-stride elements into a register window of four digits (the three digits of a
+ *    product at level L, L + 1 land in digits B..B+3 when L is B or B + 1; any other level first flushes the
+ *    window), flushes the window into the block's shared accumulator with 64-bit INTEGER atomics (integer
+ *    addition is exact and associative: the order of the atomics does not matter), and the block writes its
+ *    accumulator after a carry pass (canonical digits);
+ *  - k_xacc_finish: the blocks' accumulators added as int64 (one warp per digit, shuffles), a carry pass,
+ *    and (when asked) the rounding to doubles (pk_xacc_value: the host's fixed rounding sequence);
+ *  - k_xacc_round: carry pass and rounding of accumulators (after the ranks' accumulators were added by
+ *    MPI_SUM on MPI_INT64_T or ncclSum on ncclInt64, both exact).
+ *
+ * Headroom: a digit is below 2^32 and every element adds to a slot of its dot at most once, so a slot
+ * holds less than (elements added) 2^32. The launcher sizes the grid so that a thread adds at most 2^20
+ * elements (its window digits stay below 2^52, a warp's shuffle sum of them below 2^57) and a block at most
+ * 2^28 (its shared slots stay below 2^60); the finisher adds at most kMaxBlocks canonical accumulators
+ * (digits below 2^32), the ranks at most 2^31 of them. Larger local vectors are refused
+ * (PKRYLOV_ERR_UNSUPPORTED: more than 2^28 elements per block at the largest grid).
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "pk_impl.h"
+}
+#include "pk_cuda.h"
+
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int64_t kMaxBlocks = 4096;             /* grid cap (and the block accumulators' buffer) */
+constexpr int64_t kPerThread = (int64_t)1 << 20; /* elements per thread, at most */
+constexpr int64_t kPerBlock = (int64_t)1 << 28;  /* elements per block, at most */
+constexpr int kFinishThreads = 1024;
+
+struct XPairs {
+  const double *x[PKC_XACC_MAXV], *y[PKC_XACC_MAXV];
+};
+
+/** Add the window (digits a0..a3 at B) to the shared accumulator. */
+__device__ __forceinline__ void flush(unsigned long long *sh, int B, int64_t &a0, int64_t &a1, int64_t &a2,
+                                      int64_t &a3) {
+  if (B < 0) return;
+  if (a0) atomicAdd(sh + B, (unsigned long long)a0); /* two's complement: signed addition */
+  if (a1) atomicAdd(sh + B + 1, (unsigned long long)a1);
+  if (a2) atomicAdd(sh + B + 2, (unsigned long long)a2);
+  if (a3) atomicAdd(sh + B + 3, (unsigned long long)a3);
+  a0 = a1 = a2 = a3 = 0;
+}
+
+template <int NV>
+__global__ void __launch_bounds__(kBlock) k_xacc_dots(int64_t n, XPairs pr, int64_t *blk) {
+  __shared__ unsigned long long sh[NV][PK_XACC_LEN];
+  for (int q = threadIdx.x; q < NV * PK_XACC_LEN; q += blockDim.x) (&sh[0][0])[q] = 0;
+  __syncthreads();
+  int B[NV];
+  int64_t a0[NV], a1[NV], a2[NV], a3[NV];
+  unsigned bad[NV];
+#pragma unroll
+  for (int j = 0; j < NV; j++) B[j] = -1, a0[j] = a1[j] = a2[j] = a3[j] = 0, bad[j] = 0;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+      const double p = __dmul_rn(pr.x[j][i], pr.y[j][i]); /* the rounded product, as the CPU's x * y */
+      unsigned L;
+      int64_t d0, d1, d2;
+      int neg;
+      const int k = pk_xacc_split(p, &L, &d0, &d1, &d2, &neg);
+      if (k == 0) continue;
+      if (k == 2) {
+        bad[j]++;
+        continue;
+      }
+      if (neg) d0 = -d0, d1 = -d1, d2 = -d2;
+      if ((int)L != B[j] && (int)L != B[j] + 1) {
+        flush(sh[j], B[j], a0[j], a1[j], a2[j], a3[j]);
+        B[j] = (int)L; /* L <= 63: digits B..B+3 <= 66 = PK_XACC_DIGITS - 1 */
+      }
+      if ((int)L == B[j]) {
+        a0[j] += d0, a1[j] += d1, a2[j] += d2;
+      } else {
+        a1[j] += d0, a2[j] += d1, a3[j] += d2;
+      }
+    }
+  }
+  /* the warp's lanes with the same window add theirs by shuffles first (fewer atomics on one address) */
+  const unsigned lane = threadIdx.x & 31u;
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int B0 = __shfl_sync(0xffffffffu, B[j], 0);
+    if (__all_sync(0xffffffffu, B[j] == B0 || (a0[j] | a1[j] | a2[j] | a3[j]) == 0) && B0 >= 0) {
+      for (int o = 16; o > 0; o >>= 1) {
+        a0[j] += __shfl_down_sync(0xffffffffu, a0[j], o);
+        a1[j] += __shfl_down_sync(0xffffffffu, a1[j], o);
+        a2[j] += __shfl_down_sync(0xffffffffu, a2[j], o);
+        a3[j] += __shfl_down_sync(0xffffffffu, a3[j], o);
+      }
+      if (lane == 0) flush(sh[j], B0, a0[j], a1[j], a2[j], a3[j]);
+    } else {
+      flush(sh[j], B[j], a0[j], a1[j], a2[j], a3[j]);
+    }
+    if (bad[j]) atomicAdd(&sh[j][PK_XACC_DIGITS], (unsigned long long)bad[j]);
+  }
+  __syncthreads();
+  if (threadIdx.x < NV) pk_xacc_normalize((int64_t *)sh[threadIdx.x]);
+  __syncthreads();
+  for (int q = threadIdx.x; q < NV * PK_XACC_LEN; q += blockDim.x)
+    blk[(int64_t)blockIdx.x * NV * PK_XACC_LEN + q] = (int64_t)(&sh[0][0])[q];
+}
+
+/** acc[j] = sum over the nb blocks of blk (canonical), normalised; out[j] its rounding when out != NULL. */
+__global__ void __launch_bounds__(kFinishThreads)
+    k_xacc_finish(const int64_t *blk, int64_t nb, int nv, int64_t *acc, double *out) {
+  __shared__ int64_t sh[PKC_XACC_MAXV * PK_XACC_LEN];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int len = nv * PK_XACC_LEN;
+  for (int q = warp; q < len; q += nw) {
+    int64_t s = 0;
+    for (int64_t b = lane; b < nb; b += 32) s += blk[b * len + q];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (lane == 0) sh[q] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < nv) {
+    int64_t *a = sh + threadIdx.x * PK_XACC_LEN;
+    pk_xacc_normalize(a);
+    if (out) out[threadIdx.x] = pk_xacc_value(a);
+  }
+  __syncthreads();
+  for (int q = threadIdx.x; q < len; q += blockDim.x) acc[q] = sh[q];
+}
+
+__global__ void k_xacc_round(const int64_t *acc, int nv, double *out) {
+  if (threadIdx.x >= nv) return;
+  int64_t a[PK_XACC_LEN];
+  for (int i = 0; i < PK_XACC_LEN; i++) a[i] = acc[threadIdx.x * PK_XACC_LEN + i];
+  pk_xacc_normalize(a);
+  out[threadIdx.x] = pk_xacc_value(a);
+}
+
+} // namespace
+
+extern "C" int64_t pk_cuda_xacc_grid(int64_t n) {
+  int64_t grid = (n + kBlock - 1) / kBlock;
+  if (grid > 512) grid = 512; /* a few waves: enough loads in flight, few block accumulators to add */
+  if (grid < 1) grid = 1;
+  const int64_t need = (n + kPerBlock - 1) / kPerBlock; /* the headroom bounds (see the file comment) */
+  static_assert(kPerBlock <= kBlock * kPerThread, "a block's bound implies its threads'");
+  if (grid < need) grid = need;
+  return grid <= kMaxBlocks ? grid : -1;
+}
+
+extern "C" int pk_cuda_xacc_dots(void *stream, int64_t n, int nv, const double *const *x, const double *const *y,
+                                 int64_t *blk, int64_t *acc, double *out) {
+  const int64_t grid = pk_cuda_xacc_grid(n);
+  if (nv < 1 || nv > PKC_XACC_MAXV || n < 0 || grid < 1) return (int)cudaErrorInvalidValue;
+  XPairs pr;
+  for (int j = 0; j < PKC_XACC_MAXV; j++) pr.x[j] = x[j < nv ? j : 0], pr.y[j] = y[j < nv ? j : 0];
+  cudaStream_t st = (cudaStream_t)stream;
+  switch (nv) {
+  case 1: k_xacc_dots<1><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+  case 2: k_xacc_dots<2><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+  case 3: k_xacc_dots<3><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+  default: k_xacc_dots<4><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+  }
+  k_xacc_finish<<<1, kFinishThreads, 0, st>>>(blk, grid, nv, acc, out);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_xacc_round(void *stream, const int64_t *acc, int nv, double *out) {
+  if (nv < 1 || nv > PKC_XACC_MAXV) return (int)cudaErrorInvalidValue;
+  k_xacc_round<<<1, 32, 0, (cudaStream_t)stream>>>(acc, nv, out);
+  return (int)cudaGetLastError();
+}

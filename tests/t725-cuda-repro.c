@@ -1,0 +1,438 @@
+/**
+ * @file t725-cuda-repro.c
+ * @brief Reproducible mode on CUDA contexts (white box, links the internal static library).
+ *
+ *  - exact_dots: pk_cuda_xacc_dots (pk_cuda_xacc.cu) on random vectors whose products span 2^-1120 to
+ *    2^1000 (subnormal products and products that underflow to 0 included), with heavy cancellation (each
+ *    product also appears negated, all but a few), on odd lengths from 1 to 3 000 001, against
+ *    (1) the CPU backend's reproducible dot (pk_allreduce_dots on a reproducible CPU context: reduce.c):
+ *        the rounded double bitwise;
+ *    (2) an independent exact reference written here: each rounded product decomposed by frexp and added
+ *        to a two's-complement big integer of 68 32-bit limbs with full carry / borrow propagation; the
+ *        device's accumulator digits must equal the reference's canonical digits (digits 0..65 are its
+ *        limbs, the top digit its signed top), bitwise, and the device's double must be within one unit in
+ *        the last place of the correctly rounded reference (round to nearest even, written here): the fixed
+ *        rounding procedure of pk_xacc.h is faithful, and can differ from the correct rounding by one unit
+ *        when the bits it drops lie exactly on a tie;
+ *    and a non-finite product: NaN on both backends, counted in the last slot.
+ *  - solve_bitwise: CG and pipelined CG (column, Jacobi and no preconditioner; pipelined CG with residual
+ *    replacements) in reproducible mode on a CUDA context: two runs and the blocks of 1 and of 8 iterations
+ *    (CUDA graphs) give bitwise the same iterations, solution and residual history; the iterations and the
+ *    solution match the CPU backend's reproducible solve (same iterations, x within 1e-12 relative to
+ *    max |x|), and the residual ||b - A x|| recomputed on the CPU meets the tolerance.
+ *  - cpu_gpu_bitwise: the same solves bitwise equal to the CPU backend's reproducible ones (the GPU's
+ *    vector updates and operator products are the CPU's expressions without contraction, t700, and the
+ *    sums are now the same exact sums, so the iterations are the same bit for bit).
+ *  - kry_types_refused: BiCGStab and GMRES in reproducible mode on a CUDA context: PKRYLOV_ERR_UNSUPPORTED;
+ *    the default mode is unaffected.
+ * Every case returns PK_SKIP (77) when no CUDA device is visible.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "pk_test.h"
+#include "pk_cuda_test.h"
+
+#define SKIP_WITHOUT_GPU()                                    \
+  do {                                                        \
+    int nd_ = 0;                                              \
+    if (cudaGetDeviceCount(&nd_) != cudaSuccess || nd_ < 1) { \
+      cudaGetLastError();                                     \
+      return PK_SKIP;                                         \
+    }                                                         \
+  } while (0)
+
+#define CK(call)                                                                                             \
+  do {                                                                                                       \
+    int ck_e_ = (int)(call);                                                                                 \
+    PK_EXPECT(ck_e_ == 0, "%s -> CUDA error %d (%s)", #call, ck_e_, cudaGetErrorString((cudaError_t)ck_e_)); \
+  } while (0)
+
+/* ---- the independent reference: a two's-complement big integer in units of 2^-1074 ------------------ */
+
+#define NLIMB 68
+
+/** big += sign * m 2^off (off in bits above 2^-1074), carries / borrows propagated through every limb. */
+static void big_add(uint32_t *big, uint64_t m, int off, int neg) {
+  const int L = off / 32, s = off % 32;
+  const unsigned __int128 t = (unsigned __int128)m << s; /* at most 53 + 31 bits */
+  uint32_t part[4] = {(uint32_t)t, (uint32_t)(t >> 32), (uint32_t)(t >> 64), (uint32_t)(t >> 96)};
+  uint64_t carry = 0;
+  for (int i = L; i < NLIMB; i++) {
+    const uint64_t add = i - L < 4 ? part[i - L] : 0;
+    if (!neg) {
+      const uint64_t v = (uint64_t)big[i] + add + carry;
+      big[i] = (uint32_t)v;
+      carry = v >> 32;
+    } else {
+      const uint64_t sub = add + carry;
+      carry = (uint64_t)big[i] < sub;
+      big[i] = (uint32_t)((uint64_t)big[i] - sub);
+    }
+    if (i - L >= 3 && carry == 0) break;
+  }
+}
+
+/** Add the double p (finite) to big: p = f 2^e (frexp), f 2^53 an integer. */
+static void big_add_double(uint32_t *big, double p) {
+  if (p == 0.0) return;
+  int e;
+  const double f = frexp(fabs(p), &e);
+  uint64_t m = (uint64_t)ldexp(f, 53);
+  int off = e - 53 + 1074;
+  if (off < 0) { /* subnormal: m has that many trailing zeros */
+    m >>= -off;
+    off = 0;
+  }
+  big_add(big, m, off, p < 0);
+}
+
+/** The canonical digits of the accumulator format from big (value < 2^2112 in magnitude). */
+static void big_digits(const uint32_t *big, int64_t *d) {
+  for (int i = 0; i < PK_XACC_DIGITS - 1; i++) d[i] = big[i];
+  d[PK_XACC_DIGITS - 1] = (int64_t)((uint64_t)big[PK_XACC_DIGITS - 1] | ((uint64_t)big[PK_XACC_DIGITS] << 32));
+  d[PK_XACC_DIGITS] = 0;
+}
+
+/** The correctly rounded (to nearest, ties to even) double of big. */
+static double big_round(const uint32_t *bin) {
+  uint32_t b[NLIMB];
+  memcpy(b, bin, sizeof b);
+  const int neg = (b[NLIMB - 1] >> 31) != 0;
+  if (neg) { /* two's-complement negation */
+    uint64_t c = 1;
+    for (int i = 0; i < NLIMB; i++) {
+      const uint64_t v = (uint64_t)(uint32_t)~b[i] + c;
+      b[i] = (uint32_t)v;
+      c = v >> 32;
+    }
+  }
+  int top = -1; /* highest set bit */
+  for (int i = NLIMB - 1; i >= 0 && top < 0; i--)
+    if (b[i])
+      for (int k = 31; k >= 0; k--)
+        if (b[i] >> k & 1u) {
+          top = 32 * i + k;
+          break;
+        }
+  if (top < 0)
+    return 0.0;
+#define BIT(j) ((j) >= 0 && ((b[(j) / 32] >> ((j) % 32)) & 1u))
+  double r;
+  if (top < 53) { /* exact: M 2^-1074 with M < 2^53 is representable */
+    uint64_t m = 0;
+    for (int j = top; j >= 0; j--)
+      m = m << 1 | (uint64_t)BIT(j);
+    r = ldexp((double)m, -1074);
+  } else {
+    uint64_t q = 0;
+    for (int j = top; j > top - 53; j--)
+      q = q << 1 | (uint64_t)BIT(j);
+    const int half = BIT(top - 53);
+    int sticky = 0;
+    for (int j = top - 54; j >= 0 && !sticky; j--)
+      sticky = BIT(j);
+    if (half && (sticky || (q & 1u)))
+      q++; /* q may become 2^53: still exact as a double */
+    r = ldexp((double)q, top - 52 - 1074);
+  }
+#undef BIT
+  return neg ? -r : r;
+}
+
+/* ---- test data ---------------------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rng(void) { /* xorshift64 */
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+/** A random double: 53 random bits, sign, exponent in [elo, ehi]. */
+static double rnd(int elo, int ehi) {
+  const double f = (double)(rng() >> 11) / 9007199254740992.0 + 0.5;
+  const int e = elo + (int)(rng() % (uint64_t)(ehi - elo + 1));
+  return (rng() & 1u) ? -ldexp(f, e) : ldexp(f, e);
+}
+
+/**
+ * Fill x, y of length n, kind 0: wild magnitudes (exponents -560..500: products from 2^-1120, subnormal
+ * or 0, up to 2^1000); kind 1: as 0 with every product but a few cancelled by its negation at another
+ * place; kind 2: similar magnitudes (one exponent window: the device's register windows); kind 3: equal
+ * large products (carry headroom: n times the same digits).
+ */
+static void fill(int kind, int64_t n, double *x, double *y) {
+  for (int64_t i = 0; i < n; i++) {
+    switch (kind) {
+    case 0:
+    case 1: x[i] = rnd(-560, 500), y[i] = rnd(-560, 500); break;
+    case 2: x[i] = rnd(-3, 3), y[i] = rnd(-3, 3); break;
+    default: x[i] = 4294967295.0 * 1099511627776.0, y[i] = 1.0 - ldexp(1.0, -53); break;
+    }
+  }
+  if (kind == 1) /* pairs (i, n-1-i): the second the negation of the first, except every 997th pair */
+    for (int64_t i = 0; i < n / 2; i++)
+      if (i % 997 != 3)
+        x[n - 1 - i] = -x[i], y[n - 1 - i] = y[i];
+}
+
+PK_TEST_CASE(exact_dots) {
+  SKIP_WITHOUT_GPU();
+  static const int64_t lens[] = {1, 7, 255, 257, 1001, 65537, 100003, 3000001};
+  const int nlen = (int)(sizeof lens / sizeof lens[0]);
+  const int64_t nmax = 3000001;
+  double *x = malloc(sizeof(double) * nmax), *y = malloc(sizeof(double) * nmax),
+         *z = malloc(sizeof(double) * nmax);
+  if (!x || !y || !z)
+    return PK_FAIL;
+  pkrylov_context cpu;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_set_reproducible(cpu, 1));
+  double *dx, *dy, *dz, *dout;
+  int64_t *dblk, *dacc;
+  const int64_t grid = pk_cuda_xacc_grid(nmax);
+  PK_EXPECT(grid >= 1, "pk_cuda_xacc_grid(%lld) = %lld", (long long)nmax, (long long)grid);
+  CK(cudaMalloc((void **)&dx, sizeof(double) * nmax));
+  CK(cudaMalloc((void **)&dy, sizeof(double) * nmax));
+  CK(cudaMalloc((void **)&dz, sizeof(double) * nmax));
+  CK(cudaMalloc((void **)&dout, sizeof(double) * 4));
+  CK(cudaMalloc((void **)&dblk, sizeof(int64_t) * (size_t)grid * 4 * PK_XACC_LEN));
+  CK(cudaMalloc((void **)&dacc, sizeof(int64_t) * 4 * PK_XACC_LEN));
+  if (pk_test_failures)
+    return PK_FAIL;
+  int cases = 0, correctly_rounded = 0;
+  for (int kind = 0; kind < 4; kind++)
+    for (int l = 0; l < nlen; l++) {
+      const int64_t n = lens[l];
+      fill(kind, n, x, y);
+      for (int64_t i = 0; i < n; i++)
+        z[i] = rnd(-40, 40);
+      CK(cudaMemcpy(dx, x, sizeof(double) * n, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(dy, y, sizeof(double) * n, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(dz, z, sizeof(double) * n, cudaMemcpyHostToDevice));
+      /* three dots at once: (x, y), (x, x) (no cancellation), (z, y) */
+      const double *hx[3] = {x, x, z}, *hy[3] = {y, x, y};
+      const double *gx[3] = {dx, dx, dz}, *gy[3] = {dy, dx, dy};
+      double out[3], cpuv[3];
+      int64_t acc[3 * PK_XACC_LEN];
+      CK(pk_cuda_xacc_dots(NULL, n, 3, gx, gy, dblk, dacc, dout));
+      CK(cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(acc, dacc, sizeof acc, cudaMemcpyDeviceToHost));
+      PK_REQUIRE_OK(cpu, pk_allreduce_dots(cpu, cpuv, 3, n, hx, hy, NULL));
+      for (int j = 0; j < 3; j++) {
+        uint32_t big[NLIMB];
+        memset(big, 0, sizeof big);
+        for (int64_t i = 0; i < n; i++)
+          big_add_double(big, hx[j][i] * hy[j][i]);
+        int64_t ref[PK_XACC_LEN];
+        big_digits(big, ref);
+        const double cr = big_round(big);
+        PK_EXPECT(memcmp(acc + j * PK_XACC_LEN, ref, sizeof ref) == 0,
+                  "kind %d n %lld dot %d: device accumulator differs from the independent big integer", kind,
+                  (long long)n, j);
+        PK_EXPECT(memcmp(&out[j], &cpuv[j], sizeof(double)) == 0,
+                  "kind %d n %lld dot %d: device %.17g, CPU reproducible %.17g", kind, (long long)n, j, out[j],
+                  cpuv[j]);
+        const int near = out[j] == cr || out[j] == nextafter(cr, INFINITY) || out[j] == nextafter(cr, -INFINITY);
+        PK_EXPECT(near, "kind %d n %lld dot %d: device %.17g, correctly rounded reference %.17g", kind,
+                  (long long)n, j, out[j], cr);
+        cases++;
+        correctly_rounded += out[j] == cr;
+      }
+    }
+  printf("%d exact dots: accumulators equal to the reference, doubles equal to the CPU's; %d of them the "
+         "correctly rounded value\n",
+         cases, correctly_rounded);
+  /* a non-finite product: NaN on both, the count in the last slot */
+  {
+    const int64_t n = 1001;
+    fill(0, n, x, y);
+    x[500] = INFINITY;
+    x[17] = ldexp(1.0, 600), y[17] = ldexp(1.0, 600); /* overflows to Inf */
+    CK(cudaMemcpy(dx, x, sizeof(double) * n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dy, y, sizeof(double) * n, cudaMemcpyHostToDevice));
+    const double *hx[1] = {x}, *hy[1] = {y}, *gx[1] = {dx}, *gy[1] = {dy};
+    double out, cpuv;
+    int64_t acc[PK_XACC_LEN];
+    CK(pk_cuda_xacc_dots(NULL, n, 1, gx, gy, dblk, dacc, dout));
+    CK(cudaMemcpy(&out, dout, sizeof out, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(acc, dacc, sizeof acc, cudaMemcpyDeviceToHost));
+    PK_REQUIRE_OK(cpu, pk_allreduce_dots(cpu, &cpuv, 1, n, hx, hy, NULL));
+    PK_EXPECT(isnan(out) && isnan(cpuv), "non-finite products: device %g, CPU %g (NaN expected)", out, cpuv);
+    PK_EXPECT(acc[PK_XACC_DIGITS] == 2, "non-finite products counted %lld times, 2 expected",
+              (long long)acc[PK_XACC_DIGITS]);
+  }
+  /* the rounding alone (pk_cuda_xacc_round) on the accumulators of the last finite case */
+  {
+    fill(1, 100003, x, y);
+    CK(cudaMemcpy(dx, x, sizeof(double) * 100003, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dy, y, sizeof(double) * 100003, cudaMemcpyHostToDevice));
+    const double *gx[1] = {dx}, *gy[1] = {dy};
+    double out[2];
+    CK(pk_cuda_xacc_dots(NULL, 100003, 1, gx, gy, dblk, dacc, dout));
+    CK(pk_cuda_xacc_round(NULL, dacc, 1, dout + 1));
+    CK(cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost));
+    PK_EXPECT(memcmp(&out[0], &out[1], sizeof(double)) == 0, "pk_cuda_xacc_round %.17g, finish %.17g", out[1],
+              out[0]);
+  }
+  cudaFree(dx), cudaFree(dy), cudaFree(dz), cudaFree(dout), cudaFree(dblk), cudaFree(dacc);
+  pkrylov_context_destroy(&cpu);
+  free(x), free(y), free(z);
+  PK_TEST_END();
+}
+
+/* ---- solves ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+  pkrylov_result res;
+  double *x, *hist;
+  int32_t hlen;
+} run_out;
+
+/** One reproducible solve of A x = b on backend `backend` with type / preconditioner pct / sync. */
+static int solve_once(int32_t backend, const pkrylov_thinshell_params *p, int32_t type, int32_t pct, int sync,
+                      const double *b, int64_t n, run_out *o) {
+  pkrylov_context ctx;
+  pkrylov_operator A;
+  pkrylov_precond M = NULL;
+  pkrylov_solver s;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(backend, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, p, &A));
+  if (pct != PKRYLOV_PRECOND_NONE)
+    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, pct, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, type, A, M, &s));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, 1e-10, 0.0));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_max_iterations(s, 3000));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_history(s, 1));
+  if (backend == PKRYLOV_BACKEND_CUDA)
+    PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, sync));
+  if (type == PKRYLOV_SOLVER_PIPECG)
+    PK_REQUIRE_OK(ctx, pkrylov_solver_set_residual_replacement(s, 20));
+  memset(o->x, 0, sizeof(double) * (size_t)n);
+  PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, o->x));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &o->res));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_get_history(s, 3001, o->hist, &o->hlen));
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  return PK_PASS;
+}
+
+static int same_run(const run_out *a, const run_out *b, int64_t n) {
+  return a->res.iterations == b->res.iterations && a->hlen == b->hlen &&
+         memcmp(a->x, b->x, sizeof(double) * (size_t)n) == 0 &&
+         memcmp(a->hist, b->hist, sizeof(double) * (size_t)a->hlen) == 0 &&
+         memcmp(&a->res.final_residual, &b->res.final_residual, sizeof(double)) == 0;
+}
+
+static const int32_t solve_cases[4][2] = {{PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUMN},
+                                          {PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_JACOBI},
+                                          {PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_COLUMN},
+                                          {PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_NONE}};
+
+/** Run the cases; bitwise = 1: CPU and GPU must agree bit for bit, else the looser check of solve_bitwise. */
+static int solves(int bitwise) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_thinshell_params p;
+  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(36, 30, 16, &p));
+  p.nu = 1.0;
+  const int64_t n = 36 * 30 * 16;
+  double *xt = malloc(sizeof(double) * n), *b = malloc(sizeof(double) * n), *r = malloc(sizeof(double) * n);
+  run_out o[4];
+  for (int k = 0; k < 4; k++) {
+    o[k].x = malloc(sizeof(double) * n);
+    o[k].hist = malloc(sizeof(double) * 3001);
+    if (!o[k].x || !o[k].hist)
+      return PK_FAIL;
+  }
+  if (!xt || !b || !r)
+    return PK_FAIL;
+  pkrylov_context cc;
+  pkrylov_operator Ac;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cc));
+  PK_REQUIRE_OK(cc, pkrylov_operator_create_thinshell(cc, &p, &Ac));
+  for (int64_t i = 0; i < n; i++)
+    xt[i] = sin(0.007 * (double)i) + 0.3 * cos(0.0011 * (double)(i * i % 9973));
+  PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, xt, b));
+  for (int c = 0; c < 4; c++) {
+    const int32_t type = solve_cases[c][0], pct = solve_cases[c][1];
+    /* o[0]: CPU; o[1], o[2]: GPU blocks of 8 (graphs), twice; o[3]: GPU blocks of 1 */
+    if (solve_once(PKRYLOV_BACKEND_CPU, &p, type, pct, 8, b, n, &o[0]) != PK_PASS ||
+        solve_once(PKRYLOV_BACKEND_CUDA, &p, type, pct, 8, b, n, &o[1]) != PK_PASS ||
+        solve_once(PKRYLOV_BACKEND_CUDA, &p, type, pct, 8, b, n, &o[2]) != PK_PASS ||
+        solve_once(PKRYLOV_BACKEND_CUDA, &p, type, pct, 1, b, n, &o[3]) != PK_PASS)
+      return PK_FAIL;
+    const int cpu_gpu = same_run(&o[0], &o[1], n);
+    printf("type %d precond %d: CPU %d iterations, GPU %d; GPU bitwise the CPU's: %s\n", type, pct,
+           o[0].res.iterations, o[1].res.iterations, cpu_gpu ? "yes" : "no");
+    if (bitwise) {
+      PK_EXPECT(cpu_gpu, "type %d precond %d: the GPU's reproducible solve is not bitwise the CPU's", type,
+                pct);
+      continue;
+    }
+    PK_EXPECT(o[1].res.converged, "type %d precond %d: GPU %s", type, pct, pkrylov_reason_string(o[1].res.reason));
+    PK_EXPECT(same_run(&o[1], &o[2], n), "type %d precond %d: two GPU runs differ", type, pct);
+    PK_EXPECT(same_run(&o[1], &o[3], n), "type %d precond %d: blocks of 8 and of 1 iteration differ", type, pct);
+    PK_EXPECT(o[0].res.iterations == o[1].res.iterations, "type %d precond %d: CPU %d iterations, GPU %d", type,
+              pct, o[0].res.iterations, o[1].res.iterations);
+    double xmax = 0, dmax = 0;
+    for (int64_t i = 0; i < n; i++) {
+      xmax = fmax(xmax, fabs(o[0].x[i]));
+      dmax = fmax(dmax, fabs(o[0].x[i] - o[1].x[i]));
+    }
+    PK_EXPECT(dmax <= 1e-12 * xmax, "type %d precond %d: max |x_gpu - x_cpu| = %.3g (max |x| %.3g)", type, pct,
+              dmax, xmax);
+    /* the GPU solution's residual, recomputed on the CPU */
+    PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, o[1].x, r));
+    double rr = 0, bb = 0;
+    for (int64_t i = 0; i < n; i++)
+      rr += (b[i] - r[i]) * (b[i] - r[i]), bb += b[i] * b[i];
+    PK_EXPECT(sqrt(rr) <= 1.01e-10 * sqrt(bb), "type %d precond %d: ||b - A x|| / ||b|| = %.3g", type, pct,
+              sqrt(rr / bb));
+  }
+  pkrylov_operator_destroy(&Ac);
+  pkrylov_context_destroy(&cc);
+  for (int k = 0; k < 4; k++)
+    free(o[k].x), free(o[k].hist);
+  free(xt), free(b), free(r);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(solve_bitwise) { return solves(0); }
+PK_TEST_CASE(cpu_gpu_bitwise) { return solves(1); }
+
+PK_TEST_CASE(kry_types_refused) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  pkrylov_operator A;
+  pkrylov_solver s;
+  pkrylov_thinshell_params p;
+  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(8, 8, 4, &p));
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
+  double b[256], x[256];
+  for (int i = 0; i < 256; i++)
+    b[i] = 1.0 + 0.01 * i, x[i] = 0.0;
+  static const int32_t types[2] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_GMRES};
+  for (int t = 0; t < 2; t++) {
+    PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, types[t], A, NULL, &s));
+    PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
+    PK_EXPECT_CODE(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x), PKRYLOV_ERR_UNSUPPORTED);
+    const char *msg = NULL;
+    pkrylov_context_get_last_error(ctx, NULL, &msg);
+    PK_EXPECT(msg && strstr(msg, "reproducible") && strstr(msg, "solver type"),
+              "type %d: the message names reproducible mode and the solver type: %s", types[t], msg ? msg : "");
+    PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 0));
+    PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
+    pkrylov_solver_destroy(&s);
+  }
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+PK_TEST_MAIN(PK_TEST_ENTRY(exact_dots), PK_TEST_ENTRY(solve_bitwise), PK_TEST_ENTRY(cpu_gpu_bitwise),
+             PK_TEST_ENTRY(kry_types_refused))
