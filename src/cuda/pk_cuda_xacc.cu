@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kBlock) k_xacc_dots(int64_t n, XPairs pr, int6
         continue;
       }
       if (neg) d0 = -d0, d1 = -d1, d2 = -d2;
-      if ((int)L != B[j] && (int)L != B[j] + 1) {
+      if (B[j] < 0 || ((int)L != B[j] && (int)L != B[j] + 1)) { /* B = -1: empty window (not L = 0) */
         flush(sh[j], B[j], a0[j], a1[j], a2[j], a3[j]);
         B[j] = (int)L; /* L <= 63: digits B..B+3 <= 66 = PK_XACC_DIGITS - 1 */
       }
@@ -109,10 +109,13 @@ __global__ void __launch_bounds__(kBlock) k_xacc_dots(int64_t n, XPairs pr, int6
     if (bad[j]) atomicAdd(&sh[j][PK_XACC_DIGITS], (unsigned long long)bad[j]);
   }
   __syncthreads();
-  if (threadIdx.x < NV) pk_xacc_normalize((int64_t *)sh[threadIdx.x]);
-  __syncthreads();
-  for (int q = threadIdx.x; q < NV * PK_XACC_LEN; q += blockDim.x)
-    blk[(int64_t)blockIdx.x * NV * PK_XACC_LEN + q] = (int64_t)(&sh[0][0])[q];
+  if (threadIdx.x < NV) { /* the carry pass of accumulator j by thread j, then out to the block's slots */
+    int64_t a[PK_XACC_LEN];
+    for (int i = 0; i < PK_XACC_LEN; i++) a[i] = (int64_t)sh[threadIdx.x][i];
+    pk_xacc_normalize(a);
+    int64_t *o = blk + ((int64_t)blockIdx.x * NV + threadIdx.x) * PK_XACC_LEN;
+    for (int i = 0; i < PK_XACC_LEN; i++) o[i] = a[i];
+  }
 }
 
 /** acc[j] = sum over the nb blocks of blk (canonical), normalised; out[j] its rounding when out != NULL. */
