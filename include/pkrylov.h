@@ -914,7 +914,9 @@ PKRYLOV_EXTERN int pkrylov_rci_set_step(pkrylov_rci r, int32_t step);
  * in progress running). b and x: n values in memory space mem (device memory on a CUDA context only, for
  * CG and pipelined CG; a pointer in the other space is ::PKRYLOV_ERR_MEMTYPE naming it), distinct, finite;
  * both must stay valid until ::PKRYLOV_RCI_DONE (b is read, x is updated in place). x_nonzero 1: x holds
- * an initial guess; 0: the solve starts from x = 0.
+ * an initial guess; 0: the solve starts from x = 0. A context in reproducible mode
+ * (pkrylov_context_set_reproducible()) is ::PKRYLOV_ERR_UNSUPPORTED: the reverse-communication sums are
+ * not exact.
  */
 PKRYLOV_EXTERN int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x,
                                      int32_t x_nonzero);

@@ -414,6 +414,12 @@ PK_TEST_CASE(bad_input) {
   /* still not started: the failed starts changed nothing */
   PK_EXPECT_CODE(ctx, pkrylov_rci_step(r, &req, NULL, NULL, NULL, NULL), PKRYLOV_ERR_INVALID_STATE);
   x[1] = 0.0;
+  /* reproducible mode: refused (the reverse-communication sums are not exact), named; off again: accepted */
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
+  PK_EXPECT_CODE(ctx, pkrylov_rci_start(r, PKRYLOV_MEM_HOST, b, x, 0), PKRYLOV_ERR_UNSUPPORTED);
+  PK_EXPECT(pk_test_msg_has(ctx, "reproducible"), "message");
+  PK_EXPECT_CODE(ctx, pkrylov_rci_step(r, &req, NULL, NULL, NULL, NULL), PKRYLOV_ERR_INVALID_STATE);
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 0));
   PK_REQUIRE_OK(ctx, pkrylov_rci_start(r, PKRYLOV_MEM_HOST, b, x, 0));
   PK_EXPECT_CODE(ctx, pkrylov_rci_step(r, NULL, NULL, NULL, NULL, NULL), PKRYLOV_ERR_NULL_POINTER);
   PK_EXPECT(pk_test_msg_has(ctx, "'request'"), "message");

@@ -693,6 +693,11 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
   PK_CALL(pk_check_vectors(ctx, __func__, mem, b, "b", x, "x", r->n));
   PK_CHECK(x_nonzero == 0 || x_nonzero == 1, ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'x_nonzero' = %d must be 0 or 1", x_nonzero);
+  /* the reverse-communication solves sum their local dots as doubles (the caller's or the library's
+     reduction): not the exact sums reproducible mode promises, so they refuse it rather than ignore it */
+  PK_CHECK(!ctx->reproducible, ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "reproducible mode (pkrylov_context_set_reproducible) is not implemented for reverse "
+           "communication; solve with pkrylov_solver_solve, or turn it off for this context");
   int on_device = 0; /* the solve runs on device vectors (CUDA context, mem = DEVICE) */
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) { /* b and x where mem says; the work vectors of that space */
