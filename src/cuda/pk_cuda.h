@@ -32,6 +32,11 @@
 extern "C" {
 #endif
 
+/** Device storage of a CSR operator (pk_cuda_op.csr_format). */
+enum { PK_CUDA_CSR_PLAIN = 0, PK_CUDA_CSR_DIA = 1, PK_CUDA_CSR_SYMDIA = 2 };
+/** Most diagonals (distinct offsets col - row) of a CSR matrix stored as DIA. */
+#define PK_CUDA_DIA_MAX 32
+
 /** Device view of an operator. Fields not used by the operator type are NULL. */
 typedef struct {
   int32_t type;            /* PKRYLOV_OPERATOR_CSR / _STENCIL7 / _THINSHELL / _USER */
@@ -53,6 +58,21 @@ typedef struct {
      sum |a_ij x_j| per entry). pk_cuda_operator_upload picks it from the row lengths
      (pk_cuda_csr_lanes). */
   int32_t csr_lanes;
+  /* CSR in diagonal storage (chosen at upload, pk_cuda_operator_upload; PKRYLOV_CUDA_CSR_FORMAT):
+     csr_format PK_CUDA_CSR_PLAIN: the CSR arrays above. PK_CUDA_CSR_DIA: dia_nd diagonals of n values,
+     offsets dia_off[0] < dia_off[1] < ... (col - row), diagonal d at dia[d * n + i] = A[i, i + dia_off[d]]
+     (0 where absent or outside the matrix). PK_CUDA_CSR_SYMDIA (A exactly symmetric): only the offsets
+     0 = dia_off[0] < dia_off[1] < ... are stored, as in DIA; the lower entries are read by reflection,
+     A[i, i - k] = A[i - k, i] = dia[d * n + i - k] for k = dia_off[d]. The CSR arrays are then not on the
+     device (NULL). A row sum takes the row's terms in ascending column order (symmetric: the reflected
+     offsets by decreasing k, the diagonal, the upper ones by increasing k), from 0.0, skipping the slots
+     that hold 0; the matrix has no stored zero (else it stays CSR), so the skipped slots are exactly the
+     absent entries and the sum is csr_apply_rows' bit for bit. fp32 views: diaf, float copies. */
+  int32_t csr_format;
+  int32_t dia_nd;
+  int64_t dia_off[PK_CUDA_DIA_MAX];
+  const double *dia;
+  const float *diaf;
   /* USER (pkrylov_operator_create_user): no coefficients on the device; the solve driver calls the caller's
      routine with device pointers, A x into `pre` (n values), before each launch that applies the operator,
      and the launchers then read (A x)[cell] from `pre` (one thread per cell). */
@@ -163,6 +183,24 @@ typedef struct {
  * each upload, overrides the choice (tuning and measurement).
  */
 int32_t pk_cuda_csr_lanes(int64_t n, int64_t nnz, int64_t maxrow);
+
+/**
+ * Device storage a CSR matrix gets at upload (pk_cuda_operator_upload), from its host arrays: DIA when it
+ * has at most PK_CUDA_DIA_MAX distinct offsets col - row, no stored value equal to zero, and the padded
+ * storage (offsets) * n is at most 1.5 nnz; SYMDIA when, in addition, every entry (i, j) has its mirror
+ * (j, i) with bitwise the same value; else PLAIN. The environment variable PKRYLOV_CUDA_CSR_FORMAT, read
+ * at each call, forces it: "csr" PLAIN; "dia" DIA/SYMDIA whenever the first two conditions hold (padding
+ * not limited); "dia-nosym" as "dia" but never SYMDIA; "auto" (or unset) the rule above. Returns the
+ * format; *nd and off[0 .. *nd) (ascending) the stored offsets (DIA: all; SYMDIA: those >= 0, 0 always
+ * first), *nd = 0 for PLAIN.
+ */
+struct pkrylov_operator_s;
+int32_t pk_cuda_csr_format_choose(const struct pkrylov_operator_s *A, int32_t *nd, int64_t *off);
+/** The format an uploaded CSR operator of a CUDA context got (PK_CUDA_CSR_*), and its number of stored
+ *  diagonals (NULL allowed; 0 for PLAIN). -1 when A is not an uploaded CSR operator. Tests, benchmarks. */
+int32_t pk_cuda_operator_csr_format(const struct pkrylov_operator_s *A, int32_t *nd);
+/** "csr", "dia", "symdia". */
+const char *pk_cuda_csr_format_name(int32_t format);
 
 /** Number of partial-sum slots (blocks) the fused launchers below write for n cells / this pc. */
 int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_pc *pc);

@@ -23,7 +23,7 @@ struct CudaCtx {
 
 /** Device copies owned by an operator. */
 struct OpDev {
-  pk_cuda_op view;   /* fp64 view */
+  pk_cuda_op view;   /* fp64 view (CSR: view.csr_format, dia_nd, dia_off say the device storage) */
   int have_fp32;
   pk_cuda_op view32; /* fp32 view (float copies of CSR values / stencil coefficients) */
   void *owned[16];   /* every cudaMalloc'ed array, for freeing */
@@ -71,7 +71,106 @@ cudaError_t upload_float(void **owned, int *nowned, const double *src, int64_t n
 
 cudaStream_t stream_of(pkrylov_context ctx) { return ((CudaCtx *)ctx->cuda)->stream; }
 
+/** Column of CSR entry p of A. */
+inline int64_t csr_col(const struct pkrylov_operator_s *A, int64_t p) {
+  return A->csr.colind32 ? (int64_t)A->csr.colind32[p] : A->csr.colind64[p];
+}
+
+/**
+ * Host copy of A's diagonals in the device layout of `format` (pk_cuda.h: dia[d * n + i]), values
+ * converted to T; h holds nd * n zeros on entry. SYMDIA: the entries with col >= row only.
+ */
+template <typename T>
+void dia_fill(const struct pkrylov_operator_s *A, int32_t format, int32_t nd, const int64_t *off, T *h) {
+  const int64_t n = A->n;
+  const int64_t *rp = A->csr.rowptr;
+  for (int64_t r = 0; r < n; r++) {
+    int32_t d = 0; /* offsets ascend along the row as the columns do */
+    for (int64_t p = rp[r]; p < rp[r + 1]; p++) {
+      const int64_t o = csr_col(A, p) - r;
+      if (format == PK_CUDA_CSR_SYMDIA && o < 0) continue;
+      while (off[d] < o) d++; /* o is in the set */
+      h[(size_t)d * (size_t)n + (size_t)r] = (T)A->csr.values[p];
+    }
+  }
+}
+
+/** The CSR format asked for by PKRYLOV_CUDA_CSR_FORMAT: 0 auto, 1 csr, 2 dia, 3 dia-nosym. */
+int csr_format_mode(void) {
+  const char *env = getenv("PKRYLOV_CUDA_CSR_FORMAT");
+  if (!env) return 0;
+  if (!strcmp(env, "csr")) return 1;
+  if (!strcmp(env, "dia")) return 2;
+  if (!strcmp(env, "dia-nosym")) return 3;
+  return 0;
+}
+
 } // namespace
+
+extern "C" int32_t pk_cuda_csr_format_choose(const struct pkrylov_operator_s *A, int32_t *nd, int64_t *off) {
+  *nd = 0;
+  const int mode = csr_format_mode();
+  if (mode == 1 || A->type != PKRYLOV_OPERATOR_CSR || A->dist) return PK_CUDA_CSR_PLAIN;
+  const int64_t n = A->n, nnz = A->nnz, *rp = A->csr.rowptr;
+  const double *v = A->csr.values;
+  for (int64_t p = 0; p < nnz; p++)
+    if (v[p] == 0.0) return PK_CUDA_CSR_PLAIN; /* a stored zero: the skipped slots would not be the absent ones */
+  /* the distinct offsets, kept sorted: a row's offsets ascend, so one forward walk of the list per row */
+  int64_t o[PK_CUDA_DIA_MAX];
+  int32_t cnt = 0;
+  int64_t lower = 0, upper = 0;
+  for (int64_t r = 0; r < n; r++) {
+    int32_t j = 0;
+    for (int64_t p = rp[r]; p < rp[r + 1]; p++) {
+      const int64_t off1 = csr_col(A, p) - r;
+      lower += off1 < 0, upper += off1 > 0;
+      while (j < cnt && o[j] < off1) j++;
+      if (j < cnt && o[j] == off1) continue;
+      if (cnt == PK_CUDA_DIA_MAX) return PK_CUDA_CSR_PLAIN; /* not banded */
+      for (int32_t q = cnt; q > j; q--) o[q] = o[q - 1];
+      o[j] = off1;
+      cnt++;
+    }
+  }
+  if (mode == 0 && (double)cnt * (double)n > 1.5 * (double)nnz) return PK_CUDA_CSR_PLAIN; /* too much padding */
+  /* exactly symmetric: the mirror of every upper entry with bitwise the same value, as many lower entries */
+  int sym = mode != 3 && lower == upper;
+  for (int64_t r = 0; r < n && sym; r++)
+    for (int64_t p = rp[r]; p < rp[r + 1] && sym; p++) {
+      const int64_t c = csr_col(A, p);
+      if (c <= r) continue;
+      int64_t lo = rp[c], hi = rp[c + 1]; /* binary search of column r in row c */
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (csr_col(A, mid) < r)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      sym = lo < rp[c + 1] && csr_col(A, lo) == r && memcmp(&v[lo], &v[p], sizeof(double)) == 0;
+    }
+  if (sym) {
+    off[(*nd)++] = 0;
+    for (int32_t q = 0; q < cnt; q++)
+      if (o[q] > 0) off[(*nd)++] = o[q];
+    return PK_CUDA_CSR_SYMDIA;
+  }
+  for (int32_t q = 0; q < cnt; q++) off[q] = o[q];
+  *nd = cnt;
+  return PK_CUDA_CSR_DIA;
+}
+
+extern "C" int32_t pk_cuda_operator_csr_format(const struct pkrylov_operator_s *A, int32_t *nd) {
+  if (nd) *nd = 0;
+  if (!A || A->type != PKRYLOV_OPERATOR_CSR || !A->dev) return -1;
+  const OpDev *d = (const OpDev *)A->dev;
+  if (nd) *nd = d->view.csr_format == PK_CUDA_CSR_PLAIN ? 0 : d->view.dia_nd;
+  return d->view.csr_format;
+}
+
+extern "C" const char *pk_cuda_csr_format_name(int32_t format) {
+  return format == PK_CUDA_CSR_DIA ? "dia" : format == PK_CUDA_CSR_SYMDIA ? "symdia" : "csr";
+}
 
 extern "C" int pk_cuda_context_init(pkrylov_context ctx) {
   int count = pk_cuda_device_count();
@@ -156,6 +255,23 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
   if (e == cudaSuccess) e = upload(d->owned, &d->nowned, (src), (bytes), (dst), st)
   switch (A->type) {
   case PKRYLOV_OPERATOR_CSR: {
+    v->csr_format = pk_cuda_csr_format_choose(A, &v->dia_nd, v->dia_off);
+    if (v->csr_format != PK_CUDA_CSR_PLAIN) { /* diagonals only: the CSR arrays stay on the host */
+      const size_t cnt = (size_t)v->dia_nd * (size_t)n;
+      double *h = (double *)calloc(cnt ? cnt : 1, sizeof(double));
+      if (!h) {
+        free(d);
+        return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_operator_create",
+                        "cannot allocate the diagonal storage (%d x %lld values)", v->dia_nd, (long long)n);
+      }
+      dia_fill(A, v->csr_format, v->dia_nd, v->dia_off, h);
+      double *dv;
+      UP(h, sizeof(double) * cnt, &dv);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(st); /* h is freed next */
+      free(h);
+      v->dia = dv;
+      break;
+    }
     int64_t *rp;
     UP(A->csr.rowptr, sizeof(int64_t) * (size_t)(n + 1), &rp);
     v->rowptr = rp;
@@ -254,7 +370,16 @@ extern "C" int pk_cuda_operator_view(struct pkrylov_operator_s *A, int fp32, pk_
     cudaStream_t st = stream_of(A->ctx);
     pk_cuda_op v = d->view;
     cudaError_t e = cudaSuccess;
-    if (A->type == PKRYLOV_OPERATOR_CSR) {
+    if (A->type == PKRYLOV_OPERATOR_CSR && v.csr_format != PK_CUDA_CSR_PLAIN) {
+      const size_t cnt = (size_t)v.dia_nd * (size_t)A->n;
+      float *h = (float *)calloc(cnt ? cnt : 1, sizeof(float)), *f = NULL;
+      if (!h) return pk_error(A->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the fp32 diagonals");
+      dia_fill(A, v.csr_format, v.dia_nd, v.dia_off, h);
+      e = upload(d->owned, &d->nowned, h, sizeof(float) * cnt, &f, st);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(st); /* h is freed next */
+      free(h);
+      v.diaf = f;
+    } else if (A->type == PKRYLOV_OPERATOR_CSR) {
       float *f = NULL;
       e = upload_float(d->owned, &d->nowned, A->csr.values, A->nnz, &f, st);
       v.valf = f;

@@ -687,6 +687,62 @@ __global__ void __launch_bounds__(PKC_BLOCK)
   finish<Act>(acc, part);
 }
 
+/** Offsets of a DIA view, by value (kernel parameter space). */
+struct DiaOff {
+  int64_t o[PK_CUDA_DIA_MAX];
+};
+
+/**
+ * CSR in diagonal storage (pk_cuda_op.csr_format DIA / SYMDIA), one thread per row (grid-stride, the grid of
+ * k_csr): y_r = the row's terms in ascending column order from 0.0, slots holding 0 (absent entries, or
+ * outside the matrix) skipped, so the sum is csr_apply_rows' bit for bit (pk_cuda.h). SYM: diagonal d holds
+ * A[i, i + k_d] for k_d = off[d] >= 0 (off[0] = 0); the lower entry A[r, r - k] is dia[d n + r - k], the
+ * upper neighbour row's own coefficient (a shifted read of an array the grid streams anyway: mostly from
+ * cache), so DRAM sees nd * sizeof(V) bytes of coefficients per row. ND: a bound on nd (8 or
+ * PK_CUDA_DIA_MAX), so the loops unroll with uniform guards.
+ */
+template <typename V, bool SYM, int ND, class Act>
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_dia(const V *__restrict__ dia, int64_t n, int nd, DiaOff off, const double *__restrict__ x, Act act,
+          double *part) {
+  if (!act.begin()) return;
+  Acc<Act> acc = {};
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t r = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; r < n; r += stride) {
+    double s = 0.0;
+    if constexpr (SYM) {
+#pragma unroll
+      for (int d = ND - 1; d >= 1; d--) /* lower entries, by decreasing k: ascending columns */
+        if (d < nd) {
+          const int64_t c = r - off.o[d];
+          if (c >= 0) {
+            const double a = (double)dia[(int64_t)d * n + c];
+            if (a != 0.0) s += a * x[c];
+          }
+        }
+      {
+        const double a = (double)dia[r];
+        if (a != 0.0) s += a * x[r];
+      }
+#pragma unroll
+      for (int d = 1; d < ND; d++)
+        if (d < nd) {
+          const double a = (double)dia[(int64_t)d * n + r];
+          if (a != 0.0) s += a * x[r + off.o[d]];
+        }
+    } else {
+#pragma unroll
+      for (int d = 0; d < ND; d++)
+        if (d < nd) {
+          const double a = (double)dia[(int64_t)d * n + r];
+          if (a != 0.0) s += a * x[r + off.o[d]];
+        }
+    }
+    act(r, s, x[r], act.load(r), acc.v);
+  }
+  finish<Act>(acc, part);
+}
+
 /** USER operator: (A x)[cell] precomputed in pre by the caller's routine; one thread per cell, grid-stride. */
 template <class Act>
 __global__ void __launch_bounds__(PKC_BLOCK)
@@ -988,6 +1044,33 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
     if (nblocks) *nblocks = nb;
     if (!op->pre) return (int)cudaErrorInvalidValue;
     return launch_kernel(pdl, k_pre<Act>, dim3((unsigned)nb), dim3(PKC_BLOCK), 0, s, op->pre, op->n, x, act, part);
+  }
+  if (op->type == PKRYLOV_OPERATOR_CSR && op->csr_format != PK_CUDA_CSR_PLAIN) {
+    const int64_t nb = blocks_1d(op->n);
+    if (nblocks) *nblocks = nb;
+    const int nd = op->dia_nd;
+    if (nd < 1 || nd > PK_CUDA_DIA_MAX || (op->fp32 ? !op->diaf : !op->dia)) return (int)cudaErrorInvalidValue;
+    DiaOff off = {};
+    for (int d = 0; d < nd; d++) off.o[d] = op->dia_off[d];
+    const dim3 g((unsigned)nb), b(PKC_BLOCK);
+    const bool sym = op->csr_format == PK_CUDA_CSR_SYMDIA, small = nd <= 8;
+#define PKC_DIA(V, SYM, ND, arr) \
+  return launch_kernel(pdl, k_dia<V, SYM, ND, Act>, g, b, 0, s, arr, op->n, nd, off, x, act, part)
+    if (op->fp32) {
+      if (sym) {
+        if (small) PKC_DIA(float, true, 8, op->diaf);
+        PKC_DIA(float, true, PK_CUDA_DIA_MAX, op->diaf);
+      }
+      if (small) PKC_DIA(float, false, 8, op->diaf);
+      PKC_DIA(float, false, PK_CUDA_DIA_MAX, op->diaf);
+    }
+    if (sym) {
+      if (small) PKC_DIA(double, true, 8, op->dia);
+      PKC_DIA(double, true, PK_CUDA_DIA_MAX, op->dia);
+    }
+    if (small) PKC_DIA(double, false, 8, op->dia);
+    PKC_DIA(double, false, PK_CUDA_DIA_MAX, op->dia);
+#undef PKC_DIA
   }
   if (op->type == PKRYLOV_OPERATOR_CSR) {
     const int L = csr_lanes(op);
