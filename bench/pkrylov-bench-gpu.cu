@@ -50,6 +50,12 @@
  * baseline copying only those (cuSPARSE 12.6 on an H200: du only), the fairest baseline that still
  * solves correctly, though it relies on undocumented behaviour.
  *
+ * pkrylov CSR rows report the device storage the operator got at upload (column "form": csr/sdia4 =
+ * symmetric DIA with 4 stored diagonals, csr/dia7 = DIA; JSON "storage"), and the byte model counts that
+ * storage's bytes; on the 7-point Laplacians the same matrix is also run forced to CSR arrays (form
+ * csr-csr) and to plain DIA (csr-dia) through PKRYLOV_CUDA_CSR_FORMAT. The vendor baseline is unchanged:
+ * cuSPARSE CSR SpMV, as a user writes it.
+ *
  * The matrix of the baseline comes from the library: pkrylov_operator_get_csr() of the thin-shell
  * operator on a CPU context; the column tridiagonals are the CSR entries at (r, r), (r, r -+ nx*ny).
  */
@@ -69,6 +75,9 @@
 #include <vector>
 
 #include "pkrylov.h"
+#ifdef PKB_HAVE_INTERNAL
+#include "pk_cuda.h" /* pk_cuda_operator_csr_format: the device storage a CSR operator got */
+#endif
 
 #define PKB_PROG "pkrylov-bench-gpu"
 #include "bench_gpu_common.cuh" /* CK_CUDA/CK_SPARSE/CK_BLAS, now, random_rhs, copy_bandwidth, js, jn, ... */
@@ -104,8 +113,13 @@ static const byte_model_t kByteModel[] = {
 /* Operator bytes per unknown, added to the vector words:
  *   thin shell (matrix-free): 0 (level vectors and per-column scalars only);
  *   column stencil: 4 coefficient arrays aW, aS, aV, aC = 32 B (fp32 in mixed precision: 16 B);
- *   CSR: 12 B per stored nonzero (fp64 value + int32 column; fp32 value in mixed precision: 8 B) + 8 B per
- *        row (int64 row pointer). A 7-point row: 84 + 8 = 92 B.
+ *   CSR, by the device storage the operator got at upload (Row::storage, pk_cuda_operator_csr_format):
+ *     csr:    12 B per stored nonzero (fp64 value + int32 column; fp32 value in mixed precision: 8 B) + 8 B
+ *             per row (int64 row pointer). A 7-point row: 84 + 8 = 92 B.
+ *     diaN:   N diagonals of n values: 8 N B per row (4 N in mixed precision). 7-point: 56 B.
+ *     sdiaN:  symmetric DIA, the N diagonals of offset >= 0 (the lower ones are read by reflection, from
+ *             cache): 8 N B per row (4 N mixed). 7-point: N = 4, 32 B.
+ *   (pkrylov CPU rows and an unknown storage count as csr.)
  * The vendor baseline has its own count, vendor_bytes() below. */
 static const double kStencilBytes = 32.0, kStencilBytesMixed = 16.0;
 static const double kCsrBytesPerNnz = 12.0, kCsrBytesPerNnzMixed = 8.0, kCsrRowptrBytes = 8.0;
@@ -117,14 +131,37 @@ static double model_words(const std::string &solver, const std::string &precond,
   return NAN;
 }
 
-/** Bytes per iteration of a pkrylov row (operator form "thinshell", "stencil7" or "csr", "csr-L<lanes>"). */
-static double pk_bytes(const std::string &form, const std::string &solver, const std::string &precond,
-                       bool mixed, int64_t n, int64_t nnz) {
+/**
+ * Bytes per iteration of a pkrylov row (operator form "thinshell", "stencil7" or "csr", "csr-L<lanes>",
+ * "csr-csr", "csr-dia"; storage of a CSR form on the device: "csr", "diaN", "sdiaN", or "" = csr).
+ */
+static double pk_bytes(const std::string &form, const std::string &storage, const std::string &solver,
+                       const std::string &precond, bool mixed, int64_t n, int64_t nnz) {
   double b = 8.0 * model_words(solver, precond, mixed) * (double)n;
   if (form == "stencil7") b += (mixed ? kStencilBytesMixed : kStencilBytes) * (double)n;
-  if (form.compare(0, 3, "csr") == 0)
-    b += (mixed ? kCsrBytesPerNnzMixed : kCsrBytesPerNnz) * (double)nnz + kCsrRowptrBytes * (double)n;
+  if (form.compare(0, 3, "csr") == 0) {
+    const size_t d = storage.find("dia");
+    if (d != std::string::npos)
+      b += (mixed ? 4.0 : 8.0) * atof(storage.c_str() + d + 3) * (double)n;
+    else
+      b += (mixed ? kCsrBytesPerNnzMixed : kCsrBytesPerNnz) * (double)nnz + kCsrRowptrBytes * (double)n;
+  }
   return b;
+}
+
+/** Device storage of a CSR operator on a CUDA context: "csr", "dia<N>", "sdia<N>" (N stored diagonals), or
+ *  "" when unknown (built without the internal library, or not a CUDA CSR operator). */
+static std::string csr_storage(pkrylov_operator A) {
+#ifdef PKB_HAVE_INTERNAL
+  int32_t nd = 0;
+  const int32_t f = pk_cuda_operator_csr_format(A, &nd);
+  if (f == PK_CUDA_CSR_DIA) return "dia" + std::to_string(nd);
+  if (f == PK_CUDA_CSR_SYMDIA) return "sdia" + std::to_string(nd);
+  if (f == PK_CUDA_CSR_PLAIN) return "csr";
+#else
+  (void)A;
+#endif
+  return "";
 }
 
 /**
@@ -164,7 +201,8 @@ struct Row {
   std::string problem, group; /* group: thinshell, laplacian, matrix */
   int64_t n = 0, nnz = 0;
   std::string impl;          /* vendor, vendor(min copy), pkrylov-cuda, pkrylov-cpu */
-  std::string form;          /* thinshell, stencil7, csr */
+  std::string form;          /* thinshell, stencil7, csr (csr-L<lanes>, csr-csr, csr-dia: forced variants) */
+  std::string storage;       /* CSR forms on CUDA: the device storage, csr / dia<N> / sdia<N> (csr_storage) */
   std::string solver;        /* cg, pipecg */
   std::string precond;       /* column, jacobi, none */
   std::string precision;     /* fp64, mixed */
@@ -180,6 +218,27 @@ struct Config {
   double copy_gib = 1.0;
   bool cpu = true, tol = true, gpu = true, pkcuda = true;
   std::string matrices = std::string(PKB_SHARED_DIR) + "/matrices";
+};
+
+/** Sets an environment variable for its lifetime (value NULL: leaves it as it is), then restores it. */
+struct EnvSet {
+  std::string name, saved;
+  bool had = false, set = false;
+  EnvSet(const char *n, const char *value) : name(n) {
+    if (!value) return;
+    const char *old = getenv(n);
+    had = old != NULL;
+    if (had) saved = old;
+    setenv(n, value, 1);
+    set = true;
+  }
+  ~EnvSet() {
+    if (!set) return;
+    if (had)
+      setenv(name.c_str(), saved.c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
 };
 
 /** Fill the derived columns of a row from its time and bytes. */
@@ -520,7 +579,8 @@ static Row pk_row(const Row &proto, const PkTarget &T, pkrylov_operator A, pkryl
   Row row = proto;
   row.solver = stype == PKRYLOV_SOLVER_CG ? "cg" : "pipecg";
   row.precision = mixed ? "mixed" : "fp64";
-  row.bytes = pk_bytes(row.form, row.solver, row.precond, mixed, row.n, row.nnz);
+  if (T.device && row.form.compare(0, 3, "csr") == 0) row.storage = csr_storage(A);
+  row.bytes = pk_bytes(row.form, row.storage, row.solver, row.precond, mixed, row.n, row.nnz);
   pkrylov_solver s = NULL;
   int rc = pkrylov_solver_create(T.ctx, stype, A, M, &s);
   if (rc) {
@@ -625,7 +685,7 @@ static void pk_unavailable(std::vector<Row> &rows, const Row &proto, const std::
 /* output                                                                                            */
 /* ---------------------------------------------------------------------------------------------- */
 static void print_header(void) {
-  printf("%-15s %-16s %-9s %-6s %-6s %-5s %10s %11s %8s %7s %8s %7s  %s\n", "problem", "impl", "form",
+  printf("%-15s %-16s %-13s %-6s %-6s %-5s %10s %11s %8s %7s %8s %7s  %s\n", "problem", "impl", "form",
          "solver", "pc", "prec", "unknowns", "us/iter", "GB/s", "of copy", "vend/it", "its@1e-8", "note");
 }
 
@@ -639,8 +699,10 @@ static void print_row(const Row &r) {
   }
   if (r.its_tol) snprintf(it, sizeof it, "%d", r.its_tol);
   std::string note = r.status == "ok" ? r.message : r.status + (r.message.empty() ? "" : ": " + r.message);
-  printf("%-15s %-16s %-9s %-6s %-6s %-5s %10lld %11s %8s %7s %8s %7s  %s\n", r.problem.c_str(),
-         r.impl.c_str(), r.form.c_str(), r.solver.c_str(), r.precond.c_str(), r.precision.c_str(),
+  /* a CSR form shows its device storage when that is not CSR: csr/sdia4 */
+  const std::string form = r.storage.empty() || r.storage == "csr" ? r.form : r.form + "/" + r.storage;
+  printf("%-15s %-16s %-13s %-6s %-6s %-5s %10lld %11s %8s %7s %8s %7s  %s\n", r.problem.c_str(),
+         r.impl.c_str(), form.c_str(), r.solver.c_str(), r.precond.c_str(), r.precision.c_str(),
          (long long)r.n, t, g, f, v, it, note.c_str());
   fflush(stdout);
 }
@@ -858,32 +920,36 @@ static void run_csr(Bench &B, const std::string &name, const std::string &group,
       else
         pk_rows_for(B.rows, pr, T, A, pctype, 0, PKRYLOV_LAYOUT_AUTO, runs, cf.K, cf.R, cf.maxit, cf.tol);
       pkrylov_operator_destroy(&A);
+      /* the same matrix uploaded with PKRYLOV_CUDA_CSR_FORMAT / PKRYLOV_CUDA_CSR_LANES forcing its device
+         storage or kernel (the variables are read at upload), in this run: */
+      auto forced = [&](const std::string &form, const char *fmt, const char *lanes) {
+        EnvSet e1("PKRYLOV_CUDA_CSR_FORMAT", fmt), e2("PKRYLOV_CUDA_CSR_LANES", lanes);
+        Row pl = proto;
+        pl.impl = "pkrylov-cuda", pl.form = form;
+        pkrylov_operator AL = NULL;
+        const int rl =
+            pkrylov_operator_create_csr64(B.cuda, C.n, 0, C.rowptr.data(), C.col.data(), C.val.data(), &AL);
+        if (rl)
+          pk_unavailable(B.rows, pl, {form}, runs, "csr operator: " + pk_msg(B.cuda, rl));
+        else
+          pk_rows_for(B.rows, pl, T, AL, pctype, 0, PKRYLOV_LAYOUT_AUTO, runs, cf.K, cf.R, cf.maxit, cf.tol);
+        pkrylov_operator_destroy(&AL);
+      };
+      if (group == "laplacian" && !rc) {
+        /* 7-point rows: CSR arrays (csr-csr, 92 B per row) and plain DIA over all 7 offsets (csr-dia, 56 B)
+           against the automatic choice, symmetric DIA (32 B) */
+        forced("csr-csr", "csr", NULL);
+        forced("csr-dia", "dia-nosym", NULL);
+      }
       if (group == "laplacian27" && !rc) {
-        /* long rows: the CSR kernel forced to one thread per row (csr-L0) and to L lanes per row (csr-LL, the
-           vector kernel), in this run, so the automatic threshold (pk_cuda_csr_lanes) is set from data; the
-           variable is read when the operator is uploaded */
-        const char *old_env = getenv("PKRYLOV_CUDA_CSR_LANES");
-        const std::string saved = old_env ? old_env : "";
+        /* long rows in CSR storage: the kernel forced to one thread per row (csr-L0) and to L lanes per row
+           (csr-LL, the vector kernel), so the automatic threshold (pk_cuda_csr_lanes) is set from data */
         for (int L : {0, 4, 8, 16}) {
           char v[8], form[16];
           snprintf(v, sizeof v, "%d", L);
           snprintf(form, sizeof form, "csr-L%d", L);
-          setenv("PKRYLOV_CUDA_CSR_LANES", v, 1);
-          Row pl = proto;
-          pl.impl = "pkrylov-cuda", pl.form = form;
-          pkrylov_operator AL = NULL;
-          const int rl =
-              pkrylov_operator_create_csr64(B.cuda, C.n, 0, C.rowptr.data(), C.col.data(), C.val.data(), &AL);
-          if (rl)
-            pk_unavailable(B.rows, pl, {form}, runs, "csr operator: " + pk_msg(B.cuda, rl));
-          else
-            pk_rows_for(B.rows, pl, T, AL, pctype, 0, PKRYLOV_LAYOUT_AUTO, runs, cf.K, cf.R, cf.maxit, cf.tol);
-          pkrylov_operator_destroy(&AL);
+          forced(form, "csr", v);
         }
-        if (old_env)
-          setenv("PKRYLOV_CUDA_CSR_LANES", saved.c_str(), 1);
-        else
-          unsetenv("PKRYLOV_CUDA_CSR_LANES");
       }
       cudaFree(db);
       cudaFree(dx);
@@ -1224,12 +1290,14 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < B.rows.size(); i++) {
       const Row &r = B.rows[i];
       fprintf(f,
-              "%s{\"problem\":%s,\"group\":%s,\"n\":%lld,\"nnz\":%lld,\"impl\":%s,\"form\":%s,\"solver\":%s,"
+              "%s{\"problem\":%s,\"group\":%s,\"n\":%lld,\"nnz\":%lld,\"impl\":%s,\"form\":%s,\"storage\":%s,"
+              "\"solver\":%s,"
               "\"precond\":%s,\"precision\":%s,\"status\":%s,\"message\":%s,\"time_per_iteration_s\":%s,"
               "\"bytes_per_iteration\":%s,\"GBs\":%s,\"fraction_of_copy\":%s,\"vendor_over_this\":%s,"
               "\"iterations_to_1e-8\":%d,\"rel_residual\":%s}",
               i ? ",\n" : "", js(r.problem).c_str(), js(r.group).c_str(), (long long)r.n, (long long)r.nnz,
-              js(r.impl).c_str(), js(r.form).c_str(), js(r.solver).c_str(), js(r.precond).c_str(),
+              js(r.impl).c_str(), js(r.form).c_str(), js(r.storage).c_str(), js(r.solver).c_str(),
+              js(r.precond).c_str(),
               js(r.precision).c_str(), js(r.status).c_str(), js(r.message).c_str(), jn(r.t_iter).c_str(),
               jn(r.bytes, "%.0f").c_str(), jn(r.gbs, "%.3f").c_str(), jn(r.fraction, "%.4f").c_str(),
               jn(r.vendor_ratio, "%.4f").c_str(), r.its_tol, jn(r.relres, "%.3e").c_str());
