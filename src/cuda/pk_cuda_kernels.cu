@@ -700,11 +700,17 @@ struct DiaOff {
  * upper neighbour row's own coefficient (a shifted read of an array the grid streams anyway: mostly from
  * cache), so DRAM sees nd * sizeof(V) bytes of coefficients per row. ND: a bound on nd (8 or
  * PK_CUDA_DIA_MAX), so the loops unroll with uniform guards.
+ * Every load of a row (coefficients and x, at an index clamped into the matrix where the slot lies outside
+ * it) is issued before the sum, which then skips a term by a select (s = a != 0 ? s + a x : s, the same
+ * value as not adding it): no load waits for another. (A first version loaded x only behind the a != 0
+ * test: one memory round trip per diagonal; 7-point Laplacian 256^3 on an H200, plain CG, symmetric DIA
+ * 789 us per iteration, no faster than CSR.)
  */
 template <typename V, bool SYM, int ND, class Act>
 __global__ void __launch_bounds__(PKC_BLOCK)
     k_dia(const V *__restrict__ dia, int64_t n, int nd, DiaOff off, const double *__restrict__ x, Act act,
           double *part) {
+  constexpr int CH = ND < 8 ? ND : 8; /* diagonals whose loads are issued together (registers) */
   if (!act.begin()) return;
   Acc<Act> acc = {};
   const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
@@ -712,31 +718,59 @@ __global__ void __launch_bounds__(PKC_BLOCK)
     double s = 0.0;
     if constexpr (SYM) {
 #pragma unroll
-      for (int d = ND - 1; d >= 1; d--) /* lower entries, by decreasing k: ascending columns */
-        if (d < nd) {
-          const int64_t c = r - off.o[d];
-          if (c >= 0) {
-            const double a = (double)dia[(int64_t)d * n + c];
-            if (a != 0.0) s += a * x[c];
+      for (int hi = ND - 1; hi >= 1; hi -= CH) { /* lower entries, d = hi, hi - 1, ...: ascending columns */
+        double a[CH], xv[CH];
+#pragma unroll
+        for (int j = 0; j < CH; j++) {
+          const int d = hi - j;
+          a[j] = 0.0, xv[j] = 0.0;
+          if (d >= 1 && d < nd) {
+            const int64_t c = r - off.o[d];
+            a[j] = c >= 0 ? (double)dia[(int64_t)d * n + c] : 0.0;
+            xv[j] = x[c >= 0 ? c : r];
           }
         }
-      {
-        const double a = (double)dia[r];
-        if (a != 0.0) s += a * x[r];
-      }
 #pragma unroll
-      for (int d = 1; d < ND; d++)
-        if (d < nd) {
-          const double a = (double)dia[(int64_t)d * n + r];
-          if (a != 0.0) s += a * x[r + off.o[d]];
+        for (int j = 0; j < CH; j++)
+          if (hi - j >= 1 && hi - j < nd) s = a[j] != 0.0 ? s + a[j] * xv[j] : s;
+      }
+      const double a0 = (double)dia[r];
+      s = a0 != 0.0 ? s + a0 * x[r] : s;
+#pragma unroll
+      for (int lo = 1; lo < ND; lo += CH) { /* upper entries, d = lo, lo + 1, ... */
+        double a[CH], xv[CH];
+#pragma unroll
+        for (int j = 0; j < CH; j++) {
+          const int d = lo + j;
+          a[j] = 0.0, xv[j] = 0.0;
+          if (d < ND && d < nd) {
+            const int64_t c = r + off.o[d];
+            a[j] = (double)dia[(int64_t)d * n + r]; /* 0 where c >= n */
+            xv[j] = x[c < n ? c : r];
+          }
         }
+#pragma unroll
+        for (int j = 0; j < CH; j++)
+          if (lo + j < ND && lo + j < nd) s = a[j] != 0.0 ? s + a[j] * xv[j] : s;
+      }
     } else {
 #pragma unroll
-      for (int d = 0; d < ND; d++)
-        if (d < nd) {
-          const double a = (double)dia[(int64_t)d * n + r];
-          if (a != 0.0) s += a * x[r + off.o[d]];
+      for (int lo = 0; lo < ND; lo += CH) {
+        double a[CH], xv[CH];
+#pragma unroll
+        for (int j = 0; j < CH; j++) {
+          const int d = lo + j;
+          a[j] = 0.0, xv[j] = 0.0;
+          if (d < ND && d < nd) {
+            const int64_t c = r + off.o[d];
+            a[j] = (double)dia[(int64_t)d * n + r]; /* 0 where c is outside the matrix */
+            xv[j] = x[c >= 0 && c < n ? c : r];
+          }
         }
+#pragma unroll
+        for (int j = 0; j < CH; j++)
+          if (lo + j < ND && lo + j < nd) s = a[j] != 0.0 ? s + a[j] * xv[j] : s;
+      }
     }
     act(r, s, x[r], act.load(r), acc.v);
   }
@@ -1053,23 +1087,23 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
     DiaOff off = {};
     for (int d = 0; d < nd; d++) off.o[d] = op->dia_off[d];
     const dim3 g((unsigned)nb), b(PKC_BLOCK);
-    const bool sym = op->csr_format == PK_CUDA_CSR_SYMDIA, small = nd <= 8;
-#define PKC_DIA(V, SYM, ND, arr) \
-  return launch_kernel(pdl, k_dia<V, SYM, ND, Act>, g, b, 0, s, arr, op->n, nd, off, x, act, part)
+    const bool sym = op->csr_format == PK_CUDA_CSR_SYMDIA;
+    /* the bound ND of the unrolled loops: 4 (a symmetric 7-point matrix), 8 (plain 7-point), else 32 */
+#define PKC_DIA(V, SYM, arr)                                                                              \
+  do {                                                                                                  \
+    if (nd <= 4)                                                                                        \
+      return launch_kernel(pdl, k_dia<V, SYM, 4, Act>, g, b, 0, s, arr, op->n, nd, off, x, act, part);  \
+    if (nd <= 8)                                                                                        \
+      return launch_kernel(pdl, k_dia<V, SYM, 8, Act>, g, b, 0, s, arr, op->n, nd, off, x, act, part);  \
+    return launch_kernel(pdl, k_dia<V, SYM, PK_CUDA_DIA_MAX, Act>, g, b, 0, s, arr, op->n, nd, off, x, act, \
+                         part);                                                                         \
+  } while (0)
     if (op->fp32) {
-      if (sym) {
-        if (small) PKC_DIA(float, true, 8, op->diaf);
-        PKC_DIA(float, true, PK_CUDA_DIA_MAX, op->diaf);
-      }
-      if (small) PKC_DIA(float, false, 8, op->diaf);
-      PKC_DIA(float, false, PK_CUDA_DIA_MAX, op->diaf);
+      if (sym) PKC_DIA(float, true, op->diaf);
+      PKC_DIA(float, false, op->diaf);
     }
-    if (sym) {
-      if (small) PKC_DIA(double, true, 8, op->dia);
-      PKC_DIA(double, true, PK_CUDA_DIA_MAX, op->dia);
-    }
-    if (small) PKC_DIA(double, false, 8, op->dia);
-    PKC_DIA(double, false, PK_CUDA_DIA_MAX, op->dia);
+    if (sym) PKC_DIA(double, true, op->dia);
+    PKC_DIA(double, false, op->dia);
 #undef PKC_DIA
   }
   if (op->type == PKRYLOV_OPERATOR_CSR) {
