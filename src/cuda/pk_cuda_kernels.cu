@@ -22,7 +22,9 @@
  *    (bitwise the CPU's); for long rows (pk_cuda_op.csr_lanes, chosen at upload from the row lengths) a
  *    group of 2 ... 32 lanes of a warp per row, coalesced loads of values and columns and a shuffle tree
  *    (k_csr_vec: the row sum in another order than the CPU's, equal to rounding), the row sums of a warp's
- *    32 rows gathered in shared memory so that all 32 lanes do the per-row vector updates.
+ *    32 rows gathered in shared memory so that all 32 lanes do the per-row vector updates. CSR stored as
+ *    diagonals (pk_cuda_op.csr_format DIA / SYMDIA): one thread per row on the same grid (k_dia), the row
+ *    sum in the CPU's order (bitwise), every load of the row issued before the sum.
  *  - column preconditioner, symmetric, k-slow (pc_apply and the CG preconditioner loop): one thread per
  *    column, consecutive threads = consecutive columns (every level access coalesced), one of
  *      k_col_stage   (small problems, < PKC_OTF_MIN_CELLS cells) blocks of 32 columns; each thread first
@@ -43,7 +45,9 @@
  *
  * Bytes per cell moved from DRAM in the ideal case (fp64 / fp32 coefficients; neighbours from cache):
  *  - op_apply:       stencil 4 coeff + x + y = 48 / 32 B;  thin shell x + y = 16 B;
- *                    CSR 12 B per nonzero (8 / 4 value + 4 index) + x gather + 8 (y) + rowptr 8.
+ *                    CSR 12 B per nonzero (8 / 4 value + 4 index) + x gather + 8 (y) + rowptr 8;
+ *                    DIA 8 / 4 B per stored diagonal (symmetric DIA: the diagonals of offset >= 0 only, the
+ *                    reflected reads from cache) + x + y.
  *  - residual:       op bytes + b (8) [+ 1 B mask] : stencil 56 (57 masked) / 40, thin shell 24.
  *  - cg_operator_step (x += a p; p = z + b p; q = A z + b q): reads z p x q, writes x p q = 56 B
  *                    + coefficients: stencil 88 / 72 B, thin shell 56 B (init: z, q, p = 24 B + coeff).
