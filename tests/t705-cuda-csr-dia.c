@@ -20,7 +20,8 @@
  * BiCGStab and GMRES families through the vector engine on convection-diffusion (plain DIA) and on a
  * symmetric operator (symmetric DIA); every GPU solve also bitwise equal (x and iterations) to the same
  * solve with the matrix forced to CSR storage on the GPU (PKRYLOV_CUDA_CSR_FORMAT = csr: the same products
- * and the same partial sums). Every case skips (77) without a GPU.
+ * and the same partial sums). Every case skips (77) without a GPU, except format_choice_host (the upload's
+ * choice on host matrices).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <cuda_runtime.h>
@@ -518,6 +519,77 @@ PK_TEST_CASE(stays_csr) {
   PK_TEST_END();
 }
 
+/** The choice's answer for M under PKRYLOV_CUDA_CSR_FORMAT = env (NULL: unset), on a CPU operator. */
+static void expect_choice(pkrylov_context cpu, const char *name, const hcsr *M, const char *env, int32_t fmt,
+                          int32_t nd, const int64_t *off) {
+  pkrylov_operator A;
+  PK_EXPECT(mk(cpu, M, &A) == 0, "%s: create", name);
+  if (env)
+    setenv("PKRYLOV_CUDA_CSR_FORMAT", env, 1);
+  else
+    unsetenv("PKRYLOV_CUDA_CSR_FORMAT");
+  int32_t got_nd = -1;
+  int64_t got_off[PK_CUDA_DIA_MAX];
+  const int32_t got = pk_cuda_csr_format_choose(A, &got_nd, got_off);
+  unsetenv("PKRYLOV_CUDA_CSR_FORMAT");
+  PK_EXPECT(got == fmt && got_nd == nd, "%s (%s): %s with %d diagonals, expected %s with %d", name,
+            env ? env : "auto", pk_cuda_csr_format_name(got), got_nd, pk_cuda_csr_format_name(fmt), nd);
+  for (int d = 0; d < nd && got_nd == nd && off; d++)
+    PK_EXPECT(got_off[d] == off[d], "%s (%s): offset %d is %lld, expected %lld", name, env ? env : "auto", d,
+              (long long)got_off[d], (long long)off[d]);
+  pkrylov_operator_destroy(&A);
+}
+
+/**
+ * The upload's choice (pk_cuda_csr_format_choose) on host matrices, without a GPU: the formats and the
+ * stored offsets (ascending; symmetric DIA: 0 and the positive ones) worked out here from the stencils.
+ */
+PK_TEST_CASE(format_choice_host) {
+  pkrylov_context cpu;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  hcsr M;
+  grid_matrix(13, 11, 9, 7, GM_SYM, 1, &M);
+  const int64_t sym7[4] = {0, 1, 13, 143}, all7[7] = {-143, -13, -1, 0, 1, 13, 143};
+  expect_choice(cpu, "7-point symmetric", &M, NULL, PK_CUDA_CSR_SYMDIA, 4, sym7);
+  expect_choice(cpu, "7-point symmetric", &M, "bogus", PK_CUDA_CSR_SYMDIA, 4, sym7); /* unknown: auto */
+  expect_choice(cpu, "7-point symmetric", &M, "dia-nosym", PK_CUDA_CSR_DIA, 7, all7);
+  expect_choice(cpu, "7-point symmetric", &M, "csr", PK_CUDA_CSR_PLAIN, 0, NULL);
+  hcsr_free(&M);
+  grid_matrix(13, 11, 9, 7, GM_ULP, 1, &M);
+  expect_choice(cpu, "7-point one ulp off", &M, NULL, PK_CUDA_CSR_DIA, 7, all7);
+  hcsr_free(&M);
+  grid_matrix(13, 11, 9, 7, GM_ZERO, 1, &M);
+  expect_choice(cpu, "7-point with a stored zero", &M, "dia", PK_CUDA_CSR_PLAIN, 0, NULL);
+  hcsr_free(&M);
+  grid_matrix(15, 13, 11, 27, GM_HOLES, 5, &M);
+  int64_t sym27[14], q = 0;
+  for (int dk = 0; dk <= 1; dk++) /* offsets di + 15 dj + 195 dk > 0, ascending */
+    for (int dj = -1; dj <= 1; dj++)
+      for (int di = -1; di <= 1; di++) {
+        const int64_t o = di + 15 * dj + 195 * dk;
+        if (o > 0 && (dk == 1 || dj >= 0)) sym27[q++ + 1] = o;
+      }
+  sym27[0] = 0;
+  PK_EXPECT(q == 13, "27-point offsets: %lld", (long long)q);
+  expect_choice(cpu, "27-point with holes", &M, NULL, PK_CUDA_CSR_SYMDIA, 14, sym27);
+  hcsr_free(&M);
+  grid_matrix(9, 7, 5, 27, GM_HOLES, 5, &M); /* padding 27 n > 1.5 nnz on this small grid */
+  expect_choice(cpu, "small 27-point with holes", &M, NULL, PK_CUDA_CSR_PLAIN, 0, NULL);
+  expect_choice(cpu, "small 27-point with holes", &M, "dia", PK_CUDA_CSR_SYMDIA, 14, NULL);
+  hcsr_free(&M);
+  random_matrix(1001, 6, 7, &M);
+  expect_choice(cpu, "random sparse", &M, "dia", PK_CUDA_CSR_PLAIN, 0, NULL);
+  hcsr_free(&M);
+  padded_matrix(1001, 500, &M);
+  const int64_t pad_sym[3] = {0, 1, 500}, pad_all[5] = {-500, -1, 0, 1, 500};
+  expect_choice(cpu, "tridiagonal + far entries", &M, NULL, PK_CUDA_CSR_PLAIN, 0, NULL);
+  expect_choice(cpu, "tridiagonal + far entries", &M, "dia", PK_CUDA_CSR_SYMDIA, 3, pad_sym);
+  expect_choice(cpu, "tridiagonal + far entries", &M, "dia-nosym", PK_CUDA_CSR_DIA, 5, pad_all);
+  hcsr_free(&M);
+  PK_REQUIRE_OK(cpu, pkrylov_context_destroy(&cpu));
+  PK_TEST_END();
+}
+
 /** A CG / pipelined CG solve on ctx; launch: -1 default, 0 one-block kernels, 1 folded + PDL. */
 static int cg_solve(pkrylov_context ctx, pkrylov_operator A, int type, int pct, int launch, int mixed,
                     const double *b, double *x, pkrylov_result *res) {
@@ -684,6 +756,6 @@ PK_TEST_CASE(engine_solves_match_cpu) {
   PK_TEST_END();
 }
 
-PK_TEST_MAIN(PK_TEST_ENTRY(symmetric_banded), PK_TEST_ENTRY(absent_entries_in_band),
+PK_TEST_MAIN(PK_TEST_ENTRY(format_choice_host), PK_TEST_ENTRY(symmetric_banded), PK_TEST_ENTRY(absent_entries_in_band),
              PK_TEST_ENTRY(nonsymmetric_banded), PK_TEST_ENTRY(stays_csr), PK_TEST_ENTRY(cg_solves_match_cpu),
              PK_TEST_ENTRY(engine_solves_match_cpu))
