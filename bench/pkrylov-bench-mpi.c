@@ -1,11 +1,20 @@
 /**
  * @file pkrylov-bench-mpi.c
- * @brief Scaling of distributed CG and pipelined CG (thin shell, column preconditioner) over 1, 2, 4, ...
- *        ranks, one GPU per rank on the CUDA backend (or the CPU backend).
+ * @brief Scaling of distributed CG and pipelined CG (and, with --solvers, pipelined BiCGStab and pipelined
+ *        GMRES) on the thin shell with the column preconditioner over 1, 2, 4, ... ranks, one GPU per rank
+ *        on the CUDA backend (or the CPU backend).
  *
  *   mpirun -n W pkrylov-bench-mpi [--backend cuda|cpu] [--weak NX,NY,NZ] [--strong NX,NY,NZ]
  *                                 [--ranks 1,2,4] [--iters N] [--reps R] [--json FILE] [--no-instrument]
  *                                 [--reproducible]
+ *                                 [--solvers cg,pipecg,pipebicgstab,pipegmres]
+ *
+ * --solvers: the methods measured (default cg,pipecg). pipebicgstab and pipegmres (restart 30) run on the
+ * BiCGStab/GMRES vector engine (on CUDA: the device halo exchange and the gathered global sums, their
+ * reductions started before and finished after the preconditioner and the operator product); an iteration
+ * of pipelined BiCGStab applies the operator and the preconditioner twice, so compare its time per
+ * iteration with CG's per two. A solve that stops before its iteration count (a breakdown or stagnation
+ * once the residual reaches rounding level, e.g. on small grids) is noted and gets no time (nan).
  *
  * One launch of W ranks measures every rank count P of --ranks (default 1, 2, 4, ... up to W) on the
  * communicator of the first P ranks (the others wait), so the efficiencies come from one run:
@@ -92,6 +101,14 @@ static void parse3(const char *s, int v[3]) {
   }
 }
 
+/** v as a JSON number with `digits` decimals, or null when it is not finite (a record without a time). */
+static const char *jnum(char buf[40], double v, int digits) {
+  if (!isfinite(v))
+    return "null";
+  snprintf(buf, 40, "%.*f", digits, v);
+  return buf;
+}
+
 /** One solve of exactly maxit iterations; the slowest rank's wall time. */
 static double timed_solve(MPI_Comm comm, pkrylov_solver s, int32_t maxit, const double *b, double *x,
                           int wrank, int32_t *its) {
@@ -115,6 +132,11 @@ int main(int argc, char **argv) {
   int backend = PKRYLOV_BACKEND_CUDA, weak[3] = {256, 256, 128}, strong[3] = {512, 512, 128};
   int iters = 100, reps = 3, instrument = 1, nranks = 0, rlist[16], reproducible = 0;
   const char *json = "bench-mpi.json";
+  static const int32_t all_types[4] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG, PKRYLOV_SOLVER_PIPEBICGSTAB,
+                                       PKRYLOV_SOLVER_PIPEGMRES};
+  static const char *const all_keys[4] = {"cg", "pipecg", "pipebicgstab", "pipegmres"};
+  static const char *const all_names[4] = {"CG", "pipelined CG", "pipe BiCGStab", "pipe GMRES"};
+  int tsel[4] = {0, 1, 0, 0}, ntypes = 2;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--backend") && a + 1 < argc) {
       a++;
@@ -131,6 +153,27 @@ int main(int argc, char **argv) {
       json = argv[++a];
     } else if (!strcmp(argv[a], "--reproducible")) {
       reproducible = 1;
+    } else if (!strcmp(argv[a], "--solvers") && a + 1 < argc) {
+      const char *p = argv[++a];
+      ntypes = 0;
+      while (*p) {
+        const size_t len = strcspn(p, ",");
+        int k = -1;
+        for (int j = 0; j < 4; j++)
+          if (strlen(all_keys[j]) == len && !strncmp(p, all_keys[j], len))
+            k = j;
+        if (k < 0 || ntypes >= 4) {
+          if (wrank == 0)
+            fprintf(stderr, "--solvers: unknown or repeated method in '%s' (cg, pipecg, pipebicgstab, pipegmres)\n",
+                    argv[a]);
+          MPI_Finalize();
+          return 2;
+        }
+        tsel[ntypes++] = k;
+        p += len;
+        if (*p == ',')
+          p++;
+      }
     } else if (!strcmp(argv[a], "--no-instrument")) {
       instrument = 0;
     } else if (!strcmp(argv[a], "--ranks") && a + 1 < argc) {
@@ -185,8 +228,10 @@ int main(int argc, char **argv) {
   record recs[256];
   int nrec = 0;
   static const char *const modes[2] = {"weak", "strong"};
-  static const int32_t types[2] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
-  static const char *const tnames[2] = {"CG", "pipelined CG"};
+  int32_t types[4];
+  const char *tnames[4];
+  for (int t = 0; t < ntypes; t++)
+    types[t] = all_types[tsel[t]], tnames[t] = all_names[tsel[t]];
   for (int m = 0; m < 2; m++)
     for (int ri = 0; ri < nranks; ri++) {
       const int P = rlist[ri];
@@ -231,14 +276,19 @@ int main(int argc, char **argv) {
             printf("  (%d ranks: no NCCL communicator: host-staged path only)\n", P);
         }
 #endif
-        for (int t = 0; t < 2; t++)
+        for (int t = 0; t < ntypes; t++)
           for (int q = 0; q < npaths * (reproducible ? 2 : 1); q++) {
             const int pa = q % npaths, rp = q / npaths; /* the default mode first, then reproducible */
+            if (rp && backend == PKRYLOV_BACKEND_CUDA && types[t] != PKRYLOV_SOLVER_CG &&
+                types[t] != PKRYLOV_SOLVER_PIPECG)
+              continue; /* reproducible mode on CUDA covers CG and pipelined CG only */
             CHECK(pkrylov_context_set_reproducible(ctx, rp));
             setenv("PKRYLOV_DIST_NCCL", strcmp(paths[pa], "nccl") ? "0" : "1", 1);
             pkrylov_solver s;
             CHECK(pkrylov_solver_create(ctx, types[t], A, M, &s));
             CHECK(pkrylov_solver_set_tolerances(s, 1e-300, 0.0)); /* never reached: maxit iterations */
+            if (types[t] == PKRYLOV_SOLVER_PIPEGMRES)
+              CHECK(pkrylov_solver_set_restart(s, 30));
             int32_t its = 0, its2 = 0;
             timed_solve(comm, s, 10, b, x, wrank, &its); /* warm-up (graphs, first touch) */
             double t1 = INFINITY, t2 = INFINITY;
@@ -248,9 +298,12 @@ int main(int argc, char **argv) {
             }
             record R = {modes[m], tnames[t], paths[pa], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0, rp, 0};
             R.t_iter = (t2 - t1) / (double)(its2 - its > 0 ? its2 - its : 1);
-            if (its != 10 || its2 != 10 + iters)
+            if (its != 10 || its2 != 10 + iters) { /* a breakdown or stagnation stop: no valid difference */
               if (wrank == 0)
-                printf("  (note: the solves stopped after %d and %d iterations)\n", its, its2);
+                printf("  (note: the solves stopped after %d and %d iterations: no time per iteration)\n", its,
+                       its2);
+              R.t_iter = NAN;
+            }
 #ifdef PKB_HAVE_TIMERS
             if (instrument && P > 1) {
               setenv("PKRYLOV_DIST_INSTRUMENT", "1", 1);
@@ -288,7 +341,8 @@ int main(int argc, char **argv) {
                 printf(", %.2f x the default mode's time", R.repro_ratio);
               printf("\n");
               fflush(stdout);
-              recs[nrec++] = R;
+              if (nrec < (int)(sizeof recs / sizeof recs[0]))
+                recs[nrec++] = R;
             }
             pkrylov_solver_destroy(&s);
           }
@@ -340,16 +394,17 @@ int main(int argc, char **argv) {
               wsize, iters, reps);
       for (int i = 0; i < nrec; i++) {
         const record *R = &recs[i];
+        char b1[40], b2[40];
         fprintf(f,
                 "    {\"mode\": \"%s\", \"solver\": \"%s\", \"path\": \"%s\", \"ranks\": %d, \"px\": %d, "
                 "\"py\": %d, \"grid\": "
                 "[%d, %d, %d], "
-                "\"us_per_iter\": %.3f, \"efficiency\": %.4f, \"instrumented_us_per_iter\": %.3f, "
+                "\"us_per_iter\": %s, \"efficiency\": %s, \"instrumented_us_per_iter\": %.3f, "
                 "\"halo_us_per_iter\": %.3f, \"reduce_us_per_iter\": %.3f, \"reproducible\": %d, "
                 "\"repro_ratio\": %.4f}%s\n",
-                R->mode, R->solver, R->path, R->ranks, R->px, R->py, R->gnx, R->gny, R->nz, 1e6 * R->t_iter,
-                R->eff, 1e6 * R->t_instr, 1e6 * R->halo, 1e6 * R->reduce, R->repro, R->repro_ratio,
-                i + 1 < nrec ? "," : "");
+                R->mode, R->solver, R->path, R->ranks, R->px, R->py, R->gnx, R->gny, R->nz,
+                jnum(b1, 1e6 * R->t_iter, 3), jnum(b2, R->eff, 4), 1e6 * R->t_instr, 1e6 * R->halo,
+                1e6 * R->reduce, R->repro, R->repro_ratio, i + 1 < nrec ? "," : "");
       }
       fprintf(f, "  ]\n}\n");
       fclose(f);

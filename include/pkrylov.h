@@ -954,9 +954,10 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * (environment PKRYLOV_CUDA_BIND=none keeps the device current at creation); CG and pipelined CG run
  * distributed there (with NCCL, built in when found, and a GPU per rank: halo exchanges and global sums
  * device to device, iterations in CUDA graphs; otherwise, or with the environment PKRYLOV_DIST_NCCL=0, staged
- * through pinned host memory and MPI; the same results bitwise on both paths); the BiCGStab and GMRES families on a distributed CUDA operator answer
- * ::PKRYLOV_ERR_UNSUPPORTED. All ranks must use the same backend. Destroy the context before MPI_Finalize
- * (it frees its duplicate communicator).
+ * through pinned host memory and MPI; the same results bitwise on both paths), and so do the BiCGStab and
+ * GMRES families (their global sums gathered and added in rank order, the same scalars on every rank).
+ * All ranks must use the same backend. Destroy the context before MPI_Finalize (it frees its duplicate
+ * communicator).
  *
  * Distributed operators (the horizontal grid cut into px x py blocks of whole columns, rank r owning block
  * (r mod px, r / px); the column preconditioner then needs no communication): the thin shell built from

@@ -10,7 +10,13 @@
  *          problem and its solution within 1e-10 (relative to max |x|; pipelined CG with the weak
  *          preconditioners within 0.5 % and 1e-9, see solve_compare), checked against an independently
  *          recomputed residual ||b - A x|| of the gathered solution on the CPU;
- *        - the BiCGStab / GMRES families are refused on a distributed CUDA operator (same error everywhere);
+ *        - BiCGStab, pipelined BiCGStab, GMRES(m), FGMRES, pipelined GMRES and CA-GMRES (the CUDA vector
+ *          engine) with the Jacobi and column preconditioners on the distributed thin shell and the masked
+ *          column stencil: within 2 iterations of the single-rank CPU solve and its solution within 1e-10
+ *          relative (the classical methods with the column preconditioner; the pipelined methods and the
+ *          Jacobi cases within 30 % + 2 and 1e-6, see solve_compare_ref), the residual recomputed on the CPU,
+ *          every rank reporting bitwise the same result (lockstep), on the NCCL and host-staged paths;
+ *          kry_paths_bitwise: bitwise the same solution and history on both paths;
  *        - the two exchange paths: NCCL (device to device, when built in and each rank has a GPU of its own;
  *          the default) and host-staged (PKRYLOV_DIST_NCCL=0): the products above are checked on both, the
  *          solves against the single GPU on both (the *_host cases), nccl_selection checks which path is
@@ -54,10 +60,20 @@ static void restrict_block(const double *g, int32_t gnx, int32_t gny, int32_t nz
              sizeof(double) * (size_t)nxl);
 }
 
-/** A CUDA context on MPI_COMM_WORLD. */
-static pkrylov_context world_ctx(void) {
+/**
+ * The backend of the distributed solves of the BiCGStab / GMRES cases: CUDA, or the CPU when the
+ * environment variable PK_T930_CPU is 1 (developing those cases on a machine without a GPU: the same
+ * comparisons with the CPU engine; the CUDA engine is what ctest checks).
+ */
+static int kry_on_cpu(void) {
+  const char *e = getenv("PK_T930_CPU");
+  return e && e[0] == '1';
+}
+
+/** A context of `backend` on MPI_COMM_WORLD. */
+static pkrylov_context world_ctx_of(int32_t backend) {
   pkrylov_context ctx = NULL;
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx))
+  if (pkrylov_context_create(backend, &ctx))
     return NULL;
   if (pkrylov_context_set_comm(ctx, MPI_COMM_WORLD)) {
     const char *msg = "";
@@ -66,6 +82,11 @@ static pkrylov_context world_ctx(void) {
     return NULL;
   }
   return ctx;
+}
+
+/** A CUDA context on MPI_COMM_WORLD. */
+static pkrylov_context world_ctx(void) {
+  return world_ctx_of(PKRYLOV_BACKEND_CUDA);
 }
 
 /** Global stencil coefficients: the thin shell's, perturbed per face (still symmetric), with a mask. */
@@ -255,11 +276,18 @@ PK_TEST_CASE(stencil_product_bitwise) {
 /**
  * Solve b = A (smooth field) with `type` and preconditioner `pct` on the distributed operator (thin shell
  * 24 x 20 x 16, or the masked column stencil 22 x 18 x 10) over every decomposition, and on one GPU (the
- * global operator, a context without communicator); compare iterations and the gathered solution, and
- * recompute the residual of the gathered solution on the CPU.
+ * global operator, a context without communicator; cpu_ref: the single-rank CPU solve); compare iterations
+ * and the gathered solution, and recompute the residual of the gathered solution on the CPU. The BiCGStab /
+ * GMRES families (pk_kry) also check that every rank reports bitwise the same result (lockstep).
  */
-static int solve_compare(int32_t type, int32_t pct, int stencil, int nccl) {
-  if (!have_gpu())
+static int solve_compare_ref(int32_t type, int32_t pct, int stencil, int nccl, int cpu_ref) {
+  const int kry = type != PKRYLOV_SOLVER_CG && type != PKRYLOV_SOLVER_PIPECG;
+  /* BiCGStab with Jacobi wanders near a tolerance of 1e-12 on these grids (stencil: 823 iterations on one
+     CPU rank, 897 to 901 on 2 ranks of the CPU engine and of one H200, 1490 on the 1 x 2 tiles of the H200;
+     thin shell: rho breakdowns on the CPU engine): it stops at 1e-9 */
+  const double rtol = type == PKRYLOV_SOLVER_BICGSTAB && pct == PKRYLOV_PRECOND_JACOBI ? 1e-9 : 1e-12;
+  const int on_cpu = kry && kry_on_cpu();
+  if (!on_cpu && !have_gpu())
     return PK_SKIP;
   set_path(nccl);
   int rank, size;
@@ -280,14 +308,15 @@ static int solve_compare(int32_t type, int32_t pct, int stencil, int nccl) {
     return PK_FAIL;
   /* the distributed context first: it selects the rank's GPU (the thread's current device), on which the
      single-GPU reference context is then created */
-  pkrylov_context ctx = world_ctx();
+  pkrylov_context ctx = world_ctx_of(on_cpu ? PKRYLOV_BACKEND_CPU : PKRYLOV_BACKEND_CUDA);
   if (!ctx)
     return PK_FAIL;
-  /* the global operator on the CPU (b and the independent residual) and on one GPU (the reference solve) */
+  /* the global operator on the CPU (b and the independent residual) and on one GPU (the reference solve;
+     cpu_ref: on the CPU) */
   pkrylov_context cc, c1;
   pkrylov_operator Ac, A1;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cc));
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &c1));
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(cpu_ref || on_cpu ? PKRYLOV_BACKEND_CPU : PKRYLOV_BACKEND_CUDA, &c1));
   if (stencil) {
     PK_REQUIRE_OK(cc, pkrylov_operator_create_stencil7(cc, gnx, gny, nz, aW, aS, aV, aC, mask, &Ac));
     PK_REQUIRE_OK(c1, pkrylov_operator_create_stencil7(c1, gnx, gny, nz, aW, aS, aV, aC, mask, &A1));
@@ -303,25 +332,43 @@ static int solve_compare(int32_t type, int32_t pct, int stencil, int nccl) {
   pkrylov_result r1;
   PK_REQUIRE_OK(c1, pkrylov_precond_create(c1, A1, pct, 0, PKRYLOV_LAYOUT_AUTO, &M1));
   PK_REQUIRE_OK(c1, pkrylov_solver_create(c1, type, A1, M1, &s1));
-  PK_REQUIRE_OK(c1, pkrylov_solver_set_tolerances(s1, 1e-12, 0.0));
+  PK_REQUIRE_OK(c1, pkrylov_solver_set_tolerances(s1, rtol, 0.0));
   PK_REQUIRE_OK(c1, pkrylov_solver_set_max_iterations(s1, 4000));
   PK_REQUIRE_OK(c1, pkrylov_solver_solve(s1, PKRYLOV_MEM_HOST, bg, x1));
   PK_REQUIRE_OK(c1, pkrylov_solver_get_result(s1, &r1));
   PK_EXPECT(r1.converged, "single GPU converged (%s)", pkrylov_reason_string(r1.reason));
-  double xmax = 0;
-  for (int64_t c = 0; c < ng; c++)
+  double xmax = 0, e1 = 0; /* e1: the reference's distance to the exact solution (b = A x_true) */
+  for (int64_t c = 0; c < ng; c++) {
     xmax = fmax(xmax, fabs(x1[c]));
+    if (!mask || mask[c])
+      e1 = fmax(e1, fabs(x1[c] - (sin(0.01 * (double)c) + 0.5)));
+  }
   /* The global sums of P ranks add the ranks' partial sums, the single GPU its block partials: the same
      values in another order. CG, and pipelined CG with the column preconditioner (24 iterations), end at the
      single GPU's iteration with x within 1e-10. Pipelined CG's recurrences amplify that rounding over the
      hundreds of iterations of the weak preconditioners (1557 without one, 792 with Jacobi on the stencil):
      measured on 2 H200s, 4 ranks: up to 3.9e-10 relative and one iteration less; allowed 1e-9 and 0.5 %. */
   const int strict = type == PKRYLOV_SOLVER_CG || pct == PKRYLOV_PRECOND_COLUMN;
-  const int it_slack = strict ? 0 : 1 + r1.iterations / 200;
-  const double x_rel = strict ? 1e-10 : 1e-9;
+  int it_slack = strict ? 0 : 1 + r1.iterations / 200;
+  double x_rel = strict ? 1e-10 : 1e-9;
+  if (kry) {
+    /* BiCGStab / GMRES families against the single-rank CPU solve. The classical methods with the column
+       preconditioner (15-22 iterations): within 2 iterations and 1e-10. The pipelined methods and the
+       Jacobi cases (hundreds of iterations) amplify the rounding of the sums' order: the CPU engine itself,
+       2 ranks against 1 (PK_T930_CPU=1, this machine), differed by up to 6e-8 relative in x and by up to
+       25 % in iterations (pipelined GMRES 23 against 30: a cycle ended by the loss-of-orthogonality
+       fallback), while every solution met the residual recomputed below; allowed 1e-6 and 30 % + 2. */
+    const int sensitive =
+        type == PKRYLOV_SOLVER_PIPEBICGSTAB || type == PKRYLOV_SOLVER_PIPEGMRES || pct != PKRYLOV_PRECOND_COLUMN;
+    it_slack = sensitive ? 2 + (3 * r1.iterations) / 10 : 2;
+    x_rel = sensitive ? 1e-6 : 1e-10;
+    if (rtol > 1e-12) /* x to about 3e-5 at 1e-9 (max |x_1 - x_true| printed); measured 6e-5 apart, 473 to
+                         547 iterations against 512, on 2 to 4 ranks of the CPU engine */
+      x_rel = 1e-3;
+  }
   if (rank == 0)
-    printf("%s, solver %d, precond %d: single GPU %d iterations\n", stencil ? "stencil" : "thin shell", type,
-           pct, r1.iterations);
+    printf("%s, solver %d, precond %d: single %s %d iterations, max |x_1 - x_true| %.2g (wet cells)\n",
+           stencil ? "stencil" : "thin shell", type, pct, cpu_ref || on_cpu ? "CPU" : "GPU", r1.iterations, e1);
 
   for (int px = 1; px <= size; px++) {
     if (size % px)
@@ -345,7 +392,7 @@ static int solve_compare(int32_t type, int32_t pct, int stencil, int nccl) {
     restrict_block(bg, gnx, gny, nz, i0, nxl, j0, nyl, b);
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, pct, 0, PKRYLOV_LAYOUT_AUTO, &M));
     PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, type, A, M, &s));
-    PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, 1e-12, 0.0));
+    PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, rtol, 0.0));
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_max_iterations(s, 4000));
     for (int run = 0; run < 2; run++) {
       if (run == 1)
@@ -354,15 +401,24 @@ static int solve_compare(int32_t type, int32_t pct, int stencil, int nccl) {
       PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
       PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &res));
       PK_EXPECT(res.converged, "%dx%d converged (%s)", px, py, pkrylov_reason_string(res.reason));
-      PK_EXPECT(abs(res.iterations - r1.iterations) <= it_slack, "%dx%d run %d: %d iterations, single GPU %d",
+      PK_EXPECT(abs(res.iterations - r1.iterations) <= it_slack, "%dx%d run %d: %d iterations, single rank %d",
                 px, py, run, res.iterations, r1.iterations);
+      if (kry) { /* lockstep: the same iterations, reason and final residual bitwise on every rank */
+        int64_t v[3] = {res.iterations, res.reason, 0}, mn[3], mx[3];
+        memcpy(&v[2], &res.final_residual, sizeof(double));
+        MPI_Allreduce(v, mn, 3, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(v, mx, 3, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+        PK_EXPECT(memcmp(mn, mx, sizeof mn) == 0, "%dx%d run %d: the ranks disagree (iterations %lld..%lld, "
+                  "reason %lld..%lld, or the final residual's bits)", px, py, run, (long long)mn[0],
+                  (long long)mx[0], (long long)mn[1], (long long)mx[1]);
+      }
       PK_REQUIRE_OK(ctx, pkrylov_operator_gather(A, 0, x, rank == 0 ? xg : NULL));
       if (rank == 0) {
         double dmax = 0, rr = 0, bb = 0;
         for (int64_t c = 0; c < ng; c++)
           dmax = fmax(dmax, fabs(xg[c] - x1[c]));
         PK_EXPECT(dmax <= x_rel * xmax,
-                  "%dx%d: max |x - x_1gpu| = %.3g (max |x| %.3g, allowed %.0e relative)", px, py, dmax, xmax,
+                  "%dx%d: max |x - x_1| = %.3g (max |x| %.3g, allowed %.0e relative)", px, py, dmax, xmax,
                   x_rel);
         /* the residual of the gathered solution, recomputed on the CPU (dry cells: b is ignored there) */
         PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, xg, rg));
@@ -372,11 +428,12 @@ static int solve_compare(int32_t type, int32_t pct, int stencil, int nccl) {
           rr += (bg[c] - rg[c]) * (bg[c] - rg[c]);
           bb += bg[c] * bg[c];
         }
-        PK_EXPECT(sqrt(rr) <= 1e-11 * sqrt(bb), "%dx%d: ||b - A x|| / ||b|| = %.3g (CPU)", px, py,
+        PK_EXPECT(sqrt(rr) <= 10 * rtol * sqrt(bb), "%dx%d: ||b - A x|| / ||b|| = %.3g (CPU)", px, py,
                   sqrt(rr / bb));
         PK_EXPECT(fabs(res.final_residual - sqrt(rr)) <= 1e-3 * sqrt(rr) + 1e-14 * sqrt(bb),
                   "reported final residual %.6g, recomputed %.6g", res.final_residual, sqrt(rr));
-        printf("  %dx%d run %d: %d iterations, max |x - x_1gpu| %.2g\n", px, py, run, res.iterations, dmax);
+        printf("  %dx%d run %d: %d iterations, max |x - x_1| %.2g (relative %.2g)\n", px, py, run,
+               res.iterations, dmax, dmax / xmax);
       }
     }
     pkrylov_solver_destroy(&s);
@@ -394,6 +451,10 @@ static int solve_compare(int32_t type, int32_t pct, int stencil, int nccl) {
   free(bg), free(xg), free(x1), free(rg);
   free(aW), free(aS), free(aV), free(aC), free(mask);
   return pk_test_failures ? PK_FAIL : PK_PASS;
+}
+
+static int solve_compare(int32_t type, int32_t pct, int stencil, int nccl) {
+  return solve_compare_ref(type, pct, stencil, nccl, 0);
 }
 
 PK_TEST_CASE(cg_column) {
@@ -534,33 +595,129 @@ PK_TEST_CASE(paths_bitwise) {
   PK_TEST_END();
 }
 
-PK_TEST_CASE(other_solvers_refused) {
-  if (!have_gpu())
+/* The BiCGStab and GMRES families on the distributed operators (the CUDA vector engine with the device halo
+   exchange and global sums) against the single-rank CPU solve: NCCL path where available, host-staged
+   (*_host) forced. */
+PK_TEST_CASE(bicgstab_column) {
+  return solve_compare_ref(PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_COLUMN, 0, 1, 1);
+}
+PK_TEST_CASE(pipebicgstab_column) {
+  return solve_compare_ref(PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_PRECOND_COLUMN, 0, 1, 1);
+}
+PK_TEST_CASE(gmres_column) {
+  return solve_compare_ref(PKRYLOV_SOLVER_GMRES, PKRYLOV_PRECOND_COLUMN, 0, 1, 1);
+}
+PK_TEST_CASE(fgmres_jacobi) {
+  return solve_compare_ref(PKRYLOV_SOLVER_FGMRES, PKRYLOV_PRECOND_JACOBI, 0, 1, 1);
+}
+PK_TEST_CASE(pipegmres_column) {
+  return solve_compare_ref(PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN, 0, 1, 1);
+}
+PK_TEST_CASE(cagmres_column) {
+  return solve_compare_ref(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 0, 1, 1);
+}
+PK_TEST_CASE(bicgstab_stencil_jacobi) {
+  return solve_compare_ref(PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_JACOBI, 1, 1, 1);
+}
+PK_TEST_CASE(pipegmres_stencil_column) {
+  return solve_compare_ref(PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN, 1, 1, 1);
+}
+PK_TEST_CASE(pipebicgstab_stencil_column_host) {
+  /* (with Jacobi pipelined BiCGStab wanders near the tolerance: 861 to 1363 iterations on 1 to 4 ranks of
+     the CPU engine against 929 on one, so no case of it here) */
+  return solve_compare_ref(PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_PRECOND_COLUMN, 1, 0, 1);
+}
+PK_TEST_CASE(gmres_stencil_column_host) {
+  return solve_compare_ref(PKRYLOV_SOLVER_GMRES, PKRYLOV_PRECOND_COLUMN, 1, 0, 1);
+}
+PK_TEST_CASE(fgmres_column_host) {
+  return solve_compare_ref(PKRYLOV_SOLVER_FGMRES, PKRYLOV_PRECOND_COLUMN, 0, 0, 1);
+}
+PK_TEST_CASE(pipegmres_jacobi_host) {
+  return solve_compare_ref(PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_JACOBI, 0, 0, 1);
+}
+PK_TEST_CASE(cagmres_stencil_column_host) {
+  return solve_compare_ref(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 1, 0, 1);
+}
+
+/**
+ * BiCGStab, pipelined BiCGStab, GMRES, pipelined GMRES and CA-GMRES (column preconditioner) on the
+ * distributed thin shell, NCCL path then host-staged path (blocks of 8 iterations, then of one): the same
+ * iterations and bitwise the same solution, residual history and final residual (both paths gather the
+ * ranks' sums and add them in rank order). Where NCCL is not used both runs take the host path and must
+ * agree all the same (the sums are deterministic).
+ */
+PK_TEST_CASE(kry_paths_bitwise) {
+  const int on_cpu = kry_on_cpu();
+  if (!on_cpu && !have_gpu())
     return PK_SKIP;
   int rank, size;
   pk_mpi_world(&rank, &size);
-  if (size == 1)
-    return PK_PASS; /* one rank: nothing is exchanged, every solver runs */
-  pkrylov_context ctx = world_ctx();
+  pkrylov_context ctx = world_ctx_of(on_cpu ? PKRYLOV_BACKEND_CPU : PKRYLOV_BACKEND_CUDA);
   if (!ctx)
     return PK_FAIL;
+  int py = 1;
+  for (int d = 1; d * d <= size; d++)
+    if (size % d == 0)
+      py = d;
+  const int px = size / py;
   pkrylov_thinshell_params p;
-  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(8, 8, 4, &p));
+  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(20 * px, 18 * py, 12, &p));
+  p.nu = 1.0;
   pkrylov_operator A;
-  pkrylov_solver s;
-  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell_dist(ctx, &p, size, 1, &A));
-  PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_BICGSTAB, A, NULL, &s));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell_dist(ctx, &p, px, py, &A));
   int64_t n;
   PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
-  double *b = calloc((size_t)n, sizeof(double)), *x = calloc((size_t)n, sizeof(double));
-  if (!b || !x)
+  double *b = malloc(sizeof(double) * n), *x[2], *h[2];
+  x[0] = malloc(sizeof(double) * n), x[1] = malloc(sizeof(double) * n);
+  h[0] = malloc(sizeof(double) * 4001), h[1] = malloc(sizeof(double) * 4001);
+  if (!b || !x[0] || !x[1] || !h[0] || !h[1])
     return PK_FAIL;
-  b[0] = 1.0;
-  PK_EXPECT_CODE(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x), PKRYLOV_ERR_UNSUPPORTED);
-  pkrylov_solver_destroy(&s);
+  for (int64_t i = 0; i < n; i++)
+    b[i] = 1.0 + 0.5 * sin(0.003 * (double)(i + 977 * rank));
+  static const int32_t types[5] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,
+                                   PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_SOLVER_CAGMRES};
+  pkrylov_precond M;
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  for (int c = 0; c < 5; c++)
+    for (int sync = 0; sync < 2; sync++) {
+      pkrylov_solver s;
+      PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, types[c], A, M, &s));
+      PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, 1e-11, 0.0));
+      PK_REQUIRE_OK(ctx, pkrylov_solver_set_max_iterations(s, 4000));
+      PK_REQUIRE_OK(ctx, pkrylov_solver_set_history(s, 1));
+      PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, sync ? 1 : 8));
+      PK_REQUIRE_OK(ctx, pkrylov_solver_set_restart(s, 12)); /* several cycles */
+      pkrylov_result r[2];
+      int32_t len[2];
+      for (int path = 0; path < 2; path++) {
+        set_path(path == 0);
+        memset(x[path], 0, sizeof(double) * n);
+        PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x[path]));
+        PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &r[path]));
+        PK_REQUIRE_OK(ctx, pkrylov_solver_get_history(s, 4001, h[path], &len[path]));
+      }
+      PK_EXPECT(r[0].converged && r[1].converged, "solver %d sync %d: converged (%s, %s)", types[c], sync,
+                pkrylov_reason_string(r[0].reason), pkrylov_reason_string(r[1].reason));
+      PK_EXPECT(r[0].iterations == r[1].iterations && len[0] == len[1],
+                "solver %d sync %d: NCCL %d iterations, host-staged %d", types[c], sync, r[0].iterations,
+                r[1].iterations);
+      PK_EXPECT(memcmp(x[0], x[1], sizeof(double) * n) == 0, "solver %d sync %d: solutions differ", types[c],
+                sync);
+      PK_EXPECT(len[0] == len[1] && memcmp(h[0], h[1], sizeof(double) * len[0]) == 0,
+                "solver %d sync %d: residual histories differ", types[c], sync);
+      PK_EXPECT(memcmp(&r[0].final_residual, &r[1].final_residual, sizeof(double)) == 0,
+                "solver %d sync %d: final residuals %.17g, %.17g", types[c], sync, r[0].final_residual,
+                r[1].final_residual);
+      if (rank == 0)
+        printf("solver %d sync %d: %d iterations, final residual %.6g on both paths\n", types[c], sync,
+               r[0].iterations, r[0].final_residual);
+      pkrylov_solver_destroy(&s);
+    }
+  pkrylov_precond_destroy(&M);
   pkrylov_operator_destroy(&A);
   pkrylov_context_destroy(&ctx);
-  free(b), free(x);
+  free(b), free(x[0]), free(x[1]), free(h[0]), free(h[1]);
   PK_TEST_END();
 }
 
@@ -569,4 +726,10 @@ PK_MPI_TEST_MAIN(PK_TEST_ENTRY(thinshell_product_bitwise), PK_TEST_ENTRY(stencil
                  PK_TEST_ENTRY(pipecg_none), PK_TEST_ENTRY(cg_stencil_column),
                  PK_TEST_ENTRY(pipecg_stencil_jacobi), PK_TEST_ENTRY(cg_column_host),
                  PK_TEST_ENTRY(pipecg_stencil_jacobi_host), PK_TEST_ENTRY(nccl_selection),
-                 PK_TEST_ENTRY(paths_bitwise), PK_TEST_ENTRY(other_solvers_refused))
+                 PK_TEST_ENTRY(paths_bitwise), PK_TEST_ENTRY(bicgstab_column), PK_TEST_ENTRY(pipebicgstab_column),
+                 PK_TEST_ENTRY(gmres_column), PK_TEST_ENTRY(fgmres_jacobi), PK_TEST_ENTRY(pipegmres_column),
+                 PK_TEST_ENTRY(cagmres_column), PK_TEST_ENTRY(bicgstab_stencil_jacobi),
+                 PK_TEST_ENTRY(pipegmres_stencil_column), PK_TEST_ENTRY(pipebicgstab_stencil_column_host),
+                 PK_TEST_ENTRY(gmres_stencil_column_host), PK_TEST_ENTRY(fgmres_column_host),
+                 PK_TEST_ENTRY(pipegmres_jacobi_host), PK_TEST_ENTRY(cagmres_stencil_column_host),
+                 PK_TEST_ENTRY(kry_paths_bitwise))

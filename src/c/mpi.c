@@ -333,13 +333,6 @@ int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const dou
                       "the %s differs between the ranks (every rank of a distributed solve must use the "
                       "same settings)",
                       names[i]);
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA && s->A->dist && pk_kry_is_kry_type(s->type))
-    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
-                    "solver type %d on a distributed operator of a CUDA context: the BiCGStab and GMRES families "
-                    "run distributed on the CPU backend only for now (CG and pipelined CG run on the GPUs)",
-                    s->type);
-#endif
   const int ierr = local;
   return pk_mpi_agree(ctx, ierr);
 }

@@ -31,8 +31,18 @@
  * pk_cuda_kernels.cu (every operator and preconditioner type they support). User-callback operators and
  * preconditioners: the stream is synchronised and the routine called with device pointers of the engine's
  * vectors (pk_cuda_user_call; a nonzero return is PKRYLOV_ERR_CALLBACK); a residual gets A x from the
- * routine into D->ax, which the residual launcher reads. Distributed (halo-exchange) operators are not
- * supported here (PKRYLOV_ERR_UNSUPPORTED at create).
+ * routine into D->ax, which the residual launcher reads. Operators with the caller's halo-exchange routine
+ * (pkrylov_operator_create_stencil7_exchange) are not supported here (PKRYLOV_ERR_UNSUPPORTED at create).
+ *
+ * Distributed contexts (several ranks, one GPU per rank or ranks sharing one): a distributed grid operator
+ * (A->dist: thin shell, column stencil) gets its halo exchanged on the device (pk_cuda_dist.cu): an operator
+ * product runs the columns off the tile edges while the halo travels, then the edge columns; a residual
+ * exchanges first. Every sum becomes global (see "global sums"): the rank's sums of the single-GPU kernels,
+ * gathered over the ranks (NCCL or host-staged MPI) and added in rank order on every rank, so all ranks get
+ * bitwise the same scalars, take the same decisions (convergence, breakdown, NaN) and stay in lockstep. A sum
+ * started with PK_KRY_ASYNC is finished by pk_kry_wait, after the preconditioner and the operator product
+ * the pipelined methods queue in between. Graphs of blocks: on the NCCL path only (the host-staged path
+ * calls MPI between the kernels), and not for blocks that a started sum crosses (pipelined GMRES).
  *
  * Blocks (pk_kry_block_begin/end): the operations of a block are recorded and replayed as a CUDA graph when
  * the same sequence comes again (see "operations" below). Environment switches, read at create:
@@ -40,7 +50,7 @@
  * (every operation timed with events and a synchronisation; a summary on stderr when the engine is freed;
  * no graphs).
  *
- * Without MPI, PK_KRY_ASYNC is the same as the blocking form: the sums are in S when the next operation on
+ * On one rank, PK_KRY_ASYNC is the same as the blocking form: the sums are in S when the next operation on
  * the stream runs.
  */
 #include <cuda_runtime.h>
@@ -73,6 +83,13 @@ struct GraphEntry {
   int failed;
 };
 
+/** Buffers of one global sum of a distributed engine: the rank's sums (device, pinned host copy), all
+ *  ranks' sums rank after rank (device; pinned host on the host-staged path), the event of the host copy. */
+struct GSlot {
+  double *dsum, *gath, *hsum, *hgath;
+  cudaEvent_t ev;
+};
+
 /** Engine state on the device (E->priv). */
 struct KryDev {
   cudaStream_t st;
@@ -103,6 +120,19 @@ struct KryDev {
   double prof_ms[32];
   long long prof_n[32];
   cudaEvent_t ev[2];
+  /* distributed context (several ranks; see "global sums" below) */
+  int dist;                      /* ctx->size > 1: every sum is made global */
+  int nranks;
+  struct pkrylov_operator_s *dop; /* the distributed grid operator (A->dist): halo exchange, NCCL stream */
+  void *nccl;                    /* its NCCL communicator for this solve (pk_mpi_nccl), NULL: host-staged */
+  void *nccl_warm;               /* the communicator a first allgather has run on (outside any capture) */
+  pk_cuda_op op_in, op_edge;     /* op on the columns off the tile edges / on the edge columns */
+  GSlot gs[2];                   /* [0] blocking sums, [1] the one started with PK_KRY_ASYNC */
+  size_t gs_cap;                 /* doubles per rank in every slot */
+  int pend_on, pend_nv, pend_dd; /* the started sum (slot 1): finished by OP_WAIT into S[pend_out..] */
+  int32_t pend_out;
+  int q_pend;                    /* submitted: an async sum without its wait yet (blocks) */
+  int rec_pend0;                 /* q_pend when the block being recorded began */
 };
 
 KryDev *dev_of(pk_kry *E) {
@@ -627,23 +657,145 @@ __global__ void __launch_bounds__(KB)
     }
 }
 
+/**
+ * Global sums of a distributed engine: out[v] = the ranks' sums g[r * stride + v] added in rank order
+ * (r = 0, 1, ...; DD: the pairs (g[r * stride + 2v], g[r * stride + 2v + 1]) by dd_add), one thread per
+ * value. Every rank adds the same gathered values in the same order: bitwise the same scalars everywhere.
+ */
+__global__ void k_gsum(const double *g, int nranks, int64_t stride, int nvals, int dd, double *out) {
+  const int v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v >= nvals)
+    return;
+  if (!dd) {
+    double t = g[v];
+    for (int r = 1; r < nranks; r++)
+      t = t + g[r * stride + v];
+    out[v] = t;
+  } else {
+    double h = g[2 * v], l = g[2 * v + 1];
+    for (int r = 1; r < nranks; r++)
+      dd_add(h, l, g[r * stride + 2 * v], g[r * stride + 2 * v + 1]);
+    out[2 * v] = h, out[2 * v + 1] = l;
+  }
+}
+
 /* ---- helpers ---------------------------------------------------------------------------------------- */
 
-/** Second stage into S[out ..] (nvals values; DD: nvals pairs). */
-int sum_into(pk_kry *E, int64_t nb, int nvals, bool dd, int32_t out) {
+/* ---- global sums (distributed context) ---------------------------------------------------------------
+ * Every sum is first the rank's local sum, made by the two stages above into the slot's dsum (the single-GPU
+ * order over the rank's values); the ranks' sums are gathered rank after rank into gath (gath[r * count +
+ * v] = rank r's value v) and k_gsum adds them in rank order into S[out ..]. The gathered values and the
+ * order do not depend on the path, so both give bitwise the same scalars on every rank:
+ *  NCCL (D->nccl, a distributed grid operator D->dop): ncclAllGather on the operator's communication
+ *        stream in stream order (pk_cuda_dist_allgather), no host synchronisation (blocks can be captured);
+ *  host-staged: dsum copied to pinned memory (an event), MPI_Allgather on the host (pk_mpi_allgather_f64,
+ *        mpi.c), gath copied back to the device.
+ * Blocking sums (slot 0) are finished at once. A sum started with PK_KRY_ASYNC (slot 1) is begun (NCCL: the
+ * gather enqueued; host: the copy to the host enqueued) and finished by pk_kry_wait (OP_WAIT), so the
+ * operations queued in between (the preconditioner and the operator product of the pipelined methods) run
+ * on the device meanwhile. */
+
+/** Room for `count` doubles per rank in both slots (outside any capture: reallocation drops the graphs). */
+int ensure_gsum(pk_kry *E, size_t count) {
   KryDev *D = dev_of(E);
-  if (nvals <= 0)
+  if (!D->dist || count <= D->gs_cap)
     return PKRYLOV_SUCCESS;
-  if (dd)
-    k_sum<true><<<nvals, KB, 0, D->st>>>(D->part, nb, 2 * nvals, D->S + out);
-  else
-    k_sum<false><<<nvals, KB, 0, D->st>>>(D->part, nb, nvals, D->S + out);
-  KCU(cudaGetLastError(), "summing partials");
+  drop_graphs(E); /* they hold the old buffers */
+  cudaStreamSynchronize(D->st);
+  const size_t all = count * (size_t)D->nranks;
+  for (int k = 0; k < 2; k++) {
+    GSlot &g = D->gs[k];
+    cudaFree(g.dsum), cudaFree(g.gath), cudaFreeHost(g.hsum), cudaFreeHost(g.hgath);
+    g.dsum = g.gath = g.hsum = g.hgath = NULL;
+  }
+  D->gs_cap = 0;
+  for (int k = 0; k < 2; k++) {
+    GSlot &g = D->gs[k];
+    KCU(cudaMalloc((void **)&g.dsum, sizeof(double) * count), "allocating the global sums");
+    KCU(cudaMalloc((void **)&g.gath, sizeof(double) * all), "allocating the global sums");
+    KCU(cudaMallocHost((void **)&g.hsum, sizeof(double) * count), "allocating the global sums");
+    KCU(cudaMallocHost((void **)&g.hgath, sizeof(double) * all), "allocating the global sums");
+    if (!g.ev)
+      KCU(cudaEventCreateWithFlags(&g.ev, cudaEventDisableTiming), "creating an event");
+  }
+  D->gs_cap = count;
   return PKRYLOV_SUCCESS;
 }
 
+/** Start the global sum of the `count` doubles in slot k's dsum. */
+int gsum_begin(pk_kry *E, int k, int count) {
+  KryDev *D = dev_of(E);
+  GSlot &g = D->gs[k];
+  if ((size_t)count > D->gs_cap)
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "global sums: %d values, room for %zu", count,
+                    D->gs_cap);
+  if (D->nccl)
+    return pk_cuda_dist_allgather(D->dop, D->nccl, g.dsum, g.gath, count, 0);
+  KCU(cudaMemcpyAsync(g.hsum, g.dsum, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
+      "copying the local sums");
+  KCU(cudaEventRecord(g.ev, D->st), "recording an event");
+  return PKRYLOV_SUCCESS;
+}
+
+/** Finish the global sum of slot k (count doubles: nvals values, DD pairs) into S[out ..]. */
+int gsum_end(pk_kry *E, int k, int nvals, bool dd, int32_t out) {
+  KryDev *D = dev_of(E);
+  GSlot &g = D->gs[k];
+  const int count = nvals * (dd ? 2 : 1);
+  if (D->nccl) {
+    PK_CALL(pk_cuda_dist_allgather_wait(D->dop)); /* the launches enqueued from now on see gath */
+  } else {
+    KCU(cudaEventSynchronize(g.ev), "waiting for the local sums");
+    const double t0 = pk_wtime();
+    PK_CALL(pk_mpi_allgather_f64(E->ctx, g.hsum, count, g.hgath));
+    pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
+    KCU(cudaMemcpyAsync(g.gath, g.hgath, sizeof(double) * (size_t)count * (size_t)D->nranks,
+                        cudaMemcpyHostToDevice, D->st),
+        "copying the gathered sums");
+  }
+  k_gsum<<<(unsigned)((nvals + KB - 1) / KB), KB, 0, D->st>>>(g.gath, D->nranks, count, nvals, dd ? 1 : 0,
+                                                                D->S + out);
+  KCU(cudaGetLastError(), "adding the ranks' sums");
+  return PKRYLOV_SUCCESS;
+}
+
+/**
+ * Second stage into S[out ..] (nvals values; DD: nvals pairs). Distributed: into a slot's dsum, then the
+ * global sum, finished at once or (async) started for OP_WAIT.
+ */
+int sum_into(pk_kry *E, int64_t nb, int nvals, bool dd, int32_t out, bool async = false) {
+  KryDev *D = dev_of(E);
+  if (nvals <= 0)
+    return PKRYLOV_SUCCESS;
+  const int k = async ? 1 : 0;
+  double *dst = D->dist ? D->gs[k].dsum : D->S + out;
+  if (D->dist && async && D->pend_on)
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "a reduction is already in flight");
+  if (dd)
+    k_sum<true><<<nvals, KB, 0, D->st>>>(D->part, nb, 2 * nvals, dst);
+  else
+    k_sum<false><<<nvals, KB, 0, D->st>>>(D->part, nb, nvals, dst);
+  KCU(cudaGetLastError(), "summing partials");
+  if (!D->dist)
+    return PKRYLOV_SUCCESS;
+  PK_CALL(gsum_begin(E, k, nvals * (dd ? 2 : 1)));
+  if (!async)
+    return gsum_end(E, 0, nvals, dd, out);
+  D->pend_on = 1, D->pend_nv = nvals, D->pend_dd = dd ? 1 : 0, D->pend_out = out;
+  return PKRYLOV_SUCCESS;
+}
+
+/** OP_WAIT: finish the sum started with PK_KRY_ASYNC (none: nothing). */
+int do_wait(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  if (!D->pend_on)
+    return PKRYLOV_SUCCESS;
+  D->pend_on = 0;
+  return gsum_end(E, 1, D->pend_nv, D->pend_dd != 0, D->pend_out);
+}
+
 /** All dot products (A_i, B_j) into S[out + i + A.k * j] (DD: pairs). */
-int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out) {
+int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out, bool async) {
   KryDev *D = dev_of(E);
   const int64_t n = E->n;
   if (A.k <= 0 || B.k <= 0)
@@ -666,7 +818,7 @@ int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out) {
     k_mdot<TA, TB, false><<<dim3((unsigned)nb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, D->part);
   }
   KCU(cudaGetLastError(), "dot products");
-  return sum_into(E, nb, nvals, dd, out);
+  return sum_into(E, nb, nvals, dd, out, async);
 }
 
 /** Wait for the stream, then report a scalar step id that the device did not know (a driver bug). */
@@ -704,12 +856,13 @@ enum {
   OP_SET,
   OP_COPY,
   OP_AXPY_DOTS,
+  OP_WAIT,
   OP_COUNT
 };
 const char *const op_names[OP_COUNT] = {"",           "matvec",    "precond",    "residual",
                                         "update",     "block_dots", "basis_dots", "basis_axpy",
                                         "basis_gemm", "scalar",     "set",        "copy",
-                                        "axpy_dots"};
+                                        "axpy_dots",  "wait"};
 constexpr size_t KGRAPH_CACHE = 48; /* graphs kept per engine */
 
 int do_matvec(pk_kry *E, pk_vid x, pk_vid y) {
@@ -717,6 +870,13 @@ int do_matvec(pk_kry *E, pk_vid x, pk_vid y) {
   if (D->uop)
     return pk_cuda_user_call(E->ctx, E->s->A->user.apply, E->s->A->user.data, E->n, vp(E, x), vp(E, y),
                              "operator");
+  if (D->dop) { /* distributed: the columns off the tile edges while the halo travels, then the edges */
+    PK_CALL(pk_cuda_dist_halo_begin(D->dop, vp(E, x), D->nccl));
+    KCU(pk_cuda_op_apply(D->st, &D->op_in, vp(E, x), vp(E, y)), "operator product");
+    PK_CALL(pk_cuda_dist_halo_end(D->dop, D->nccl));
+    KCU(pk_cuda_op_apply(D->st, &D->op_edge, vp(E, x), vp(E, y)), "operator product (tile edges)");
+    return PKRYLOV_SUCCESS;
+  }
   KCU(pk_cuda_op_apply(D->st, &D->op, vp(E, x), vp(E, y)), "operator product");
   return PKRYLOV_SUCCESS;
 }
@@ -741,13 +901,16 @@ int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   if (D->uop) /* A x by the routine into D->ax, which the residual launcher reads (op64.pre) */
     PK_CALL(pk_cuda_user_call(E->ctx, E->s->A->user.apply, E->s->A->user.data, E->n, vp(E, x), D->ax,
                               "operator"));
+  if (D->dop) /* distributed: the halo of x first (the residual's partial slots need one launch) */
+    PK_CALL(pk_cuda_dist_halo(D->dop, vp(E, x), D->nccl));
   KCU(pk_cuda_residual(D->st, &D->op64, D->b, vp(E, x), vp(E, r), D->part, &nb), "residual");
   if (out >= 0)
     return sum_into(E, nb, 1, false, out);
   return PKRYLOV_SUCCESS;
 }
 
-int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out) {
+int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
+              bool async) {
   KryDev *D = dev_of(E);
   if (nupd <= 0 && npairs <= 0)
     return PKRYLOV_SUCCESS;
@@ -772,24 +935,25 @@ int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const p
   k_update<<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, npairs > 0 ? D->part : nullptr);
   KCU(cudaGetLastError(), "vector update");
   if (npairs > 0)
-    return sum_into(E, nb, npairs, false, out);
+    return sum_into(E, nb, npairs, false, out, async);
   return PKRYLOV_SUCCESS;
 }
 
-int do_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out) {
+int do_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,
+                  bool async) {
   Side A, B;
   A.base = bp(E, a0), A.last = nullptr, A.ld = E->ld, A.k = ka;
   B.base = bp(E, b0), B.last = nullptr, B.ld = E->ld, B.k = kb;
-  return mdot(E, A, B, dd != 0, out);
+  return mdot(E, A, B, dd != 0, out, async);
 }
 
-int do_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out) {
+int do_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out, bool async) {
   Side A, B;
   const double *xp = vp(E, x);
   A.base = k > 0 ? bp(E, b0) : xp, A.ld = E->ld, A.k = k + (with_norm ? 1 : 0);
   A.last = with_norm ? xp : nullptr;
   B.base = xp, B.last = nullptr, B.ld = 0, B.k = 1;
-  return mdot(E, A, B, false, out);
+  return mdot(E, A, B, false, out, async);
 }
 
 int do_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg) {
@@ -814,13 +978,13 @@ int do_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, i
 }
 
 int do_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
-                 int32_t with_norm, int32_t out) {
+                 int32_t with_norm, int32_t out, bool async) {
   KryDev *D = dev_of(E);
   if (!D->fuse_on || k < 1 || k > 32) { /* the two passes */
     PK_CALL(do_basis_axpy(E, y, cy, b0, k, c0, neg));
     if (k + with_norm == 0)
       return PKRYLOV_SUCCESS;
-    return do_basis_dots(E, y, b0, k, with_norm, out);
+    return do_basis_dots(E, y, b0, k, with_norm, out, async);
   }
   const int64_t nb = grid_dot(E->n);
   const int nv = k + with_norm;
@@ -836,7 +1000,7 @@ int do_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t
     k_axpy_dots<32><<<(unsigned)nb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm,
                                                      D->part);
   KCU(cudaGetLastError(), "basis axpy and dots");
-  return sum_into(E, nb, nv, false, out);
+  return sum_into(E, nb, nv, false, out, async);
 }
 
 int do_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
@@ -899,14 +1063,14 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
       pr[j].a = *p++;
       pr[j].b = *p++;
     }
-    rc = do_update(E, nupd, u, np, pr, *p);
+    rc = do_update(E, nupd, u, np, pr, p[0], p[1] != 0);
     break;
   }
   case OP_BLOCK_DOTS:
-    rc = do_block_dots(E, p[0], p[1], p[2], p[3], p[4], p[5]);
+    rc = do_block_dots(E, p[0], p[1], p[2], p[3], p[4], p[5], p[6] != 0);
     break;
   case OP_BASIS_DOTS:
-    rc = do_basis_dots(E, p[0], p[1], p[2], p[3], p[4]);
+    rc = do_basis_dots(E, p[0], p[1], p[2], p[3], p[4], p[5] != 0);
     break;
   case OP_AXPY: {
     pk_coef cy;
@@ -943,9 +1107,12 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
   case OP_AXPY_DOTS: {
     pk_coef cy;
     cy.idx = p[1], cy.neg = p[2];
-    rc = do_axpy_dots(E, p[0], cy, p[3], p[4], p[5], p[6], p[7], p[8]);
+    rc = do_axpy_dots(E, p[0], cy, p[3], p[4], p[5], p[6], p[7], p[8], p[9] != 0);
     break;
   }
+  case OP_WAIT:
+    rc = do_wait(E);
+    break;
   default:
     return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: unknown operation record %d", type);
   }
@@ -1029,10 +1196,11 @@ int kd_create(pk_kry *E) {
   pkrylov_solver s = E->s;
   pkrylov_context ctx = E->ctx;
   const char *fn = "pkrylov_solver_solve";
-  if (s->A->halo.exchange || s->A->dist || !s->A->dev)
+  if (s->A->halo.exchange || !s->A->dev)
     return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
-                    "the operator is applied with a halo exchange (distributed), which the CUDA "
-                    "BiCGStab/GMRES engine does not support yet; use a CPU context");
+                    "the operator is applied with the caller's halo-exchange routine "
+                    "(pkrylov_operator_create_stencil7_exchange), which the CUDA BiCGStab/GMRES engine does not "
+                    "support yet; use a CPU context, or a distributed operator (pkrylov_operator_create_*_dist)");
   if (s->M && s->M->type != PKRYLOV_PRECOND_USER && !s->M->dev)
     return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
                     "the preconditioner has no device form, which the CUDA BiCGStab/GMRES engine needs");
@@ -1046,6 +1214,9 @@ int kd_create(pk_kry *E) {
   D->graph_on = env_flag("PKRYLOV_KRY_GRAPH", 1);
   D->fuse_on = env_flag("PKRYLOV_KRY_FUSE", 1);
   D->prof = env_flag("PKRYLOV_KRY_PROFILE", 0);
+  D->dist = pk_distributed(ctx);
+  D->nranks = D->dist ? ctx->size : 1;
+  D->dop = D->dist && s->A->dist ? s->A : NULL; /* one rank: no neighbour, the single-GPU products */
   const int64_t n = E->n;
   E->ld = (n + 31) / 32 * 32;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &D->op64));
@@ -1098,6 +1269,13 @@ int kd_create(pk_kry *E) {
   }
   if (D->uop)
     D->op.pre = D->op64.pre = D->ax;
+  D->op_in = D->op_edge = D->op;
+  D->op_in.cols = 1;
+  D->op_edge.cols = 2;
+  if (D->dist) { /* the largest sums the drivers ask for at once; more are made room for when asked */
+    size_t g = (size_t)(E->nbasis + 2 > PK_KRY_MAXPAIRS ? E->nbasis + 2 : PK_KRY_MAXPAIRS);
+    PK_CALL(ensure_gsum(E, 2 * g));
+  }
   D->b = D->vec + (nvec - 2) * (size_t)E->ld;
   D->x = D->vec + (nvec - 1) * (size_t)E->ld;
   const int64_t need = pk_cuda_partials_needed(&D->op64, s->M && !D->upc ? &D->pc : NULL);
@@ -1139,6 +1317,12 @@ void kd_destroy(pk_kry *E) {
     cudaEventDestroy(D->ev[1]);
   cudaFreeHost(D->hbuf);
   cudaFreeHost(D->haux);
+  for (int k = 0; k < 2; k++) {
+    GSlot &g = D->gs[k];
+    cudaFree(g.dsum), cudaFree(g.gath), cudaFreeHost(g.hsum), cudaFreeHost(g.hgath);
+    if (g.ev)
+      cudaEventDestroy(g.ev);
+  }
   cudaGetLastError();
   delete D;
   E->priv = NULL;
@@ -1151,6 +1335,18 @@ int kd_bind(pk_kry *E, int32_t x_zero) {
   PK_CALL(flush(E));
   PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->b_user, "b"));
   PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->x_user, "x"));
+  D->pend_on = D->q_pend = 0;
+  if (D->dist && D->dop) { /* the path of this solve (PKRYLOV_DIST_NCCL is read per solve, collectively) */
+    void *nc = NULL;
+    PK_CALL(pk_mpi_nccl(ctx, &nc));
+    if (nc != D->nccl)
+      drop_graphs(E); /* they hold the other path's calls */
+    D->nccl = nc;
+    if (nc && D->nccl_warm != nc) { /* the collective's connections are set up outside any capture */
+      PK_CALL(pk_cuda_dist_allgather(D->dop, nc, D->gs[0].dsum, D->gs[0].gath, 1, 1));
+      D->nccl_warm = nc;
+    }
+  }
   const size_t bytes = sizeof(double) * (size_t)E->n;
   const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
   /* b and x always live in the engine's own (padded, aligned) vectors: the operator and preconditioner
@@ -1221,15 +1417,26 @@ int kd_precond(pk_kry *E, pk_vid x, pk_vid y) {
 }
 
 int kd_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
+  PK_CALL(ensure_gsum(E, 1));
   std::vector<int32_t> rec = {OP_RESIDUAL, 0, x, r, out};
   return submit(E, rec);
 }
 
+/** The async flag of a reduction record: 1 for PK_KRY_ASYNC on a distributed engine (else the sums are in S
+ *  when the next operation runs, and the record is the single-GPU one). Marks the sum as started. */
+int32_t async_of(pk_kry *E, int32_t flags, int nvals) {
+  KryDev *D = dev_of(E);
+  const int32_t a = D->dist && (flags & PK_KRY_ASYNC) && nvals > 0 ? 1 : 0;
+  if (a)
+    D->q_pend = 1;
+  return a;
+}
+
 int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
               int32_t flags) {
-  (void)flags;
   if (nupd <= 0 && npairs <= 0)
     return PKRYLOV_SUCCESS;
+  PK_CALL(ensure_gsum(E, (size_t)npairs));
   std::vector<int32_t> r;
   r.reserve(8 + (size_t)nupd * (6 + 3 * PK_KRY_MAXTERMS) + 2 * (size_t)npairs);
   r.push_back(OP_UPDATE);
@@ -1252,22 +1459,23 @@ int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const p
     r.push_back(pairs[j].b);
   }
   r.push_back(out);
+  r.push_back(async_of(E, flags, npairs));
   return submit(E, r);
 }
 
 int kd_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,
                   int32_t flags) {
-  (void)flags;
   /* the partial sums' room now: a reallocation inside a capture would be part of the graph */
   PK_CALL(ensure_part(E, (size_t)grid_dot(E->n) * (size_t)ka * (size_t)kb * (dd ? 2 : 1)));
-  std::vector<int32_t> r = {OP_BLOCK_DOTS, 0, a0, ka, b0, kb, dd, out};
+  PK_CALL(ensure_gsum(E, (size_t)ka * (size_t)kb * (dd ? 2 : 1)));
+  std::vector<int32_t> r = {OP_BLOCK_DOTS, 0, a0, ka, b0, kb, dd, out, async_of(E, flags, ka * kb)};
   return submit(E, r);
 }
 
 int kd_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out, int32_t flags) {
-  (void)flags;
   PK_CALL(ensure_part(E, (size_t)grid_dot(E->n) * ((size_t)k + 1)));
-  std::vector<int32_t> r = {OP_BASIS_DOTS, 0, x, b0, k, with_norm, out};
+  PK_CALL(ensure_gsum(E, (size_t)k + 1));
+  std::vector<int32_t> r = {OP_BASIS_DOTS, 0, x, b0, k, with_norm, out, async_of(E, flags, k + (with_norm ? 1 : 0))};
   return submit(E, r);
 }
 
@@ -1278,9 +1486,10 @@ int kd_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_
 
 int kd_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
                        int32_t with_norm, int32_t out, int32_t flags) {
-  (void)flags;
   PK_CALL(ensure_part(E, (size_t)grid_dot(E->n) * ((size_t)k + 1)));
-  std::vector<int32_t> r = {OP_AXPY_DOTS, 0, y, cy.idx, cy.neg, b0, k, c0, neg, with_norm, out};
+  PK_CALL(ensure_gsum(E, (size_t)k + 1));
+  std::vector<int32_t> r = {OP_AXPY_DOTS, 0,   y,   cy.idx,    cy.neg,
+                            b0,           k,   c0,  neg, with_norm, out, async_of(E, flags, k + (with_norm ? 1 : 0))};
   return submit(E, r);
 }
 
@@ -1295,8 +1504,12 @@ int kd_scalar(pk_kry *E, int32_t id, int32_t arg) {
 }
 
 int kd_wait(pk_kry *E) {
-  (void)E;
-  return PKRYLOV_SUCCESS;
+  KryDev *D = dev_of(E);
+  if (!D->dist)
+    return PKRYLOV_SUCCESS; /* one rank: the sums are in S already */
+  D->q_pend = 0;
+  std::vector<int32_t> r = {OP_WAIT, 0};
+  return submit(E, r);
 }
 
 int kd_get(pk_kry *E, int32_t first, int32_t count, double *host) {
@@ -1332,7 +1545,10 @@ int kd_block_begin(pk_kry *E) {
   PK_CALL(flush(E));
   if (!D->graph_on || D->uop || D->upc || D->prof)
     return PKRYLOV_SUCCESS; /* host calls cannot be in a graph; the profile times operations one by one */
+  if (D->dist && (!D->nccl || pk_cuda_dist_instrumented()))
+    return PKRYLOV_SUCCESS; /* host-staged exchanges and sums are MPI calls between the kernels */
   D->rec_on = 1;
+  D->rec_pend0 = D->q_pend;
   D->have_base = 0;
   D->base = 0;
   D->log.clear();
@@ -1346,6 +1562,12 @@ int kd_block_end(pk_kry *E) {
   D->rec_on = 0;
   if (D->log.empty())
     return PKRYLOV_SUCCESS;
+  if (D->rec_pend0 || D->q_pend) { /* a global sum crosses the block's bounds (pipelined GMRES): a graph
+                                      would hold half of it; such blocks run directly */
+    const int rc = play(E, D->log, false, D->base);
+    D->log.clear();
+    return rc;
+  }
   GraphEntry *g = nullptr;
   for (GraphEntry &c : D->graphs)
     if (c.sig == D->log) {
