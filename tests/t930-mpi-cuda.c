@@ -16,6 +16,7 @@
  *          relative (the classical methods with the column preconditioner; the pipelined methods and the
  *          Jacobi cases within 30 % + 2 and 1e-6, see solve_compare_ref), the residual recomputed on the CPU,
  *          every rank reporting bitwise the same result (lockstep), on the NCCL and host-staged paths;
+ *          every solve case runs twice: host arrays, then device arrays with blocks of one iteration;
  *          kry_paths_bitwise: bitwise the same solution and history on both paths;
  *        - the two exchange paths: NCCL (device to device, when built in and each rank has a GPU of its own;
  *          the default) and host-staged (PKRYLOV_DIST_NCCL=0): the products above are checked on both, the
@@ -398,7 +399,19 @@ static int solve_compare_ref(int32_t type, int32_t pct, int stencil, int nccl, i
       if (run == 1)
         PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, 1)); /* blocks of one iteration */
       memset(x, 0, sizeof(double) * n);
-      PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
+      if (run == 0) {
+        PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
+      } else { /* run 1 on device arrays (as an OpenACC / CUDA Fortran model passes them) */
+        double *db = NULL, *dx = NULL;
+        PK_EXPECT(cudaMalloc((void **)&db, sizeof(double) * n) == cudaSuccess &&
+                      cudaMalloc((void **)&dx, sizeof(double) * n) == cudaSuccess &&
+                      cudaMemcpy(db, b, sizeof(double) * n, cudaMemcpyHostToDevice) == cudaSuccess &&
+                      cudaMemset(dx, 0, sizeof(double) * n) == cudaSuccess,
+                  "device arrays");
+        PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_DEVICE, db, dx));
+        PK_EXPECT(cudaMemcpy(x, dx, sizeof(double) * n, cudaMemcpyDeviceToHost) == cudaSuccess, "copy x");
+        cudaFree(db), cudaFree(dx);
+      }
       PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &res));
       PK_EXPECT(res.converged, "%dx%d converged (%s)", px, py, pkrylov_reason_string(res.reason));
       PK_EXPECT(abs(res.iterations - r1.iterations) <= it_slack, "%dx%d run %d: %d iterations, single rank %d",

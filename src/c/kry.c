@@ -420,6 +420,25 @@ static int kry_method(pkrylov_solver s, int (**sizes)(pkrylov_solver, pk_kry_siz
   }
 }
 
+/** b (and a nonzero initial x) of a solve on device arrays: finite, checked on the device; agreed over the ranks. */
+static int kry_check_device_inputs(pkrylov_solver s, pk_kry *E) {
+  pkrylov_context ctx = s->ctx;
+  int64_t bad;
+  double val;
+  int ierr = pk_kry_first_nonfinite(E, PK_KV_B, &bad, &val);
+  if (!ierr && bad >= 0)
+    ierr = pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                    "argument 'b' has a non-finite value (%g) at index %lld", val, (long long)bad);
+  if (!ierr && s->nonzero_guess) {
+    ierr = pk_kry_first_nonfinite(E, PK_KV_X, &bad, &val);
+    if (!ierr && bad >= 0)
+      ierr = pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
+                      "argument 'x' (initial guess) has a non-finite value (%g) at index %lld", val,
+                      (long long)bad);
+  }
+  return pk_distributed(ctx) ? pk_mpi_agree(ctx, ierr) : ierr;
+}
+
 int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   pkrylov_context ctx = s->ctx;
   const int64_t n = s->n;
@@ -484,25 +503,11 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   R.recorded = -1;
   R.ring = ring;
   R.tmp = PK_KV_W0 + z.nwork;
-  if (!host) { /* device arrays: check them on the device */
-    int64_t bad;
-    double val;
-    if ((ierr = pk_kry_first_nonfinite(E, PK_KV_B, &bad, &val)) != PKRYLOV_SUCCESS) goto failed;
-    if (bad >= 0) {
-      ierr = pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
-                      "argument 'b' has a non-finite value (%g) at index %lld", val, (long long)bad);
-      goto failed;
-    }
-    if (s->nonzero_guess) {
-      if ((ierr = pk_kry_first_nonfinite(E, PK_KV_X, &bad, &val)) != PKRYLOV_SUCCESS) goto failed;
-      if (bad >= 0) {
-        ierr = pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
-                        "argument 'x' (initial guess) has a non-finite value (%g) at index %lld", val,
-                        (long long)bad);
-        goto failed;
-      }
-    }
+  if (!host) { /* device arrays: check them on the device; distributed: the first failing rank's error on
+                  every rank (a rank alone in the error would leave the others waiting in a reduction) */
+    if ((ierr = kry_check_device_inputs(s, E)) != PKRYLOV_SUCCESS) goto failed;
   }
+
   /* ||b|| over the wet cells */
   double bb = 0.0;
   if (host && ctx->backend == PKRYLOV_BACKEND_CPU) {

@@ -287,6 +287,7 @@ int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
 static int solve_local_check(pkrylov_solver s, int32_t mem, const double *b, const double *x) {
   pkrylov_context ctx = s->ctx;
   PK_CALL(pk_check_vectors(ctx, "pkrylov_solver_solve", mem, b, "b", x, "x", s->n));
+  if (mem != PKRYLOV_MEM_HOST) return PKRYLOV_SUCCESS; /* device arrays: checked on the device by the solve */
   int64_t bad = pk_first_nonfinite(b, s->n);
   if (bad >= 0)
     return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
