@@ -6,7 +6,7 @@
  *
  *   mpirun -n W pkrylov-bench-mpi [--backend cuda|cpu] [--weak NX,NY,NZ] [--strong NX,NY,NZ]
  *                                 [--ranks 1,2,4] [--iters N] [--reps R] [--json FILE] [--no-instrument]
- *                                 [--reproducible]
+ *                                 [--reproducible] [--modes weak,strong]
  *                                 [--solvers cg,pipecg,pipebicgstab,pipegmres]
  *
  * --solvers: the methods measured (default cg,pipecg). pipebicgstab and pipegmres (restart 30) run on the
@@ -21,6 +21,7 @@
  *  - weak scaling: the thin shell of (NX px) x (NY py) x NZ on px x py ranks (default 256,256,128 per rank),
  *    efficiency T(1) / T(P) per iteration;
  *  - strong scaling: NX x NY x NZ (default 512,512,128) on px x py ranks, efficiency T(1) / (P T(P)).
+ *  (--modes weak or --modes strong: only that one; default both.)
  * px x py: py the largest divisor of P up to sqrt(P) (1x1, 2x1, 2x2, 4x2, ...). P = 1 is a context on a
  * one-rank communicator, which solves as a plain single-GPU context (CUDA graphs, folded steps).
  *
@@ -131,6 +132,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &wsize);
   int backend = PKRYLOV_BACKEND_CUDA, weak[3] = {256, 256, 128}, strong[3] = {512, 512, 128};
   int iters = 100, reps = 3, instrument = 1, nranks = 0, rlist[16], reproducible = 0;
+  int mode_on[2] = {1, 1}; /* weak, strong (--modes) */
   const char *json = "bench-mpi.json";
   static const int32_t all_types[4] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG, PKRYLOV_SOLVER_PIPEBICGSTAB,
                                        PKRYLOV_SOLVER_PIPEGMRES};
@@ -151,6 +153,16 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++a]);
     } else if (!strcmp(argv[a], "--json") && a + 1 < argc) {
       json = argv[++a];
+    } else if (!strcmp(argv[a], "--modes") && a + 1 < argc) {
+      const char *v = argv[++a];
+      mode_on[0] = strstr(v, "weak") != NULL;
+      mode_on[1] = strstr(v, "strong") != NULL;
+      if (!mode_on[0] && !mode_on[1]) {
+        if (wrank == 0)
+          fprintf(stderr, "--modes: '%s' names neither weak nor strong\n", v);
+        MPI_Finalize();
+        return 2;
+      }
     } else if (!strcmp(argv[a], "--reproducible")) {
       reproducible = 1;
     } else if (!strcmp(argv[a], "--solvers") && a + 1 < argc) {
@@ -235,7 +247,7 @@ int main(int argc, char **argv) {
   for (int m = 0; m < 2; m++)
     for (int ri = 0; ri < nranks; ri++) {
       const int P = rlist[ri];
-      if (P < 1 || P > wsize)
+      if (P < 1 || P > wsize || !mode_on[m])
         continue;
       int py = 1;
       for (int d = 1; d * d <= P; d++)
