@@ -108,7 +108,10 @@ static const byte_model_t kByteModel[] = {
     {"pipecg", "column", 21, 20,
      "m = M^-1 w reads w,l,1/d writes m (4); fused update reads m,z,q,s,p,x,r,u,w writes 8 (17)"},
     {"pipecg", "jacobi", 20, 19.5, "m = M^-1 w reads w,1/d writes m (3); fused update 17"},
-    {"pipecg", "none", 16, 16, "m = w (no pass); fused update reads w,z,q,s,p,x,r,u writes 8 (16)"},
+    /* M = I: the update specialised (pk_cuda_pipecg_none_step; u = r, q = s, m = w implied) on the unfolded
+       launchers; problems small enough for the folded launchers (up to 2^20 grid cells, CSR up to 256
+       partial slots) keep the general update after a copy m = w: 2 + 17 words there */
+    {"pipecg", "none", 12, 12, "specialised update reads w,z,s,p,x,r writes z,s,p,x,r,w' (12)"},
 };
 /* Operator bytes per unknown, added to the vector words:
  *   thin shell (matrix-free): 0 (level vectors and per-column scalars only);

@@ -289,6 +289,14 @@ int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_cuda_state 
                         double *q, double *s, double *p, double *x, double *r, double *u, double *w,
                         double *part, int64_t *nblocks);
 
+/** The fused update without a preconditioner (M = I, where u = r, q = s and m = w hold bitwise), with
+ *  n = A w_old: z = n + beta z; s = w_old + beta s; p = r + beta p; x += alpha p; r -= alpha s;
+ *  w_new = w_old - alpha z; partial (r,r), (w_new,r), (r,r): bitwise pk_cuda_pipecg_step's values with
+ *  m = w = w_old, u = r, q = s (w_new written there). w_new must be another array than w_old. */
+int pk_cuda_pipecg_none_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *w_old,
+                             double *z, double *s, double *p, double *x, double *r, double *w_new, double *part,
+                             int64_t *nblocks);
+
 /* ---- folded steps (small problems: one kernel less per scalar step) -------------------------------
  * A folded launcher runs a scalar step at the start of every thread block of the data-parallel step that
  * follows it: each warp adds the producer's slots in the fixed order above (so every block has bitwise
@@ -485,6 +493,17 @@ int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, const double *
  * call this to cover both paths; the results are the same bit for bit either way.
  */
 void pk_cuda_solver_set_launch(struct pkrylov_solver_s *s, int fold, int pdl);
+
+/**
+ * Pipelined CG without a preconditioner: on = 1 (the default) the specialised update
+ * pk_cuda_pipecg_none_step where it applies (one GPU, unfolded launchers, not reproducible, no user
+ * operator or preconditioner, no monitor), 0 the general update after the copy m = w; -1 the default. The
+ * environment variable PKRYLOV_CUDA_PIPE_NONE (0, 1), read by pk_cuda_solver_setup, sets the same. The
+ * results are the same bit for bit either way.
+ */
+void pk_cuda_solver_set_pipe_none(struct pkrylov_solver_s *s, int on);
+/** 1 when the solver's last solve ran the specialised update of pk_cuda_solver_set_pipe_none (tests). */
+int pk_cuda_solver_used_pipe_none(const struct pkrylov_solver_s *s);
 
 /* ---- reproducible mode (pk_cuda_xacc.cu): exact dots into the accumulator of pk_xacc.h -------------- */
 

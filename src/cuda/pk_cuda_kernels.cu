@@ -53,6 +53,9 @@
  *                    + coefficients: stencil 88 / 72 B, thin shell 56 B (init: z, q, p = 24 B + coeff).
  *  - pipecg_step:    reads m z q s p x r u w (72), writes z q s p x r u w (64) = 136 B + coefficients:
  *                    stencil 168 / 152 B, thin shell 136 B.
+ *  - pipecg_none_step (M = I: u = r, q = s, m = w implied): reads w_old z s p x r (48), writes z s p x r
+ *                    w_new (48) = 96 B + coefficients: stencil 128 / 112 B, thin shell 96 B, symmetric
+ *                    DIA 7-point 128 B; the general step with M = I also copies m = w first (16 B).
  *  - cg_precond_step: none 32 B (r q in, r z out); Jacobi 40 / 36 B; column symmetric k-slow:
  *                    stored factors (k_col_stage, k_col_sm) r q lmul dinv in, r z out = 48 / 40 B;
  *                    thin shell recomputed (k_col_ts_res) r q in, r z out + the w round trip (w via z)
@@ -656,6 +659,46 @@ struct ActPipe {
     r[c] = ri, u[c] = ui, w[c] = wi;
     acc[0] += ri * ui;
     acc[1] += wi * ui;
+    acc[2] += ri * ri;
+  }
+};
+
+/**
+ * Pipelined CG update without a preconditioner (M = I), n = A w_old (the operator kernel's input vector is
+ * w_old, its value at the cell comes in as wo). With M = I the general update keeps u == r, q == s and
+ * m == w bitwise (the same expressions on the same operands), so only x, r, w, z, s, p are carried:
+ * z = n + beta z; s = w_old + beta s; p = r + beta p; x += alpha p; r -= alpha s; w_new = w_old - alpha z;
+ * acc (r,r), (w_new,r), (r,r): ActPipe's sums with u = r, so every partial sum and scalar is bitwise the
+ * general path's. w_new goes to another array than w_old (the kernel reads w_old's neighbours).
+ */
+struct ActPipeNone {
+  static constexpr int NV = 3;
+  static constexpr int MINB = PKC_MINB_HEAVY;
+  static constexpr bool PREFETCH = false;
+  struct In {};
+  const pk_cuda_state *st; /* not NULL */
+  double *z, *s, *p, *x, *r, *wn;
+  double alpha, beta;
+  __device__ bool begin() {
+    step_wait();
+    if (st->status != PK_ST_RUNNING) return false;
+    alpha = st->alpha;
+    beta = st->beta;
+    return true;
+  }
+  __device__ In load(int64_t) const { return In{}; }
+  __device__ void operator()(int64_t c, double an, double wo, const In &, double *acc) const {
+    const double ro = r[c];
+    const double zi = an + beta * z[c];
+    const double si = wo + beta * s[c];
+    const double pi = ro + beta * p[c];
+    const double ri = ro - alpha * si;
+    const double wi = wo - alpha * zi;
+    z[c] = zi, s[c] = si, p[c] = pi;
+    x[c] = x[c] + alpha * pi;
+    r[c] = ri, wn[c] = wi;
+    acc[0] += ri * ri;
+    acc[1] += wi * ri;
     acc[2] += ri * ri;
   }
 };
@@ -2271,6 +2314,17 @@ extern "C" int pk_cuda_pipecg_step_pdl(void *stream, const pk_cuda_op *op, const
   act.z = z, act.q = q, act.s = s, act.p = p, act.x = x, act.r = r, act.u = u, act.w = w;
   act.alpha = act.beta = 0.0;
   return launch_op((cudaStream_t)stream, op, m, act, part, nblocks, pdl != 0);
+}
+
+extern "C" int pk_cuda_pipecg_none_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st,
+                                        const double *w_old, double *z, double *s, double *p, double *x,
+                                        double *r, double *w_new, double *part, int64_t *nblocks) {
+  if (!st || w_old == w_new) return (int)cudaErrorInvalidValue;
+  ActPipeNone act;
+  act.st = st;
+  act.z = z, act.s = s, act.p = p, act.x = x, act.r = r, act.wn = w_new;
+  act.alpha = act.beta = 0.0;
+  return launch_op((cudaStream_t)stream, op, w_old, act, part, nblocks);
 }
 
 extern "C" int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st,

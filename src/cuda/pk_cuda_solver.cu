@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utility>
+
 extern "C" {
 #include "pk_impl.h"
 }
@@ -60,11 +62,18 @@ struct SolverDev {
   pk_cuda_state *hst;     /* pinned host copy of st[0] */
   double *dsum, *hsum;    /* 4 sums: device, pinned host */
   cudaGraphExec_t graph;  /* one block of graph_k iterations */
-  int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl;
+  int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl, graph_pnone;
+  const double *graph_w;  /* v[D_W] when the graph was captured (the pointers its kernels hold) */
+  cudaGraphExec_t graph_alt; /* the same block captured with v[D_W] = graph_alt_w (the other buffer parity
+                                of the pipelined CG update without a preconditioner), or NULL */
+  const double *graph_alt_w;
   const double *graph_hist; /* the history the graph records into (its kernels hold the pointer) */
   double *ax;             /* user operator: A x from the caller's routine (n), allocated on first use */
   int fold_mode;          /* -1 auto, 0 off, 1 on (pk_cuda_solver_set_launch, PKRYLOV_CUDA_FOLD) */
   int pdl;                /* 1: programmatic dependent launches on the folded path (PKRYLOV_CUDA_PDL) */
+  int pipe_none;          /* 1: pipelined CG without a preconditioner uses the specialised update where it
+                             applies (pk_cuda_solver_set_pipe_none, PKRYLOV_CUDA_PIPE_NONE) */
+  int last_pnone;         /* the last solve ran the specialised update (pk_cuda_solver_used_pipe_none) */
   cudaEvent_t ev_sums;    /* distributed: the local sums are on the host (created on first use) */
   double *gath, *hgath;   /* distributed: the ranks' sums, rank after rank (device; pinned host), 4 * ranks */
   int gath_ranks;         /* ranks gath was sized for */
@@ -130,6 +139,12 @@ struct Run {
   int64_t nb_update;     /* pipelined CG: slots the last update wrote (local sums) */
   void *nccl;            /* NCCL communicator (distributed grid operator, pk_mpi_nccl), NULL: host-staged */
   int repro;             /* reproducible mode: every global sum the iteration reads is an exact one */
+  /* pipelined CG without a preconditioner on the unfolded single-GPU path (solve_pipecg sets it): the
+     update pk_cuda_pipecg_none_step, no m = w copy; u (= r) and q (= s) are not updated and stay out of
+     every computation until pipecg_replace recomputes them; w alternates between the arrays v[D_W] and
+     v[D_M] (w_old in one, w_new into the other), and after a block of odd length run_block swaps the two
+     host pointers, so v[D_W] holds the current w between blocks */
+  int pnone;
 };
 
 int state_to_host(Run &R);
@@ -641,6 +656,20 @@ int pipecg_enqueue(Run &R, int count) {
   double **v = d->v;
   int64_t nb = 0;
   if (R.dop && !R.upc) return dist_pipecg_enqueue(R, count); /* a user preconditioner: below */
+  if (R.pnone) { /* M = I: the specialised update, w_old / w_new alternating (run_block swaps after an odd count) */
+    for (int i = 0; i < count; i++) {
+      const double *wo = v[i % 2 ? D_M : D_W];
+      double *wn = v[i % 2 ? D_W : D_M];
+      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist), "pipelined CG scalar step");
+      CU(pk_cuda_pipecg_none_step(R.stream, &R.op, d->st, wo, v[D_Z], v[D_S], v[D_P], v[D_X], v[D_R], wn,
+                                  d->part, &nb),
+         "pipelined CG update (no preconditioner)");
+      if (nb > d->nslots)
+        return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
+      R.nb_update = nb;
+    }
+    return PKRYLOV_SUCCESS;
+  }
   if (!R.fold || count == 1) {
     for (int i = 0; i < count; i++) {
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
@@ -716,10 +745,23 @@ int run_block(Run &R, int count, int type) {
   const int dist_graph =
       R.nccl && R.dop && !R.upc && !d->dist_graph_failed && !pk_cuda_dist_instrumented() && !R.repro;
   if (count == k && k > 1 && (!R.distributed || dist_graph)) {
+    const double *w = d->v[D_W];
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
         d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist ||
-        d->graph_nccl != R.nccl || d->graph_repro != R.repro) {
+        d->graph_nccl != R.nccl || d->graph_repro != R.repro || d->graph_pnone != R.pnone) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
+      if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt), d->graph_alt = NULL;
+    } else if (d->graph_w != w) { /* the other parity of v[D_W] / v[D_M]: its graph, kept or captured */
+      if (d->graph_alt && d->graph_alt_w == w) {
+        std::swap(d->graph, d->graph_alt);
+        std::swap(d->graph_w, d->graph_alt_w);
+      } else {
+        if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt);
+        d->graph_alt = d->graph, d->graph_alt_w = d->graph_w;
+        d->graph = NULL;
+      }
+    }
+    if (!d->graph) {
       int rc = 0;
       cudaError_t e = capture_graph(R, k, type, &rc);
       if (e != cudaSuccess && R.distributed && !rc) { /* NCCL not capturable here: blocks run directly */
@@ -738,12 +780,15 @@ int run_block(Run &R, int count, int type) {
       CU(e, "graph capture");
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
       d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
-      d->graph_repro = R.repro;
+      d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_w = w;
     }
     CU(cudaGraphLaunch(d->graph, R.stream), "graph launch");
   } else {
     PK_CALL(type == PKRYLOV_SOLVER_CG ? cg_enqueue(R, count) : pipecg_enqueue(R, count));
   }
+  /* the specialised pipelined CG update left the current w in v[D_M] after an odd count (when the solve
+     stopped inside the block w may be the other one: nothing reads it then, a restart recomputes it) */
+  if (type == PKRYLOV_SOLVER_PIPECG && R.pnone && count % 2) std::swap(d->v[D_W], d->v[D_M]);
   return state_to_host(R);
 }
 
@@ -906,6 +951,9 @@ int solve_pipecg(Run &R) {
   /* the monitor and the stagnation window see every residual before the next step runs */
   const int host_mode = s->monitor != NULL || s->stag_window > 0;
   int32_t it = 0, since_replace = 0;
+  R.pnone = R.d->pipe_none && !host_mode && !R.fold && !R.distributed && !R.repro && !R.uop && !R.upc &&
+            R.pc.type == PKRYLOV_PRECOND_NONE;
+  R.d->last_pnone = R.pnone;
 restart:
   for (int i : {D_Z, D_Q, D_S, D_P}) CU(cudaMemsetAsync(v[i], 0, bytes, R.stream), "memset");
   PK_CALL(pipecg_replace(R, 0));
@@ -973,7 +1021,8 @@ restart:
       /* the recurrence (p, A p) lost its sign: compute the curvature of p = u + beta p directly */
       int64_t nb;
       double curv;
-      CU(cudaMemcpyAsync(v[D_T], v[D_U], bytes, cudaMemcpyDeviceToDevice, R.stream), "copy");
+      /* u (= r bitwise; not updated by the update without a preconditioner: read r there) */
+      CU(cudaMemcpyAsync(v[D_T], v[R.pnone ? D_R : D_U], bytes, cudaMemcpyDeviceToDevice, R.stream), "copy");
       CU(pk_cuda_axpy_dev(R.stream, R.n, &R.d->st->beta, v[D_P], v[D_T]), "t = u + beta p");
       PK_CALL(apply_op(R, v[D_T], v[D_AT])); /* A t */
       const double *xs[1] = {v[D_T]}, *ys[1] = {v[D_AT]};
@@ -1027,10 +1076,13 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   if (d->nslots < 1) d->nslots = 1;
   d->fold_mode = -1;
   d->pdl = 1;
+  d->pipe_none = 1;
   const char *env = getenv("PKRYLOV_CUDA_FOLD");
   if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->fold_mode = env[0] - '0';
   env = getenv("PKRYLOV_CUDA_PDL");
   if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->pdl = env[0] - '0';
+  env = getenv("PKRYLOV_CUDA_PIPE_NONE");
+  if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->pipe_none = env[0] - '0';
   cudaError_t e = cudaMalloc(&d->work, sizeof(double) * stride * D_NVEC);
   if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 2 * 4 * (size_t)d->nslots);
   if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state) * 3);
@@ -1058,6 +1110,7 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   SolverDev *d = (SolverDev *)s->dev;
   if (!d) return;
   if (d->graph) cudaGraphExecDestroy(d->graph);
+  if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt);
   if (d->ev_sums) cudaEventDestroy(d->ev_sums);
   cudaFree(d->gath);
   cudaFreeHost(d->hgath);
@@ -1084,6 +1137,17 @@ extern "C" void pk_cuda_solver_set_launch(struct pkrylov_solver_s *s, int fold, 
   d->pdl = pdl < 0 ? 1 : pdl != 0;
 }
 
+extern "C" void pk_cuda_solver_set_pipe_none(struct pkrylov_solver_s *s, int on) {
+  SolverDev *d = (SolverDev *)s->dev;
+  if (!d) return;
+  d->pipe_none = on < 0 ? 1 : on != 0;
+}
+
+extern "C" int pk_cuda_solver_used_pipe_none(const struct pkrylov_solver_s *s) {
+  const SolverDev *d = (const SolverDev *)s->dev;
+  return d ? d->last_pnone : 0;
+}
+
 extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, const double *b, double *x) {
   pkrylov_context ctx = s->ctx;
   SolverDev *d = (SolverDev *)s->dev;
@@ -1102,6 +1166,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
                       (long long)bad);
   }
   const double t0 = pk_wtime();
+  d->last_pnone = 0;
   Run R;
   memset(&R, 0, sizeof R);
   R.s = s, R.d = d, R.ctx = ctx, R.n = n;
