@@ -17,6 +17,21 @@
 #include "pk_cuda.h"
 #include "pk_impl.h"
 
+/** A CUDA context, or NULL when there is no device (the case then skips) or the context fails (said). */
+static inline pkrylov_context pkt_cuda_ctx(void) {
+  pkrylov_context ctx = NULL;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return NULL;
+  }
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx)) {
+    fprintf(stderr, "CUDA context: %s\n", pkrylov_last_error_message());
+    return NULL;
+  }
+  return ctx;
+}
+
 /** Device buffers owned by a test view. */
 typedef struct {
   void *buf[32];

@@ -31,21 +31,6 @@
 #include "pk_test.h"
 #include "pk_cuda_test.h"
 
-/** A CUDA context, or NULL when there is no device (the case then skips). */
-static pkrylov_context cuda_ctx(void) {
-  pkrylov_context ctx = NULL;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    return NULL;
-  }
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx)) {
-    fprintf(stderr, "CUDA context: %s\n", pkrylov_last_error_message());
-    return NULL;
-  }
-  return ctx;
-}
-
 /** A launcher or CUDA call must return cudaSuccess (0). */
 #define CK(call)                                                                                             \
   do {                                                                                                       \
@@ -419,7 +404,7 @@ static void matrix_case(const char *name, pkrylov_context gpu, pkrylov_context c
 
 /** Symmetric stencil matrices: symmetric DIA (4 and 14 diagonals), plain DIA when asked, CSR when asked. */
 PK_TEST_CASE(symmetric_banded) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   hcsr M;
@@ -447,7 +432,7 @@ PK_TEST_CASE(symmetric_banded) {
 
 /** Entries missing inside the band: absent slots hold 0 and are skipped (symmetric and plain DIA). */
 PK_TEST_CASE(absent_entries_in_band) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   hcsr M;
@@ -467,7 +452,7 @@ PK_TEST_CASE(absent_entries_in_band) {
 
 /** Nonsymmetric banded: convection-diffusion and a mirrored value one ulp off get plain DIA. */
 PK_TEST_CASE(nonsymmetric_banded) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   hcsr M;
@@ -497,7 +482,7 @@ PK_TEST_CASE(nonsymmetric_banded) {
 
 /** Not banded, a stored zero, too much padding: CSR (forced DIA only where it is banded without zeros). */
 PK_TEST_CASE(stays_csr) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   hcsr M;
@@ -616,7 +601,7 @@ static int cg_solve(pkrylov_context ctx, pkrylov_operator A, int type, int pct, 
  * the true residual recomputed here.
  */
 PK_TEST_CASE(cg_solves_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   for (int mtx = 0; mtx < 2; mtx++) {
@@ -674,7 +659,7 @@ PK_TEST_CASE(cg_solves_match_cpu) {
  * BiCGStab, see below), x within 1e-10, and bitwise the same solve with the matrix in CSR storage on the GPU.
  */
 PK_TEST_CASE(engine_solves_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   static const int methods[] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,

@@ -10,21 +10,6 @@
 #include "pk_test.h"
 #include "pk_cuda_test.h"
 
-/** A CUDA context, or NULL when there is no device (the case then skips). */
-static pkrylov_context cuda_ctx(void) {
-  pkrylov_context ctx = NULL;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    return NULL;
-  }
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx)) {
-    fprintf(stderr, "CUDA context: %s\n", pkrylov_last_error_message());
-    return NULL;
-  }
-  return ctx;
-}
-
 static double *vec(int64_t n) { return calloc((size_t)n, sizeof(double)); }
 static double *rand_vec(int64_t n, uint64_t seed) {
   double *v = vec(n);
@@ -73,7 +58,7 @@ static int make_op(pkrylov_context ctx, int form, int nx, int ny, int nz, int ma
 
 /** Operator and preconditioner applications: CUDA (host and device arrays) equal the CPU, bit for bit. */
 PK_TEST_CASE(apply_matches_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   const int nx = 37, ny = 29, nz = 11;
@@ -137,7 +122,7 @@ static int solve_on(pkrylov_context ctx, pkrylov_operator A, int type, int pct, 
  * the CPU (within one), solutions within 1e-10 relative of the CPU's, both within 1e-9 of the exact solution.
  */
 PK_TEST_CASE(solves_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   const int nx = 33, ny = 31, nz = 17;
@@ -178,7 +163,7 @@ PK_TEST_CASE(solves_match_cpu) {
 
 /** Jacobi / none and the kfast and general column paths, on shared and generated CSR matrices. */
 PK_TEST_CASE(csr_solves_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   const char *path = pk_test_matrix_path("lap3D_7pt_n20.mtx");
   if (!path) return PK_SKIP;
@@ -221,7 +206,7 @@ PK_TEST_CASE(csr_solves_match_cpu) {
  * tolerance; mixed precision (fp32 values) reaches the same true residual.
  */
 PK_TEST_CASE(long_row_csr_solves_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   for (int mtx = 0; mtx < 2; mtx++) {
@@ -290,7 +275,7 @@ PK_TEST_CASE(long_row_csr_solves_match_cpu) {
  * the operator); CG and pipelined CG solves: the same iterations as the CPU within one, x within 1e-10.
  */
 PK_TEST_CASE(column_factors_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   const int nx = 37, ny = 29, nz = 11, nc = nx * ny;
@@ -439,7 +424,7 @@ static int ucb_jacobi(void *user, int64_t n, const double *x, double *y) {
  * returned value, x given back as it came.
  */
 PK_TEST_CASE(user_callbacks_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   const int64_t n = 4001;
@@ -539,7 +524,7 @@ PK_TEST_CASE(user_callbacks_match_cpu) {
 
 /** Device pointers used in place give the same x as host pointers; repeated solves are bitwise equal. */
 PK_TEST_CASE(device_pointers_and_reproducibility) {
-  pkrylov_context gpu = cuda_ctx();
+  pkrylov_context gpu = pkt_cuda_ctx();
   if (!gpu) return PK_SKIP;
   const int nx = 40, ny = 24, nz = 16;
   const int64_t n = (int64_t)nx * ny * nz;
@@ -607,7 +592,7 @@ static int make_lap3d(pkrylov_context ctx, int m, pkrylov_operator *A) {
  * operator coefficients, whatever the outcome, what the solver reports is true for the fp64 system.
  */
 PK_TEST_CASE(mixed_precision_same_accuracy) {
-  pkrylov_context gpu = cuda_ctx();
+  pkrylov_context gpu = pkt_cuda_ctx();
   if (!gpu) return PK_SKIP;
   const int nx = 48, ny = 40, nz = 24;
   for (int form = 1; form <= 3; form++) { /* stencil, CSR (model problem), Laplacian */
@@ -661,7 +646,7 @@ PK_TEST_CASE(mixed_precision_same_accuracy) {
 
 /** Breakdowns, iteration cap and history on the GPU: the same outcome as on the CPU. */
 PK_TEST_CASE(outcomes_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   /* diag(1, -1), b = (2, 1): (p, A p) changes sign in iteration 2 */
@@ -718,7 +703,7 @@ PK_TEST_CASE(outcomes_match_cpu) {
 
 /** Bad input on the device path: pointers in the wrong memory space, out of device memory. */
 PK_TEST_CASE(bad_device_input) {
-  pkrylov_context gpu = cuda_ctx();
+  pkrylov_context gpu = pkt_cuda_ctx();
   if (!gpu) return PK_SKIP;
   const int nx = 8, ny = 8, nz = 4;
   const int64_t n = nx * ny * nz;
@@ -784,7 +769,7 @@ typedef struct {
  * path; the unfolded path against the CPU (iterations within one, x within 1e-10).
  */
 PK_TEST_CASE(launch_paths_match) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu) return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
   const int nx = 33, ny = 31, nz = 17;

@@ -23,21 +23,6 @@
     }                                                                                                        \
   } while (0)
 
-/** A CUDA context, or NULL when there is no device (the case then skips). */
-static pkrylov_context cuda_ctx(void) {
-  pkrylov_context ctx = NULL;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    return NULL;
-  }
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx)) {
-    fprintf(stderr, "CUDA context: %s\n", pkrylov_last_error_message());
-    return NULL;
-  }
-  return ctx;
-}
-
 /** 1 when p is device memory; 0 host (pageable or pinned); -1 unknown. */
 static int mem_kind(const void *p) {
   struct cudaPointerAttributes at;
@@ -219,7 +204,7 @@ static double *to_device(const double *h, int64_t n) {
  * operands device memory, partials host memory.
  */
 PK_TEST_CASE(device_loop_matches_cpu) {
-  pkrylov_context gpu = cuda_ctx();
+  pkrylov_context gpu = pkt_cuda_ctx();
   if (!gpu) return PK_SKIP;
   trace tc = {0}, tg = {0};
   for (int sg = 0; sg < 2; sg++) {
@@ -307,7 +292,7 @@ PK_TEST_CASE(device_loop_matches_cpu) {
  * PKRYLOV_ERR_NOT_FINITE; x untouched by a failed start.
  */
 PK_TEST_CASE(host_vectors_and_mismatches) {
-  pkrylov_context gpu = cuda_ctx();
+  pkrylov_context gpu = pkt_cuda_ctx();
   if (!gpu) return PK_SKIP;
   problem P;
   PK_REQUIRE(make_problem(20, 1.0, &P) == 0, "problem set-up");

@@ -29,21 +29,6 @@
 /* after pk_test.h (it uses pk_test_rand) */
 #include "pk_cuda_test.h"
 
-/** A CUDA context, or NULL when there is no device (the case then skips). */
-static pkrylov_context cuda_ctx(void) {
-  pkrylov_context ctx = NULL;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    return NULL;
-  }
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx)) {
-    fprintf(stderr, "CUDA context: %s\n", pkrylov_last_error_message());
-    return NULL;
-  }
-  return ctx;
-}
-
 static double *hnew(int64_t n) {
   double *h = calloc(n > 0 ? (size_t)n : 1, sizeof(double));
   if (!h)
@@ -207,7 +192,7 @@ static void expect_same(const char *tag, int64_t n, const outcome *a, const outc
  * solves in a row on one solver each, the switch turned off and on again; against the CPU backend.
  */
 PK_TEST_CASE(specialised_matches_general) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
@@ -320,7 +305,7 @@ PK_TEST_CASE(specialised_matches_general) {
  * launchers (general update) and the automatic launch choice; all bitwise the specialised solve.
  */
 PK_TEST_CASE(env_and_folded_paths) {
-  pkrylov_context gpu = cuda_ctx();
+  pkrylov_context gpu = pkt_cuda_ctx();
   if (!gpu)
     return PK_SKIP;
   pkrylov_operator A;
@@ -361,7 +346,7 @@ PK_TEST_CASE(env_and_folded_paths) {
  * and x (bitwise) on both paths, and as on the CPU.
  */
 PK_TEST_CASE(breakdown_matches) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));

@@ -34,20 +34,7 @@
 #include "pk_cuda.h"
 #include "pk_kry.h"
 #include "pk_test.h"
-
-static pkrylov_context cuda_ctx(void) {
-  pkrylov_context ctx = NULL;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    return NULL;
-  }
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx)) {
-    fprintf(stderr, "CUDA context: %s\n", pkrylov_last_error_message());
-    return NULL;
-  }
-  return ctx;
-}
+#include "pk_cuda_test.h"
 
 static double *vec(int64_t n) {
   return calloc((size_t)(n ? n : 1), sizeof(double));
@@ -286,7 +273,7 @@ static pk_coef rand_coef(uint64_t *st) {
  * coefficients, the constants, negations) and pairs; vectors bitwise, dots within the summation tolerance.
  */
 PK_TEST_CASE(update_matches_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
@@ -346,7 +333,7 @@ PK_TEST_CASE(update_matches_cpu) {
 
 /** Zero coefficients and cy = 0 do not read their vectors: NaN-poisoned inputs and outputs stay out. */
 PK_TEST_CASE(update_zero_skips_poison) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
@@ -418,7 +405,7 @@ typedef long double quad;
  * against a quadruple-precision sum, on vectors with large cancellation.
  */
 PK_TEST_CASE(block_and_basis_dots) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
@@ -507,7 +494,7 @@ PK_TEST_CASE(block_and_basis_dots) {
 
 /** basis_axpy and basis_gemm (out of place, and in place with an upper triangular T): bitwise. */
 PK_TEST_CASE(basis_axpy_gemm_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
@@ -590,7 +577,7 @@ PK_TEST_CASE(basis_axpy_gemm_match_cpu) {
 
 /** matvec, precond, residual (bitwise, norm within tolerance), copy, get/set, first_nonfinite. */
 PK_TEST_CASE(operator_ops_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
@@ -719,7 +706,7 @@ static int solve1(pkrylov_context ctx, pkrylov_operator A, int pct, int type, in
  * Jacobi (non-symmetric); host arrays and device arrays; iterations within 2, solutions within 1e-10.
  */
 PK_TEST_CASE(solves_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
@@ -805,7 +792,7 @@ PK_TEST_CASE(solves_match_cpu) {
 
 /** The engine's bind checks where the arrays live: a device pointer bound as host memory is MEMTYPE. */
 PK_TEST_CASE(bind_checks_memtype) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
@@ -832,7 +819,7 @@ PK_TEST_CASE(bind_checks_memtype) {
 
 /** basis_axpy_dots on both engines: the vector bitwise, the sums within 1e-13 of their magnitude sums. */
 PK_TEST_CASE(basis_axpy_dots_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
@@ -903,7 +890,7 @@ static int solve_twice(pkrylov_context ctx, pkrylov_operator A, int type, const 
  * operations one by one: all three bitwise the same (the same kernels in the same order), and converged.
  */
 PK_TEST_CASE(graphs_replay_bitwise) {
-  pkrylov_context gpu = cuda_ctx();
+  pkrylov_context gpu = pkt_cuda_ctx();
   if (!gpu)
     return PK_SKIP;
   pkrylov_operator A;
@@ -992,7 +979,7 @@ static int dev_pc(void *d, int64_t n, const double *x, double *y) {
  * the caller's x unchanged.
  */
 PK_TEST_CASE(user_callbacks_match_cpu) {
-  pkrylov_context gpu = cuda_ctx(), cpu;
+  pkrylov_context gpu = pkt_cuda_ctx(), cpu;
   if (!gpu)
     return PK_SKIP;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
