@@ -16,6 +16,55 @@
 
 #include "pk_cuda.h"
 #include "pk_impl.h"
+#include "pk_test.h"
+
+/** Skip the case (PK_SKIP) without a device. */
+#define SKIP_WITHOUT_GPU()                                    \
+  do {                                                        \
+    int nd_ = 0;                                              \
+    if (cudaGetDeviceCount(&nd_) != cudaSuccess || nd_ < 1) { \
+      cudaGetLastError();                                     \
+      return PK_SKIP;                                         \
+    }                                                         \
+  } while (0)
+
+/** A launcher or CUDA call must return cudaSuccess (0). */
+#define CK(call)                                                                                             \
+  do {                                                                                                       \
+    int ck_e_ = (int)(call);                                                                                 \
+    PK_EXPECT(ck_e_ == 0, "%s -> CUDA error %d (%s)", #call, ck_e_, cudaGetErrorString((cudaError_t)ck_e_)); \
+  } while (0)
+
+/** Bitwise comparison of n values; prints the first difference and counts a failure. */
+static inline int pkt_same_bits(const char *tag, const char *what, int64_t n, const double *gpu,
+                                const double *cpu) {
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (memcmp(&gpu[i], &cpu[i], sizeof(double)) != 0) {
+      if (first < 0) first = i;
+      bad++;
+    }
+  if (bad) {
+    fprintf(stderr, "%s: %s differs in %lld of %lld values; first at %lld: gpu %.17g cpu %.17g\n", tag, what,
+            (long long)bad, (long long)n, (long long)first, gpu[first], cpu[first]);
+    pk_test_failures++;
+  }
+  return bad == 0;
+}
+
+/** Device vector d bitwise equal to host vector h (a failed copy counts as a difference). */
+static inline int pkt_dev_same(const char *tag, const char *what, int64_t n, const double *d, const double *h) {
+  double *g = (double *)malloc(sizeof(double) * (size_t)(n ? n : 1));
+  if (!g || cudaMemcpy(g, d, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    fprintf(stderr, "%s: %s: cannot copy the device vector\n", tag, what);
+    pk_test_failures++;
+    free(g);
+    return 0;
+  }
+  const int ok = pkt_same_bits(tag, what, n, g, h);
+  free(g);
+  return ok;
+}
 
 /** A CUDA context, or NULL when there is no device (the case then skips) or the context fails (said). */
 static inline pkrylov_context pkt_cuda_ctx(void) {

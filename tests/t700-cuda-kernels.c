@@ -26,23 +26,6 @@
 #include "pk_test.h"
 #include "pk_cuda_test.h"
 
-/** Skip the case without a device. */
-#define SKIP_WITHOUT_GPU()                                    \
-  do {                                                        \
-    int nd_ = 0;                                              \
-    if (cudaGetDeviceCount(&nd_) != cudaSuccess || nd_ < 1) { \
-      cudaGetLastError();                                     \
-      return PK_SKIP;                                         \
-    }                                                         \
-  } while (0)
-
-/** A launcher or CUDA call must return cudaSuccess (0). */
-#define CK(call)                                                                                             \
-  do {                                                                                                       \
-    int ck_e_ = (int)(call);                                                                                 \
-    PK_EXPECT(ck_e_ == 0, "%s -> CUDA error %d (%s)", #call, ck_e_, cudaGetErrorString((cudaError_t)ck_e_)); \
-  } while (0)
-
 /** Wait for the device and check that no kernel failed. */
 #define SYNC() CK(cudaDeviceSynchronize())
 
@@ -109,30 +92,6 @@ static int still_poisoned(const double *d, int64_t n) {
   return ok;
 }
 
-/** Bitwise comparison of n values; prints the first difference. */
-static int same_bits(const char *tag, const char *what, int64_t n, const double *gpu, const double *cpu) {
-  int64_t bad = 0, first = -1;
-  for (int64_t i = 0; i < n; i++)
-    if (memcmp(&gpu[i], &cpu[i], sizeof(double)) != 0) {
-      if (first < 0) first = i;
-      bad++;
-    }
-  if (bad) {
-    fprintf(stderr, "%s: %s differs in %lld of %lld values; first at %lld: gpu %.17g cpu %.17g\n", tag, what,
-            (long long)bad, (long long)n, (long long)first, gpu[first], cpu[first]);
-    pk_test_failures++;
-  }
-  return bad == 0;
-}
-
-/** Device vector d bitwise equal to host vector h. */
-static int dev_same(const char *tag, const char *what, int64_t n, const double *d, const double *h) {
-  double *g = dget(d, n);
-  int ok = same_bits(tag, what, n, g, h);
-  free(g);
-  return ok;
-}
-
 /** |gpu - cpu| <= 1e-13 max(scale, |cpu|), scale = sum of the magnitudes of the terms. */
 static void near_sum(const char *tag, const char *what, double gpu, double cpu, double scale) {
   const double tol = 1e-13 * fmax(scale, fabs(cpu));
@@ -177,7 +136,7 @@ static double *row_scale(const struct pkrylov_operator_s *A, const pk_cuda_op *v
  */
 static int dev_close(const char *tag, const char *what, int64_t n, const double *d, const double *h,
                      const double *rs, double f) {
-  if (!rs) return dev_same(tag, what, n, d, h);
+  if (!rs) return pkt_dev_same(tag, what, n, d, h);
   double *g = dget(d, n);
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < n; i++)
@@ -354,7 +313,7 @@ static void check_apply(const char *tag, const struct pkrylov_operator_s *A, con
   SYNC();
   double *rs = row_scale(A, v, x);
   dev_close(tag, "A x", n, dy, y, rs, 1.0);
-  dev_same(tag, "x (input)", n, dx, x);
+  pkt_dev_same(tag, "x (input)", n, dx, x);
   if (rs) { /* the vector kernel's documented order (pk_cuda.h), written again here: bitwise */
     const int L = v->csr_lanes;
     double lane[32];
@@ -370,7 +329,7 @@ static void check_apply(const char *tag, const struct pkrylov_operator_s *A, con
         for (int l = 0; l < o; l++) lane[l] += lane[l + o];
       y[i] = lane[0];
     }
-    dev_same(tag, "A x (in the order of the vector kernel)", n, dy, y);
+    pkt_dev_same(tag, "A x (in the order of the vector kernel)", n, dy, y);
   }
   cudaFree(dx), cudaFree(dy);
   free(x), free(y), free(rs);
@@ -423,10 +382,10 @@ static void check_cg_op(const char *tag, const struct pkrylov_operator_s *A, con
   SYNC();
   check_nb(tag, nb, cap);
   double *rs = row_scale(A, v, z0);
-  dev_same(tag, "x", n, dx, x);
-  dev_same(tag, "p", n, dp, p);
+  pkt_dev_same(tag, "x", n, dx, x);
+  pkt_dev_same(tag, "p", n, dp, p);
   dev_close(tag, "q", n, dq, q, rs, 1.0);
-  dev_same(tag, "z (input)", n, dz, z0);
+  pkt_dev_same(tag, "z (input)", n, dz, z0);
   double s;
   gpu_sums(part, nb, 1, &s);
   near_sum(tag, "(p, q)", s, pq, abs_dot(n, p, q) + abs_dot_rs(n, p, rs, 1.0));
@@ -479,10 +438,10 @@ static void check_pc_apply(const char *tag, const struct pkrylov_precond_s *M, c
     double *dz = dnew(n);
     CK(pk_cuda_pc_apply(NULL, v, with_st ? st : NULL, dr, dz));
     SYNC();
-    dev_same(tag, with_st ? "z = M^-1 r (state running)" : "z = M^-1 r", n, dz, z);
+    pkt_dev_same(tag, with_st ? "z = M^-1 r (state running)" : "z = M^-1 r", n, dz, z);
     cudaFree(dz);
   }
-  dev_same(tag, "r (input)", n, dr, r);
+  pkt_dev_same(tag, "r (input)", n, dr, r);
   cudaFree(dr), cudaFree(st);
   free(r), free(z);
 }
@@ -510,12 +469,12 @@ static void check_cg_pc(const char *tag, pkrylov_context ctx, const struct pkryl
   CK(pk_cuda_cg_precond_step(NULL, v, st, alpha_zero, n, dr, dq, dz, part, &nb));
   SYNC();
   check_nb(tag, nb, cap);
-  dev_same(tag, "r", n, dr, r);
-  dev_same(tag, "z", n, dz, z);
+  pkt_dev_same(tag, "r", n, dr, r);
+  pkt_dev_same(tag, "z", n, dz, z);
   if (alpha_zero)
     PK_EXPECT(still_poisoned(dq, n), "%s: q was written", tag);
   else
-    dev_same(tag, "q (input)", n, dq, q0);
+    pkt_dev_same(tag, "q (input)", n, dq, q0);
   double g[2];
   gpu_sums(part, nb, 2, g);
   near_sum(tag, "(r, z)", g[0], out[0], abs_dot(n, r, z));
@@ -779,9 +738,9 @@ static void check_cg_pc_fold(const char *tag, pkrylov_context ctx, const struct 
   check_nb(tag, nb, cap);
   state_same(tag, "state after the folded sigma step", dout, &ref);
   state_same(tag, "state read", din, &in);
-  dev_same(tag, "r", n, dr, r);
-  dev_same(tag, "z", n, dz, z);
-  dev_same(tag, "q (input)", n, dq, q0);
+  pkt_dev_same(tag, "r", n, dr, r);
+  pkt_dev_same(tag, "z", n, dz, z);
+  pkt_dev_same(tag, "q (input)", n, dq, q0);
   double g[2];
   gpu_sums(part, nb, 2, g);
   near_sum(tag, "(r, z)", g[0], out[0], abs_dot(n, r, z));
@@ -812,11 +771,11 @@ static void check_pc_apply_fold(const char *tag, const struct pkrylov_precond_s 
   SYNC();
   state_same(tag, "state after the folded pipelined step", dout, &ref);
   state_same(tag, "state read", din, &in);
-  dev_same(tag, "z = M^-1 r", n, dz, z);
-  dev_same(tag, "r (input)", n, dr, r);
+  pkt_dev_same(tag, "z = M^-1 r", n, dz, z);
+  pkt_dev_same(tag, "r (input)", n, dr, r);
   double hg[8];
   cudaMemcpy(hg, dhist, sizeof hg, cudaMemcpyDeviceToHost);
-  same_bits(tag, "history entry", 1, hg + in.it, hist + in.it);
+  pkt_same_bits(tag, "history entry", 1, hg + in.it, hist + in.it);
   cudaFree(dr), cudaFree(dz), cudaFree(dpin), cudaFree(dhist), cudaFree(din), cudaFree(dout);
   free(r), free(z), free(pin);
 }
@@ -847,12 +806,12 @@ static void check_cg_op_fold(const char *tag, const struct pkrylov_operator_s *A
   state_same(tag, "state after the folded rho step", dout, &ref);
   state_same(tag, "state read", din, &in);
   double *rs = row_scale(A, v, z);
-  dev_same(tag, "x", n, dx, x);
-  dev_same(tag, "p", n, dp, p);
+  pkt_dev_same(tag, "x", n, dx, x);
+  pkt_dev_same(tag, "p", n, dp, p);
   dev_close(tag, "q", n, dq, q, rs, 1.0);
   double hg[8], s;
   cudaMemcpy(hg, dhist, sizeof hg, cudaMemcpyDeviceToHost);
-  same_bits(tag, "history entry", 1, hg + ref.it, hist + ref.it);
+  pkt_same_bits(tag, "history entry", 1, hg + ref.it, hist + ref.it);
   gpu_sums(part, nb, 1, &s);
   near_sum(tag, "(p, q)", s, pq, abs_dot(n, p, q) + abs_dot_rs(n, p, rs, 1.0));
   cudaFree(dx), cudaFree(dp), cudaFree(dz), cudaFree(dq), cudaFree(part), cudaFree(dpin), cudaFree(dhist);
@@ -906,7 +865,7 @@ static void check_fold_stops(const char *tag, const pk_cuda_op *vop, const pk_cu
       cudaFree(din), cudaFree(dout), cudaFree(dslots);
       free(hs);
     }
-    for (int i = 0; i < 6; i++) dev_same(tag, "vector of a stopped fold", n, d[i], h[i]);
+    for (int i = 0; i < 6; i++) pkt_dev_same(tag, "vector of a stopped fold", n, d[i], h[i]);
     PK_EXPECT(still_poisoned(part, 4 * cap), "%s stop case %d: partial sums written", tag, sc);
     for (int i = 0; i < 6; i++) cudaFree(d[i]), free(h[i]);
     cudaFree(part), cudaFree(dhist);
@@ -970,8 +929,8 @@ PK_TEST_CASE(vector_kernels) {
     CK(pk_cuda_axpy_dev(NULL, n, da, d[0], d[1]));
     SYNC();
     for (int64_t i = 0; i < n; i++) h[1][i] = h[1][i] + a * h[0][i];
-    dev_same(tag, "axpy", n, d[1], h[1]);
-    dev_same(tag, "axpy x (input)", n, d[0], h[0]);
+    pkt_dev_same(tag, "axpy", n, d[1], h[1]);
+    pkt_dev_same(tag, "axpy x (input)", n, d[0], h[0]);
     /* zero_dry: NULL mask is a no-op, else zeros exactly the dry cells */
     uint8_t *wet = malloc((size_t)n);
     uint64_t s = 77 + (uint64_t)si;
@@ -981,12 +940,12 @@ PK_TEST_CASE(vector_kernels) {
     cudaMemcpy(dwet, wet, (size_t)n, cudaMemcpyHostToDevice);
     CK(pk_cuda_zero_dry(NULL, n, NULL, d[2]));
     SYNC();
-    dev_same(tag, "zero_dry(NULL)", n, d[2], h[2]);
+    pkt_dev_same(tag, "zero_dry(NULL)", n, d[2], h[2]);
     CK(pk_cuda_zero_dry(NULL, n, dwet, d[2]));
     SYNC();
     for (int64_t i = 0; i < n; i++)
       if (!wet[i]) h[2][i] = 0.0;
-    dev_same(tag, "zero_dry", n, d[2], h[2]);
+    pkt_dev_same(tag, "zero_dry", n, d[2], h[2]);
     cudaFree(dwet), cudaFree(da), cudaFree(part);
     free(wet), free(cpart);
     for (int i = 0; i < 4; i++) cudaFree(d[i]), free(h[i]);
@@ -1077,7 +1036,7 @@ PK_TEST_CASE(csr_long_rows) {
       CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb));
       CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
       SYNC();
-      for (int i = 0; i < 9; i++) dev_same("long csr stopped state", "vector", n, d[i], h[i]);
+      for (int i = 0; i < 9; i++) pkt_dev_same("long csr stopped state", "vector", n, d[i], h[i]);
       PK_EXPECT(still_poisoned(part, 4 * cap), "long csr stopped state: partial sums written");
       for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
       cudaFree(part), cudaFree(st);
@@ -1251,8 +1210,8 @@ static void check_otf_factors(const char *tag, const struct pkrylov_precond_s *M
   double *dl = dnew(n), *dd = dnew(n);
   CK(pk_cuda_pc_onthefly_factors(NULL, v, dl, dd));
   SYNC();
-  dev_same(tag, "lmul recomputed", n, dl, M->lmul);
-  dev_same(tag, "dinv recomputed", n, dd, M->dinv);
+  pkt_dev_same(tag, "lmul recomputed", n, dl, M->lmul);
+  pkt_dev_same(tag, "dinv recomputed", n, dd, M->dinv);
   cudaFree(dl), cudaFree(dd);
 }
 
@@ -1390,7 +1349,7 @@ PK_TEST_CASE(stopped_state_noop) {
       SYNC();
       cudaFree(st);
     }
-    for (int i = 0; i < 9; i++) dev_same("stopped state", "vector", n, d[i], h[i]);
+    for (int i = 0; i < 9; i++) pkt_dev_same("stopped state", "vector", n, d[i], h[i]);
     PK_EXPECT(still_poisoned(part, 4 * cap), "stopped state: partial sums written (operator %d)", o);
     for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
     cudaFree(part);
@@ -1558,7 +1517,7 @@ PK_TEST_CASE(scalar_steps) {
           SYNC();
           state_same(tag, "state", dout, &ref);
           if (!inplace) state_same(tag, "state read", din, &in);
-          dev_same(tag, "history", 16, dhist, href);
+          pkt_dev_same(tag, "history", 16, dhist, href);
           cudaFree(dhist), cudaFree(din);
           if (!inplace) cudaFree(dout);
         }

@@ -31,13 +31,6 @@
 #include "pk_test.h"
 #include "pk_cuda_test.h"
 
-/** A launcher or CUDA call must return cudaSuccess (0). */
-#define CK(call)                                                                                             \
-  do {                                                                                                       \
-    int ck_e_ = (int)(call);                                                                                 \
-    PK_EXPECT(ck_e_ == 0, "%s -> CUDA error %d (%s)", #call, ck_e_, cudaGetErrorString((cudaError_t)ck_e_)); \
-  } while (0)
-
 static double *hnew(int64_t n) {
   double *h = malloc(sizeof(double) * (size_t)(n ? n : 1));
   if (!h) exit(PK_FAIL);
@@ -73,26 +66,6 @@ static double *dget(const double *d, int64_t n) {
   return h;
 }
 
-/** Bitwise comparison; prints the first difference. */
-static int same_bits(const char *tag, const char *what, int64_t n, const double *g, const double *c) {
-  int64_t bad = 0, first = -1;
-  for (int64_t i = 0; i < n; i++)
-    if (memcmp(&g[i], &c[i], sizeof(double)) != 0) {
-      if (first < 0) first = i;
-      bad++;
-    }
-  if (bad) {
-    fprintf(stderr, "%s: %s differs in %lld of %lld values; first at %lld: gpu %.17g cpu %.17g\n", tag, what,
-            (long long)bad, (long long)n, (long long)first, g[first], c[first]);
-    pk_test_failures++;
-  }
-  return bad == 0;
-}
-static void dev_same(const char *tag, const char *what, int64_t n, const double *d, const double *h) {
-  double *g = dget(d, n);
-  same_bits(tag, what, n, g, h);
-  free(g);
-}
 /** |gpu - cpu| <= 1e-13 max(scale, |cpu|). */
 static void near_sum(const char *tag, const char *what, double g, double c, double scale) {
   if (!(fabs(g - c) <= 1e-13 * fmax(scale, fabs(c)))) {
@@ -270,10 +243,10 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
   for (int64_t i = 0; i < n; i += 97) x[i] *= 1e3; /* a spread of magnitudes */
   PK_EXPECT(pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, x, yc) == 0, "%s: CPU apply", tag);
   PK_EXPECT(pkrylov_operator_apply(Ag, PKRYLOV_MEM_HOST, x, yg) == 0, "%s: apply (host)", tag);
-  same_bits(tag, "A x (host arrays)", n, yg, yc);
+  pkt_same_bits(tag, "A x (host arrays)", n, yg, yc);
   double *dx = ddup(x, n), *dy = dnew(n);
   PK_EXPECT(pkrylov_operator_apply(Ag, PKRYLOV_MEM_DEVICE, dx, dy) == 0, "%s: apply (device)", tag);
-  dev_same(tag, "A x (device arrays)", n, dy, yc);
+  pkt_dev_same(tag, "A x (device arrays)", n, dy, yc);
   cudaFree(dx), cudaFree(dy);
 
   pk_cuda_op v;
@@ -288,7 +261,7 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
     CK(pk_cuda_residual(NULL, &v, db, dx2, dr, part, &nb));
     CK(cudaDeviceSynchronize());
     PK_EXPECT(nb >= 1 && nb <= cap, "%s: residual slots %lld", tag, (long long)nb);
-    dev_same(tag, "r = b - A x", n, dr, r);
+    pkt_dev_same(tag, "r = b - A x", n, dr, r);
     gpu_sums(part, nb, 1, &s);
     near_sum(tag, "(r, r)", s, rr, rr);
     cudaFree(db), cudaFree(dx2), cudaFree(dr), cudaFree(part);
@@ -309,9 +282,9 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
     int64_t nb = -1;
     CK(pk_cuda_cg_operator_step(NULL, &v, st, init, dxx, dp, dz, dq, part, &nb));
     CK(cudaDeviceSynchronize());
-    dev_same(tag, init ? "CG operator loop (init): x" : "CG operator loop: x", n, dxx, xx);
-    dev_same(tag, init ? "CG operator loop (init): p" : "CG operator loop: p", n, dp, p);
-    dev_same(tag, init ? "CG operator loop (init): q" : "CG operator loop: q", n, dq, q);
+    pkt_dev_same(tag, init ? "CG operator loop (init): x" : "CG operator loop: x", n, dxx, xx);
+    pkt_dev_same(tag, init ? "CG operator loop (init): p" : "CG operator loop: p", n, dp, p);
+    pkt_dev_same(tag, init ? "CG operator loop (init): q" : "CG operator loop: q", n, dq, q);
     gpu_sums(part, nb, 1, &s);
     near_sum(tag, "(p, q)", s, pq, abs_dot(n, p, q));
     cudaFree(dxx), cudaFree(dz), cudaFree(part), cudaFree(dp), cudaFree(dq), cudaFree(st);
@@ -329,7 +302,7 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
     CK(cudaDeviceSynchronize());
     static const char *names[9] = {"pipe m", "pipe z", "pipe q", "pipe s", "pipe p",
                                    "pipe x", "pipe r", "pipe u", "pipe w"};
-    for (int i = 0; i < 9; i++) dev_same(tag, names[i], n, d[i], h[i]);
+    for (int i = 0; i < 9; i++) pkt_dev_same(tag, names[i], n, d[i], h[i]);
     gpu_sums(part, nb, 3, g);
     near_sum(tag, "(r, u)", g[0], out[0], abs_dot(n, h[6], h[7]));
     near_sum(tag, "(w, u)", g[1], out[1], abs_dot(n, h[8], h[7]));
@@ -357,7 +330,7 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
       ref[i] = s;
       far += !(fabs(g[i] - yc[i]) <= 1e-7 * sa);
     }
-    same_bits(tag, "fp32 A x (float coefficients)", n, g, ref);
+    pkt_same_bits(tag, "fp32 A x (float coefficients)", n, g, ref);
     PK_EXPECT(far == 0, "%s: fp32 A x beyond 1e-7 of the row scale of the fp64 product in %lld rows", tag,
               (long long)far);
     cudaFree(dx3), cudaFree(dy3);

@@ -33,21 +33,6 @@
 #include "pk_test.h"
 #include "pk_cuda_test.h"
 
-#define SKIP_WITHOUT_GPU()                                    \
-  do {                                                        \
-    int nd_ = 0;                                              \
-    if (cudaGetDeviceCount(&nd_) != cudaSuccess || nd_ < 1) { \
-      cudaGetLastError();                                     \
-      return PK_SKIP;                                         \
-    }                                                         \
-  } while (0)
-
-#define CK(call)                                                                                             \
-  do {                                                                                                       \
-    int ck_e_ = (int)(call);                                                                                 \
-    PK_EXPECT(ck_e_ == 0, "%s -> CUDA error %d (%s)", #call, ck_e_, cudaGetErrorString((cudaError_t)ck_e_)); \
-  } while (0)
-
 /* ---- the independent reference: a two's-complement big integer in units of 2^-1074 ------------------ */
 
 #define NLIMB 68
