@@ -12,12 +12,14 @@
  * Thread mappings (1-D blocks of PKC_BLOCK = 256 threads unless said otherwise):
  *  - column stencil / thin shell (apply, residual, CG operator loop, pipelined-CG step): one thread per
  *    column (i, j) (consecutive threads = consecutive i, coalesced) and a chunk of kc consecutive levels
- *    (grid.y = level chunks: kc about 8, larger for big grids so that there are at most ~4096 blocks,
- *    smaller, down to 1, for small grids so that there are about PKC_FILL_BLOCKS blocks). The thread walks
+ *    (grid.y = level chunks: kc about 32 for the thin shell and 8 for the column stencil, larger for big
+ *    grids so that there are at most ~4096 blocks, smaller, down to 1, for small grids so that there are
+ *    about PKC_FILL_BLOCKS blocks). The thread walks
  *    k upward keeping x_{k-1}, x_k, x_{k+1} and the vertical coupling aV_{k+1} in registers, so each of
  *    those is loaded once; the 4 horizontal neighbours come through L1/L2. The thin shell loads its
  *    per-column geometry (|T|, 4 face weights) once per thread, and for the CG operator loop
- *    (Act::PREFETCH) issues the loads of level k+1 during level k.
+ *    (Act::PREFETCH) issues the loads of level k+1 during level k; every grid kernel asks the L2 for the
+ *    vectors of a level ahead (l2pf_levels()).
  *  - CSR: one thread per row (grid-stride, at most PKC_MAX_BLOCKS blocks), sequential sum in row order
  *    (bitwise the CPU's); for long rows (pk_cuda_op.csr_lanes, chosen at upload from the row lengths) a
  *    group of 2 ... 32 lanes of a warp per row, coalesced loads of values and columns and a shuffle tree
@@ -89,6 +91,7 @@
 #include <cuda_runtime.h>
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <type_traits>
 
@@ -101,8 +104,15 @@ namespace {
 constexpr int PKC_BLOCK = 256;
 /** Cap on the blocks of the grid-stride kernels (1-D, columns): bounds the partial-sum slots. */
 constexpr int64_t PKC_MAX_BLOCKS = 4096;
-/** Levels per thread of the grid operators before the block cap is considered. */
+/**
+ * Levels per thread of the grid operators before the block cap is considered: PKC_KC_TS for the thin shell,
+ * PKC_KC for the column stencil (PKRYLOV_CUDA_KC=n overrides both, for tuning runs). Measured on an H200
+ * (256 x 256 x 128, with the L2 prefetch of l2pf_levels(), us per iteration): thin shell CG 258 / 251 / 246
+ * / 242 at 8 / 16 / 32 / 64 levels, pipelined CG 374 / 381 / 377 / 405; column stencil CG 450 / 444 / 441,
+ * pipelined CG 542 / 563 / 563 at 8 / 16 / 32 levels.
+ */
 constexpr int PKC_KC = 8;
+constexpr int PKC_KC_TS = 32;
 /**
  * Blocks the grid operators aim at on small grids (fewer than this with PKC_KC levels per thread): the
  * level chunks shrink (to one level) so that the launch spreads over the GPU instead of leaving a few
@@ -133,11 +143,22 @@ struct GridShape {
   int by, kc;
 };
 
-GridShape grid_shape(int64_t ncols, int nz) {
+int64_t launch_cols(const pk_cuda_op *op);
+
+/** The grid shape of a launch over the grid operator op (thin shell or column stencil). */
+GridShape grid_shape(const pk_cuda_op *op) {
+  const int64_t ncols = launch_cols(op);
+  const int nz = op->nz;
   GridShape g;
   g.bx = (ncols + PKC_BLOCK - 1) / PKC_BLOCK;
   if (g.bx < 1) g.bx = 1;
-  int64_t nzc = (nz + PKC_KC - 1) / PKC_KC; /* chunks of ~PKC_KC levels */
+  static int env_kc = -1; /* PKRYLOV_CUDA_KC=n (0: unset) */
+  if (env_kc < 0) {
+    const char *env = getenv("PKRYLOV_CUDA_KC");
+    env_kc = env && atoi(env) > 0 && atoi(env) <= 1024 ? atoi(env) : 0;
+  }
+  const int kcl = env_kc ? env_kc : op->type == PKRYLOV_OPERATOR_THINSHELL ? PKC_KC_TS : PKC_KC;
+  int64_t nzc = (nz + kcl - 1) / kcl; /* chunks of ~kcl levels */
   if (g.bx * nzc < PKC_FILL_BLOCKS) { /* small grid: shorter chunks, down to one level, to fill the GPU */
     nzc = (PKC_FILL_BLOCKS + g.bx - 1) / g.bx;
     if (nzc > nz) nzc = nz;
@@ -171,7 +192,7 @@ int64_t launch_cols(const pk_cuda_op *op) {
 int64_t op_blocks(const pk_cuda_op *op) {
   if (op->type == PKRYLOV_OPERATOR_CSR) return blocks_1d(op->n); /* a thread or a warp's lane per row */
   if (op->type == PKRYLOV_OPERATOR_USER) return blocks_1d(op->n);
-  const GridShape g = grid_shape(launch_cols(op), op->nz);
+  const GridShape g = grid_shape(op);
   return g.bx * g.by;
 }
 
@@ -223,6 +244,11 @@ __device__ __forceinline__ void step_wait() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+}
+
+/** Ask the L2 for the line holding p (no register, no completion to wait for). */
+__device__ __forceinline__ void l2_prefetch(const void *p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
 /**
@@ -608,6 +634,9 @@ template <int FOLD> struct ActCgOp {
     if (!init) in.p = p[c], in.q = q[c], in.x = x[c];
     return in;
   }
+  __device__ void l2pf(int64_t c) const {
+    if (!init) l2_prefetch(p + c), l2_prefetch(q + c), l2_prefetch(x + c);
+  }
   __device__ void operator()(int64_t c, double az, double zc, const In &in, double *acc) const {
     double pn, qn;
     if (init) {
@@ -645,6 +674,10 @@ struct ActPipe {
     return true;
   }
   __device__ In load(int64_t) const { return In{}; }
+  __device__ void l2pf(int64_t c) const {
+    l2_prefetch(u + c), l2_prefetch(w + c), l2_prefetch(z + c), l2_prefetch(q + c), l2_prefetch(s + c), l2_prefetch(p + c), l2_prefetch(r + c),
+        l2_prefetch(x + c);
+  }
   __device__ void operator()(int64_t c, double an, double mc, const In &, double *acc) const {
     const double uo = u[c], wo = w[c];
     const double zi = an + beta * z[c];
@@ -687,6 +720,9 @@ struct ActPipeNone {
     return true;
   }
   __device__ In load(int64_t) const { return In{}; }
+  __device__ void l2pf(int64_t c) const {
+    l2_prefetch(r + c), l2_prefetch(z + c), l2_prefetch(s + c), l2_prefetch(p + c), l2_prefetch(x + c);
+  }
   __device__ void operator()(int64_t c, double an, double wo, const In &, double *acc) const {
     const double ro = r[c];
     const double zi = an + beta * z[c];
@@ -766,57 +802,60 @@ __global__ void __launch_bounds__(PKC_BLOCK)
     if constexpr (SYM) {
 #pragma unroll
       for (int hi = ND - 1; hi >= 1; hi -= CH) { /* lower entries, d = hi, hi - 1, ...: ascending columns */
-        double a[CH], xv[CH];
+        V a[CH];
+        double xv[CH];
 #pragma unroll
         for (int j = 0; j < CH; j++) {
           const int d = hi - j;
-          a[j] = 0.0, xv[j] = 0.0;
+          a[j] = V(0), xv[j] = 0.0;
           if (d >= 1 && d < nd) {
             const int64_t c = r - off.o[d];
-            a[j] = c >= 0 ? (double)dia[(int64_t)d * n + c] : 0.0;
+            a[j] = c >= 0 ? dia[(int64_t)d * n + c] : V(0);
             xv[j] = x[c >= 0 ? c : r];
           }
         }
 #pragma unroll
         for (int j = 0; j < CH; j++)
-          if (hi - j >= 1 && hi - j < nd) s = a[j] != 0.0 ? s + a[j] * xv[j] : s;
+          if (hi - j >= 1 && hi - j < nd) s = a[j] != V(0) ? s + (double)a[j] * xv[j] : s;
       }
-      const double a0 = (double)dia[r];
-      s = a0 != 0.0 ? s + a0 * x[r] : s;
+      const V a0 = dia[r];
+      s = a0 != V(0) ? s + (double)a0 * x[r] : s;
 #pragma unroll
       for (int lo = 1; lo < ND; lo += CH) { /* upper entries, d = lo, lo + 1, ... */
-        double a[CH], xv[CH];
+        V a[CH];
+        double xv[CH];
 #pragma unroll
         for (int j = 0; j < CH; j++) {
           const int d = lo + j;
-          a[j] = 0.0, xv[j] = 0.0;
+          a[j] = V(0), xv[j] = 0.0;
           if (d < ND && d < nd) {
             const int64_t c = r + off.o[d];
-            a[j] = (double)dia[(int64_t)d * n + r]; /* 0 where c >= n */
+            a[j] = dia[(int64_t)d * n + r]; /* 0 where c >= n */
             xv[j] = x[c < n ? c : r];
           }
         }
 #pragma unroll
         for (int j = 0; j < CH; j++)
-          if (lo + j < ND && lo + j < nd) s = a[j] != 0.0 ? s + a[j] * xv[j] : s;
+          if (lo + j < ND && lo + j < nd) s = a[j] != V(0) ? s + (double)a[j] * xv[j] : s;
       }
     } else {
 #pragma unroll
       for (int lo = 0; lo < ND; lo += CH) {
-        double a[CH], xv[CH];
+        V a[CH];
+        double xv[CH];
 #pragma unroll
         for (int j = 0; j < CH; j++) {
           const int d = lo + j;
-          a[j] = 0.0, xv[j] = 0.0;
+          a[j] = V(0), xv[j] = 0.0;
           if (d < ND && d < nd) {
             const int64_t c = r + off.o[d];
-            a[j] = (double)dia[(int64_t)d * n + r]; /* 0 where c is outside the matrix */
+            a[j] = dia[(int64_t)d * n + r]; /* 0 where c is outside the matrix */
             xv[j] = x[c >= 0 && c < n ? c : r];
           }
         }
 #pragma unroll
         for (int j = 0; j < CH; j++)
-          if (lo + j < ND && lo + j < nd) s = a[j] != 0.0 ? s + a[j] * xv[j] : s;
+          if (lo + j < ND && lo + j < nd) s = a[j] != V(0) ? s + (double)a[j] * xv[j] : s;
       }
     }
     act(r, s, x[r], act.load(r), acc.v);
@@ -887,11 +926,37 @@ struct Halo {
   const double *w, *e, *s, *n; /* neighbour edge values, NULL on the global boundary */
   const double *aWe, *aSn;     /* stencil: the east neighbour's aW(0), the north neighbour's aS(j = 0) */
   int cols;                    /* pk_cuda_op.cols */
+  int pfd;                     /* L2 prefetch distance of the grid kernels in levels (0: none), l2pf_levels() */
 };
 
-Halo halo_of(const pk_cuda_op *op) {
-  return Halo{op->dhw, op->dhe, op->dhs, op->dhn, op->dWe, op->dSn, op->cols};
+/**
+ * L2 prefetch distance (levels) of the grid-operator kernels: while a thread works on level k, it asks the
+ * L2 for level k + pfd (+ 1 when the registers already hold level k + 1) of the vectors it streams
+ * (prefetch.global.L2: no registers, no wait), so the register loads find them in the L2: more bytes in
+ * flight than the registers allow. Default 1; PKRYLOV_CUDA_L2PF=d overrides (0: off). Measured on an H200
+ * (thin shell 256 x 256 x 128, us per iteration): 8 levels per thread, CG 279 / 258 at d = 0 / 1, pipelined
+ * CG 388 / 374; 16 levels, d = 0 / 1 / 2: CG 273 / 251 / 248, pipelined CG 395 / 381 / 409; 32 levels,
+ * d = 1 / 2: CG 246 / 243, pipelined CG 377 / 425.
+ */
+int l2pf_levels() {
+  static int v = -1;
+  if (v < 0) {
+    const char *env = getenv("PKRYLOV_CUDA_L2PF");
+    v = env && *env ? atoi(env) : 1;
+    if (v < 0 || v > 16) v = 0;
+  }
+  return v;
 }
+
+Halo halo_of(const pk_cuda_op *op) {
+  return Halo{op->dhw, op->dhe, op->dhs, op->dhn, op->dWe, op->dSn, op->cols, l2pf_levels()};
+}
+
+/** act.l2pf(c) when the action has one (the vectors it reads at cell c), else nothing. */
+template <class Act> __device__ __forceinline__ auto act_l2pf(const Act &a, int64_t c, int) -> decltype(a.l2pf(c)) {
+  return a.l2pf(c);
+}
+template <class Act> __device__ __forceinline__ void act_l2pf(const Act &, int64_t, long) {}
 
 /**
  * The column (i, j) of this thread in a grid launch (Halo::cols: all, off the tile edges, tile edges only:
@@ -923,6 +988,28 @@ __device__ __forceinline__ bool grid_column(const Halo &h, int nx, int ny, int64
 }
 
 /**
+ * L2 prefetch of the grid kernels (Halo::pfd = d > 0): the prologue asks for levels k0 + 1 .. k0 + d of x
+ * and of the action's inputs, the step at level k for level k + d + AHEAD (AHEAD = 1 when the registers
+ * already hold level k + 1).
+ */
+template <class Act>
+__device__ __forceinline__ void grid_l2pf_prologue(const Act &act, const double *x, int64_t c, int64_t ncols,
+                                                   int k0, int k1, int d) {
+  for (int t = 1; t <= d && k0 + t < k1; t++) {
+    l2_prefetch(x + c + ncols * t);
+    act_l2pf(act, c + ncols * t, 0);
+  }
+}
+template <class Act>
+__device__ __forceinline__ void grid_l2pf_step(const Act &act, const double *x, int64_t c, int64_t ncols, int k,
+                                               int k1, int dist) {
+  if (k + dist < k1) {
+    l2_prefetch(x + c + ncols * dist);
+    act_l2pf(act, c + ncols * dist, 0);
+  }
+}
+
+/**
  * Column stencil: thread = column (i, j), levels [k0, k0 + kc). Per cell, st_line's expression:
  *   i = 0:       aC x + cs xs + cn xn + cd xd + cu xu (+ aW_{i+1} x_{i+1} when nx > 1)
  *   0 < i < nx-1: aC x + aW x_{i-1} + aW_{i+1} x_{i+1} + cs xs + cn xn + cd xd + cu xu
@@ -950,7 +1037,10 @@ __device__ __forceinline__ void stencil_body(const T *__restrict__ aW, const T *
     double xc = x[c];
     double xd = k0 > 0 ? x[c - ncols] : xc;
     double cd = (double)aV[c];
+    const int pfd = h.pfd;
+    if (pfd) grid_l2pf_prologue(act, x, c, ncols, k0, k1, pfd);
     for (int k = k0; k < k1; k++, c += ncols) {
+      if (pfd) grid_l2pf_step(act, x, c, ncols, k, k1, pfd);
       const bool has_u = k < nz - 1;
       const double xu = has_u ? x[c + ncols] : xc;
       const double cu = has_u ? (double)aV[c + ncols] : 0.0;
@@ -1014,6 +1104,8 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
     int64_t c = col + ncols * k0;
     double xc = x[c];
     double xd = k0 > 0 ? x[c - ncols] : xc;
+    const int pfd = h.pfd;
+    if (pfd) grid_l2pf_prologue(act, x, c, ncols, k0, k1, pfd);
     if constexpr (Act::PREFETCH) {
       /* the loads of level k (x above, the 4 neighbours, the action's inputs) are issued during level k-1,
          so their latency overlaps it */
@@ -1032,6 +1124,7 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
       Nb cur = nb_load(k0, c, xc);
       typename Act::In in = act.load(c);
       for (int k = k0; k < k1; k++, c += ncols) {
+        if (pfd) grid_l2pf_step(act, x, c, ncols, k, k1, pfd + 1);
         Nb nxt = cur;
         typename Act::In inn = in;
         if (k + 1 < k1) {
@@ -1059,6 +1152,7 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
       }
     } else {
       for (int k = k0; k < k1; k++, c += ncols) {
+        if (pfd) grid_l2pf_step(act, x, c, ncols, k, k1, pfd);
         const double xu = k < nz - 1 ? x[c + ncols] : xc;
         const double xs = has_s ? (in_s ? x[c - nx] : hsn(h.s, k)) : xc;
         const double xn = has_n ? (in_n ? x[c + nx] : hsn(h.n, k)) : xc;
@@ -1185,7 +1279,7 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
     return launch_kernel(pdl, k_csr<double, int64_t, Act>, g, b, 0, s, op->rowptr, op->col64, op->val, op->n,
                          x, act, part);
   }
-  const GridShape gs = grid_shape(launch_cols(op), op->nz);
+  const GridShape gs = grid_shape(op);
   if (nblocks) *nblocks = gs.bx * gs.by;
   const dim3 grid((unsigned)gs.bx, (unsigned)gs.by), b(PKC_BLOCK);
   const Halo h = halo_of(op);
@@ -1498,8 +1592,12 @@ __global__ void __launch_bounds__(PKC_SM_COLS)
     if (col >= ncols) continue;
     double ar = 0.0, asum = 0.0;
     if constexpr (FACT == FACT_THINSHELL) ts_column(a, col, ar, asum);
-    /* next chunk: r, q, and the per-cell factor data (stored: l, dinv; stencil: aC, aV of the level above) */
-    double br[K], bq[K], b0[K], b1[K];
+    /* next chunk: r, q, and the per-cell factor data (stored: l, dinv; stencil: aC, aV of the level above).
+       fp32 factors stay float in the buffer and are widened where they are used: a conversion next to the
+       load would wait for it there and take away the chunk's look-ahead */
+    using FT = typename std::conditional<F32 && FACT == FACT_STORED, float, double>::type;
+    double br[K], bq[K];
+    FT b0[K], b1[K];
     auto load = [&](int k0) {
 #pragma unroll
       for (int i = 0; i < K; i++) {
@@ -1511,8 +1609,8 @@ __global__ void __launch_bounds__(PKC_SM_COLS)
           if (upd) bq[i] = q[c];
           if constexpr (FACT == FACT_STORED) {
             if constexpr (F32) {
-              if (k + 1 < nz) b0[i] = (double)a.lmulf[c];
-              b1[i] = (double)a.dinvf[c];
+              if (k + 1 < nz) b0[i] = a.lmulf[c];
+              b1[i] = a.dinvf[c];
             } else {
               if (k + 1 < nz) b0[i] = a.lmul[c];
               b1[i] = a.dinv[c];
@@ -1527,7 +1625,8 @@ __global__ void __launch_bounds__(PKC_SM_COLS)
     load(0);
     double y = 0.0, lprev = 0.0, lraw = 0.0, eprev = 0.0;
     for (int k0 = 0; k0 < nz; k0 += K) {
-      double cr[K], cq[K], c0[K], c1[K];
+      double cr[K], cq[K];
+      FT c0[K], c1[K];
 #pragma unroll
       for (int i = 0; i < K; i++) cr[i] = br[i], cq[i] = bq[i], c0[i] = b0[i], c1[i] = b1[i];
       if (k0 + K < nz) load(k0 + K);
@@ -1542,8 +1641,8 @@ __global__ void __launch_bounds__(PKC_SM_COLS)
           }
           double lk, dk; /* the factors used at level k */
           if constexpr (FACT == FACT_STORED) {
-            lk = c0[i];
-            dk = c1[i];
+            lk = (double)c0[i];
+            dk = (double)c1[i];
           } else {
             double D, e;
             if constexpr (FACT == FACT_THINSHELL) {
