@@ -4,7 +4,7 @@
  *        halo-exchange stencil (pkrylov_operator_create_stencil7_exchange), the model's exchange working on
  *        the DEVICE array (pk_halo_test.h: a channel periodic in x with walls in y, or walls everywhere):
  *        every method against the same solve on the CPU backend with the host exchange (iterations within
- *        2, x within 1e-10) and against the CUDA solve with the equivalent operator without exchange (the
+ *        2, x within 1e-10; the BiCGStab family within 30 % + 2 and 1e-9) and against the CUDA solve with the equivalent operator without exchange (the
  *        periodic CSR matrix built in the test; with walls everywhere the plain column stencil, whose
  *        product the exchange operator's equals), the true residual recomputed with that matrix by a plain
  *        CSR loop; repeated solves (engine reused), a solve without graphs and device arrays bitwise the
@@ -91,9 +91,9 @@ static int bitwise(int64_t n, const double *a, const double *b) {
  * with the column preconditioner, 41 x 30 x 6; the same with a mask and Jacobi, 23 x 17 x 5; walls
  * everywhere (the halo stays 0) with a mask and the column preconditioner, 29 x 21 x 5. Per method: the
  * CUDA solve (host arrays) against the CPU backend's (same exchange on host arrays): converged, iterations
- * within 2, x within 1e-10, true residuals (recomputed with the CSR form of the equivalent operator) below
+ * within 2, x within 1e-10 (the BiCGStab family: 30 % + 2, 1e-9), true residuals (recomputed with the CSR form of the equivalent operator) below
  * 2e-11; against the CUDA solve with the equivalent operator without exchange (periodic: the CSR matrix;
- * walls: pkrylov_operator_create_stencil7): iterations within 2, x within 1e-10 (bitwise reported);
+ * walls: pkrylov_operator_create_stencil7): the same bounds (bitwise reported);
  * the same solver solving again, a new solver with PKRYLOV_KRY_GRAPH=0, and b, x as device arrays: bitwise
  * the first CUDA solve. The exchange always got the device pointer, a zeroed halo and x in the interior.
  */
@@ -190,10 +190,16 @@ PK_TEST_CASE(engine_matches_cpu) {
       PK_EXPECT(rc_.converged && rg.converged && re.converged, "set-up %d solver %d: %s / %s / %s", g, type,
                 pkrylov_reason_string(rc_.reason), pkrylov_reason_string(rg.reason),
                 pkrylov_reason_string(re.reason));
-      PK_EXPECT(abs(rg.iterations - rc_.iterations) <= 2 && abs(rg.iterations - re.iterations) <= 2,
+      /* the BiCGStab family's residual is not monotone: rounding (the sums' order) moves its stopping
+         iteration (t932: 2 ranks of the CPU engine, pipelined BiCGStab 50 against 64), so within 30 % + 2
+         and 1e-9 there */
+      const int bicg = type == PKRYLOV_SOLVER_BICGSTAB || type == PKRYLOV_SOLVER_PIPEBICGSTAB;
+      const int slack = bicg ? 2 + rc_.iterations * 3 / 10 : 2;
+      PK_EXPECT(abs(rg.iterations - rc_.iterations) <= slack && abs(rg.iterations - re.iterations) <= slack,
                 "set-up %d solver %d: iterations CUDA %d, CPU %d, without exchange %d", g, type, rg.iterations,
                 rc_.iterations, re.iterations);
-      PK_EXPECT(d <= 1e-10 && de <= 1e-10, "set-up %d solver %d: x differs from the CPU's by %.3e, from the "
+      const double xtol = bicg ? 1e-9 : 1e-10;
+      PK_EXPECT(d <= xtol && de <= xtol, "set-up %d solver %d: x differs from the CPU's by %.3e, from the "
                 "solve without exchange by %.3e", g, type, d, de);
       PK_EXPECT(tg <= 2e-11 && tc <= 2e-11, "set-up %d solver %d: true residuals %.3e %.3e", g, type, tg, tc);
       PK_EXPECT(calls1 > rg.iterations, "set-up %d solver %d: %d exchanges for %d iterations", g, type, calls1,
