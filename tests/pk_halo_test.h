@@ -95,8 +95,12 @@ static inline void free_channel(channel *c) {
   free(c->aW), free(c->aS), free(c->aV), free(c->aC), free(c->aWe), free(c->mask);
 }
 
-/** The periodic matrix as CSR (unsorted rows; the library sorts): dry rows empty, no coupling to them. */
-static inline int periodic_csr(pkrylov_context ctx, const channel *c, pkrylov_operator *A) {
+/**
+ * The periodic matrix as CSR (unsorted rows; the library sorts): dry rows empty (dry_identity: 1 on the
+ * diagonal, for the Jacobi preconditioner; the same Krylov iterates where b is 0 on the dry cells), no
+ * coupling to them.
+ */
+static inline int periodic_csr_ex(pkrylov_context ctx, const channel *c, int dry_identity, pkrylov_operator *A) {
   const int nx = c->nx, ny = c->ny, nz = c->nz, n = nx * ny * nz;
   int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int32_t) * (size_t)n * 7);
   double *v = malloc(sizeof(double) * (size_t)n * 7);
@@ -120,12 +124,19 @@ static inline int periodic_csr(pkrylov_context ctx, const channel *c, pkrylov_op
           NB(k > 0, i, j, k - 1, c->aV[p]);
           NB(k < nz - 1, i, j, k + 1, c->aV[cell(c, i, j, k + 1)]);
 #undef NB
+        } else if (dry_identity) {
+          ci[nnz] = p, v[nnz++] = 1.0;
         }
         rp[p + 1] = nnz;
       }
   int rc = pkrylov_operator_create_csr(ctx, n, 0, rp, ci, v, A);
   free(rp), free(ci), free(v);
   return rc;
+}
+
+/** The periodic matrix as CSR, dry rows empty (periodic_csr_ex). */
+static inline int periodic_csr(pkrylov_context ctx, const channel *c, pkrylov_operator *A) {
+  return periodic_csr_ex(ctx, c, 0, A);
 }
 
 /**
