@@ -498,7 +498,10 @@ typedef int (*pkrylov_halo_fn)(void *user, int32_t nx, int32_t ny, int32_t nz, d
  * halo). On a CUDA context the product runs on the GPU (the halo'ed work array, the stencil and the edge
  * couplings are kernels; A x is bitwise the CPU's) and exchange gets the device pointer of the halo'ed
  * array; a solve then runs one iteration at a time, as with a user operator (no CUDA graph: the host calls
- * exchange between the kernels).
+ * exchange between the kernels). Every solver type works with it on both backends (CG and pipelined CG,
+ * the BiCGStab and GMRES families: each operator product and each residual calls exchange once), also on a
+ * context with a communicator, where exchange does the communication with the neighbour tiles and the
+ * solver's sums are global.
  * @param[in] aW_east   host, ny*nz values, or NULL (east wall)
  * @param[in] aS_north  host, nx*nz values, or NULL (north wall)
  * @param[in] exchange  fills the halo, not NULL

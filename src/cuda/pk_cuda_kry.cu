@@ -32,7 +32,15 @@
  * preconditioners: the stream is synchronised and the routine called with device pointers of the engine's
  * vectors (pk_cuda_user_call; a nonzero return is PKRYLOV_ERR_CALLBACK); a residual gets A x from the
  * routine into D->ax, which the residual launcher reads. Operators with the caller's halo-exchange routine
- * (pkrylov_operator_create_stencil7_exchange) are not supported here (PKRYLOV_ERR_UNSUPPORTED at create).
+ * (pkrylov_operator_create_stencil7_exchange) are applied like a user operator, as on the CG path: every
+ * product (matvec, also CA-GMRES's basis products) and every residual runs pk_cuda_halo_apply (a kernel
+ * fills the operator's device halo'ed array from x, the stream is synchronised, the caller's exchange fills
+ * the halo through the device pointer, then the stencil and edge-coupling kernels: A x bitwise the CPU's;
+ * a nonzero return is PKRYLOV_ERR_CALLBACK), into y or, for a residual, into D->ax (the residual launcher
+ * reads it over a USER view that keeps the mask). Such blocks hold host calls: no graphs, and the drivers
+ * poll every iteration (pk_kry_sync_interval), so the routine is not called after the solve stopped. On a
+ * distributed context the caller's exchange does the communication; the engine's sums are global
+ * (host-staged: the operator is not A->dist, so there is no NCCL communicator).
  *
  * Distributed contexts (several ranks, one GPU per rank or ranks sharing one): a distributed grid operator
  * (A->dist: thin shell, column stencil) gets its halo exchanged on the device (pk_cuda_dist.cu): an operator
@@ -105,8 +113,8 @@ struct KryDev {
   pk_cuda_op op64;          /* fp64: residuals */
   pk_cuda_pc pc;            /* preconditioner view (a NONE view without one) */
   /* user callbacks (the routine gets device pointers after a stream synchronisation) */
-  int uop, upc;             /* the operator / the preconditioner is a user routine */
-  double *ax;               /* A x of a user operator for residuals (pk_cuda_op.pre) */
+  int uop, upc;             /* the operator (or its halo exchange) / the preconditioner is a user routine */
+  double *ax;               /* A x of a user or halo-exchange operator for residuals (pk_cuda_op.pre) */
   /* options (environment, read at create): graphs of blocks, fused kernels, per-operation profile */
   int graph_on, fuse_on, prof;
   /* blocks: the operations of the current block (recorded, not yet launched) and the graphs of blocks */
@@ -865,11 +873,19 @@ const char *const op_names[OP_COUNT] = {"",           "matvec",    "precond",   
                                         "axpy_dots",  "wait"};
 constexpr size_t KGRAPH_CACHE = 48; /* graphs kept per engine */
 
+/** y = A x by the caller's routine (device pointers): the user operator's, or the halo-exchange stencil's
+ *  exchange between the fill and the stencil kernels (pk_cuda_halo_apply, the CG path's product). */
+int uop_apply(pk_kry *E, const double *x, double *y) {
+  pkrylov_operator A = E->s->A;
+  if (A->halo.exchange)
+    return pk_cuda_halo_apply(A, x, y);
+  return pk_cuda_user_call(E->ctx, A->user.apply, A->user.data, E->n, x, y, "operator");
+}
+
 int do_matvec(pk_kry *E, pk_vid x, pk_vid y) {
   KryDev *D = dev_of(E);
   if (D->uop)
-    return pk_cuda_user_call(E->ctx, E->s->A->user.apply, E->s->A->user.data, E->n, vp(E, x), vp(E, y),
-                             "operator");
+    return uop_apply(E, vp(E, x), vp(E, y));
   if (D->dop) { /* distributed: the columns off the tile edges while the halo travels, then the edges */
     PK_CALL(pk_cuda_dist_halo_begin(D->dop, vp(E, x), D->nccl));
     KCU(pk_cuda_op_apply(D->st, &D->op_in, vp(E, x), vp(E, y)), "operator product");
@@ -898,9 +914,8 @@ int do_precond(pk_kry *E, pk_vid x, pk_vid y) {
 int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   KryDev *D = dev_of(E);
   int64_t nb = 0;
-  if (D->uop) /* A x by the routine into D->ax, which the residual launcher reads (op64.pre) */
-    PK_CALL(pk_cuda_user_call(E->ctx, E->s->A->user.apply, E->s->A->user.data, E->n, vp(E, x), D->ax,
-                              "operator"));
+  if (D->uop) /* A x by the routine (or the halo exchange) into D->ax, which the residual launcher reads */
+    PK_CALL(uop_apply(E, vp(E, x), D->ax));
   if (D->dop) /* distributed: the halo of x first (the residual's partial slots need one launch) */
     PK_CALL(pk_cuda_dist_halo(D->dop, vp(E, x), D->nccl));
   KCU(pk_cuda_residual(D->st, &D->op64, D->b, vp(E, x), vp(E, r), D->part, &nb), "residual");
@@ -1196,11 +1211,9 @@ int kd_create(pk_kry *E) {
   pkrylov_solver s = E->s;
   pkrylov_context ctx = E->ctx;
   const char *fn = "pkrylov_solver_solve";
-  if (s->A->halo.exchange || !s->A->dev)
+  if (!s->A->dev)
     return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
-                    "the operator is applied with the caller's halo-exchange routine "
-                    "(pkrylov_operator_create_stencil7_exchange), which the CUDA BiCGStab/GMRES engine does not "
-                    "support yet; use a CPU context, or a distributed operator (pkrylov_operator_create_*_dist)");
+                    "the operator has no device form, which the CUDA BiCGStab/GMRES engine needs");
   if (s->M && s->M->type != PKRYLOV_PRECOND_USER && !s->M->dev)
     return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, fn,
                     "the preconditioner has no device form, which the CUDA BiCGStab/GMRES engine needs");
@@ -1209,7 +1222,8 @@ int kd_create(pk_kry *E) {
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, fn, "cannot allocate the CUDA engine state");
   E->priv = D;
   D->st = (cudaStream_t)pk_cuda_context_stream(ctx);
-  D->uop = s->A->type == PKRYLOV_OPERATOR_USER;
+  /* a halo-exchange stencil runs like a user operator: its exchange is a host call between the kernels */
+  D->uop = s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange != NULL;
   D->upc = s->M && s->M->type == PKRYLOV_PRECOND_USER;
   D->graph_on = env_flag("PKRYLOV_KRY_GRAPH", 1);
   D->fuse_on = env_flag("PKRYLOV_KRY_FUSE", 1);
@@ -1220,7 +1234,17 @@ int kd_create(pk_kry *E) {
   const int64_t n = E->n;
   E->ld = (n + 31) / 32 * 32;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &D->op64));
-  PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &D->op));
+  if (s->A->halo.exchange) { /* the launchers read A x from D->ax (set below), as for a user operator; the
+                                mask kept; products in fp64 (pk_cuda_halo_apply), as on the CG path */
+    pk_cuda_op u;
+    memset(&u, 0, sizeof u);
+    u.type = PKRYLOV_OPERATOR_USER;
+    u.n = n;
+    u.wet = D->op64.wet;
+    D->op = D->op64 = u;
+  } else {
+    PK_CALL(pk_cuda_operator_view(s->A, s->mixed >= 2, &D->op));
+  }
   if (s->M && !D->upc) {
     PK_CALL(pk_cuda_precond_view(s->M, s->mixed >= 1, &D->pc));
   } else { /* none, or a user routine (called by do_precond) */
@@ -1544,7 +1568,8 @@ int kd_block_begin(pk_kry *E) {
   KryDev *D = dev_of(E);
   PK_CALL(flush(E));
   if (!D->graph_on || D->uop || D->upc || D->prof)
-    return PKRYLOV_SUCCESS; /* host calls cannot be in a graph; the profile times operations one by one */
+    return PKRYLOV_SUCCESS; /* host calls (user routines, the caller's halo exchange) cannot be in a graph;
+                               the profile times operations one by one */
   if (D->dist && (!D->nccl || pk_cuda_dist_instrumented()))
     return PKRYLOV_SUCCESS; /* host-staged exchanges and sums are MPI calls between the kernels */
   D->rec_on = 1;
