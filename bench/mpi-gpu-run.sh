@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mpi-gpu-run.sh: distributed solves on a GPU machine, one MPI rank per GPU: the MPI + CUDA tests (t930,
-# and t931 for reproducible mode when present) and the scaling benchmark (pkrylov-bench-mpi), from the
+# and when present t931 for reproducible mode and t932 for the caller's halo exchange) and the scaling benchmark (pkrylov-bench-mpi), from the
 # repository root. The cost of reproducible mode: pass `-- --reproducible` to the benchmark.
 #
 #   bash bench/mpi-gpu-run.sh [BIN_DIR] [--test-ranks "1 2 4"] [--bench-ranks N] [--no-tests] [--no-bench]
@@ -48,6 +48,7 @@ exec > >(tee -a "$LOG") 2>&1
 find_bin() { for p in "$BIN/$1" "$BIN/tests/$1" "$BIN/bench/$1"; do [ -x "$p" ] && { echo "$p"; return; }; done; }
 T930=$(find_bin t930-mpi-cuda)
 T931=$(find_bin t931-mpi-cuda-repro)
+T932=$(find_bin t932-mpi-cuda-exchange)
 BENCHEXE=$(find_bin pkrylov-bench-mpi)
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -61,7 +62,7 @@ nvidia-smi -L || true
 nvidia-smi topo -m 2>/dev/null | head -12 || true
 echo "mpirun: ${MPIRUN:-none}; $($MPIRUN --version 2>/dev/null | head -1)"
 command -v ompi_info >/dev/null && ompi_info --parsable --all 2>/dev/null | grep -i "mpi_built_with_cuda_support:value" || true
-for b in "$T930" "$T931" "$BENCHEXE"; do
+for b in "$T930" "$T931" "$T932" "$BENCHEXE"; do
   if [ -n "$b" ] && ldd "$b" | grep -q "libnccl.*not found"; then
     nccl=$(find / -name "libnccl.so.2" -not -path "/proc/*" 2>/dev/null | head -1)
     [ -n "$nccl" ] && export LD_LIBRARY_PATH=$(dirname "$nccl")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} &&
@@ -77,7 +78,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c GPU)
 status=0
 summary=()
 if [ $TESTS = 1 ] && [ -n "$T930" ] && [ -n "$MPIRUN" ]; then
-  for T in "$T930" $T931; do
+  for T in "$T930" $T931 $T932; do
   cases=$("$MPIRUN" -n 1 "$T" --list 2>/dev/null)
   for np in $TEST_RANKS; do
     for c in $cases; do
