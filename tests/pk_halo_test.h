@@ -173,6 +173,19 @@ static inline int xch_periodic(void *user, int32_t nx, int32_t ny, int32_t nz, d
 
 #ifdef CUDART_VERSION /* the CUDA runtime header was included: the exchange on the device array */
 
+/** Device copy of n host doubles (NULL on failure). */
+static inline double *pkt_to_device(const double *h, int64_t n) {
+  double *d = NULL;
+  if (cudaMalloc((void **)&d, sizeof(double) * (size_t)n) != cudaSuccess)
+    return NULL;
+  if (cudaMemcpy(d, h, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess) {
+    cudaFree(d);
+    return NULL;
+  }
+  return d;
+}
+
+
 /** 1 when p is device memory. */
 static inline int is_device(const void *p) {
   struct cudaPointerAttributes at;

@@ -62,6 +62,15 @@ extern int pk_test_failures;
     }                                                                                              \
   } while (0)
 
+/** Stop the case when cond is false. */
+#define PK_REQUIRE(cond, ...)                                                                                \
+  do {                                                                                                       \
+    if (!(cond)) {                                                                                           \
+      PK_EXPECT(0, __VA_ARGS__);                                                                             \
+      return PK_FAIL;                                                                                        \
+    }                                                                                                        \
+  } while (0)
+
 /** The call must succeed; otherwise the case fails at once. */
 #define PK_REQUIRE_OK(ctx, call)                                                                   \
   do {                                                                                             \

@@ -245,19 +245,6 @@ PK_TEST_CASE(bad_input) {
   PK_TEST_END();
 }
 
-#ifdef PK_TEST_HAVE_CUDART
-/** Device copy of n host doubles (NULL on failure). */
-static double *to_device(const double *h, int64_t n) {
-  double *d = NULL;
-  if (cudaMalloc((void **)&d, sizeof(double) * (size_t)n) != cudaSuccess)
-    return NULL;
-  if (cudaMemcpy(d, h, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess) {
-    cudaFree(d);
-    return NULL;
-  }
-  return d;
-}
-#endif
 
 /**
  * The halo-exchange stencil on a CUDA context, the exchange working on the DEVICE array (cudaMemcpy2D):
@@ -302,7 +289,7 @@ PK_TEST_CASE(cuda_matches_cpu) {
         if (t == 0) {
           PK_REQUIRE_OK(gpu, pkrylov_operator_apply(Ag, PKRYLOV_MEM_HOST, x, yg));
         } else {
-          double *dx = to_device(x, n), *dy = to_device(yg, n);
+          double *dx = pkt_to_device(x, n), *dy = pkt_to_device(yg, n);
           PK_REQUIRE(dx && dy, "device copies");
           PK_REQUIRE_OK(gpu, pkrylov_operator_apply(Ag, PKRYLOV_MEM_DEVICE, dx, dy));
           PK_REQUIRE(cudaMemcpy(yg, dy, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost) == cudaSuccess,
@@ -334,7 +321,7 @@ PK_TEST_CASE(cuda_matches_cpu) {
             PK_REQUIRE_OK(cx, pkrylov_solver_create(cx, type, A, M, &s));
             PK_REQUIRE_OK(cx, pkrylov_solver_set_tolerances(s, 1e-11, 0.0));
             if (side == 0 && ip == 1) { /* b and x as device arrays */
-              double *db = to_device(b, n), *dx = to_device(x[0], n);
+              double *db = pkt_to_device(b, n), *dx = pkt_to_device(x[0], n);
               PK_REQUIRE(db && dx, "device copies");
               PK_REQUIRE_OK(cx, pkrylov_solver_solve(s, PKRYLOV_MEM_DEVICE, db, dx));
               PK_REQUIRE(cudaMemcpy(x[0], dx, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost) == cudaSuccess,

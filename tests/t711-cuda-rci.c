@@ -14,14 +14,6 @@
 #include "pk_test.h"
 #include "pk_cuda_test.h"
 
-/** Stop the case when cond is false. */
-#define PK_REQUIRE(cond, ...)                                                                                \
-  do {                                                                                                       \
-    if (!(cond)) {                                                                                           \
-      PK_EXPECT(0, __VA_ARGS__);                                                                             \
-      return PK_FAIL;                                                                                        \
-    }                                                                                                        \
-  } while (0)
 
 /** 1 when p is device memory; 0 host (pageable or pinned); -1 unknown. */
 static int mem_kind(const void *p) {

@@ -22,14 +22,6 @@
 #include "pk_cuda_test.h"
 #include "pk_halo_test.h"
 
-/** Stop the case when cond is false. */
-#define PK_REQUIRE(cond, ...)                                                                                \
-  do {                                                                                                       \
-    if (!(cond)) {                                                                                           \
-      PK_EXPECT(0, __VA_ARGS__);                                                                             \
-      return PK_FAIL;                                                                                        \
-    }                                                                                                        \
-  } while (0)
 
 static const int kMethods[] = {PKRYLOV_SOLVER_BICGSTAB,  PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,
                                PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_SOLVER_FGMRES,       PKRYLOV_SOLVER_CAGMRES};
@@ -43,17 +35,6 @@ static double *rand_vec(int64_t n, uint64_t seed) {
   return v;
 }
 
-/** Device copy of n host doubles (NULL on failure). */
-static double *to_device(const double *h, int64_t n) {
-  double *d = NULL;
-  if (cudaMalloc((void **)&d, sizeof(double) * (size_t)n) != cudaSuccess)
-    return NULL;
-  if (cudaMemcpy(d, h, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess) {
-    cudaFree(d);
-    return NULL;
-  }
-  return d;
-}
 
 /** A solver of type on A with M: rtol 1e-11, CA-GMRES step 5 (auto picks it by timing), 3000 iterations. */
 static int make_solver(pkrylov_context ctx, int type, pkrylov_operator A, pkrylov_precond M, pkrylov_solver *s) {
@@ -141,7 +122,7 @@ PK_TEST_CASE(engine_matches_cpu) {
       for (int64_t i = 0; i < n; i++)
         if (!c.mask[i])
           b[i] = 0.0;
-    double *db = to_device(b, n), *dx = to_device(xg, n);
+    double *db = pkt_to_device(b, n), *dx = pkt_to_device(xg, n);
     PK_REQUIRE(db && dx, "device copies");
     for (int t = 0; t < NMETHODS; t++) {
       const int type = kMethods[t];
@@ -260,7 +241,7 @@ PK_TEST_CASE(engine_exchange_failure) {
         PK_REQUIRE_OK(gpu, make_solver(gpu, type, A, M, &s));
         PK_REQUIRE_OK(gpu, pkrylov_solver_set_initial_guess_nonzero(s, 1));
         memcpy(x, x0, sizeof(double) * (size_t)n);
-        double *db = dev ? to_device(b, n) : NULL, *dx = dev ? to_device(x0, n) : NULL;
+        double *db = dev ? pkt_to_device(b, n) : NULL, *dx = dev ? pkt_to_device(x0, n) : NULL;
         PK_REQUIRE(!dev || (db && dx), "device copies");
         dg.base.calls = 0, dg.base.fail_at = at;
         if (dev) {

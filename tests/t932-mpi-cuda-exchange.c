@@ -22,14 +22,6 @@
 #include "pk_mpi_test.h"
 #include "pk_halo_test.h"
 
-/** Stop the case when cond is false. */
-#define PK_REQUIRE(cond, ...)                                                                                \
-  do {                                                                                                       \
-    if (!(cond)) {                                                                                           \
-      PK_EXPECT(0, __VA_ARGS__);                                                                             \
-      return PK_FAIL;                                                                                        \
-    }                                                                                                        \
-  } while (0)
 
 /** 1 when the environment variable PK_T932_CPU is 1: CPU contexts instead of CUDA ones. */
 static int on_cpu(void) {
