@@ -23,8 +23,15 @@
  *  - cpu_gpu_bitwise: the same solves bitwise equal to the CPU backend's reproducible ones (the GPU's
  *    vector updates and operator products are the CPU's expressions without contraction, t700, and the
  *    sums are now the same exact sums, so the iterations are the same bit for bit).
- *  - kry_types_refused: BiCGStab and GMRES in reproducible mode on a CUDA context: PKRYLOV_ERR_UNSUPPORTED;
- *    the default mode is unaffected.
+ *  - exact_dots_dd: the exact products and double-double rounding of pk_cuda_xacc_dots_ex /
+ *    pk_cuda_xacc_round_ex (the Gram matrices of CA-GMRES) against reduce.c (accumulators and (hi, lo)
+ *    bitwise) and the big-integer reference of the exact products p + fma(x, y, -p);
+ *  - kry_solve_bitwise: BiCGStab, pipelined BiCGStab, GMRES, FGMRES, pipelined GMRES and CA-GMRES (the CUDA
+ *    vector engine) in reproducible mode: two GPU runs and blocks of 8 and of 1 iteration bitwise the same;
+ *    the CPU backend's reproducible solve: iterations within one, x within 1e-10 relative; the residual
+ *    recomputed on the CPU meets the tolerance;
+ *  - kry_cpu_gpu_bitwise: the same solves bitwise the CPU backend's reproducible ones;
+ *  - kry_mode_switch: reproducible mode switched on and off between solves of one solver (one engine).
  * Every case returns PK_SKIP (77) when no CUDA device is visible.
  */
 #include <math.h>
@@ -268,6 +275,121 @@ PK_TEST_CASE(exact_dots) {
   PK_TEST_END();
 }
 
+/**
+ * The exact products (pk_cuda_xacc_dots_ex with exact_prod, the Gram matrices of CA-GMRES in the CUDA vector
+ * engine's reproducible mode) and the double-double rounding (pk_cuda_xacc_round_ex with dd) against reduce.c
+ * (pk_allreduce_xdots_begin with exact_prod and dd: accumulator and (hi, lo) bitwise) and an independent big
+ * integer of p + e (each rounded product p and its error e = fma(x, y, -p) added exactly): the accumulator
+ * equal, hi within one unit of the correctly rounded exact dot, lo the correctly rounded rest within one unit.
+ */
+PK_TEST_CASE(exact_dots_dd) {
+  SKIP_WITHOUT_GPU();
+  static const int64_t lens[] = {1, 7, 257, 1001, 65537, 1000003};
+  const int nlen = (int)(sizeof lens / sizeof lens[0]) - (getenv("PK_T725_QUICK") ? 1 : 0);
+  const int64_t nmax = 1000003;
+  double *x = malloc(sizeof(double) * nmax), *y = malloc(sizeof(double) * nmax),
+         *z = malloc(sizeof(double) * nmax);
+  if (!x || !y || !z)
+    return PK_FAIL;
+  pkrylov_context cpu;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cpu));
+  PK_REQUIRE_OK(cpu, pkrylov_context_set_reproducible(cpu, 1));
+  double *dx, *dy, *dz, *dout;
+  int64_t *dblk, *dacc, *dmany;
+  const int64_t grid = pk_cuda_xacc_grid(nmax);
+  const int many = 70; /* accumulators rounded at once (more than one block of pk_cuda_xacc_round_ex) */
+  CK(cudaMalloc((void **)&dx, sizeof(double) * nmax));
+  CK(cudaMalloc((void **)&dy, sizeof(double) * nmax));
+  CK(cudaMalloc((void **)&dz, sizeof(double) * nmax));
+  CK(cudaMalloc((void **)&dout, sizeof(double) * 2 * many));
+  CK(cudaMalloc((void **)&dblk, sizeof(int64_t) * (size_t)grid * 4 * PK_XACC_LEN));
+  CK(cudaMalloc((void **)&dacc, sizeof(int64_t) * 4 * PK_XACC_LEN));
+  CK(cudaMalloc((void **)&dmany, sizeof(int64_t) * many * PK_XACC_LEN));
+  if (pk_test_failures)
+    return PK_FAIL;
+  int cases = 0;
+  for (int kind = 0; kind < 4; kind++)
+    for (int l = 0; l < nlen; l++) {
+      const int64_t n = lens[l];
+      fill(kind, n, x, y);
+      for (int64_t i = 0; i < n; i++)
+        z[i] = rnd(-40, 40);
+      CK(cudaMemcpy(dx, x, sizeof(double) * n, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(dy, y, sizeof(double) * n, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(dz, z, sizeof(double) * n, cudaMemcpyHostToDevice));
+      const double *hx[3] = {x, x, z}, *hy[3] = {y, x, y};
+      const double *gx[3] = {dx, dx, dz}, *gy[3] = {dy, dx, dy};
+      double out[6], one[3], cpuv[6];
+      int64_t acc[3 * PK_XACC_LEN], cacc[3 * PK_XACC_LEN];
+      CK(pk_cuda_xacc_dots_ex(NULL, n, 3, gx, gy, 1, dblk, dacc, dout + 6)); /* dout + 6: the single doubles */
+      CK(pk_cuda_xacc_round_ex(NULL, dacc, 3, 1, dout));
+      CK(cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(one, dout + 6, sizeof one, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(acc, dacc, sizeof acc, cudaMemcpyDeviceToHost));
+      pk_reduce_request rq;
+      PK_REQUIRE_OK(cpu, pk_allreduce_xdots_begin(cpu, cpuv, 3, n, hx, hy, NULL, 1, 1, cacc, &rq));
+      PK_EXPECT(memcmp(acc, cacc, sizeof acc) == 0, "kind %d n %lld: device exact-product accumulators differ "
+                "from reduce.c's", kind, (long long)n);
+      PK_REQUIRE_OK(cpu, pk_allreduce_end(cpu, &rq));
+      for (int j = 0; j < 3; j++) {
+        uint32_t big[NLIMB];
+        memset(big, 0, sizeof big);
+        for (int64_t i = 0; i < n; i++) {
+          const double p = hx[j][i] * hy[j][i];
+          big_add_double(big, p);
+          big_add_double(big, fma(hx[j][i], hy[j][i], -p));
+        }
+        int64_t ref[PK_XACC_LEN];
+        big_digits(big, ref);
+        PK_EXPECT(memcmp(acc + j * PK_XACC_LEN, ref, sizeof ref) == 0,
+                  "kind %d n %lld dot %d: device accumulator differs from the independent big integer", kind,
+                  (long long)n, j);
+        PK_EXPECT(memcmp(&out[2 * j], &cpuv[2 * j], 2 * sizeof(double)) == 0,
+                  "kind %d n %lld dot %d: device (%.17g, %.17g), CPU (%.17g, %.17g)", kind, (long long)n, j,
+                  out[2 * j], out[2 * j + 1], cpuv[2 * j], cpuv[2 * j + 1]);
+        PK_EXPECT(memcmp(&out[2 * j], &one[j], sizeof(double)) == 0,
+                  "kind %d n %lld dot %d: hi %.17g, the single rounding %.17g", kind, (long long)n, j, out[2 * j],
+                  one[j]);
+        const double cr = big_round(big);
+        PK_EXPECT(out[2 * j] == cr || out[2 * j] == nextafter(cr, INFINITY) ||
+                      out[2 * j] == nextafter(cr, -INFINITY),
+                  "kind %d n %lld dot %d: hi %.17g, correctly rounded %.17g", kind, (long long)n, j, out[2 * j],
+                  cr);
+        /* the rest: big - hi, rounded here */
+        big_add_double(big, -out[2 * j]);
+        const double lr = big_round(big);
+        PK_EXPECT(out[2 * j + 1] == lr || out[2 * j + 1] == nextafter(lr, INFINITY) ||
+                      out[2 * j + 1] == nextafter(lr, -INFINITY),
+                  "kind %d n %lld dot %d: lo %.17g, the rest correctly rounded %.17g", kind, (long long)n, j,
+                  out[2 * j + 1], lr);
+        cases++;
+      }
+      if (l == nlen - 1) { /* many accumulators at once: copies of these three, rounded alike */
+        for (int v = 0; v < many; v++)
+          CK(cudaMemcpy(dmany + (size_t)v * PK_XACC_LEN, dacc + (size_t)(v % 3) * PK_XACC_LEN,
+                        sizeof(int64_t) * PK_XACC_LEN, cudaMemcpyDeviceToDevice));
+        double mo[2 * 70];
+        CK(pk_cuda_xacc_round_ex(NULL, dmany, many, 1, dout));
+        CK(cudaMemcpy(mo, dout, sizeof mo, cudaMemcpyDeviceToHost));
+        for (int v = 0; v < many; v++)
+          PK_EXPECT(memcmp(&mo[2 * v], &out[2 * (v % 3)], 2 * sizeof(double)) == 0,
+                    "kind %d: accumulator %d of %d rounded differently", kind, v, many);
+        CK(pk_cuda_xacc_round_ex(NULL, dmany, many, 0, dout));
+        CK(cudaMemcpy(mo, dout, sizeof(double) * many, cudaMemcpyDeviceToHost));
+        for (int v = 0; v < many; v++)
+          PK_EXPECT(memcmp(&mo[v], &one[v % 3], sizeof(double)) == 0,
+                    "kind %d: accumulator %d of %d (dd 0) rounded differently", kind, v, many);
+      }
+    }
+  printf("%d exact-product dots: accumulators equal to reduce.c's and the reference, (hi, lo) equal to the "
+         "CPU's\n",
+         cases);
+  cudaFree(dx), cudaFree(dy), cudaFree(dz), cudaFree(dout), cudaFree(dblk), cudaFree(dacc), cudaFree(dmany);
+  pkrylov_context_destroy(&cpu);
+  free(x), free(y), free(z);
+  PK_TEST_END();
+}
+
 /* ---- solves ------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -296,6 +418,9 @@ static int solve_once(int32_t backend, const pkrylov_thinshell_params *p, int32_
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, sync));
   if (type == PKRYLOV_SOLVER_PIPECG)
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_residual_replacement(s, 20));
+  if (type == PKRYLOV_SOLVER_GMRES || type == PKRYLOV_SOLVER_FGMRES || type == PKRYLOV_SOLVER_PIPEGMRES ||
+      type == PKRYLOV_SOLVER_CAGMRES)
+    PK_REQUIRE_OK(ctx, pkrylov_solver_set_restart(s, 12)); /* several cycles (CA-GMRES: step 0, auto) */
   memset(o->x, 0, sizeof(double) * (size_t)n);
   PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, o->x));
   PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &o->res));
@@ -390,35 +515,160 @@ static int solves(int bitwise) {
 PK_TEST_CASE(solve_bitwise) { return solves(0); }
 PK_TEST_CASE(cpu_gpu_bitwise) { return solves(1); }
 
-PK_TEST_CASE(kry_types_refused) {
+/** Print which parts of two runs differ (diagnostics of a bitwise comparison). */
+static void diff_run(const char *tag, const run_out *a, const run_out *b, int64_t n) {
+  int64_t nx = 0;
+  for (int64_t i = 0; i < n; i++)
+    nx += memcmp(&a->x[i], &b->x[i], sizeof(double)) != 0;
+  int32_t first_h = -1;
+  for (int32_t i = 0; i < a->hlen && i < b->hlen && first_h < 0; i++)
+    if (memcmp(&a->hist[i], &b->hist[i], sizeof(double)) != 0)
+      first_h = i;
+  printf("  %s: iterations %d / %d, history length %d / %d (first difference at %d), x differs in %lld of %lld, "
+         "final residual %.17g / %.17g\n",
+         tag, a->res.iterations, b->res.iterations, a->hlen, b->hlen, first_h, (long long)nx, (long long)n,
+         a->res.final_residual, b->res.final_residual);
+}
+
+/* The BiCGStab and GMRES families (the CUDA vector engine, pk_cuda_kry.cu) in reproducible mode; CA-GMRES
+   with the automatic step, which reproducible mode fixes to 4 on both backends. */
+static const int32_t kry_cases[7][2] = {
+    {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_COLUMN},  {PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_PRECOND_COLUMN},
+    {PKRYLOV_SOLVER_GMRES, PKRYLOV_PRECOND_COLUMN},     {PKRYLOV_SOLVER_FGMRES, PKRYLOV_PRECOND_JACOBI},
+    {PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN}, {PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN},
+    {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_NONE}};
+
+/**
+ * bitwise 0: every engine type in reproducible mode on a CUDA context: two GPU runs and blocks of 8 (graphs)
+ * and of 1 iteration bitwise the same (iterations, x, history, final residual); against the CPU backend's
+ * reproducible solve the same iterations within one and x within 1e-10 relative to max |x|; the residual
+ * recomputed on the CPU meets the tolerance. bitwise 1: the GPU solve bitwise the CPU's (the engines' vector
+ * operations are the same per element, t720, and the sums the same exact sums of the same products).
+ */
+static int kry_solves(int bitwise) {
   SKIP_WITHOUT_GPU();
-  pkrylov_context ctx;
-  pkrylov_operator A;
-  pkrylov_solver s;
   pkrylov_thinshell_params p;
-  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(8, 8, 4, &p));
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx));
-  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
-  double b[256], x[256];
-  for (int i = 0; i < 256; i++)
-    b[i] = 1.0 + 0.01 * i, x[i] = 0.0;
-  static const int32_t types[2] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_GMRES};
-  for (int t = 0; t < 2; t++) {
-    PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, types[t], A, NULL, &s));
-    PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
-    PK_EXPECT_CODE(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x), PKRYLOV_ERR_UNSUPPORTED);
-    const char *msg = NULL;
-    pkrylov_context_get_last_error(ctx, NULL, &msg);
-    PK_EXPECT(msg && strstr(msg, "reproducible") && strstr(msg, "solver type"),
-              "type %d: the message names reproducible mode and the solver type: %s", types[t], msg ? msg : "");
-    PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 0));
-    PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
-    pkrylov_solver_destroy(&s);
+  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(36, 30, 16, &p));
+  p.nu = 1.0;
+  const int64_t n = 36 * 30 * 16;
+  double *xt = malloc(sizeof(double) * n), *b = malloc(sizeof(double) * n), *r = malloc(sizeof(double) * n);
+  run_out o[4];
+  for (int k = 0; k < 4; k++) {
+    o[k].x = malloc(sizeof(double) * n);
+    o[k].hist = malloc(sizeof(double) * 3001);
+    if (!o[k].x || !o[k].hist)
+      return PK_FAIL;
   }
-  pkrylov_operator_destroy(&A);
-  pkrylov_context_destroy(&ctx);
+  if (!xt || !b || !r)
+    return PK_FAIL;
+  pkrylov_context cc;
+  pkrylov_operator Ac;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cc));
+  PK_REQUIRE_OK(cc, pkrylov_operator_create_thinshell(cc, &p, &Ac));
+  for (int64_t i = 0; i < n; i++)
+    xt[i] = sin(0.007 * (double)i) + 0.3 * cos(0.0011 * (double)(i * i % 9973));
+  PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, xt, b));
+  for (int c = 0; c < 7; c++) {
+    const int32_t type = kry_cases[c][0], pct = kry_cases[c][1];
+    if (solve_once(PKRYLOV_BACKEND_CPU, &p, type, pct, 8, b, n, &o[0]) != PK_PASS ||
+        solve_once(PKRYLOV_BACKEND_CUDA, &p, type, pct, 8, b, n, &o[1]) != PK_PASS ||
+        solve_once(PKRYLOV_BACKEND_CUDA, &p, type, pct, 8, b, n, &o[2]) != PK_PASS ||
+        solve_once(PKRYLOV_BACKEND_CUDA, &p, type, pct, 1, b, n, &o[3]) != PK_PASS)
+      return PK_FAIL;
+    const int cpu_gpu = same_run(&o[0], &o[1], n);
+    double xmax = 0, dmax = 0;
+    for (int64_t i = 0; i < n; i++) {
+      xmax = fmax(xmax, fabs(o[0].x[i]));
+      dmax = fmax(dmax, fabs(o[0].x[i] - o[1].x[i]));
+    }
+    printf("type %d precond %d: CPU %d iterations, GPU %d; GPU bitwise the CPU's: %s (max |dx| / max |x| = "
+           "%.3g)\n",
+           type, pct, o[0].res.iterations, o[1].res.iterations, cpu_gpu ? "yes" : "no", dmax / xmax);
+    if (!cpu_gpu)
+      diff_run("CPU / GPU", &o[0], &o[1], n);
+    if (bitwise) {
+      PK_EXPECT(cpu_gpu, "type %d precond %d: the GPU's reproducible solve is not bitwise the CPU's", type,
+                pct);
+      continue;
+    }
+    PK_EXPECT(o[0].res.converged && o[1].res.converged, "type %d precond %d: CPU %s, GPU %s", type, pct,
+              pkrylov_reason_string(o[0].res.reason), pkrylov_reason_string(o[1].res.reason));
+    if (!same_run(&o[1], &o[2], n)) {
+      diff_run("GPU run 1 / 2", &o[1], &o[2], n);
+      PK_EXPECT(0, "type %d precond %d: two GPU runs differ", type, pct);
+    }
+    if (!same_run(&o[1], &o[3], n)) {
+      diff_run("GPU blocks 8 / 1", &o[1], &o[3], n);
+      PK_EXPECT(0, "type %d precond %d: blocks of 8 and of 1 iteration differ", type, pct);
+    }
+    PK_EXPECT(abs(o[0].res.iterations - o[1].res.iterations) <= 1, "type %d precond %d: CPU %d iterations, GPU %d",
+              type, pct, o[0].res.iterations, o[1].res.iterations);
+    PK_EXPECT(dmax <= 1e-10 * xmax, "type %d precond %d: max |x_gpu - x_cpu| = %.3g (max |x| %.3g)", type, pct,
+              dmax, xmax);
+    PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, o[1].x, r));
+    double rr = 0, bb = 0;
+    for (int64_t i = 0; i < n; i++)
+      rr += (b[i] - r[i]) * (b[i] - r[i]), bb += b[i] * b[i];
+    PK_EXPECT(sqrt(rr) <= 1.01e-10 * sqrt(bb), "type %d precond %d: ||b - A x|| / ||b|| = %.3g", type, pct,
+              sqrt(rr / bb));
+  }
+  pkrylov_operator_destroy(&Ac);
+  pkrylov_context_destroy(&cc);
+  for (int k = 0; k < 4; k++)
+    free(o[k].x), free(o[k].hist);
+  free(xt), free(b), free(r);
   PK_TEST_END();
 }
 
-PK_TEST_MAIN(PK_TEST_ENTRY(exact_dots), PK_TEST_ENTRY(solve_bitwise), PK_TEST_ENTRY(cpu_gpu_bitwise),
-             PK_TEST_ENTRY(kry_types_refused))
+PK_TEST_CASE(kry_solve_bitwise) { return kry_solves(0); }
+PK_TEST_CASE(kry_cpu_gpu_bitwise) { return kry_solves(1); }
+
+/** Reproducible mode switched on and off on one solver (the engine is kept between solves): each mode gives
+ *  its own runs' results again (the graphs and sums of the other mode are not reused). */
+PK_TEST_CASE(kry_mode_switch) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  pkrylov_operator A;
+  pkrylov_precond M;
+  pkrylov_solver s;
+  pkrylov_thinshell_params p;
+  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(20, 16, 8, &p));
+  p.nu = 1.0;
+  const int64_t n = 20 * 16 * 8;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_GMRES, A, M, &s));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, 1e-10, 0.0));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_restart(s, 10));
+  double *b = malloc(sizeof(double) * n), *x[4];
+  for (int k = 0; k < 4; k++)
+    x[k] = malloc(sizeof(double) * n);
+  for (int64_t i = 0; i < n; i++)
+    b[i] = 1.0 + 0.5 * sin(0.01 * (double)i);
+  pkrylov_result res[4];
+  static const int mode[4] = {1, 0, 1, 0};
+  for (int k = 0; k < 4; k++) {
+    PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, mode[k]));
+    memset(x[k], 0, sizeof(double) * n);
+    PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x[k]));
+    PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &res[k]));
+    PK_EXPECT(res[k].converged, "solve %d (reproducible %d): %s", k, mode[k], pkrylov_reason_string(res[k].reason));
+  }
+  PK_EXPECT(res[0].iterations == res[2].iterations && memcmp(x[0], x[2], sizeof(double) * n) == 0,
+            "reproducible solves before and after a default one differ");
+  PK_EXPECT(res[1].iterations == res[3].iterations && memcmp(x[1], x[3], sizeof(double) * n) == 0,
+            "default solves before and after a reproducible one differ");
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  free(b);
+  for (int k = 0; k < 4; k++)
+    free(x[k]);
+  PK_TEST_END();
+}
+
+PK_TEST_MAIN(PK_TEST_ENTRY(exact_dots), PK_TEST_ENTRY(exact_dots_dd), PK_TEST_ENTRY(solve_bitwise),
+             PK_TEST_ENTRY(cpu_gpu_bitwise), PK_TEST_ENTRY(kry_solve_bitwise), PK_TEST_ENTRY(kry_cpu_gpu_bitwise),
+             PK_TEST_ENTRY(kry_mode_switch))

@@ -1,8 +1,10 @@
 /**
  * @file t931-mpi-cuda-repro.c
  * @brief Reproducible mode on distributed CUDA contexts (one GPU per rank; ranks share a GPU when there are
- *        fewer GPUs), run with 1, 2, 3 and 4 ranks: CG (column and Jacobi preconditioners) and pipelined
- *        CG (column preconditioner with residual replacements, Jacobi) on the distributed thin shell over
+ *        fewer GPUs), run with 1, 2, 3 and 4 ranks: CG (column and Jacobi preconditioners), pipelined
+ *        CG (column preconditioner with residual replacements, Jacobi), and the BiCGStab / GMRES families of
+ *        the CUDA vector engine (BiCGStab, pipelined BiCGStab, GMRES, pipelined GMRES, CA-GMRES with the
+ *        column preconditioner, FGMRES with Jacobi; restart 12) on the distributed thin shell over
  *        every px x py decomposition of the ranks, with blocks of 8 iterations and of 1, on the host-staged
  *        path (PKRYLOV_DIST_NCCL=0: the exact accumulators added by MPI_SUM on MPI_INT64_T) and on the
  *        NCCL path (ncclSum on ncclInt64, where NCCL is built in and each rank has a GPU of its own; the
@@ -51,6 +53,10 @@ static int solve(pkrylov_context ctx, pkrylov_operator A, int32_t type, int32_t 
   PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, sync));
   if (type == PKRYLOV_SOLVER_PIPECG && pct == PKRYLOV_PRECOND_COLUMN)
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_residual_replacement(s, 16));
+  if (type == PKRYLOV_SOLVER_GMRES || type == PKRYLOV_SOLVER_FGMRES || type == PKRYLOV_SOLVER_PIPEGMRES ||
+      type == PKRYLOV_SOLVER_CAGMRES)
+    PK_REQUIRE_OK(ctx, pkrylov_solver_set_restart(s, 12)); /* several cycles; CA-GMRES: step 0 (auto, which
+                                                              reproducible mode fixes) */
   memset(o->x, 0, sizeof(double) * (size_t)n);
   PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, o->x));
   PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &o->res));
@@ -152,6 +158,21 @@ PK_TEST_CASE(pipecg_jacobi_host) { return case_run(PKRYLOV_SOLVER_PIPECG, PKRYLO
 PK_TEST_CASE(cg_column_nccl) { return case_run(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUMN, 1); }
 PK_TEST_CASE(pipecg_column_nccl) { return case_run(PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_COLUMN, 1); }
 
+/* the BiCGStab and GMRES families (the CUDA vector engine) */
+PK_TEST_CASE(bicgstab_column_host) { return case_run(PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_COLUMN, 0); }
+PK_TEST_CASE(pipebicgstab_column_host) { return case_run(PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_PRECOND_COLUMN, 0); }
+PK_TEST_CASE(gmres_column_host) { return case_run(PKRYLOV_SOLVER_GMRES, PKRYLOV_PRECOND_COLUMN, 0); }
+PK_TEST_CASE(fgmres_jacobi_host) { return case_run(PKRYLOV_SOLVER_FGMRES, PKRYLOV_PRECOND_JACOBI, 0); }
+PK_TEST_CASE(pipegmres_column_host) { return case_run(PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN, 0); }
+PK_TEST_CASE(cagmres_column_host) { return case_run(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 0); }
+PK_TEST_CASE(bicgstab_column_nccl) { return case_run(PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_COLUMN, 1); }
+PK_TEST_CASE(pipegmres_column_nccl) { return case_run(PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN, 1); }
+PK_TEST_CASE(cagmres_column_nccl) { return case_run(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 1); }
+
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(cg_column_host), PK_TEST_ENTRY(cg_jacobi_host), PK_TEST_ENTRY(pipecg_column_host),
                  PK_TEST_ENTRY(pipecg_jacobi_host), PK_TEST_ENTRY(cg_column_nccl),
-                 PK_TEST_ENTRY(pipecg_column_nccl))
+                 PK_TEST_ENTRY(pipecg_column_nccl), PK_TEST_ENTRY(bicgstab_column_host),
+                 PK_TEST_ENTRY(pipebicgstab_column_host), PK_TEST_ENTRY(gmres_column_host),
+                 PK_TEST_ENTRY(fgmres_jacobi_host), PK_TEST_ENTRY(pipegmres_column_host),
+                 PK_TEST_ENTRY(cagmres_column_host), PK_TEST_ENTRY(bicgstab_column_nccl),
+                 PK_TEST_ENTRY(pipegmres_column_nccl), PK_TEST_ENTRY(cagmres_column_nccl))

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "pk_impl.h"
-#include "pk_kry.h"
 #include "pk_mpi.h"
 #ifdef PKRYLOV_HAVE_MPI
 #include "pkrylov_mpi.h"
@@ -301,12 +300,6 @@ static int solve_local_check(pkrylov_solver s, int32_t mem, const double *b, con
 
 int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const double *x) {
   pkrylov_context ctx = s->ctx;
-  if (ctx->reproducible && ctx->backend != PKRYLOV_BACKEND_CPU && pk_kry_is_kry_type(s->type))
-    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
-                    "reproducible mode (pkrylov_context_set_reproducible) on a CUDA context covers CG and "
-                    "pipelined CG only, not solver type %d (the BiCGStab / GMRES families: their GPU engine's "
-                    "sums are deterministic between runs but not exact; use a CPU context)",
-                    s->type);
   if (!pk_distributed(ctx)) return PKRYLOV_SUCCESS;
   const int local = solve_local_check(s, mem, b, x);
   /* the settings every rank must share, compared through their minimum and maximum (every rank makes

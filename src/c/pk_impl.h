@@ -116,8 +116,7 @@ void pk_mpi_free(pkrylov_context ctx);
  * Check before a solve on a distributed context, collectively: the local argument checks (vectors,
  * finite b and initial guess) and the solver settings (type, tolerances, iteration cap, intervals,
  * preconditioner and operator kind, sizes of the reproducible flag) agree on every rank; the same error
- * on every rank otherwise. Also refuses what reproducible mode does not cover. No-op on a single rank
- * except the reproducible-mode check.
+ * on every rank otherwise. No-op on a single rank.
  */
 int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const double *x);
 

@@ -611,8 +611,7 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   PK_SOLVER_BEGIN(s);
   pkrylov_context ctx = s->ctx;
   const int64_t n = s->n;
-  /* distributed: the argument checks and the settings agree on every rank (else the same error on each);
-     reproducible mode: only the solvers it covers */
+  /* distributed: the argument checks and the settings agree on every rank (else the same error on each) */
   PK_CALL(pk_mpi_solve_check(s, mem, b, x));
   PK_CALL(pk_check_vectors(ctx, __func__, mem, b, "b", x, "x", n));
   if (pk_kry_is_kry_type(s->type)) return pk_kry_solve(s, mem, b, x);

@@ -520,6 +520,18 @@ int64_t pk_cuda_xacc_grid(int64_t n);
  */
 int pk_cuda_xacc_dots(void *stream, int64_t n, int nv, const double *const *x, const double *const *y,
                       int64_t *blk, int64_t *acc, double *out);
+/**
+ * pk_cuda_xacc_dots with exact_prod 1: the exact products (the rounded product p and its rounding error
+ * fma(x, y, -p) both added, as reduce.c's exact_prod), so the accumulator holds the exact dot product.
+ */
+int pk_cuda_xacc_dots_ex(void *stream, int64_t n, int nv, const double *const *x, const double *const *y,
+                         int exact_prod, int64_t *blk, int64_t *acc, double *out);
+/**
+ * Any number nv >= 1 of accumulators acc[v * PK_XACC_LEN ...] (device, any carries) rounded on the device:
+ * out[v] (dd 0), or the pairs out[2v] = hi, out[2v + 1] = the rest rounded (dd 1), bitwise reduce.c's
+ * rounding of the same accumulators. Returns a cudaError_t.
+ */
+int pk_cuda_xacc_round_ex(void *stream, const int64_t *acc, int nv, int dd, double *out);
 /** out[j] = the rounding of the accumulators acc[j * PK_XACC_LEN ...] (any carries: a carry pass first),
  *  j < nv, on the device (e.g. after the ranks' accumulators were added). Returns a cudaError_t. */
 int pk_cuda_xacc_round(void *stream, const int64_t *acc, int nv, double *out);

@@ -24,6 +24,8 @@
  *    tree (warp shuffles 16..1, then warp 0 over the 8 warp sums) gives one partial per block, then one
  *    block per value adds the partials in block order (lane t: blocks t, t + 256, ...; then the same tree)
  *    and writes S[out + j] directly. No atomics on floating-point values.
+ *  - reproducible mode (ctx->reproducible): every sum is recomputed after its kernel as an exact sum
+ *    (pk_cuda_xacc.cu; see "exact sums"), the kernel skipping its own partials.
  *  - scalar steps: a <<<1, 1>>> kernel calling pk_kry_scalar_step (kry_scalar.h).
  *  - basis_axpy_dots: one pass that updates y and accumulates (V_j, y) and (y, y) of the new values, the
  *    basis values of an element held in registers (k <= 32; more: the two kernels).
@@ -141,6 +143,13 @@ struct KryDev {
   int32_t pend_out;
   int q_pend;                    /* submitted: an async sum without its wait yet (blocks) */
   int rec_pend0;                 /* q_pend when the block being recorded began */
+  /* reproducible mode (ctx->reproducible at bind; see "exact sums"): the exact accumulators */
+  int repro;
+  int64_t *xblk;                 /* the blocks' accumulators of pk_cuda_xacc_dots_ex (xblk_len int64) */
+  int64_t xblk_len;
+  int64_t *xacc, *hxacc;         /* xcap accumulators: device; pinned host (host-staged sums) */
+  size_t xcap;
+  std::vector<const double *> xa, xb; /* the pairs of one exact sum (host) */
 };
 
 KryDev *dev_of(pk_kry *E) {
@@ -802,12 +811,98 @@ int do_wait(pk_kry *E) {
   return gsum_end(E, 1, D->pend_nv, D->pend_dd != 0, D->pend_out);
 }
 
+/* ---- exact sums (reproducible mode, ctx->reproducible) ------------------------------------------------
+ * Every global sum the engine produces (the pairs of an update, block_dots, basis_dots, axpy_dots and the
+ * norm of a residual) is recomputed from its vectors after the data-parallel kernel, which then skips its
+ * own partial sums: the rounded products (block_dots with dd: the exact products, p and fma(x, y, -p)) are
+ * added exactly into the accumulator of pk_xacc.h by pk_cuda_xacc_dots_ex (groups of PKC_XACC_MAXV dots),
+ * the ranks' accumulators are added as integers (NCCL: ncclSum on ncclInt64, pk_cuda_dist_allreduce_i64;
+ * host-staged: MPI_SUM on MPI_INT64_T through pinned memory), and pk_cuda_xacc_round_ex rounds them into
+ * S[out ..] (dd: the (hi, lo) pairs). These are the CPU engine's reproducible sums (kry_cpu.c, reduce.c)
+ * of the same products, bitwise, for any number of ranks. A sum asked for with PK_KRY_ASYNC is finished at
+ * once (pk_kry_wait has nothing left to do); graphs of blocks on one GPU only. The cost: one more pass over
+ * the vectors of every sum (and a host synchronisation per sum on the host-staged path). */
+
+/** Room for `count` accumulators and the block scratch (outside any capture: reallocation drops graphs). */
+int ensure_xacc(pk_kry *E, size_t count) {
+  KryDev *D = dev_of(E);
+  if (!D->repro)
+    return PKRYLOV_SUCCESS;
+  if (!D->xblk) {
+    const int64_t grid = pk_cuda_xacc_grid(E->n);
+    if (grid < 1)
+      return pk_error(E->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
+                      "reproducible mode: %lld local values are more than the exact sums take on a GPU",
+                      (long long)E->n);
+    const int64_t len = grid * PKC_XACC_MAXV * PK_XACC_LEN;
+    KCU(cudaMalloc((void **)&D->xblk, sizeof(int64_t) * (size_t)len), "allocating the exact sums");
+    D->xblk_len = len;
+  }
+  if (count <= D->xcap)
+    return PKRYLOV_SUCCESS;
+  drop_graphs(E); /* they hold the old buffers */
+  cudaStreamSynchronize(D->st);
+  cudaFree(D->xacc), cudaFreeHost(D->hxacc);
+  D->xacc = D->hxacc = NULL;
+  D->xcap = 0;
+  KCU(cudaMalloc((void **)&D->xacc, sizeof(int64_t) * PK_XACC_LEN * count), "allocating the exact sums");
+  KCU(cudaMallocHost((void **)&D->hxacc, sizeof(int64_t) * PK_XACC_LEN * count), "allocating the exact sums");
+  D->xcap = count;
+  return PKRYLOV_SUCCESS;
+}
+
+/** S[out ..] = the exact global dots (a[j], b[j]), j < count (dd: exact products, (hi, lo) pairs). */
+int xsums(pk_kry *E, int count, const double *const *a, const double *const *b, bool dd, int32_t out) {
+  KryDev *D = dev_of(E);
+  if (count <= 0)
+    return PKRYLOV_SUCCESS;
+  if ((size_t)count > D->xcap || !D->xblk)
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "exact sums: %d values, room for %zu", count,
+                    D->xcap);
+  for (int g0 = 0; g0 < count; g0 += PKC_XACC_MAXV) {
+    const int gn = count - g0 < PKC_XACC_MAXV ? count - g0 : PKC_XACC_MAXV;
+    KCU(pk_cuda_xacc_dots_ex(D->st, E->n, gn, a + g0, b + g0, dd ? 1 : 0, D->xblk,
+                             D->xacc + (size_t)g0 * PK_XACC_LEN, NULL),
+        "exact sums");
+  }
+  if (D->dist) {
+    const int cnt = count * PK_XACC_LEN;
+    if (D->nccl) {
+      PK_CALL(pk_cuda_dist_allreduce_i64(D->dop, D->nccl, D->xacc, cnt));
+    } else {
+      KCU(cudaMemcpyAsync(D->hxacc, D->xacc, sizeof(int64_t) * (size_t)cnt, cudaMemcpyDeviceToHost, D->st),
+          "copying the exact sums");
+      KCU(cudaStreamSynchronize(D->st), "waiting for the exact sums");
+      const double t0 = pk_wtime();
+      PK_CALL(pk_mpi_allreduce_i64(E->ctx, D->hxacc, cnt, 0));
+      pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
+      KCU(cudaMemcpyAsync(D->xacc, D->hxacc, sizeof(int64_t) * (size_t)cnt, cudaMemcpyHostToDevice, D->st),
+          "copying the exact sums");
+    }
+  }
+  KCU(pk_cuda_xacc_round_ex(D->st, D->xacc, count, dd ? 1 : 0, D->S + out), "rounding the exact sums");
+  return PKRYLOV_SUCCESS;
+}
+
+/** Host twin of side_ptr. */
+const double *side_ptr_h(const Side &s, int i) {
+  return (s.last && i == s.k - 1) ? s.last : s.base + (int64_t)i * s.ld;
+}
+
 /** All dot products (A_i, B_j) into S[out + i + A.k * j] (DD: pairs). */
 int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out, bool async) {
   KryDev *D = dev_of(E);
   const int64_t n = E->n;
   if (A.k <= 0 || B.k <= 0)
     return PKRYLOV_SUCCESS;
+  if (D->repro) { /* the exact sums only (the CPU engine's pairs: (A_i, B_j) at i + A.k * j) */
+    const int nv = A.k * B.k;
+    D->xa.resize((size_t)nv), D->xb.resize((size_t)nv);
+    for (int j = 0; j < B.k; j++)
+      for (int i = 0; i < A.k; i++)
+        D->xa[(size_t)i + (size_t)A.k * j] = side_ptr_h(A, i), D->xb[(size_t)i + (size_t)A.k * j] = side_ptr_h(B, j);
+    return xsums(E, nv, D->xa.data(), D->xb.data(), dd, out);
+  }
   const int64_t nb = grid_dot(n);
   const int nvals = A.k * B.k;
   PK_CALL(ensure_part(E, (size_t)nb * (size_t)nvals * (dd ? 2 : 1)));
@@ -919,6 +1014,10 @@ int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   if (D->dop) /* distributed: the halo of x first (the residual's partial slots need one launch) */
     PK_CALL(pk_cuda_dist_halo(D->dop, vp(E, x), D->nccl));
   KCU(pk_cuda_residual(D->st, &D->op64, D->b, vp(E, x), vp(E, r), D->part, &nb), "residual");
+  if (out >= 0 && D->repro) { /* (r, r) exact; the launcher's partials are ignored */
+    const double *rp = vp(E, r);
+    return xsums(E, 1, &rp, &rp, false, out);
+  }
   if (out >= 0)
     return sum_into(E, nb, 1, false, out);
   return PKRYLOV_SUCCESS;
@@ -947,6 +1046,12 @@ int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const p
     a.pb[j] = vp(E, pairs[j].b);
   }
   const int64_t nb = grid_1d(E->n, KMAX_UPD_BLOCKS);
+  if (D->repro && npairs > 0) { /* the updates only, then the exact sums of the updated vectors */
+    a.npairs = 0;
+    k_update<<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, nullptr);
+    KCU(cudaGetLastError(), "vector update");
+    return xsums(E, npairs, a.pa, a.pb, false, out);
+  }
   k_update<<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, npairs > 0 ? D->part : nullptr);
   KCU(cudaGetLastError(), "vector update");
   if (npairs > 0)
@@ -995,7 +1100,7 @@ int do_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, i
 int do_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
                  int32_t with_norm, int32_t out, bool async) {
   KryDev *D = dev_of(E);
-  if (!D->fuse_on || k < 1 || k > 32) { /* the two passes */
+  if (!D->fuse_on || k < 1 || k > 32 || D->repro) { /* the two passes (reproducible: exact sums) */
     PK_CALL(do_basis_axpy(E, y, cy, b0, k, c0, neg));
     if (k + with_norm == 0)
       return PKRYLOV_SUCCESS;
@@ -1347,6 +1452,7 @@ void kd_destroy(pk_kry *E) {
     if (g.ev)
       cudaEventDestroy(g.ev);
   }
+  cudaFree(D->xblk), cudaFree(D->xacc), cudaFreeHost(D->hxacc);
   cudaGetLastError();
   delete D;
   E->priv = NULL;
@@ -1360,6 +1466,12 @@ int kd_bind(pk_kry *E, int32_t x_zero) {
   PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->b_user, "b"));
   PK_CALL(pk_cuda_check_pointer(ctx, fn, E->mem, E->x_user, "x"));
   D->pend_on = D->q_pend = 0;
+  const int repro = ctx->reproducible != 0;
+  if (repro != D->repro)
+    drop_graphs(E); /* they hold the other mode's kernels */
+  D->repro = repro;
+  if (repro) /* the largest sums the drivers ask for at once; more are made room for when asked */
+    PK_CALL(ensure_xacc(E, (size_t)(E->nbasis + 2 > PK_KRY_MAXPAIRS ? E->nbasis + 2 : PK_KRY_MAXPAIRS)));
   if (D->dist && D->dop) { /* the path of this solve (PKRYLOV_DIST_NCCL is read per solve, collectively) */
     void *nc = NULL;
     PK_CALL(pk_mpi_nccl(ctx, &nc));
@@ -1442,6 +1554,7 @@ int kd_precond(pk_kry *E, pk_vid x, pk_vid y) {
 
 int kd_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   PK_CALL(ensure_gsum(E, 1));
+  PK_CALL(ensure_xacc(E, 1));
   std::vector<int32_t> rec = {OP_RESIDUAL, 0, x, r, out};
   return submit(E, rec);
 }
@@ -1450,7 +1563,7 @@ int kd_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
  *  when the next operation runs, and the record is the single-GPU one). Marks the sum as started. */
 int32_t async_of(pk_kry *E, int32_t flags, int nvals) {
   KryDev *D = dev_of(E);
-  const int32_t a = D->dist && (flags & PK_KRY_ASYNC) && nvals > 0 ? 1 : 0;
+  const int32_t a = D->dist && !D->repro && (flags & PK_KRY_ASYNC) && nvals > 0 ? 1 : 0;
   if (a)
     D->q_pend = 1;
   return a;
@@ -1461,6 +1574,7 @@ int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const p
   if (nupd <= 0 && npairs <= 0)
     return PKRYLOV_SUCCESS;
   PK_CALL(ensure_gsum(E, (size_t)npairs));
+  PK_CALL(ensure_xacc(E, (size_t)npairs));
   std::vector<int32_t> r;
   r.reserve(8 + (size_t)nupd * (6 + 3 * PK_KRY_MAXTERMS) + 2 * (size_t)npairs);
   r.push_back(OP_UPDATE);
@@ -1492,6 +1606,7 @@ int kd_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int
   /* the partial sums' room now: a reallocation inside a capture would be part of the graph */
   PK_CALL(ensure_part(E, (size_t)grid_dot(E->n) * (size_t)ka * (size_t)kb * (dd ? 2 : 1)));
   PK_CALL(ensure_gsum(E, (size_t)ka * (size_t)kb * (dd ? 2 : 1)));
+  PK_CALL(ensure_xacc(E, (size_t)ka * (size_t)kb));
   std::vector<int32_t> r = {OP_BLOCK_DOTS, 0, a0, ka, b0, kb, dd, out, async_of(E, flags, ka * kb)};
   return submit(E, r);
 }
@@ -1499,6 +1614,7 @@ int kd_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int
 int kd_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out, int32_t flags) {
   PK_CALL(ensure_part(E, (size_t)grid_dot(E->n) * ((size_t)k + 1)));
   PK_CALL(ensure_gsum(E, (size_t)k + 1));
+  PK_CALL(ensure_xacc(E, (size_t)k + 1));
   std::vector<int32_t> r = {OP_BASIS_DOTS, 0, x, b0, k, with_norm, out, async_of(E, flags, k + (with_norm ? 1 : 0))};
   return submit(E, r);
 }
@@ -1512,6 +1628,7 @@ int kd_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, i
                        int32_t with_norm, int32_t out, int32_t flags) {
   PK_CALL(ensure_part(E, (size_t)grid_dot(E->n) * ((size_t)k + 1)));
   PK_CALL(ensure_gsum(E, (size_t)k + 1));
+  PK_CALL(ensure_xacc(E, (size_t)k + 1));
   std::vector<int32_t> r = {OP_AXPY_DOTS, 0,   y,   cy.idx,    cy.neg,
                             b0,           k,   c0,  neg, with_norm, out, async_of(E, flags, k + (with_norm ? 1 : 0))};
   return submit(E, r);
@@ -1570,8 +1687,9 @@ int kd_block_begin(pk_kry *E) {
   if (!D->graph_on || D->uop || D->upc || D->prof)
     return PKRYLOV_SUCCESS; /* host calls (user routines, the caller's halo exchange) cannot be in a graph;
                                the profile times operations one by one */
-  if (D->dist && (!D->nccl || pk_cuda_dist_instrumented()))
-    return PKRYLOV_SUCCESS; /* host-staged exchanges and sums are MPI calls between the kernels */
+  if (D->dist && (!D->nccl || pk_cuda_dist_instrumented() || D->repro))
+    return PKRYLOV_SUCCESS; /* host-staged exchanges and sums are MPI calls between the kernels; the exact
+                               sums of several ranks are not captured */
   D->rec_on = 1;
   D->rec_pend0 = D->q_pend;
   D->have_base = 0;

@@ -4,17 +4,21 @@
  *        format and the add / carry / round code of pk_xacc.h, shared with the CPU), so a CUDA context
  *        gets, for the same vectors, the CPU's reproducible sum bitwise.
  *
- * Three kernels:
- *  - k_xacc_dots<NV>: each thread adds the rounded products x[j][i] * y[j][i] (__dmul_rn: never fused with
+ * Kernels:
+ *  - k_xacc_dots<NV, EP>: each thread adds the rounded products x[j][i] * y[j][i] (__dmul_rn: never fused with
  *    anything) of its grid-stride elements into a register window of four digits (the three digits of a
  *    product at level L, L + 1 land in digits B..B+3 when L is B or B + 1; any other level first flushes the
  *    window), flushes the window into the block's shared accumulator with 64-bit INTEGER atomics (integer
  *    addition is exact and associative: the order of the atomics does not matter), and the block writes its
- *    accumulator after a carry pass (canonical digits);
+ *    accumulator after a carry pass (canonical digits); EP (exact products, pk_cuda_xacc_dots_ex): the
+ *    rounding error fma(x, y, -p) of every finite product p goes into a second window and shared
+ *    accumulator, added to the first one after both carry passes: the exact dot product (reduce.c's
+ *    exact_prod, the double-double Gram matrices of the CUDA vector engine's reproducible mode);
  *  - k_xacc_finish: the blocks' accumulators added as int64 (one warp per digit, shuffles), a carry pass,
  *    and (when asked) the rounding to doubles (pk_xacc_value: the host's fixed rounding sequence);
  *  - k_xacc_round: carry pass and rounding of accumulators (after the ranks' accumulators were added by
- *    MPI_SUM on MPI_INT64_T or ncclSum on ncclInt64, both exact).
+ *    MPI_SUM on MPI_INT64_T or ncclSum on ncclInt64, both exact); k_xacc_round_n: any number of them,
+ *    rounded to doubles or to reduce.c's double-double pairs (hi, the rest rounded).
  *
  * Headroom: a digit is below 2^32 and every element adds to a slot of its dot at most once, so a slot
  * holds less than (elements added) 2^32. The launcher sizes the grid so that a thread adds at most 2^20
@@ -54,46 +58,63 @@ __device__ __forceinline__ void flush(unsigned long long *sh, int B, int64_t &a0
   a0 = a1 = a2 = a3 = 0;
 }
 
-template <int NV>
+/** Add the double p to the window (digits a0..a3 at B; B = -1: empty) of the shared accumulator sh, flushing
+ *  the window first when p's digits do not fit it; a non-finite p is counted in *bad. */
+__device__ __forceinline__ void win_add(unsigned long long *sh, double p, int &B, int64_t &a0, int64_t &a1,
+                                        int64_t &a2, int64_t &a3, unsigned &bad) {
+  unsigned L;
+  int64_t d0, d1, d2;
+  int neg;
+  const int k = pk_xacc_split(p, &L, &d0, &d1, &d2, &neg);
+  if (k == 0) return;
+  if (k == 2) {
+    bad++;
+    return;
+  }
+  if (neg) d0 = -d0, d1 = -d1, d2 = -d2;
+  if (B < 0 || ((int)L != B && (int)L != B + 1)) { /* B = -1: empty window (not L = 0) */
+    flush(sh, B, a0, a1, a2, a3);
+    B = (int)L; /* L <= 63: digits B..B+3 <= 66 = PK_XACC_DIGITS - 1 */
+  }
+  if ((int)L == B) {
+    a0 += d0, a1 += d1, a2 += d2;
+  } else {
+    a1 += d0, a2 += d1, a3 += d2;
+  }
+}
+
+/**
+ * NV dots. EP (exact products): the product's rounding error e = fma(x, y, -p) of every finite product p is
+ * added too (into a second window and shared accumulator per dot, added to the first one at the end), so
+ * the accumulator holds the exact dot product (reduce.c's exact_prod).
+ */
+template <int NV, bool EP>
 __global__ void __launch_bounds__(kBlock) k_xacc_dots(int64_t n, XPairs pr, int64_t *blk) {
-  __shared__ unsigned long long sh[NV][PK_XACC_LEN];
-  for (int q = threadIdx.x; q < NV * PK_XACC_LEN; q += blockDim.x) (&sh[0][0])[q] = 0;
+  constexpr int NW = EP ? 2 * NV : NV; /* windows / shared accumulators: the products', then the errors' */
+  __shared__ unsigned long long sh[NW][PK_XACC_LEN];
+  for (int q = threadIdx.x; q < NW * PK_XACC_LEN; q += blockDim.x) (&sh[0][0])[q] = 0;
   __syncthreads();
-  int B[NV];
-  int64_t a0[NV], a1[NV], a2[NV], a3[NV];
-  unsigned bad[NV];
+  int B[NW];
+  int64_t a0[NW], a1[NW], a2[NW], a3[NW];
+  unsigned bad[NW];
 #pragma unroll
-  for (int j = 0; j < NV; j++) B[j] = -1, a0[j] = a1[j] = a2[j] = a3[j] = 0, bad[j] = 0;
+  for (int j = 0; j < NW; j++) B[j] = -1, a0[j] = a1[j] = a2[j] = a3[j] = 0, bad[j] = 0;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
 #pragma unroll
     for (int j = 0; j < NV; j++) {
-      const double p = __dmul_rn(pr.x[j][i], pr.y[j][i]); /* the rounded product, as the CPU's x * y */
-      unsigned L;
-      int64_t d0, d1, d2;
-      int neg;
-      const int k = pk_xacc_split(p, &L, &d0, &d1, &d2, &neg);
-      if (k == 0) continue;
-      if (k == 2) {
-        bad[j]++;
-        continue;
-      }
-      if (neg) d0 = -d0, d1 = -d1, d2 = -d2;
-      if (B[j] < 0 || ((int)L != B[j] && (int)L != B[j] + 1)) { /* B = -1: empty window (not L = 0) */
-        flush(sh[j], B[j], a0[j], a1[j], a2[j], a3[j]);
-        B[j] = (int)L; /* L <= 63: digits B..B+3 <= 66 = PK_XACC_DIGITS - 1 */
-      }
-      if ((int)L == B[j]) {
-        a0[j] += d0, a1[j] += d1, a2[j] += d2;
-      } else {
-        a1[j] += d0, a2[j] += d1, a3[j] += d2;
-      }
+      const double x = pr.x[j][i], y = pr.y[j][i];
+      const double p = __dmul_rn(x, y); /* the rounded product, as the CPU's x * y */
+      win_add(sh[j], p, B[j], a0[j], a1[j], a2[j], a3[j], bad[j]);
+      if (EP && isfinite(p)) /* p + e = x y exactly */
+        win_add(sh[NV + j], __fma_rn(x, y, -p), B[NV + j], a0[NV + j], a1[NV + j], a2[NV + j], a3[NV + j],
+                bad[NV + j]);
     }
   }
   /* the warp's lanes with the same window add theirs by shuffles first (fewer atomics on one address) */
   const unsigned lane = threadIdx.x & 31u;
 #pragma unroll
-  for (int j = 0; j < NV; j++) {
+  for (int j = 0; j < NW; j++) {
     const int B0 = __shfl_sync(0xffffffffu, B[j], 0);
     if (__all_sync(0xffffffffu, B[j] == B0 || (a0[j] | a1[j] | a2[j] | a3[j]) == 0) && B0 >= 0) {
       for (int o = 16; o > 0; o >>= 1) {
@@ -113,6 +134,13 @@ __global__ void __launch_bounds__(kBlock) k_xacc_dots(int64_t n, XPairs pr, int6
     int64_t a[PK_XACC_LEN];
     for (int i = 0; i < PK_XACC_LEN; i++) a[i] = (int64_t)sh[threadIdx.x][i];
     pk_xacc_normalize(a);
+    if (EP) { /* plus the errors' accumulator (both canonical: digits below 2^33 after the addition) */
+      int64_t e[PK_XACC_LEN];
+      for (int i = 0; i < PK_XACC_LEN; i++) e[i] = (int64_t)sh[NV + threadIdx.x][i];
+      pk_xacc_normalize(e);
+      for (int i = 0; i < PK_XACC_LEN; i++) a[i] += e[i];
+      pk_xacc_normalize(a);
+    }
     int64_t *o = blk + ((int64_t)blockIdx.x * NV + threadIdx.x) * PK_XACC_LEN;
     for (int i = 0; i < PK_XACC_LEN; i++) o[i] = a[i];
   }
@@ -148,6 +176,29 @@ __global__ void k_xacc_round(const int64_t *acc, int nv, double *out) {
   out[threadIdx.x] = pk_xacc_value(a);
 }
 
+/** Any number of accumulators, one thread each: out[v] (dd 0) or the double-double pair out[2v], out[2v+1]
+ *  (dd 1: hi rounded, lo = the rest rounded), as reduce.c's xacc_finish. */
+__global__ void k_xacc_round_n(const int64_t *acc, int nv, int dd, double *out) {
+  const int v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v >= nv) return;
+  int64_t a[PK_XACC_LEN];
+  for (int i = 0; i < PK_XACC_LEN; i++) a[i] = acc[(int64_t)v * PK_XACC_LEN + i];
+  pk_xacc_normalize(a);
+  const double hi = pk_xacc_value(a);
+  if (!dd) {
+    out[v] = hi;
+    return;
+  }
+  double lo = 0.0;
+  if (isfinite(hi)) { /* the accumulator minus hi, exactly, rounded */
+    pk_xacc_add(a, -hi);
+    pk_xacc_normalize(a);
+    lo = pk_xacc_value(a);
+  }
+  out[2 * v] = hi;
+  out[2 * v + 1] = lo;
+}
+
 } // namespace
 
 extern "C" int64_t pk_cuda_xacc_grid(int64_t n) {
@@ -160,20 +211,42 @@ extern "C" int64_t pk_cuda_xacc_grid(int64_t n) {
   return grid <= kMaxBlocks ? grid : -1;
 }
 
-extern "C" int pk_cuda_xacc_dots(void *stream, int64_t n, int nv, const double *const *x, const double *const *y,
-                                 int64_t *blk, int64_t *acc, double *out) {
+extern "C" int pk_cuda_xacc_dots_ex(void *stream, int64_t n, int nv, const double *const *x,
+                                    const double *const *y, int exact_prod, int64_t *blk, int64_t *acc,
+                                    double *out) {
   const int64_t grid = pk_cuda_xacc_grid(n);
   if (nv < 1 || nv > PKC_XACC_MAXV || n < 0 || grid < 1) return (int)cudaErrorInvalidValue;
   XPairs pr;
   for (int j = 0; j < PKC_XACC_MAXV; j++) pr.x[j] = x[j < nv ? j : 0], pr.y[j] = y[j < nv ? j : 0];
   cudaStream_t st = (cudaStream_t)stream;
-  switch (nv) {
-  case 1: k_xacc_dots<1><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
-  case 2: k_xacc_dots<2><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
-  case 3: k_xacc_dots<3><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
-  default: k_xacc_dots<4><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+  if (!exact_prod) {
+    switch (nv) {
+    case 1: k_xacc_dots<1, false><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+    case 2: k_xacc_dots<2, false><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+    case 3: k_xacc_dots<3, false><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+    default: k_xacc_dots<4, false><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+    }
+  } else {
+    switch (nv) {
+    case 1: k_xacc_dots<1, true><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+    case 2: k_xacc_dots<2, true><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+    case 3: k_xacc_dots<3, true><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+    default: k_xacc_dots<4, true><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
+    }
   }
   k_xacc_finish<<<1, kFinishThreads, 0, st>>>(blk, grid, nv, acc, out);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_xacc_dots(void *stream, int64_t n, int nv, const double *const *x, const double *const *y,
+                                 int64_t *blk, int64_t *acc, double *out) {
+  return pk_cuda_xacc_dots_ex(stream, n, nv, x, y, 0, blk, acc, out);
+}
+
+extern "C" int pk_cuda_xacc_round_ex(void *stream, const int64_t *acc, int nv, int dd, double *out) {
+  if (nv < 1) return (int)cudaErrorInvalidValue;
+  const int t = 64;
+  k_xacc_round_n<<<(unsigned)((nv + t - 1) / t), t, 0, (cudaStream_t)stream>>>(acc, nv, dd ? 1 : 0, out);
   return (int)cudaGetLastError();
 }
 
