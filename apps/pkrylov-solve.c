@@ -101,7 +101,7 @@ static void print_help(FILE *f) {
           "  --true-residual K          recompute the true residual every K iterations\n"
           "  --threads T                CPU threads (0 = default)\n"
           "  --reproducible             exact global sums: bitwise the same solution for any number of\n"
-          "                             ranks and threads (every solver; CPU)\n"
+          "                             ranks and threads (every solver, CPU and CUDA)\n"
           "\n"
           "under mpirun (MPI builds; every rank gets the same command line):\n"
           "  --decomp PX,PY             cut the NX x NY columns of --problem into PX x PY blocks, one per\n"

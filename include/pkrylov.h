@@ -994,10 +994,12 @@ PKRYLOV_EXTERN int pkrylov_context_get_rank_info(pkrylov_context ctx, int32_t *r
  * any number of ranks, any decomposition, any number of threads and between runs. CA-GMRES with the
  * automatic step (0) then uses step 4 instead of a timed choice. It costs one more pass over the vectors
  * of each reduction and a larger message (docs/performance.md). CUDA contexts (one GPU, or one GPU per rank
- * with host-staged or NCCL sums): CG and pipelined CG, whose GPU sums are the same exact sums of the same
- * products, rounded alike (bitwise the CPU backend's sum for bitwise the same vectors), so their iterations
- * and solution are bitwise identical for any number of ranks and between runs; the BiCGStab / GMRES
- * families answer ::PKRYLOV_ERR_UNSUPPORTED there. Set it on every rank alike (a solve checks).
+ * with host-staged or NCCL sums): every solver type too (CG, pipelined CG, and the BiCGStab / GMRES families
+ * of the CUDA vector engine), whose GPU sums are the same exact sums of the same products, rounded alike
+ * (bitwise the CPU backend's sum for bitwise the same vectors), so their iterations and solution are
+ * bitwise identical for any number of ranks and between runs; more than about 2^40 values on one rank are
+ * ::PKRYLOV_ERR_UNSUPPORTED there (the device accumulator's headroom). Set it on every rank alike (a solve
+ * checks).
  */
 PKRYLOV_EXTERN int pkrylov_context_set_reproducible(pkrylov_context ctx, int32_t flag);
 
