@@ -280,7 +280,8 @@ PK_TEST_CASE(exact_dots) {
  * engine's reproducible mode) and the double-double rounding (pk_cuda_xacc_round_ex with dd) against reduce.c
  * (pk_allreduce_xdots_begin with exact_prod and dd: accumulator and (hi, lo) bitwise) and an independent big
  * integer of p + e (each rounded product p and its error e = fma(x, y, -p) added exactly): the accumulator
- * equal, hi within one unit of the correctly rounded exact dot, lo the correctly rounded rest within one unit.
+ * equal, hi within one unit of the correctly rounded exact dot, lo the correctly rounded rest within one
+ * unit.
  */
 PK_TEST_CASE(exact_dots_dd) {
   SKIP_WITHOUT_GPU();
@@ -321,15 +322,17 @@ PK_TEST_CASE(exact_dots_dd) {
       const double *gx[3] = {dx, dx, dz}, *gy[3] = {dy, dx, dy};
       double out[6], one[3], cpuv[6];
       int64_t acc[3 * PK_XACC_LEN], cacc[3 * PK_XACC_LEN];
-      CK(pk_cuda_xacc_dots_ex(NULL, n, 3, gx, gy, 1, dblk, dacc, dout + 6)); /* dout + 6: the single doubles */
+      /* dout + 6: the single roundings of the finisher */
+      CK(pk_cuda_xacc_dots_ex(NULL, n, 3, gx, gy, 1, dblk, dacc, dout + 6));
       CK(pk_cuda_xacc_round_ex(NULL, dacc, 3, 1, dout));
       CK(cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(one, dout + 6, sizeof one, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(acc, dacc, sizeof acc, cudaMemcpyDeviceToHost));
       pk_reduce_request rq;
       PK_REQUIRE_OK(cpu, pk_allreduce_xdots_begin(cpu, cpuv, 3, n, hx, hy, NULL, 1, 1, cacc, &rq));
-      PK_EXPECT(memcmp(acc, cacc, sizeof acc) == 0, "kind %d n %lld: device exact-product accumulators differ "
-                "from reduce.c's", kind, (long long)n);
+      PK_EXPECT(memcmp(acc, cacc, sizeof acc) == 0,
+                "kind %d n %lld: device exact-product accumulators differ from reduce.c's", kind,
+                (long long)n);
       PK_REQUIRE_OK(cpu, pk_allreduce_end(cpu, &rq));
       for (int j = 0; j < 3; j++) {
         uint32_t big[NLIMB];
@@ -348,13 +351,13 @@ PK_TEST_CASE(exact_dots_dd) {
                   "kind %d n %lld dot %d: device (%.17g, %.17g), CPU (%.17g, %.17g)", kind, (long long)n, j,
                   out[2 * j], out[2 * j + 1], cpuv[2 * j], cpuv[2 * j + 1]);
         PK_EXPECT(memcmp(&out[2 * j], &one[j], sizeof(double)) == 0,
-                  "kind %d n %lld dot %d: hi %.17g, the single rounding %.17g", kind, (long long)n, j, out[2 * j],
-                  one[j]);
+                  "kind %d n %lld dot %d: hi %.17g, the single rounding %.17g", kind, (long long)n, j,
+                  out[2 * j], one[j]);
         const double cr = big_round(big);
         PK_EXPECT(out[2 * j] == cr || out[2 * j] == nextafter(cr, INFINITY) ||
                       out[2 * j] == nextafter(cr, -INFINITY),
-                  "kind %d n %lld dot %d: hi %.17g, correctly rounded %.17g", kind, (long long)n, j, out[2 * j],
-                  cr);
+                  "kind %d n %lld dot %d: hi %.17g, correctly rounded %.17g", kind, (long long)n, j,
+                  out[2 * j], cr);
         /* the rest: big - hi, rounded here */
         big_add_double(big, -out[2 * j]);
         const double lr = big_round(big);
@@ -524,10 +527,11 @@ static void diff_run(const char *tag, const run_out *a, const run_out *b, int64_
   for (int32_t i = 0; i < a->hlen && i < b->hlen && first_h < 0; i++)
     if (memcmp(&a->hist[i], &b->hist[i], sizeof(double)) != 0)
       first_h = i;
-  printf("  %s: iterations %d / %d, history length %d / %d (first difference at %d), x differs in %lld of %lld, "
-         "final residual %.17g / %.17g\n",
-         tag, a->res.iterations, b->res.iterations, a->hlen, b->hlen, first_h, (long long)nx, (long long)n,
-         a->res.final_residual, b->res.final_residual);
+  printf(
+      "  %s: iterations %d / %d, history length %d / %d (first difference at %d), x differs in %lld of %lld, "
+      "final residual %.17g / %.17g\n",
+      tag, a->res.iterations, b->res.iterations, a->hlen, b->hlen, first_h, (long long)nx, (long long)n,
+      a->res.final_residual, b->res.final_residual);
 }
 
 /* The BiCGStab and GMRES families (the CUDA vector engine, pk_cuda_kry.cu) in reproducible mode; CA-GMRES
@@ -601,10 +605,11 @@ static int kry_solves(int bitwise) {
       diff_run("GPU blocks 8 / 1", &o[1], &o[3], n);
       PK_EXPECT(0, "type %d precond %d: blocks of 8 and of 1 iteration differ", type, pct);
     }
-    PK_EXPECT(abs(o[0].res.iterations - o[1].res.iterations) <= 1, "type %d precond %d: CPU %d iterations, GPU %d",
-              type, pct, o[0].res.iterations, o[1].res.iterations);
-    PK_EXPECT(dmax <= 1e-10 * xmax, "type %d precond %d: max |x_gpu - x_cpu| = %.3g (max |x| %.3g)", type, pct,
-              dmax, xmax);
+    PK_EXPECT(abs(o[0].res.iterations - o[1].res.iterations) <= 1,
+              "type %d precond %d: CPU %d iterations, GPU %d", type, pct, o[0].res.iterations,
+              o[1].res.iterations);
+    PK_EXPECT(dmax <= 1e-10 * xmax, "type %d precond %d: max |x_gpu - x_cpu| = %.3g (max |x| %.3g)", type,
+              pct, dmax, xmax);
     PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, o[1].x, r));
     double rr = 0, bb = 0;
     for (int64_t i = 0; i < n; i++)
@@ -620,8 +625,12 @@ static int kry_solves(int bitwise) {
   PK_TEST_END();
 }
 
-PK_TEST_CASE(kry_solve_bitwise) { return kry_solves(0); }
-PK_TEST_CASE(kry_cpu_gpu_bitwise) { return kry_solves(1); }
+PK_TEST_CASE(kry_solve_bitwise) {
+  return kry_solves(0);
+}
+PK_TEST_CASE(kry_cpu_gpu_bitwise) {
+  return kry_solves(1);
+}
 
 /** Reproducible mode switched on and off on one solver (the engine is kept between solves), GMRES and
  *  CA-GMRES (its double-double Gram matrices): each mode gives its own first solve's results again (the
@@ -664,7 +673,8 @@ PK_TEST_CASE(kry_mode_switch) {
               "type %d: reproducible solves before and after a default one differ", types[t]);
     PK_EXPECT(res[1].iterations == res[3].iterations && memcmp(x[1], x[3], sizeof(double) * n) == 0,
               "type %d: default solves before and after a reproducible one differ", types[t]);
-    printf("type %d: %d iterations reproducible, %d default\n", types[t], res[0].iterations, res[1].iterations);
+    printf("type %d: %d iterations reproducible, %d default\n", types[t], res[0].iterations,
+           res[1].iterations);
     pkrylov_solver_destroy(&s);
   }
   pkrylov_precond_destroy(&M);
@@ -677,5 +687,5 @@ PK_TEST_CASE(kry_mode_switch) {
 }
 
 PK_TEST_MAIN(PK_TEST_ENTRY(exact_dots), PK_TEST_ENTRY(exact_dots_dd), PK_TEST_ENTRY(solve_bitwise),
-             PK_TEST_ENTRY(cpu_gpu_bitwise), PK_TEST_ENTRY(kry_solve_bitwise), PK_TEST_ENTRY(kry_cpu_gpu_bitwise),
-             PK_TEST_ENTRY(kry_mode_switch))
+             PK_TEST_ENTRY(cpu_gpu_bitwise), PK_TEST_ENTRY(kry_solve_bitwise),
+             PK_TEST_ENTRY(kry_cpu_gpu_bitwise), PK_TEST_ENTRY(kry_mode_switch))

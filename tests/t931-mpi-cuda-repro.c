@@ -159,20 +159,39 @@ PK_TEST_CASE(cg_column_nccl) { return case_run(PKRYLOV_SOLVER_CG, PKRYLOV_PRECON
 PK_TEST_CASE(pipecg_column_nccl) { return case_run(PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_COLUMN, 1); }
 
 /* the BiCGStab and GMRES families (the CUDA vector engine) */
-PK_TEST_CASE(bicgstab_column_host) { return case_run(PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_COLUMN, 0); }
-PK_TEST_CASE(pipebicgstab_column_host) { return case_run(PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_PRECOND_COLUMN, 0); }
-PK_TEST_CASE(gmres_column_host) { return case_run(PKRYLOV_SOLVER_GMRES, PKRYLOV_PRECOND_COLUMN, 0); }
-PK_TEST_CASE(fgmres_jacobi_host) { return case_run(PKRYLOV_SOLVER_FGMRES, PKRYLOV_PRECOND_JACOBI, 0); }
-PK_TEST_CASE(pipegmres_column_host) { return case_run(PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN, 0); }
-PK_TEST_CASE(cagmres_column_host) { return case_run(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 0); }
-PK_TEST_CASE(bicgstab_column_nccl) { return case_run(PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_COLUMN, 1); }
-PK_TEST_CASE(pipegmres_column_nccl) { return case_run(PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN, 1); }
-PK_TEST_CASE(cagmres_column_nccl) { return case_run(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 1); }
+PK_TEST_CASE(bicgstab_column_host) {
+  return case_run(PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_COLUMN, 0);
+}
+PK_TEST_CASE(pipebicgstab_column_host) {
+  return case_run(PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_PRECOND_COLUMN, 0);
+}
+PK_TEST_CASE(gmres_column_host) {
+  return case_run(PKRYLOV_SOLVER_GMRES, PKRYLOV_PRECOND_COLUMN, 0);
+}
+PK_TEST_CASE(fgmres_jacobi_host) {
+  return case_run(PKRYLOV_SOLVER_FGMRES, PKRYLOV_PRECOND_JACOBI, 0);
+}
+PK_TEST_CASE(pipegmres_column_host) {
+  return case_run(PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN, 0);
+}
+PK_TEST_CASE(cagmres_column_host) {
+  return case_run(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 0);
+}
+PK_TEST_CASE(bicgstab_column_nccl) {
+  return case_run(PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_COLUMN, 1);
+}
+PK_TEST_CASE(pipegmres_column_nccl) {
+  return case_run(PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN, 1);
+}
+PK_TEST_CASE(cagmres_column_nccl) {
+  return case_run(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 1);
+}
 
-PK_MPI_TEST_MAIN(PK_TEST_ENTRY(cg_column_host), PK_TEST_ENTRY(cg_jacobi_host), PK_TEST_ENTRY(pipecg_column_host),
-                 PK_TEST_ENTRY(pipecg_jacobi_host), PK_TEST_ENTRY(cg_column_nccl),
-                 PK_TEST_ENTRY(pipecg_column_nccl), PK_TEST_ENTRY(bicgstab_column_host),
-                 PK_TEST_ENTRY(pipebicgstab_column_host), PK_TEST_ENTRY(gmres_column_host),
-                 PK_TEST_ENTRY(fgmres_jacobi_host), PK_TEST_ENTRY(pipegmres_column_host),
-                 PK_TEST_ENTRY(cagmres_column_host), PK_TEST_ENTRY(bicgstab_column_nccl),
-                 PK_TEST_ENTRY(pipegmres_column_nccl), PK_TEST_ENTRY(cagmres_column_nccl))
+PK_MPI_TEST_MAIN(PK_TEST_ENTRY(cg_column_host), PK_TEST_ENTRY(cg_jacobi_host),
+                 PK_TEST_ENTRY(pipecg_column_host), PK_TEST_ENTRY(pipecg_jacobi_host),
+                 PK_TEST_ENTRY(cg_column_nccl), PK_TEST_ENTRY(pipecg_column_nccl),
+                 PK_TEST_ENTRY(bicgstab_column_host), PK_TEST_ENTRY(pipebicgstab_column_host),
+                 PK_TEST_ENTRY(gmres_column_host), PK_TEST_ENTRY(fgmres_jacobi_host),
+                 PK_TEST_ENTRY(pipegmres_column_host), PK_TEST_ENTRY(cagmres_column_host),
+                 PK_TEST_ENTRY(bicgstab_column_nccl), PK_TEST_ENTRY(pipegmres_column_nccl),
+                 PK_TEST_ENTRY(cagmres_column_nccl))

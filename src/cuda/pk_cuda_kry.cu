@@ -899,8 +899,10 @@ int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out, bool asy
     const int nv = A.k * B.k;
     D->xa.resize((size_t)nv), D->xb.resize((size_t)nv);
     for (int j = 0; j < B.k; j++)
-      for (int i = 0; i < A.k; i++)
-        D->xa[(size_t)i + (size_t)A.k * j] = side_ptr_h(A, i), D->xb[(size_t)i + (size_t)A.k * j] = side_ptr_h(B, j);
+      for (int i = 0; i < A.k; i++) {
+        const size_t v = (size_t)i + (size_t)A.k * j;
+        D->xa[v] = side_ptr_h(A, i), D->xb[v] = side_ptr_h(B, j);
+      }
     return xsums(E, nv, D->xa.data(), D->xb.data(), dd, out);
   }
   const int64_t nb = grid_dot(n);

@@ -5,15 +5,16 @@
  *        gets, for the same vectors, the CPU's reproducible sum bitwise.
  *
  * Kernels:
- *  - k_xacc_dots<NV, EP>: each thread adds the rounded products x[j][i] * y[j][i] (__dmul_rn: never fused with
- *    anything) of its grid-stride elements into a register window of four digits (the three digits of a
- *    product at level L, L + 1 land in digits B..B+3 when L is B or B + 1; any other level first flushes the
- *    window), flushes the window into the block's shared accumulator with 64-bit INTEGER atomics (integer
- *    addition is exact and associative: the order of the atomics does not matter), and the block writes its
- *    accumulator after a carry pass (canonical digits); EP (exact products, pk_cuda_xacc_dots_ex): the
- *    rounding error fma(x, y, -p) of every finite product p goes into a second window and shared
- *    accumulator, added to the first one after both carry passes: the exact dot product (reduce.c's
- *    exact_prod, the double-double Gram matrices of the CUDA vector engine's reproducible mode);
+ *  - k_xacc_dots<NV, EP>: each thread adds the rounded products x[j][i] * y[j][i] (__dmul_rn: never
+ *    fused with anything) of its grid-stride elements into a register window of four digits (the three
+ *    digits of a product at level L, L + 1 land in digits B..B+3 when L is B or B + 1; any other level
+ *    first flushes the window), flushes the window into the block's shared accumulator with 64-bit
+ *    INTEGER atomics (integer addition is exact and associative: the order of the atomics does not
+ *    matter), and the block writes its accumulator after a carry pass (canonical digits); EP (exact
+ *    products, pk_cuda_xacc_dots_ex): the rounding error fma(x, y, -p) of every finite product p goes
+ *    into a second window and shared accumulator, added to the first one after both carry passes: the
+ *    exact dot product (reduce.c's exact_prod, the double-double Gram matrices of the CUDA vector
+ *    engine's reproducible mode);
  *  - k_xacc_finish: the blocks' accumulators added as int64 (one warp per digit, shuffles), a carry pass,
  *    and (when asked) the rounding to doubles (pk_xacc_value: the host's fixed rounding sequence);
  *  - k_xacc_round: carry pass and rounding of accumulators (after the ranks' accumulators were added by
