@@ -291,9 +291,6 @@ int main(int argc, char **argv) {
         for (int t = 0; t < ntypes; t++)
           for (int q = 0; q < npaths * (reproducible ? 2 : 1); q++) {
             const int pa = q % npaths, rp = q / npaths; /* the default mode first, then reproducible */
-            if (rp && backend == PKRYLOV_BACKEND_CUDA && types[t] != PKRYLOV_SOLVER_CG &&
-                types[t] != PKRYLOV_SOLVER_PIPECG)
-              continue; /* reproducible mode on CUDA covers CG and pipelined CG only */
             CHECK(pkrylov_context_set_reproducible(ctx, rp));
             setenv("PKRYLOV_DIST_NCCL", strcmp(paths[pa], "nccl") ? "0" : "1", 1);
             pkrylov_solver s;
