@@ -16,15 +16,6 @@
 #endif
 #include "pk_halo_test.h"
 
-/** Stop the case when cond is false. */
-#define PK_REQUIRE(cond, ...)                                                                                \
-  do {                                                                                                       \
-    if (!(cond)) {                                                                                           \
-      PK_EXPECT(0, __VA_ARGS__);                                                                             \
-      return PK_FAIL;                                                                                        \
-    }                                                                                                        \
-  } while (0)
-
 /* ---- the model side (pk_halo_test.h): the channel, its periodic CSR matrix, the exchanges ---------- */
 
 static double *rand_vec(int64_t n, uint64_t seed) {
