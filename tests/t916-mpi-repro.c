@@ -60,6 +60,23 @@ static void compare(int rank, int k, const char *what, const pkrylov_result *r, 
               what, types[k], steps[k]);
 }
 
+/**
+ * The single-rank reference: every type solved on (c1, A1, M1) into x1 + k ng, results r1[k]; each must
+ * converge with ||b - A x|| / ||b|| <= 1.01e-10, recomputed by the test.
+ */
+static int single_rank_solves(pkrylov_context c1, pkrylov_operator A1, pkrylov_precond M1, const double *bg,
+                              int64_t ng, double *x1, pkrylov_result *r1) {
+  for (int k = 0; k < NTYPES; k++) {
+    memset(x1 + k * ng, 0, sizeof(double) * ng);
+    if (solve(c1, A1, M1, k, bg, x1 + k * ng, &r1[k]) != PK_PASS)
+      return PK_FAIL;
+    const double rr = pk_test_true_relres(A1, bg, x1 + k * ng); /* recomputed by the test */
+    PK_EXPECT(r1[k].converged && rr <= 1.01e-10, "type %d: single rank: %s, ||b - A x|| / ||b|| = %.3g",
+              types[k], pkrylov_reason_string(r1[k].reason), rr);
+  }
+  return PK_PASS;
+}
+
 PK_TEST_CASE(thinshell_all_solvers) {
   int rank, size;
   pk_mpi_world(&rank, &size);
@@ -83,14 +100,8 @@ PK_TEST_CASE(thinshell_all_solvers) {
     xt[c] = cos(0.013 * (double)c) + 0.25;
   PK_REQUIRE_OK(c1, pkrylov_operator_apply(A1, PKRYLOV_MEM_HOST, xt, bg));
   PK_REQUIRE_OK(c1, pkrylov_precond_create(c1, A1, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M1));
-  for (int k = 0; k < NTYPES; k++) {
-    memset(x1 + k * ng, 0, sizeof(double) * ng);
-    if (solve(c1, A1, M1, k, bg, x1 + k * ng, &r1[k]) != PK_PASS)
-      return PK_FAIL;
-    const double rr = pk_test_true_relres(A1, bg, x1 + k * ng); /* recomputed by the test */
-    PK_EXPECT(r1[k].converged && rr <= 1.01e-10, "type %d: single rank: %s, ||b - A x|| / ||b|| = %.3g",
-              types[k], pkrylov_reason_string(r1[k].reason), rr);
-  }
+  if (single_rank_solves(c1, A1, M1, bg, ng, x1, r1) != PK_PASS)
+    return PK_FAIL;
   pkrylov_context ctx = world_ctx();
   if (!ctx)
     return PK_FAIL;
@@ -155,14 +166,8 @@ PK_TEST_CASE(csr_all_solvers) {
     xt[c] = sin(0.021 * (double)c) - 0.3;
   PK_REQUIRE_OK(c1, pkrylov_operator_apply(A1, PKRYLOV_MEM_HOST, xt, bg));
   PK_REQUIRE_OK(c1, pkrylov_precond_create(c1, A1, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M1));
-  for (int k = 0; k < NTYPES; k++) {
-    memset(x1 + k * ng, 0, sizeof(double) * ng);
-    if (solve(c1, A1, M1, k, bg, x1 + k * ng, &r1[k]) != PK_PASS)
-      return PK_FAIL;
-    const double rr = pk_test_true_relres(A1, bg, x1 + k * ng); /* recomputed by the test */
-    PK_EXPECT(r1[k].converged && rr <= 1.01e-10, "type %d: single rank: %s, ||b - A x|| / ||b|| = %.3g",
-              types[k], pkrylov_reason_string(r1[k].reason), rr);
-  }
+  if (single_rank_solves(c1, A1, M1, bg, ng, x1, r1) != PK_PASS)
+    return PK_FAIL;
   /* uneven blocks: rank r gets a share proportional to r + 1 */
   const int64_t tot = (int64_t)size * (size + 1) / 2;
   int64_t a = 0;

@@ -174,22 +174,23 @@ int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op) 
   return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
 }
 
-int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all) {
+/** all := every rank's count values of type (size bytes each) in rank order; a copy without MPI. */
+static int allgather(pkrylov_context ctx, const char *fn, const void *mine, int count, void *all,
+                     MPI_Datatype type, size_t size) {
   if (!ctx->mpi) {
-    memcpy(all, mine, sizeof(int32_t) * (size_t)count);
+    memcpy(all, mine, size * (size_t)count);
     return PKRYLOV_SUCCESS;
   }
-  int rc = MPI_Allgather(mine, count, MPI_INT32_T, all, count, MPI_INT32_T, pk_mpi_comm(ctx));
-  return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
+  int rc = MPI_Allgather(mine, count, type, all, count, type, pk_mpi_comm(ctx));
+  return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, fn, "MPI_Allgather", rc);
+}
+
+int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all) {
+  return allgather(ctx, __func__, mine, count, all, MPI_INT32_T, sizeof(int32_t));
 }
 
 int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, double *all) {
-  if (!ctx->mpi) {
-    memcpy(all, mine, sizeof(double) * (size_t)count);
-    return PKRYLOV_SUCCESS;
-  }
-  int rc = MPI_Allgather(mine, count, MPI_DOUBLE, all, count, MPI_DOUBLE, pk_mpi_comm(ctx));
-  return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
+  return allgather(ctx, __func__, mine, count, all, MPI_DOUBLE, sizeof(double));
 }
 
 int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
