@@ -675,8 +675,8 @@ struct ActPipe {
   }
   __device__ In load(int64_t) const { return In{}; }
   __device__ void l2pf(int64_t c) const {
-    l2_prefetch(u + c), l2_prefetch(w + c), l2_prefetch(z + c), l2_prefetch(q + c), l2_prefetch(s + c), l2_prefetch(p + c), l2_prefetch(r + c),
-        l2_prefetch(x + c);
+    l2_prefetch(u + c), l2_prefetch(w + c), l2_prefetch(z + c), l2_prefetch(q + c), l2_prefetch(s + c),
+        l2_prefetch(p + c), l2_prefetch(r + c), l2_prefetch(x + c);
   }
   __device__ void operator()(int64_t c, double an, double mc, const In &, double *acc) const {
     const double uo = u[c], wo = w[c];
@@ -926,7 +926,7 @@ struct Halo {
   const double *w, *e, *s, *n; /* neighbour edge values, NULL on the global boundary */
   const double *aWe, *aSn;     /* stencil: the east neighbour's aW(0), the north neighbour's aS(j = 0) */
   int cols;                    /* pk_cuda_op.cols */
-  int pfd;                     /* L2 prefetch distance of the grid kernels in levels (0: none), l2pf_levels() */
+  int pfd;                     /* L2 prefetch distance of the grid kernels, levels (0: none; l2pf_levels) */
 };
 
 /**
@@ -953,7 +953,8 @@ Halo halo_of(const pk_cuda_op *op) {
 }
 
 /** act.l2pf(c) when the action has one (the vectors it reads at cell c), else nothing. */
-template <class Act> __device__ __forceinline__ auto act_l2pf(const Act &a, int64_t c, int) -> decltype(a.l2pf(c)) {
+template <class Act>
+__device__ __forceinline__ auto act_l2pf(const Act &a, int64_t c, int) -> decltype(a.l2pf(c)) {
   return a.l2pf(c);
 }
 template <class Act> __device__ __forceinline__ void act_l2pf(const Act &, int64_t, long) {}
@@ -1001,8 +1002,8 @@ __device__ __forceinline__ void grid_l2pf_prologue(const Act &act, const double 
   }
 }
 template <class Act>
-__device__ __forceinline__ void grid_l2pf_step(const Act &act, const double *x, int64_t c, int64_t ncols, int k,
-                                               int k1, int dist) {
+__device__ __forceinline__ void grid_l2pf_step(const Act &act, const double *x, int64_t c, int64_t ncols,
+                                               int k, int k1, int dist) {
   if (k + dist < k1) {
     l2_prefetch(x + c + ncols * dist);
     act_l2pf(act, c + ncols * dist, 0);
