@@ -178,14 +178,28 @@ int csr_lanes(const pk_cuda_op *op) {
   return (l == 2 || l == 4 || l == 8 || l == 16 || l == 32) ? l : 1;
 }
 
-/** Tile-edge columns of an nx x ny tile (pk_cuda_op.cols = 2): all columns when nx <= 2 or ny <= 2. */
-__host__ __device__ __forceinline__ int64_t edge_cols(int nx, int ny) {
-  return (nx <= 2 || ny <= 2) ? (int64_t)nx * ny : 2 * (int64_t)nx + 2 * ((int64_t)ny - 2);
+/**
+ * Tile-edge columns of an nx x ny tile (pk_cuda_op.cols = 2): the columns next to a neighbour's halo, on the
+ * sides that have one (mask: 1 west, 2 east, 4 south, 8 north): the south row, the north row, then the west
+ * and east columns between them; all columns when nx <= 2 or ny <= 2 and some side has a neighbour. The
+ * columns on the global boundary need no halo and stay with the interior launch (cols = 1): fewer edge
+ * columns, and the west and east ones (one value per row of 32-byte sectors) are the expensive ones.
+ */
+__host__ __device__ __forceinline__ int64_t edge_cols(int nx, int ny, int mask) {
+  if (!mask) return 0;
+  if (nx <= 2 || ny <= 2) return (int64_t)nx * ny;
+  const int rows = ((mask >> 2) & 1) + ((mask >> 3) & 1), sides = (mask & 1) + ((mask >> 1) & 1);
+  return (int64_t)rows * nx + (int64_t)sides * (ny - rows);
+}
+
+/** The sides of op that have a neighbour (edge_cols' mask). */
+int halo_mask(const pk_cuda_op *op) {
+  return (op->dhw ? 1 : 0) | (op->dhe ? 2 : 0) | (op->dhs ? 4 : 0) | (op->dhn ? 8 : 0);
 }
 
 /** Columns a grid launch over op runs threads for (pk_cuda_op.cols). */
 int64_t launch_cols(const pk_cuda_op *op) {
-  return op->cols == 2 ? edge_cols(op->nx, op->ny) : (int64_t)op->nx * op->ny;
+  return op->cols == 2 ? edge_cols(op->nx, op->ny, halo_mask(op)) : (int64_t)op->nx * op->ny;
 }
 
 /** Number of partial-sum slots a launch over op writes. */
@@ -960,31 +974,39 @@ __device__ __forceinline__ auto act_l2pf(const Act &a, int64_t c, int) -> declty
 template <class Act> __device__ __forceinline__ void act_l2pf(const Act &, int64_t, long) {}
 
 /**
- * The column (i, j) of this thread in a grid launch (Halo::cols: all, off the tile edges, tile edges only:
- * west and east... in the order j = 0 row, j = ny-1 row, then (0, j), (nx-1, j) for j = 1 .. ny-2).
+ * The column (i, j) of this thread in a grid launch (Halo::cols: 0 all, 1 all but the tile-edge columns,
+ * 2 the tile-edge columns only, in edge_cols' order: the south row (j = 0) and the north row (j = ny-1)
+ * where they have a neighbour, then for the rows between them (0, j) and / or (nx-1, j), j ascending).
  * false: no column.
  */
 __device__ __forceinline__ bool grid_column(const Halo &h, int nx, int ny, int64_t &col, int &i, int &j) {
   const int64_t t = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
   const int64_t ncols = (int64_t)nx * ny;
+  const int mask = (h.w ? 1 : 0) | (h.e ? 2 : 0) | (h.s ? 4 : 0) | (h.n ? 8 : 0);
+  const bool small = nx <= 2 || ny <= 2;
   if (h.cols == 2) {
-    if (t >= edge_cols(nx, ny)) return false;
-    if (nx <= 2 || ny <= 2) {
+    if (t >= edge_cols(nx, ny, mask)) return false;
+    const int rs = h.s ? 1 : 0, rows = rs + (h.n ? 1 : 0);
+    if (small) {
       col = t;
-    } else if (t < nx) {
-      col = t;
-    } else if (t < 2 * (int64_t)nx) {
-      col = (int64_t)(ny - 1) * nx + (t - nx);
+    } else if (t < (int64_t)rows * nx) {
+      const int64_t r = t / nx;
+      col = (r == 0 && rs ? 0 : (int64_t)(ny - 1) * nx) + (t - r * nx);
     } else {
-      const int64_t r = t - 2 * (int64_t)nx;
-      col = (1 + r / 2) * (int64_t)nx + ((r & 1) ? nx - 1 : 0);
+      const int64_t r = t - (int64_t)rows * nx;
+      if (h.w && h.e)
+        col = (rs + r / 2) * (int64_t)nx + ((r & 1) ? nx - 1 : 0);
+      else
+        col = (rs + r) * (int64_t)nx + (h.w ? 0 : nx - 1);
     }
   } else {
     if (t >= ncols) return false;
     col = t;
   }
   j = (int)(col / nx), i = (int)(col - (int64_t)j * nx);
-  if (h.cols == 1 && (i == 0 || i == nx - 1 || j == 0 || j == ny - 1)) return false;
+  if (h.cols == 1 && mask &&
+      (small || (i == 0 && h.w) || (i == nx - 1 && h.e) || (j == 0 && h.s) || (j == ny - 1 && h.n)))
+    return false;
   return true;
 }
 
