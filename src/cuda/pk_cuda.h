@@ -445,6 +445,15 @@ void pk_cuda_dist_detach(pk_cuda_op *view);
  */
 int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x, void *nccl);
 int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl);
+/** NCCL path: the end of an exchange on A's communication stream instead of the context's: *comm = that
+ *  stream, in whose order the halos have arrived (launches enqueued on it see them; the context's stream
+ *  does not wait). *comm = NULL when A has no neighbour (nothing was exchanged). */
+int pk_cuda_dist_halo_end_comm(struct pkrylov_operator_s *A, void **comm);
+/** A's communication stream (cudaStream_t), NULL when A is not distributed. */
+void *pk_cuda_dist_comm_stream(struct pkrylov_operator_s *A);
+/** A's communication stream waits for the work enqueued so far on the context's stream; *comm = that stream
+ *  (what is enqueued on it next runs beside the context's following work, e.g. the sums before a gather). */
+int pk_cuda_dist_fork(struct pkrylov_operator_s *A, void **comm);
 /** Both halves (the exchange is complete for every launch enqueued after it). */
 int pk_cuda_dist_halo(struct pkrylov_operator_s *A, const double *x, void *nccl);
 /**

@@ -14,10 +14,13 @@
  * Two paths, chosen per solve / product (pk_mpi_nccl: NCCL when it was built in, the ranks have GPUs of
  * their own and PKRYLOV_DIST_NCCL is not 0):
  *
- * NCCL (device to device, no host synchronisation): _begin runs the pack kernel on the context's stream,
- * then, on the operator's communication stream (`copy`) behind it (an event), ncclSend of each packed edge
- * and ncclRecv of each halo straight into the device halo buffers, in one ncclGroupStart/End; _end makes the
- * context's stream wait for the group (an event). The global sums of the solver (pk_cuda_dist_allgather)
+ * NCCL (device to device, no host synchronisation): _begin makes the operator's communication stream
+ * (`copy`) wait for the context's (an event: x is complete), then runs there the pack kernel and ncclSend of
+ * each packed edge and ncclRecv of each halo straight into the device halo buffers, in one
+ * ncclGroupStart/End, so the context's stream goes on at once; _end makes the context's stream wait for the
+ * group (an event). The packed edges are not overwritten before they are sent (one stream), nor x before
+ * it is packed (the context's stream waits for the halos before the edge columns, which precede the next
+ * write of x). The global sums of the solver (pk_cuda_dist_allgather)
  * run on the same communication stream, so all NCCL calls of a solve are issued in one order on every rank
  * and never run concurrently on the communicator. Each pair of ranks is neighbours in one direction only
  * (no periodic wrap), so the one send and one receive between two ranks match whatever the order. Nothing
@@ -81,12 +84,16 @@ struct DistDev {
 
 double g_halo_s = 0.0, g_reduce_s = 0.0;
 
-/** Edges of x into snd: W (x(0, j, k) at j + ny k), E (x(nx-1, j, k)), S (x(i, 0, k) at i + nx k), N. */
+/** Edges of x into snd: W (x(0, j, k) at j + ny k), E (x(nx-1, j, k)), S (x(i, 0, k) at i + nx k), N; only
+ *  the directions in mask (1 W, 2 E, 4 S, 8 N: those with a neighbour). */
 __global__ void __launch_bounds__(PKD_BLOCK)
-    k_pack(int nx, int ny, int nz, const double *__restrict__ x, double *__restrict__ snd) {
+    k_pack(int nx, int ny, int nz, int mask, const double *__restrict__ x, double *__restrict__ snd) {
   const int64_t ex = (int64_t)ny * nz, ey = (int64_t)nx * nz, m = 2 * (ex + ey);
   const int64_t stride = (int64_t)gridDim.x * PKD_BLOCK;
   for (int64_t t = (int64_t)blockIdx.x * PKD_BLOCK + threadIdx.x; t < m; t += stride) {
+    const int dir = t < ex ? 0 : t < 2 * ex ? 1 : t < 2 * ex + ey ? 2 : 3;
+    if (!((mask >> dir) & 1))
+      continue;
     int64_t src;
     if (t < 2 * ex) {
       const int64_t u = t < ex ? t : t - ex, j = u % ny, k = u / ny;
@@ -97,6 +104,11 @@ __global__ void __launch_bounds__(PKD_BLOCK)
     }
     snd[t] = x[src];
   }
+}
+
+/** The directions of d with a neighbour (k_pack's mask). */
+int pack_mask(const DistDev *d) {
+  return (d->has[0] ? 1 : 0) | (d->has[1] ? 2 : 0) | (d->has[2] ? 4 : 0) | (d->has[3] ? 8 : 0);
 }
 
 cudaStream_t stream_of(pkrylov_context ctx) {
@@ -224,12 +236,15 @@ int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t
   int64_t nb = (d->total + PKD_BLOCK - 1) / PKD_BLOCK;
   if (nb > 4096)
     nb = 4096;
-  k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, x, snd);
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess)
-    e = cudaEventRecord(d->packed_dev, st);
+  /* x is complete at this point of the context's stream; the pack runs on the communication stream, off
+     the context's (whose next kernels only read x) */
+  cudaError_t e = cudaEventRecord(d->packed_dev, st);
   if (e == cudaSuccess)
     e = cudaStreamWaitEvent(d->copy, d->packed_dev, 0);
+  if (e == cudaSuccess) {
+    k_pack<<<(unsigned)nb, PKD_BLOCK, 0, d->copy>>>(d->nx, d->ny, d->nz, pack_mask(d), x, snd);
+    e = cudaGetLastError();
+  }
   if (e != cudaSuccess)
     return cuda_err(ctx, e, "packing the tile edges");
   ncclResult_t r = ncclGroupStart();
@@ -284,7 +299,7 @@ extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const doubl
   int64_t nb = (d->total + PKD_BLOCK - 1) / PKD_BLOCK;
   if (nb > 4096)
     nb = 4096;
-  k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, x, snd);
+  k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, pack_mask(d), x, snd);
   cudaError_t e = cudaGetLastError();
   /* the copies on the copy stream after the pack: the context's stream goes on with the next kernels */
   if (e == cudaSuccess)
@@ -347,6 +362,37 @@ extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl) {
   g_halo_s += pk_wtime() - t0;
   if (e != cudaSuccess)
     return cuda_err(ctx, e, "copying the halos to the device");
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_dist_halo_end_comm(struct pkrylov_operator_s *A, void **comm) {
+  DistDev *d = dist_of(A);
+  *comm = NULL;
+  if (!d || !d->any)
+    return PKRYLOV_SUCCESS;
+  if (d->pending != 2)
+    return pk_error(A->ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "no NCCL exchange was begun");
+  d->pending = 0;
+  *comm = d->copy;
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" void *pk_cuda_dist_comm_stream(struct pkrylov_operator_s *A) {
+  DistDev *d = dist_of(A);
+  return d ? (void *)d->copy : NULL;
+}
+
+extern "C" int pk_cuda_dist_fork(struct pkrylov_operator_s *A, void **comm) {
+  DistDev *d = dist_of(A);
+  *comm = NULL;
+  if (!d)
+    return pk_error(A->ctx, PKRYLOV_ERR_INTERNAL, "global sums", "not a distributed operator");
+  cudaError_t e = cudaEventRecord(d->fork, stream_of(A->ctx));
+  if (e == cudaSuccess)
+    e = cudaStreamWaitEvent(d->copy, d->fork, 0);
+  if (e != cudaSuccess)
+    return cuda_err(A->ctx, e, "global sums");
+  *comm = d->copy;
   return PKRYLOV_SUCCESS;
 }
 

@@ -21,9 +21,11 @@
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <utility>
 
 extern "C" {
@@ -62,7 +64,7 @@ struct SolverDev {
   pk_cuda_state *hst;     /* pinned host copy of st[0] */
   double *dsum, *hsum;    /* 4 sums: device, pinned host */
   cudaGraphExec_t graph;  /* one block of graph_k iterations */
-  int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl, graph_pnone;
+  int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl, graph_pnone, graph_edge;
   const double *graph_w;  /* v[D_W] when the graph was captured (the pointers its kernels hold) */
   cudaGraphExec_t graph_alt; /* the same block captured with v[D_W] = graph_alt_w (the other buffer parity
                                 of the pipelined CG update without a preconditioner), or NULL */
@@ -75,6 +77,8 @@ struct SolverDev {
                              applies (pk_cuda_solver_set_pipe_none, PKRYLOV_CUDA_PIPE_NONE) */
   int last_pnone;         /* the last solve ran the specialised update (pk_cuda_solver_used_pipe_none) */
   cudaEvent_t ev_sums;    /* distributed: the local sums are on the host (created on first use) */
+  cudaEvent_t ev_scal, ev_edge; /* distributed pipelined CG, edge columns on the communication stream: the
+                                   scalar step done (context's stream), the edge update done (comm.) */
   double *gath, *hgath;   /* distributed: the ranks' sums, rank after rank (device; pinned host), 4 * ranks */
   int gath_ranks;         /* ranks gath was sized for */
   void *graph_nccl;       /* the NCCL communicator the graph's exchanges use (NULL: not distributed) */
@@ -139,6 +143,9 @@ struct Run {
   int64_t nb_update;     /* pipelined CG: slots the last update wrote (local sums) */
   void *nccl;            /* NCCL communicator (distributed grid operator, pk_mpi_nccl), NULL: host-staged */
   int repro;             /* reproducible mode: every global sum the iteration reads is an exact one */
+  int edge_comm;         /* NCCL path, pipelined CG: the edge-column update on the communication stream, after
+                            the halos and the scalar step, concurrent with the interior update (default;
+                            PKRYLOV_DIST_EDGE_COMM=0: on the context's stream after it) */
   /* pipelined CG without a preconditioner on the unfolded single-GPU path (solve_pipecg sets it): the
      update pk_cuda_pipecg_none_step, no m = w copy; u (= r) and q (= s) are not updated and stay out of
      every computation until pipecg_replace recomputes them; w alternates between the arrays v[D_W] and
@@ -148,6 +155,84 @@ struct Run {
 };
 
 int state_to_host(Run &R);
+
+/* ---- timeline (environment PKRYLOV_CUDA_TIMELINE=1; benchmarks, not for production) ---------------------
+ * CUDA events with timing at the steps of each pipelined CG iteration, on the stream that runs the step
+ * (the communication stream for the gather and the halos), for the first TL_MAXIT iterations of a solve;
+ * blocks then run without graphs. At the end of a solve of 20 or more iterations one line per rank goes
+ * to stderr: the median time of each step's end after the iteration's start and the median iteration,
+ * over iterations 2 .. n-2 (medians: the iterations at the ends of blocks wait for the host, and those
+ * after the solve has stopped do nothing). Points: 0 start, 1 local sums summed, 2 gather done (comm.), 3 m = M^-1 w, 4 pack,
+ * 5 halos arrived (comm.), 6 scalar step, 7 update (interior columns when distributed), 8 edge columns. */
+constexpr int TL_MAXIT = 256, TL_NPT = 9;
+struct Timeline {
+  int on = -1;
+  int it = -1;
+  bool created = false;
+  cudaEvent_t ev[TL_MAXIT][TL_NPT];
+  bool used[TL_MAXIT][TL_NPT];
+};
+Timeline g_tl;
+
+int tl_on() {
+  if (g_tl.on < 0) {
+    const char *e = getenv("PKRYLOV_CUDA_TIMELINE");
+    g_tl.on = e && e[0] == '1';
+  }
+  return g_tl.on;
+}
+
+/** Record point p of the current iteration on stream st (p = 0 starts the next iteration). */
+void tl_mark(cudaStream_t st, int p) {
+  if (!tl_on()) return;
+  if (p == 0) g_tl.it++;
+  const int i = g_tl.it;
+  if (i < 0 || i >= TL_MAXIT) return;
+  if (!g_tl.created) {
+    for (int a = 0; a < TL_MAXIT; a++)
+      for (int b = 0; b < TL_NPT; b++) cudaEventCreate(&g_tl.ev[a][b]);
+    memset(g_tl.used, 0, sizeof g_tl.used);
+    g_tl.created = true;
+  }
+  if (cudaEventRecord(g_tl.ev[i][p], st) == cudaSuccess) g_tl.used[i][p] = true;
+}
+
+/** The solve's line (see above), then a reset. */
+void tl_report(pkrylov_context ctx, const char *what) {
+  if (!tl_on()) return;
+  const int n = g_tl.it < TL_MAXIT ? g_tl.it : TL_MAXIT - 1; /* iterations with the next one's start */
+  if (n >= 20 && cudaDeviceSynchronize() == cudaSuccess) {
+    static double val[TL_NPT][TL_MAXIT];
+    int cnt[TL_NPT] = {0};
+    for (int i = 2; i < n - 1; i++) {
+      float ms;
+      if (!g_tl.used[i][0] || !g_tl.used[i + 1][0] ||
+          cudaEventElapsedTime(&ms, g_tl.ev[i][0], g_tl.ev[i + 1][0]) != cudaSuccess)
+        continue;
+      val[0][cnt[0]++] = 1e3 * ms; /* point 0: the iteration */
+      for (int p = 1; p < TL_NPT; p++)
+        if (g_tl.used[i][p] && cudaEventElapsedTime(&ms, g_tl.ev[i][0], g_tl.ev[i][p]) == cudaSuccess)
+          val[p][cnt[p]++] = 1e3 * ms;
+    }
+    double med[TL_NPT];
+    for (int p = 0; p < TL_NPT; p++) {
+      std::sort(val[p], val[p] + cnt[p]);
+      med[p] = cnt[p] ? val[p][cnt[p] / 2] : 0.0;
+    }
+    static const char *names[TL_NPT] = {"start", "sums", "gather", "pc", "pack", "halo", "scalar", "update",
+                                        "edge"};
+    char line[512];
+    int len = snprintf(line, sizeof line, "timeline rank %d %s: %d its, median iteration %.1f us (us after "
+                       "its start:", (int)ctx->rank, what, cnt[0], med[0]);
+    for (int p = 1; p < TL_NPT && len < (int)sizeof line; p++)
+      if (cnt[p]) len += snprintf(line + len, sizeof line - len, " %s %.1f", names[p], med[p]);
+    if (len < (int)sizeof line) snprintf(line + len, sizeof line - len, ")");
+    fprintf(stderr, "%s\n", line);
+  }
+  cudaGetLastError();
+  g_tl.it = -1;
+  if (g_tl.created) memset(g_tl.used, 0, sizeof g_tl.used);
+}
 
 /** Distributed operator: exchange the halo of x (blocking) before a launch that applies it to x. */
 int halo(Run &R, const double *x) { return R.dop ? pk_cuda_dist_halo(R.dop, x, R.nccl) : PKRYLOV_SUCCESS; }
@@ -290,8 +375,11 @@ int sums_begin(Run &R, const double *part, int64_t nb, int nvals) {
   SolverDev *d = R.d;
   PK_CALL(gath_alloc(R));
   if (R.nccl) {
-    CU(pk_cuda_sum_partials(R.stream, part, nb, nvals, d->dsum), "summing partials");
-    /* the context's stream goes on (pipelined CG: the preconditioner, the pack) until sums_end waits */
+    /* the sum of the slots and the gather on the communication stream: the context's stream goes on at
+       once (pipelined CG: the preconditioner) until sums_end waits */
+    void *comm;
+    PK_CALL(pk_cuda_dist_fork(R.dop, &comm));
+    CU(pk_cuda_sum_partials(comm, part, nb, nvals, d->dsum), "summing partials");
     PK_CALL(pk_cuda_dist_allgather(R.dop, R.nccl, d->dsum, d->gath, nvals, 0));
     R.sums_done = 1;
     return PKRYLOV_SUCCESS;
@@ -557,11 +645,15 @@ int dist_cg_enqueue(Run &R, int count) {
 
 /**
  * `count` pipelined CG iterations on a distributed grid operator (R.dop). Per iteration: the last update's
- * (or replacement's) local sums gathered over the ranks (NCCL: ncclAllGather on the communication stream;
- * host: copied to the host, MPI_Allgather) while the GPU applies the preconditioner m = M^-1 w and packs
- * m's tile edges (the overlap of pipelined CG), the scalar step on the gathered sums, the update on the
- * columns off the tile edges while m's halo travels, the update on the edge columns. The same arithmetic
- * per cell as pipecg_enqueue; on the NCCL path no host synchronisation (blocks run as CUDA graphs).
+ * (or replacement's) local sums gathered over the ranks (NCCL: the sum of the slots and ncclAllGather on the
+ * communication stream; host: copied to the host, MPI_Allgather) while the GPU applies the preconditioner
+ * m = M^-1 w (the overlap of pipelined CG); m's tile edges packed and sent (NCCL: on the communication
+ * stream, so the context's stream goes straight on), the scalar step on the gathered sums, the update on
+ * the columns off the tile edges while m's halo travels, the update on the edge columns. NCCL path, by
+ * default (R.edge_comm), the edge update runs on the communication stream behind the halos and the scalar
+ * step, beside the interior update, and the next iteration waits for it: on the context's stream only the
+ * preconditioner, the scalar step and the interior update remain, as on one GPU. The same arithmetic per
+ * cell as pipecg_enqueue; on the NCCL path no host synchronisation (blocks run as CUDA graphs).
  */
 int dist_pipecg_enqueue(Run &R, int count) {
   pkrylov_context ctx = R.ctx;
@@ -571,24 +663,46 @@ int dist_pipecg_enqueue(Run &R, int count) {
     const double *gp = d->part;
     int64_t gnb = d->nslots, nb1 = 0, nb2 = 0;
     /* all nslots slots: the update's and zeros beyond (pipecg_replace), the same calls every iteration */
+    cudaStream_t comm = (cudaStream_t)pk_cuda_dist_comm_stream(R.dop);
+    tl_mark(R.stream, 0);
     if (R.repro) { /* the exact sums of r, u, w first (not overlapped) */
       PK_CALL(exact_pipecg(R, &gp, &gnb));
       CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
     } else {
       PK_CALL(sums_begin(R, d->part, d->nslots, 3));
+      tl_mark(R.stream, 1);
+      if (R.nccl) tl_mark(comm, 2);
       CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
+      tl_mark(R.stream, 3);
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
+      tl_mark(R.stream, 4);
+      if (R.nccl) tl_mark(comm, 5);
       PK_CALL(sums_end(R, 3, &gp, &gnb));
     }
     CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
+    tl_mark(R.stream, 6);
+    void *ecomm = NULL; /* the edge update's stream when it runs on the communication stream */
+    if (R.edge_comm) {
+      PK_CALL(pk_cuda_dist_halo_end_comm(R.dop, &ecomm));
+      if (ecomm) {
+        CU(cudaEventRecord(d->ev_scal, R.stream), "event");
+        CU(cudaStreamWaitEvent((cudaStream_t)ecomm, d->ev_scal, 0), "event");
+      }
+    }
     CU(pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
                            v[D_U], v[D_W], d->part, &nb1),
        "pipelined CG update");
-    PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
-    CU(pk_cuda_pipecg_step(R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X],
-                           v[D_R], v[D_U], v[D_W], d->part + 3 * nb1, &nb2),
+    tl_mark(R.stream, 7);
+    if (!R.edge_comm) PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
+    CU(pk_cuda_pipecg_step(ecomm ? ecomm : R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S],
+                           v[D_P], v[D_X], v[D_R], v[D_U], v[D_W], d->part + 3 * nb1, &nb2),
        "pipelined CG update (tile edges)");
+    if (ecomm) { /* what follows on the context's stream (the next sums, m = M^-1 w) waits for the edges */
+      CU(cudaEventRecord(d->ev_edge, (cudaStream_t)ecomm), "event");
+      CU(cudaStreamWaitEvent(R.stream, d->ev_edge, 0), "event");
+    }
+    tl_mark(R.stream, 8);
     if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
     R.nb_update = nb1 + nb2;
     if (!R.nccl && d->hst->status != PK_ST_RUNNING) break; /* stopped before this iteration */
@@ -672,7 +786,9 @@ int pipecg_enqueue(Run &R, int count) {
   }
   if (!R.fold || count == 1) {
     for (int i = 0; i < count; i++) {
+      tl_mark(R.stream, 0);
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
+      tl_mark(R.stream, 3);
       const double *gp = d->part;
       int64_t gnb = d->nslots;
       if (R.repro) {
@@ -682,6 +798,7 @@ int pipecg_enqueue(Run &R, int count) {
         PK_CALL(global_part(R, &gp, &gnb, 3));
       }
       CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
+      tl_mark(R.stream, 6);
       if (R.uop) {
         int running;
         PK_CALL(still_running(R, &running));
@@ -691,6 +808,7 @@ int pipecg_enqueue(Run &R, int count) {
       CU(pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
                              v[D_U], v[D_W], d->part, &nb),
          "pipelined CG update");
+      tl_mark(R.stream, 7);
       if (nb > d->nslots)
         return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
       R.nb_update = nb;
@@ -744,11 +862,12 @@ int run_block(Run &R, int count, int type) {
      in the instrumented mode (it synchronises around every exchange) */
   const int dist_graph =
       R.nccl && R.dop && !R.upc && !d->dist_graph_failed && !pk_cuda_dist_instrumented() && !R.repro;
-  if (count == k && k > 1 && (!R.distributed || dist_graph)) {
+  if (count == k && k > 1 && (!R.distributed || dist_graph) && !tl_on()) {
     const double *w = d->v[D_W];
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
         d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist ||
-        d->graph_nccl != R.nccl || d->graph_repro != R.repro || d->graph_pnone != R.pnone) {
+        d->graph_nccl != R.nccl || d->graph_repro != R.repro || d->graph_pnone != R.pnone ||
+        d->graph_edge != R.edge_comm) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
       if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt), d->graph_alt = NULL;
     } else if (d->graph_w != w) { /* the other parity of v[D_W] / v[D_M]: its graph, kept or captured */
@@ -780,7 +899,8 @@ int run_block(Run &R, int count, int type) {
       CU(e, "graph capture");
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
       d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
-      d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_w = w;
+      d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_edge = R.edge_comm;
+      d->graph_w = w;
     }
     CU(cudaGraphLaunch(d->graph, R.stream), "graph launch");
   } else {
@@ -1112,6 +1232,8 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   if (d->graph) cudaGraphExecDestroy(d->graph);
   if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt);
   if (d->ev_sums) cudaEventDestroy(d->ev_sums);
+  if (d->ev_scal) cudaEventDestroy(d->ev_scal);
+  if (d->ev_edge) cudaEventDestroy(d->ev_edge);
   cudaFree(d->gath);
   cudaFreeHost(d->hgath);
   cudaFree(d->xblk);
@@ -1192,6 +1314,14 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     }
   }
   R.repro = ctx->reproducible != 0;
+  if (R.nccl && R.dop && !R.repro) {
+    const char *env = getenv("PKRYLOV_DIST_EDGE_COMM");
+    R.edge_comm = !(env && env[0] == '0');
+    if (R.edge_comm && !d->ev_scal) {
+      CU(cudaEventCreateWithFlags(&d->ev_scal, cudaEventDisableTiming), "event");
+      CU(cudaEventCreateWithFlags(&d->ev_edge, cudaEventDisableTiming), "event");
+    }
+  }
   if (R.repro) { /* the exact sums (pk_cuda_xacc.cu) between the launchers: no folded steps */
     R.fold = 0;
     PK_CALL(xacc_alloc(R));
@@ -1285,6 +1415,9 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.tol = s->rtol * res.rhs_norm;
   if (s->atol > R.tol) R.tol = s->atol;
   int rc = s->type == PKRYLOV_SOLVER_CG ? solve_cg(R) : solve_pipecg(R);
+  if (s->type == PKRYLOV_SOLVER_PIPECG)
+    tl_report(ctx, R.dop ? (R.nccl ? (R.edge_comm ? "pipecg nccl edge-comm" : "pipecg nccl") : "pipecg host")
+                         : "pipecg");
   if (rc) return rc;
   if (R.have_final && res.reason > 0)
     res.final_residual = R.final_res;
