@@ -6,7 +6,7 @@
  *
  *   mpirun -n W pkrylov-bench-mpi [--backend cuda|cpu] [--weak NX,NY,NZ] [--strong NX,NY,NZ]
  *                                 [--ranks 1,2,4] [--iters N] [--reps R] [--json FILE] [--no-instrument]
- *                                 [--reproducible] [--modes weak,strong]
+ *                                 [--reproducible] [--modes weak,strong] [--nccl-only] [--strips]
  *                                 [--solvers cg,pipecg,pipebicgstab,pipegmres]
  *
  * --solvers: the methods measured (default cg,pipecg). pipebicgstab and pipegmres (restart 30) run on the
@@ -22,7 +22,8 @@
  *    efficiency T(1) / T(P) per iteration;
  *  - strong scaling: NX x NY x NZ (default 512,512,128) on px x py ranks, efficiency T(1) / (P T(P)).
  *  (--modes weak or --modes strong: only that one; default both.)
- * px x py: py the largest divisor of P up to sqrt(P) (1x1, 2x1, 2x2, 4x2, ...). P = 1 is a context on a
+ * px x py: py the largest divisor of P up to sqrt(P) (1x1, 2x1, 2x2, 4x2, ...); --strips: 1 x P (each rank
+ * a strip of whole rows, neighbours to the south and north only: its halos are contiguous rows). P = 1 is a context on a
  * one-rank communicator, which solves as a plain single-GPU context (CUDA graphs, folded steps).
  *
  * Time per iteration: tolerance 1e-300, so a solve runs exactly max_iterations; the wall time of solves of
@@ -31,7 +32,8 @@
  * Paths (CUDA, P > 1): each configuration runs twice in the same launch, on the NCCL path (device-to-device
  * halos and gathered sums, blocks of iterations as CUDA graphs; when the library has NCCL and the ranks have
  * GPUs of their own) and on the host-staged path (PKRYLOV_DIST_NCCL=0: halos and sums through pinned host
- * memory and MPI); the efficiencies of both are against the same one-rank time.
+ * memory and MPI); the efficiencies of both are against the same one-rank time. --nccl-only: the NCCL path
+ * alone (where NCCL is there).
  * Communication (CUDA, P > 1): a separate instrumented run (PKRYLOV_DIST_INSTRUMENT=1: the device work
  * queued before each halo exchange and each global sum is waited for outside the timers, the copies are
  * blocking) gives the time per iteration of the halo exchanges (pack, device-to-host, MPI, host-to-device)
@@ -131,7 +133,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
   MPI_Comm_size(MPI_COMM_WORLD, &wsize);
   int backend = PKRYLOV_BACKEND_CUDA, weak[3] = {256, 256, 128}, strong[3] = {512, 512, 128};
-  int iters = 100, reps = 3, instrument = 1, nranks = 0, rlist[16], reproducible = 0;
+  int iters = 100, reps = 3, instrument = 1, nranks = 0, rlist[16], reproducible = 0, nccl_only = 0, strips = 0;
   int mode_on[2] = {1, 1}; /* weak, strong (--modes) */
   const char *json = "bench-mpi.json";
   static const int32_t all_types[4] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG, PKRYLOV_SOLVER_PIPEBICGSTAB,
@@ -188,6 +190,10 @@ int main(int argc, char **argv) {
       }
     } else if (!strcmp(argv[a], "--no-instrument")) {
       instrument = 0;
+    } else if (!strcmp(argv[a], "--nccl-only")) {
+      nccl_only = 1;
+    } else if (!strcmp(argv[a], "--strips")) {
+      strips = 1;
     } else if (!strcmp(argv[a], "--ranks") && a + 1 < argc) {
       char *p = argv[++a];
       while (*p && nranks < 16) {
@@ -253,6 +259,8 @@ int main(int argc, char **argv) {
       for (int d = 1; d * d <= P; d++)
         if (P % d == 0)
           py = d;
+      if (strips)
+        py = P;
       const int px = P / py;
       const int gnx = m == 0 ? weak[0] * px : strong[0], gny = m == 0 ? weak[1] * py : strong[1];
       const int nz = m == 0 ? weak[2] : strong[2];
@@ -283,7 +291,7 @@ int main(int argc, char **argv) {
           setenv("PKRYLOV_DIST_NCCL", "1", 1);
           CHECK(pk_mpi_nccl(ctx, &nc)); /* collective: creates the communicator */
           if (nc)
-            paths[0] = "nccl", paths[1] = "host", npaths = 2;
+            paths[0] = "nccl", paths[1] = "host", npaths = nccl_only ? 1 : 2;
           else if (wrank == 0)
             printf("  (%d ranks: no NCCL communicator: host-staged path only)\n", P);
         }
