@@ -399,7 +399,7 @@ static int solve_compare_ref(int32_t type, int32_t pct, int stencil, int nccl, i
       if (run == 1)
         PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, 1)); /* blocks of one iteration */
       memset(x, 0, sizeof(double) * n);
-      if (run == 0) {
+      if (run == 0 || on_cpu) { /* (the CPU engine of PK_T930_CPU=1 takes host arrays only) */
         PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
       } else { /* run 1 on device arrays (as an OpenACC / CUDA Fortran model passes them) */
         double *db = NULL, *dx = NULL;
