@@ -33,4 +33,24 @@ static inline void pk_mpi_world(int *rank, int *size) {
   MPI_Comm_size(MPI_COMM_WORLD, size);
 }
 
+#ifdef CUDART_VERSION /* the MPI + CUDA tests (cuda_runtime_api.h included first) */
+int setenv(const char *name, const char *value, int overwrite); /* POSIX (the C11 build hides it) */
+
+/** 1 when every rank sees a GPU (the same answer on every rank: a skip must be collective). */
+static inline int pk_mpi_have_gpu(void) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    count = 0;
+  }
+  int mine = count > 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all;
+}
+
+/** Select the exchange path of the next distributed solves / products: NCCL (1, when available) or
+ *  host-staged (0). */
+static inline void pk_mpi_set_path(int nccl) { setenv("PKRYLOV_DIST_NCCL", nccl ? "1" : "0", 1); }
+#endif
+
 #endif /* PK_MPI_TEST_H */

@@ -35,22 +35,6 @@
 #include "pk_cuda.h" /* pk_cuda_nccl_compiled (internal) */
 #include "pk_impl.h" /* pk_mpi_nccl (internal) */
 
-int setenv(const char *name, const char *value, int overwrite); /* POSIX (the C11 build hides it) */
-
-/** Select the exchange path of the next solves / products: NCCL (1, when available) or host-staged (0). */
-static void set_path(int nccl) {
-  setenv("PKRYLOV_DIST_NCCL", nccl ? "1" : "0", 1);
-}
-
-/** 1 when a GPU is visible (the same answer on every rank: a skip must be collective). */
-static int have_gpu(void) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess)
-    count = 0;
-  int mine = count > 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all;
-}
 
 /** Restrict a global k-slow vector to the block [i0, i0+nxl) x [j0, j0+nyl). */
 static void restrict_block(const double *g, int32_t gnx, int32_t gny, int32_t nz, int32_t i0, int32_t nxl,
@@ -202,7 +186,7 @@ static int check_product(pkrylov_context ctx, pkrylov_operator Ad, pkrylov_opera
 }
 
 PK_TEST_CASE(thinshell_product_bitwise) {
-  if (!have_gpu())
+  if (!pk_mpi_have_gpu())
     return PK_SKIP;
   int rank, size;
   pk_mpi_world(&rank, &size);
@@ -223,7 +207,7 @@ PK_TEST_CASE(thinshell_product_bitwise) {
         PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell_dist(ctx, &p, px, size / px, &Ad));
         PK_REQUIRE_OK(c1, pkrylov_operator_create_thinshell(c1, &p, &Ag));
         for (int path = 0; path < 2; path++) {
-          set_path(path);
+          pk_mpi_set_path(path);
           if (check_product(ctx, Ad, Ag, 17 + px + 7 * geo) != PK_PASS)
             return PK_FAIL;
         }
@@ -236,7 +220,7 @@ PK_TEST_CASE(thinshell_product_bitwise) {
 }
 
 PK_TEST_CASE(stencil_product_bitwise) {
-  if (!have_gpu())
+  if (!pk_mpi_have_gpu())
     return PK_SKIP;
   int rank, size;
   pk_mpi_world(&rank, &size);
@@ -260,7 +244,7 @@ PK_TEST_CASE(stencil_product_bitwise) {
         PK_REQUIRE_OK(c1, pkrylov_operator_create_stencil7(c1, gnx, gny, nz, aW, aS, aV, aC,
                                                            masked ? mask : NULL, &Ag));
         for (int path = 0; path < 2; path++) {
-          set_path(path);
+          pk_mpi_set_path(path);
           if (check_product(ctx, Ad, Ag, 31 + px + 5 * masked) != PK_PASS)
             return PK_FAIL;
         }
@@ -288,9 +272,9 @@ static int solve_compare_ref(int32_t type, int32_t pct, int stencil, int nccl, i
      thin shell: rho breakdowns on the CPU engine): it stops at 1e-9 */
   const double rtol = type == PKRYLOV_SOLVER_BICGSTAB && pct == PKRYLOV_PRECOND_JACOBI ? 1e-9 : 1e-12;
   const int on_cpu = kry && kry_on_cpu();
-  if (!on_cpu && !have_gpu())
+  if (!on_cpu && !pk_mpi_have_gpu())
     return PK_SKIP;
-  set_path(nccl);
+  pk_mpi_set_path(nccl);
   int rank, size;
   pk_mpi_world(&rank, &size);
   const int32_t gnx = stencil ? 22 : 24, gny = stencil ? 18 : 20, nz = stencil ? 10 : 16;
@@ -499,7 +483,7 @@ PK_TEST_CASE(pipecg_stencil_jacobi_host) {
 /** The path a distributed context takes: NCCL when built in, several ranks and a GPU per rank (this one node:
  *  no more ranks than visible GPUs), unless PKRYLOV_DIST_NCCL=0; the host-staged path otherwise. */
 PK_TEST_CASE(nccl_selection) {
-  if (!have_gpu())
+  if (!pk_mpi_have_gpu())
     return PK_SKIP;
   int rank, size, count = 0;
   pk_mpi_world(&rank, &size);
@@ -508,10 +492,10 @@ PK_TEST_CASE(nccl_selection) {
   if (!ctx)
     return PK_FAIL;
   void *c = NULL;
-  set_path(0);
+  pk_mpi_set_path(0);
   PK_REQUIRE_OK(ctx, pk_mpi_nccl(ctx, &c));
   PK_EXPECT(c == NULL, "PKRYLOV_DIST_NCCL=0: no NCCL communicator expected");
-  set_path(1);
+  pk_mpi_set_path(1);
   PK_REQUIRE_OK(ctx, pk_mpi_nccl(ctx, &c));
   const int expect = pk_cuda_nccl_compiled() && size > 1 && size <= count;
   PK_EXPECT((c != NULL) == expect,
@@ -531,7 +515,7 @@ PK_TEST_CASE(nccl_selection) {
  * (one rank, shared GPUs, no NCCL) both runs take the host path and must agree all the same.
  */
 PK_TEST_CASE(paths_bitwise) {
-  if (!have_gpu())
+  if (!pk_mpi_have_gpu())
     return PK_SKIP;
   int rank, size;
   pk_mpi_world(&rank, &size);
@@ -579,7 +563,7 @@ PK_TEST_CASE(paths_bitwise) {
       pkrylov_result r[2];
       int32_t len[2];
       for (int path = 0; path < 2; path++) {
-        set_path(path == 0);
+        pk_mpi_set_path(path == 0);
         memset(x[path], 0, sizeof(double) * n);
         PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x[path]));
         PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &r[path]));
@@ -662,7 +646,7 @@ PK_TEST_CASE(cagmres_stencil_column_host) {
  */
 PK_TEST_CASE(kry_paths_bitwise) {
   const int on_cpu = kry_on_cpu();
-  if (!on_cpu && !have_gpu())
+  if (!on_cpu && !pk_mpi_have_gpu())
     return PK_SKIP;
   int rank, size;
   pk_mpi_world(&rank, &size);
@@ -707,7 +691,7 @@ PK_TEST_CASE(kry_paths_bitwise) {
       pkrylov_result r[2];
       int32_t len[2];
       for (int path = 0; path < 2; path++) {
-        set_path(path == 0);
+        pk_mpi_set_path(path == 0);
         memset(x[path], 0, sizeof(double) * n);
         PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x[path]));
         PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &r[path]));

@@ -20,19 +20,6 @@
 
 #include "pk_mpi_test.h"
 
-int setenv(const char *name, const char *value, int overwrite); /* POSIX (the C11 build hides it) */
-
-static void set_path(int nccl) { setenv("PKRYLOV_DIST_NCCL", nccl ? "1" : "0", 1); }
-
-/** 1 when every rank sees a GPU (a skip must be collective). */
-static int have_gpu(void) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess)
-    count = 0;
-  int mine = count > 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all;
-}
 
 typedef struct {
   pkrylov_result res;
@@ -67,9 +54,9 @@ static int solve(pkrylov_context ctx, pkrylov_operator A, int32_t type, int32_t 
 }
 
 static int case_run(int32_t type, int32_t pct, int nccl) {
-  if (!have_gpu())
+  if (!pk_mpi_have_gpu())
     return PK_SKIP;
-  set_path(nccl);
+  pk_mpi_set_path(nccl);
   int rank, size;
   pk_mpi_world(&rank, &size);
   const int32_t gnx = 30, gny = 24, nz = 12;

@@ -29,18 +29,6 @@ static int on_cpu(void) {
   return e && e[0] == '1';
 }
 
-/** 1 when a GPU is visible (the same answer on every rank: a skip must be collective). */
-static int have_gpu(void) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    count = 0;
-  }
-  int mine = count > 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all;
-}
-
 /** The model's MPI exchange of one tile (periodic in x over the ranks; walls in y: those halo rows stay 0). */
 typedef struct {
   int nx, ny, nz;
@@ -129,7 +117,7 @@ PK_TEST_CASE(solvers_match_single_rank) {
   int rank, size;
   pk_mpi_world(&rank, &size);
   const int cpu_mode = on_cpu();
-  if (!cpu_mode && !have_gpu())
+  if (!cpu_mode && !pk_mpi_have_gpu())
     return PK_SKIP;
   const int gnx = 24, ny = 10, nz = 5;
   PK_REQUIRE(gnx % size == 0, "%d ranks do not divide %d columns", size, gnx);
