@@ -115,6 +115,12 @@ cudaStream_t stream_of(pkrylov_context ctx) {
   return (cudaStream_t)pk_cuda_context_stream(ctx);
 }
 
+/** d's communication stream waits for the work enqueued so far on st (event ev recorded there). */
+cudaError_t comm_after(DistDev *d, cudaEvent_t ev, cudaStream_t st) {
+  cudaError_t e = cudaEventRecord(ev, st);
+  return e == cudaSuccess ? cudaStreamWaitEvent(d->copy, ev, 0) : e;
+}
+
 int cuda_err(pkrylov_context ctx, cudaError_t e, const char *what) {
   cudaGetLastError();
   return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
@@ -238,9 +244,7 @@ int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t
     nb = 4096;
   /* x is complete at this point of the context's stream; the pack runs on the communication stream, off
      the context's (whose next kernels only read x) */
-  cudaError_t e = cudaEventRecord(d->packed_dev, st);
-  if (e == cudaSuccess)
-    e = cudaStreamWaitEvent(d->copy, d->packed_dev, 0);
+  cudaError_t e = comm_after(d, d->packed_dev, st);
   if (e == cudaSuccess) {
     k_pack<<<(unsigned)nb, PKD_BLOCK, 0, d->copy>>>(d->nx, d->ny, d->nz, pack_mask(d), x, snd);
     e = cudaGetLastError();
@@ -303,9 +307,7 @@ extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const doubl
   cudaError_t e = cudaGetLastError();
   /* the copies on the copy stream after the pack: the context's stream goes on with the next kernels */
   if (e == cudaSuccess)
-    e = cudaEventRecord(d->packed_dev, st);
-  if (e == cudaSuccess)
-    e = cudaStreamWaitEvent(d->copy, d->packed_dev, 0);
+    e = comm_after(d, d->packed_dev, st);
   for (int k = 0; k < 4 && e == cudaSuccess; k++)
     if (d->has[k])
       e = cudaMemcpyAsync(d->hsnd + d->off[k], snd + d->off[k], sizeof(double) * (size_t)d->len[k],
@@ -387,9 +389,7 @@ extern "C" int pk_cuda_dist_fork(struct pkrylov_operator_s *A, void **comm) {
   *comm = NULL;
   if (!d)
     return pk_error(A->ctx, PKRYLOV_ERR_INTERNAL, "global sums", "not a distributed operator");
-  cudaError_t e = cudaEventRecord(d->fork, stream_of(A->ctx));
-  if (e == cudaSuccess)
-    e = cudaStreamWaitEvent(d->copy, d->fork, 0);
+  const cudaError_t e = comm_after(d, d->fork, stream_of(A->ctx));
   if (e != cudaSuccess)
     return cuda_err(A->ctx, e, "global sums");
   *comm = d->copy;
@@ -426,9 +426,7 @@ extern "C" int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, 
       return cuda_err(ctx, e, "synchronising");
     t0 = pk_wtime();
   }
-  e = cudaEventRecord(d->fork, st);
-  if (e == cudaSuccess)
-    e = cudaStreamWaitEvent(d->copy, d->fork, 0);
+  e = comm_after(d, d->fork, st);
   if (e != cudaSuccess)
     return cuda_err(ctx, e, "global sums");
   ncclResult_t r = ncclAllGather(src, dst, (size_t)count, ncclDouble, (ncclComm_t)nccl, d->copy);
@@ -460,9 +458,7 @@ extern "C" int pk_cuda_dist_allreduce_i64(struct pkrylov_operator_s *A, void *nc
     return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "global sums", "no NCCL communicator / distributed operator");
 #ifdef PKRYLOV_HAVE_NCCL
   cudaStream_t st = stream_of(ctx);
-  cudaError_t e = cudaEventRecord(d->fork, st);
-  if (e == cudaSuccess)
-    e = cudaStreamWaitEvent(d->copy, d->fork, 0);
+  cudaError_t e = comm_after(d, d->fork, st);
   if (e != cudaSuccess)
     return cuda_err(ctx, e, "global sums");
   ncclResult_t r = ncclAllReduce(buf, buf, (size_t)count, ncclInt64, ncclSum, (ncclComm_t)nccl, d->copy);

@@ -940,6 +940,7 @@ struct Halo {
   const double *w, *e, *s, *n; /* neighbour edge values, NULL on the global boundary */
   const double *aWe, *aSn;     /* stencil: the east neighbour's aW(0), the north neighbour's aS(j = 0) */
   int cols;                    /* pk_cuda_op.cols */
+  int mask;                    /* the sides with a neighbour (halo_mask: 1 w, 2 e, 4 s, 8 n) */
   int pfd;                     /* L2 prefetch distance of the grid kernels, levels (0: none; l2pf_levels) */
 };
 
@@ -963,7 +964,7 @@ int l2pf_levels() {
 }
 
 Halo halo_of(const pk_cuda_op *op) {
-  return Halo{op->dhw, op->dhe, op->dhs, op->dhn, op->dWe, op->dSn, op->cols, l2pf_levels()};
+  return Halo{op->dhw, op->dhe, op->dhs, op->dhn, op->dWe, op->dSn, op->cols, halo_mask(op), l2pf_levels()};
 }
 
 /** act.l2pf(c) when the action has one (the vectors it reads at cell c), else nothing. */
@@ -982,7 +983,7 @@ template <class Act> __device__ __forceinline__ void act_l2pf(const Act &, int64
 __device__ __forceinline__ bool grid_column(const Halo &h, int nx, int ny, int64_t &col, int &i, int &j) {
   const int64_t t = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
   const int64_t ncols = (int64_t)nx * ny;
-  const int mask = (h.w ? 1 : 0) | (h.e ? 2 : 0) | (h.s ? 4 : 0) | (h.n ? 8 : 0);
+  const int mask = h.mask;
   const bool small = nx <= 2 || ny <= 2;
   if (h.cols == 2) {
     if (t >= edge_cols(nx, ny, mask)) return false;

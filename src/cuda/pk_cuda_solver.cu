@@ -659,11 +659,11 @@ int dist_pipecg_enqueue(Run &R, int count) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
   double **v = d->v;
+  cudaStream_t comm = (cudaStream_t)pk_cuda_dist_comm_stream(R.dop); /* (the timeline's marks) */
   for (int i = 0; i < count; i++) {
     const double *gp = d->part;
     int64_t gnb = d->nslots, nb1 = 0, nb2 = 0;
     /* all nslots slots: the update's and zeros beyond (pipecg_replace), the same calls every iteration */
-    cudaStream_t comm = (cudaStream_t)pk_cuda_dist_comm_stream(R.dop);
     tl_mark(R.stream, 0);
     if (R.repro) { /* the exact sums of r, u, w first (not overlapped) */
       PK_CALL(exact_pipecg(R, &gp, &gnb));
