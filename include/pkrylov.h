@@ -93,7 +93,9 @@ typedef enum {
   PKRYLOV_ERR_ALIASING = -18,          /**< two arguments that must be distinct point to the same memory */
   PKRYLOV_ERR_BACKEND = -19,           /**< a backend library (LAPACK, CUDA) reported a failure */
   PKRYLOV_ERR_INTERNAL = -20,          /**< a bug in pkrylov: please report it */
-  PKRYLOV_ERR_CALLBACK = -21           /**< a user callback (pkrylov_apply_fn) returned nonzero */
+  PKRYLOV_ERR_CALLBACK = -21,          /**< a user callback (pkrylov_apply_fn) returned nonzero */
+  PKRYLOV_ERR_TOPOLOGY = -23           /**< a tile connectivity that cannot be: an asymmetric neighbour table,
+                                            an edge joined to itself, a tile owned by no rank or by two */
 } pkrylov_error;
 /**@}*/
 
@@ -128,7 +130,9 @@ typedef enum {
   PKRYLOV_PRECOND_NONE = 400,
   PKRYLOV_PRECOND_JACOBI = 401, /**< diagonal scaling */
   PKRYLOV_PRECOND_COLUMN = 402, /**< block Jacobi over vertical columns, one tridiagonal solve each */
-  PKRYLOV_PRECOND_USER = 403    /**< the caller's routine (pkrylov_precond_create_user()) */
+  PKRYLOV_PRECOND_USER = 403,   /**< the caller's routine (pkrylov_precond_create_user()) */
+  PKRYLOV_PRECOND_AINV = 404    /**< the ocean models' 5-point approximate inverse of a 2-D operator
+                                     (pkrylov_precond_create_ainv()) */
 } pkrylov_precond_type;
 
 /** Where the vertical levels of a column lie in a vector (column preconditioner on CSR). */
@@ -185,6 +189,7 @@ typedef struct pkrylov_context_s *pkrylov_context;   /**< backend, error state *
 typedef struct pkrylov_operator_s *pkrylov_operator; /**< the matrix A (CSR, column stencil, thin shell) */
 typedef struct pkrylov_precond_s *pkrylov_precond;   /**< M ~ A, applied as M^-1 */
 typedef struct pkrylov_solver_s *pkrylov_solver;     /**< Krylov solver, reused for many right-hand sides */
+typedef struct pkrylov_grid_s *pkrylov_grid;         /**< a model's tiles, halos and their connectivity */
 /**@}*/
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -513,6 +518,173 @@ PKRYLOV_EXTERN int pkrylov_operator_create_stencil7_exchange(pkrylov_context ctx
                                                              const int32_t *mask, const double *aW_east,
                                                              const double *aS_north, pkrylov_halo_fn exchange,
                                                              void *user, pkrylov_operator *A);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/**
+ * @name Tiled grids: the model's own decomposition, connectivity and halo'd arrays
+ *
+ * Models cut the horizontal grid into tiles of sNx x sNy columns, own several tiles per process, and store a
+ * field of nz levels in one halo'd multi-tile array, Fortran a(1-OLx:sNx+OLx, 1-OLy:sNy+OLy, nz, nTiles)
+ * (i fastest, then j, the level k, then the tile; MITgcm's (..., nSx, nSy) is the same memory with the tile
+ * index bi + nSx*(bj-1)). Every tile edge meets an edge of another tile (on this or another process, maybe
+ * rotated, as on the cube sphere) or is a wall. A ::pkrylov_grid describes that once: operators built on it
+ * (pkrylov_operator_create_grid_stencil()) take the model's coefficient arrays as they are, and
+ * pkrylov_solver_solve_halo() solves with the model's halo'd right-hand side and solution. The library owns
+ * the halo exchange (width one, corners unused): neighbour values on the same rank are read in place,
+ * those of tiles on other ranks travel over the context's communicator once per product, overlapped with
+ * the columns that need none. A grid is for every nz: the 2-D (nz = 1) and the 3-D solve of a model share
+ * one.
+ *
+ * Edges (values in the connectivity table, 0-based as everything in C): 0 west (i = 0, Fortran i = 1),
+ * 1 east (i = sNx-1), 2 south (j = 0), 3 north (j = sNy-1). The position along an edge is j on the west and
+ * east edges, i on the south and north ones. The connectivity table `conn` holds 3 int32 per tile edge,
+ * for every tile of the whole grid: conn[3*(4*t + e) + 0] the tile that edge e of tile t meets (-1: a
+ * wall; then the other two are ignored), [+1] the edge of that tile it meets, [+2] 1 when the positions
+ * along the two edges run in opposite directions (position m on one is position L-1-m on the other, L the
+ * edge length), else 0. It must be symmetric (if edge e of t meets edge e2 of t2, edge e2 of t2 meets edge
+ * e of t with the same flag), join edges of the same length, and join no edge to itself.
+ * pkrylov_grid_connect_rect() and pkrylov_grid_connect_cubesphere() fill it for the usual topologies.
+ *
+ * The compact order. Internally, and wherever a call takes a plain vector (pkrylov_solver_solve(),
+ * pkrylov_operator_apply(), ...), a grid operator of nz levels works on the rank's interior cells only, in
+ * the k-slow order of an sNx x (sNy * nlocal) x nz grid whose rows stack the local tiles:
+ * cell (i, j, k) of local tile t (0-based, in the order of the arrays' tile index) is at
+ * i + sNx*(j + sNy*(t + nlocal*k)). pkrylov_grid_pack() and pkrylov_grid_unpack() convert.
+ */
+/**@{*/
+/** Periodic directions of pkrylov_grid_connect_rect(). */
+typedef enum {
+  PKRYLOV_PERIODIC_NONE = 1100,
+  PKRYLOV_PERIODIC_X = 1101, /**< the west edges of the first column of tiles meet the east edges of the last */
+  PKRYLOV_PERIODIC_Y = 1102, /**< the south edges of the first row of tiles meet the north edges of the last */
+  PKRYLOV_PERIODIC_XY = 1103 /**< both (doubly periodic: MITgcm's default domain) */
+} pkrylov_periodic;
+
+/**
+ * The connectivity table of ntx x nty tiles forming one rectangle (tile (tx, ty) numbered tx + ntx*ty), with
+ * walls around it or periodic in x and/or y (::pkrylov_periodic). conn: 12 * ntx * nty int32, written.
+ * Errors (no context: pkrylov_last_error_message()): ntx, nty < 1 ::PKRYLOV_ERR_INVALID_SIZE, a bad periodic
+ * ::PKRYLOV_ERR_INVALID_VALUE, conn NULL ::PKRYLOV_ERR_NULL_POINTER.
+ */
+PKRYLOV_EXTERN int pkrylov_grid_connect_rect(int32_t ntx, int32_t nty, int32_t periodic, int32_t *conn);
+/**
+ * The connectivity table of the six-face cube sphere, each face cut into nf x nf tiles (square tiles: the
+ * face edges that meet rotated join a tile's west or east edge with another's south or north edge), in
+ * MITgcm's exch2 layout: tile (tx, ty) of face f (0..5) is tile f*nf*nf + tx + nf*ty; faces 0, 1, 3, 4 ring
+ * the equator, 2 and 5 hold the poles, and the face edges meet as: face 0 W-4N E-1W S-5N N-2W; 1 W-0E E-3S
+ * S-5E N-2S; 2 W-0N E-3W S-1N N-4W; 3 W-2E E-5S S-1E N-4S; 4 W-2N E-5W S-3N N-0W; 5 W-4E E-1S S-3E N-0S
+ * (edge X of face f meets edge Y of face g; a W-N or E-S join runs its positions in opposite directions).
+ * conn: 12 * 6 * nf * nf int32, written. Errors as for pkrylov_grid_connect_rect().
+ */
+PKRYLOV_EXTERN int pkrylov_grid_connect_cubesphere(int32_t nf, int32_t *conn);
+/**
+ * A tiled grid on the context's ranks: tiles of snx x sny columns with halos of olx, oly (>= 1: the
+ * widths of the model's arrays), ntiles tiles in all connected by conn (3 * 4 * ntiles int32, see above; the
+ * same table on every rank), of which this rank owns nlocal >= 1, the global numbers tiles[0 .. nlocal) in
+ * the order of the arrays' tile index. Collective over the context's communicator (one rank without one).
+ * Checked on every rank, with the same error and message everywhere: snx, sny, olx, oly and ntiles equal on
+ * all ranks (::PKRYLOV_ERR_SIZE_MISMATCH otherwise, as for two joined edges of different lengths); sizes
+ * < 1 and a halo width 0 ::PKRYLOV_ERR_INVALID_SIZE; a neighbour tile or edge out of range, or a tile number
+ * out of range ::PKRYLOV_ERR_INDEX_OUT_OF_RANGE; a table that differs between the ranks, is not symmetric
+ * or joins an edge to itself, a tile owned twice or by no rank, a rank with no tile ::PKRYLOV_ERR_TOPOLOGY.
+ * Builds the exchange plan once (which neighbour cell each tile-edge cell reads: a column of a local tile,
+ * a wall, or a slot of the halo received from another rank).
+ */
+PKRYLOV_EXTERN int pkrylov_grid_create(pkrylov_context ctx, int32_t snx, int32_t sny, int32_t olx, int32_t oly,
+                                       int32_t ntiles, const int32_t *conn, int32_t nlocal,
+                                       const int32_t *tiles, pkrylov_grid *g);
+/** Destroy a grid (NULL is a no-op). Operators built on it must be destroyed first. */
+PKRYLOV_EXTERN int pkrylov_grid_destroy(pkrylov_grid *g);
+/** Tile size, halo widths, tiles in all and on this rank. Outputs may be NULL. */
+PKRYLOV_EXTERN int pkrylov_grid_get_info(pkrylov_grid g, int32_t *snx, int32_t *sny, int32_t *olx, int32_t *oly,
+                                         int32_t *ntiles, int32_t *nlocal);
+/**
+ * Copy the interior of a halo'd multi-tile array of nz levels (halo: (snx + 2 olx)(sny + 2 oly) nz nlocal
+ * values) into the compact order (compact: snx sny nlocal nz values), or back (pkrylov_grid_unpack(): the
+ * halo cells of `halo` are not written). Both arrays in memory space mem (device arrays on a CUDA context).
+ */
+PKRYLOV_EXTERN int pkrylov_grid_pack(pkrylov_grid g, int32_t nz, int32_t mem, const double *halo,
+                                     double *compact);
+PKRYLOV_EXTERN int pkrylov_grid_unpack(pkrylov_grid g, int32_t nz, int32_t mem, const double *compact,
+                                       double *halo);
+/**
+ * The 7-point column stencil (nz levels) or, with nz = 1, the 5-point operator of the models' 2-D
+ * free-surface solve, on grid g, from the model's halo'd multi-tile arrays (host, halo layout as above):
+ *
+ *     (A x)(i,j,k) = aC x(i,j,k) + aW(i,j,k) x(i-1,j,k) + aW(i+1,j,k) x(i+1,j,k) + aS(i,j,k) x(i,j-1,k)
+ *                  + aS(i,j+1,k) x(i,j+1,k) + aV(i,j,k) x(i,j,k-1) + aV(i,j,k+1) x(i,j,k+1)
+ *
+ * (MITgcm's aW3d/aS3d/aV3d/aC3d, aW2d/aS2d/aC2d; aV may be NULL when nz = 1). A neighbour across a tile
+ * edge is the cell the connectivity names. Each face stores its coupling on the cell whose west or south face
+ * it is, so the coupling across a tile edge is taken from the tile whose west or south edge it is (aW at
+ * i = 0, aS at j = 0 of that tile; the library fetches it from the rank that owns it), where two east or
+ * two north edges meet (a 180-degree turn) from the halo (aW at i = sNx, aS at j = sNy) of either tile,
+ * where two west or two south edges meet from either tile's edge; in the last two cases the two tiles'
+ * values must be equal (::PKRYLOV_ERR_TOPOLOGY naming the tiles otherwise). Couplings to a wall, to a
+ * dry cell or from one, and aV at k = 0 are dropped. mask (optional, halo layout, nz levels): 0 = dry
+ * cell (zero row; the solvers ignore b there and leave x at its initial value). Coefficients are checked
+ * finite where they enter A. Each cell's row is summed in the order of pkrylov_operator_create_stencil7()'s
+ * rows (a west wall as its i = 0, an east wall as its i = nx-1), so on a rectangle of tiles with walls the
+ * product is bitwise that of pkrylov_operator_create_stencil7() on the assembled global arrays, for any
+ * tiling and number of ranks. pkrylov_operator_get_info() reports ::PKRYLOV_OPERATOR_STENCIL7, nx = snx,
+ * ny = sny * nlocal (the compact order) and nz; nnz of the local CSR form on a single rank (its columns in
+ * the compact order), -1 on several ranks (pkrylov_operator_get_csr() is then ::PKRYLOV_ERR_UNSUPPORTED).
+ * The Jacobi, column and AINV preconditioners work on it. Collective.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_create_grid_stencil(pkrylov_grid g, int32_t nz, const double *aW,
+                                                        const double *aS, const double *aV, const double *aC,
+                                                        const int32_t *mask, pkrylov_operator *A);
+/**
+ * New coefficient values for a grid-stencil operator (the model changed them: a nonlinear free surface), the
+ * same arrays and rules as at creation, the mask kept. Preconditioners built on A keep their old values
+ * until pkrylov_precond_update(). Collective. A solver using A may be in the middle of nothing: call it
+ * between solves. Errors as at creation; on an error A is unchanged.
+ */
+PKRYLOV_EXTERN int pkrylov_operator_update_grid_stencil(pkrylov_operator A, const double *aW, const double *aS,
+                                                        const double *aV, const double *aC);
+/**
+ * The approximate-inverse preconditioner of the models' 2-D free-surface solve (MITgcm's ini_cg2d / cg2d):
+ *
+ *     z(i,j) = pC r(i,j) + pW(i,j) r(i-1,j) + pW(i+1,j) r(i+1,j) + pS(i,j) r(i,j-1) + pS(i,j+1) r(i,j+1)
+ *
+ * with, from A's coefficients, pC = 1/aC (1 where aC = 0), pW(i,j) = -aW(i,j) / (f (aC(i-1,j) + aC(i,j)))^2
+ * (0 where aC(i-1,j) = 0 or the face has no coupling), pS likewise, f = offdiag (MITgcm's cg2dpcOffDFac,
+ * 0.51 by default; > 0). A: a 2-D (nz = 1) grid stencil (pkrylov_operator_create_grid_stencil()) or a
+ * 2-D column stencil (pkrylov_operator_create_stencil7() with nz = 1); the couplings across tile edges
+ * come from the neighbour tiles, so the preconditioner is symmetric like A. A non-finite value is
+ * ::PKRYLOV_ERR_SINGULAR naming the cell; nz > 1 ::PKRYLOV_ERR_UNSUPPORTED. Applied it needs the neighbours
+ * of r: a grid exchanges them as for a product. Collective on a grid.
+ */
+PKRYLOV_EXTERN int pkrylov_precond_create_ainv(pkrylov_context ctx, pkrylov_operator A, double offdiag,
+                                               pkrylov_precond *M);
+/**
+ * The same preconditioner from the model's own pC, pW, pS (host arrays in A's layout: halo'd multi-tile
+ * arrays for a grid stencil, nx*ny for a column stencil), taken as given (the face rule of
+ * pkrylov_operator_create_grid_stencil() across tile edges; couplings to walls and dry cells dropped).
+ */
+PKRYLOV_EXTERN int pkrylov_precond_create_ainv_coefficients(pkrylov_context ctx, pkrylov_operator A,
+                                                            const double *pW, const double *pS,
+                                                            const double *pC, pkrylov_precond *M);
+/**
+ * Rebuild a preconditioner from its operator's current coefficients (after pkrylov_operator_update_grid_stencil(),
+ * as MITgcm every cg2dPreCondFreq steps): Jacobi, column and AINV built from the operator (with the
+ * offdiag of its creation). For an AINV preconditioner given by the model use
+ * pkrylov_precond_update_ainv_coefficients(); NONE does nothing; USER and caller factors are
+ * ::PKRYLOV_ERR_UNSUPPORTED. Collective on a grid. On an error M is unchanged.
+ */
+PKRYLOV_EXTERN int pkrylov_precond_update(pkrylov_precond M);
+/** New values for an AINV preconditioner (as pkrylov_precond_create_ainv_coefficients()). Collective on a grid. */
+PKRYLOV_EXTERN int pkrylov_precond_update_ainv_coefficients(pkrylov_precond M, const double *pW,
+                                                            const double *pS, const double *pC);
+/**
+ * Solve A x = b for a grid-stencil operator with b and x in the model's halo'd multi-tile layout (nz levels of
+ * A, memory space mem): the interior of b is read, the interior of x is the initial guess (with
+ * pkrylov_solver_set_initial_guess_nonzero()) and receives the solution; the halos of x are not written
+ * (exchange them as after the model's own solver). Otherwise as pkrylov_solver_solve(). Other operators:
+ * ::PKRYLOV_ERR_INCOMPATIBLE.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_solve_halo(pkrylov_solver s, int32_t mem, const double *b, double *x);
 /**@}*/
 
 /* ------------------------------------------------------------------------------------------------ */

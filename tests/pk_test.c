@@ -110,6 +110,15 @@ double *pk_test_dense_from_operator(pkrylov_operator A, int64_t *n_out) {
 extern void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv, double *b,
                    const int *ldb, int *info);
 
+int pk_test_lapack_solve(int n, double *a, double *b) {
+  int nrhs = 1, info = 0;
+  int *ipiv = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  if (!ipiv) return -1;
+  dgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
+  free(ipiv);
+  return info;
+}
+
 int pk_test_dense_solve(pkrylov_operator A, const double *b, double *x) {
   int64_t n64;
   double *D = pk_test_dense_from_operator(A, &n64);

@@ -113,6 +113,8 @@ double *pk_test_dense_from_operator(pkrylov_operator A, int64_t *n_out);
  * success.
  */
 int pk_test_dense_solve(pkrylov_operator A, const double *b, double *x);
+/** b := A^-1 b by LAPACK dgesv, A column-major n x n (overwritten by its LU factors); returns dgesv's info. */
+int pk_test_lapack_solve(int n, double *a, double *b);
 /** y = A x by a plain loop over the CSR export of A (independent of pkrylov_operator_apply). */
 int pk_test_csr_matvec(pkrylov_operator A, const double *x, double *y);
 /** ||b - A x||_2 / ||b||_2 computed with pk_test_csr_matvec. */

@@ -137,9 +137,10 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
     pk_sum_partials(part, nch, 2, out);
     return;
   }
-  if (M->type == PKRYLOV_PRECOND_USER) {
-    /* the caller's routine works on whole vectors: r -= alpha q; z = M^-1 r; then the dots, by row
-       chunks (the chunks of NONE and JACOBI, whose column chunks are these row chunks) */
+  if (pk_pc_whole_vector(M)) {
+    /* the caller's routine (or the approximate inverse, which reads the neighbours of r) works on whole
+       vectors: r -= alpha q; z = M^-1 r; then the dots, by row chunks (the chunks of NONE and JACOBI,
+       whose column chunks are these row chunks) */
     const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
     for (int64_t c = 0; c < nch; c++) {

@@ -42,11 +42,9 @@ void pk_op_free(struct pkrylov_operator_s *A) {
   free(A->csr.colind32);
   free(A->csr.colind64);
   free(A->csr.values);
-  free(A->st.aW);
-  free(A->st.aS);
-  free(A->st.aV);
-  free(A->st.aC);
-  free(A->st.wet);
+  pk_stencil_free(&A->st);
+  pk_grid_xchg_free(&A->gx);
+  if (A->grid) A->grid->refs--;
   free(A->ts.a);
   free(A->ts.b);
   free(A->ts.c);
@@ -79,6 +77,7 @@ static int grid_row(const struct pkrylov_operator_s *A, int64_t i, int64_t j, in
                     double *vals) {
   const int64_t nx = A->nx, ny = A->ny, nz = A->nz, nxy = nx * ny;
   const int64_t c = i + nx * (j + ny * k);
+  if (A->grid) return pk_grid_op_row(A, c, cols, vals); /* a grid stencil: the plan's neighbours */
   int64_t nb[7];
   double v[7];
   int cnt = 0;
@@ -608,6 +607,9 @@ int pkrylov_operator_get_csr(pkrylov_operator A, int64_t *rowptr, int64_t *colin
   PK_CHECK(A->halo.exchange == NULL, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
            "argument 'A' is a halo-exchange stencil (pkrylov_operator_create_stencil7_exchange): its "
            "couplings across the tile edges reach the caller's halo, so it has no CSR form");
+  PK_CHECK(!A->grid || A->nnz >= 0, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'A' is a grid stencil on several ranks: its couplings to other ranks have no local CSR "
+           "form");
   PK_CHECK(A->dist == NULL, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
            "argument 'A' is a distributed operator: its couplings to other ranks have no local CSR form "
            "(build the global operator on one rank to export it)");
@@ -688,23 +690,22 @@ static inline void st_line(int64_t ia, int64_t ib, int64_t nx, const double *res
   }
 }
 
-/** Column stencil rows [r0, r1), line by line ((j,k) lines of nx cells). */
-static void st_apply_rows(const struct pkrylov_operator_s *A, const double *x, double *y, int64_t r0,
-                          int64_t r1) {
-  const int64_t nx = A->nx, ny = A->ny, nz = A->nz, nxy = nx * ny;
+void pk_st_apply_rows(const pk_stencil *st, int64_t nx, int64_t ny, int64_t nz, const double *x, double *y,
+                      int64_t r0, int64_t r1) {
+  const int64_t nxy = nx * ny;
   int64_t line = r0 / nx, k = line / ny, j = line - k * ny;
   for (int64_t c0 = line * nx; c0 < r1; c0 += nx) {
     const int64_t ia = r0 > c0 ? r0 - c0 : 0, ib = r1 - c0 < nx ? r1 - c0 : nx;
     const double *xc = x + c0;
     /* a missing neighbour line: point at a zero coefficient line (aS of line j = 0, aV of plane
        k = 0, both zeroed at creation) and at the own x line */
-    const double *cs = A->st.aS + c0, *xs = j > 0 ? xc - nx : xc;
-    const double *cn = j < ny - 1 ? A->st.aS + c0 + nx : A->st.aS + nxy * k;
+    const double *cs = st->aS + c0, *xs = j > 0 ? xc - nx : xc;
+    const double *cn = j < ny - 1 ? st->aS + c0 + nx : st->aS + nxy * k;
     const double *xn = j < ny - 1 ? xc + nx : xc;
-    const double *cd = A->st.aV + c0, *xd = k > 0 ? xc - nxy : xc;
-    const double *cu = k < nz - 1 ? A->st.aV + c0 + nxy : A->st.aV + nx * j;
+    const double *cd = st->aV + c0, *xd = k > 0 ? xc - nxy : xc;
+    const double *cu = k < nz - 1 ? st->aV + c0 + nxy : st->aV + nx * j;
     const double *xu = k < nz - 1 ? xc + nxy : xc;
-    st_line(ia, ib, nx, A->st.aC + c0, A->st.aW + c0, cs, cn, cd, cu, xc, xs, xn, xd, xu, y + c0);
+    st_line(ia, ib, nx, st->aC + c0, st->aW + c0, cs, cn, cd, cu, xc, xs, xn, xd, xu, y + c0);
     if (++j == ny) j = 0, k++;
   }
 }
@@ -814,7 +815,7 @@ static void halo_apply(const struct pkrylov_operator_s *A, const double *x, doub
 #endif
       for (int64_t ch = 0; ch < nchunks; ch++) {
         const int64_t r0 = ch * PK_ROW_CHUNK, r1 = r0 + PK_ROW_CHUNK < n ? r0 + PK_ROW_CHUNK : n;
-        st_apply_rows(A, x, y, r0, r1);
+        pk_st_apply_rows(&A->st, A->nx, A->ny, A->nz, x, y, r0, r1);
         halo_edge_rows(A, y, r0, r1);
       }
       return;
@@ -838,16 +839,16 @@ void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, doubl
       for (int64_t r = r0; r < r1; r++) y[r] = NAN;
     return;
   }
-  if (A->halo.exchange) { /* whole vectors only (see pk_impl.h) */
+  if (A->halo.exchange || A->grid) { /* whole vectors only (see pk_impl.h) */
     if (r0 == 0 && r1 == A->n)
-      halo_apply(A, x, y);
+      pk_op_apply_all(A, x, y);
     else
       for (int64_t r = r0; r < r1; r++) y[r] = NAN;
     return;
   }
   switch (A->type) {
   case PKRYLOV_OPERATOR_CSR: csr_apply_rows(A, x, y, r0, r1); break;
-  case PKRYLOV_OPERATOR_STENCIL7: st_apply_rows(A, x, y, r0, r1); break;
+  case PKRYLOV_OPERATOR_STENCIL7: pk_st_apply_rows(&A->st, A->nx, A->ny, A->nz, x, y, r0, r1); break;
   case PKRYLOV_OPERATOR_USER: /* whole vectors only (see pk_impl.h) */
     if (r0 == 0 && r1 == A->n)
       op_user_apply(A, x, y);
@@ -869,6 +870,10 @@ void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double
   }
   if (A->dist) {
     pk_dist_apply(A, x, y);
+    return;
+  }
+  if (A->grid) {
+    pk_grid_op_apply(A, x, y);
     return;
   }
   const int64_t n = A->n, nchunks = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;

@@ -133,6 +133,96 @@ int pk_num_threads(pkrylov_context ctx);
 double pk_wtime(void);
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Tiled grids (grid.c): the model's tiles, their connectivity and the halo-exchange plan            */
+
+/** Tile edges: the values of the connectivity table (pkrylov.h). */
+enum { PK_EDGE_W = 0, PK_EDGE_E = 1, PK_EDGE_S = 2, PK_EDGE_N = 3 };
+
+/**
+ * A grid. Local tile t (0..nt-1) holds the compact columns t*snx*sny + i + snx*j. Its edge cells are
+ * numbered per tile, west (m = j), east (m = j), south (m = i), north (m = i): edge cell
+ * ecell(t, e, m) = t * (2 snx + 2 sny) + eoff(e) + m (pk_grid_ecell). For each edge cell nbr says where the
+ * cell across the edge is: >= 0 a column of a local tile (value at x[nbr + ncol*k]), -1 a wall, <= -2 the
+ * halo slot h = -2 - nbr (value at halo[h + nhalo*k]: the slots of neighbour rank q are the range
+ * [recv_off[q], recv_off[q+1]), received every exchange).
+ */
+struct pkrylov_grid_s {
+  pkrylov_context ctx;
+  int32_t snx, sny, olx, oly;
+  int32_t ntiles, nt;      /* tiles in all; on this rank */
+  int32_t *tiles;          /* nt: global numbers of the local tiles, in the arrays' order */
+  int32_t *conn;           /* 12 * ntiles: the connectivity table */
+  int32_t *owner, *lidx;   /* ntiles: the rank owning each tile and its local index there */
+  int64_t ncol;            /* nt * snx * sny: columns of this rank */
+  int64_t nedge;           /* nt * 2 (snx + sny): edge cells of this rank */
+  int64_t *ecol;           /* nedge: the column of each edge cell */
+  int64_t *nbr;            /* nedge: the cell across the edge (see above) */
+  int64_t *nbe;            /* nedge: for a local neighbour its edge cell (the face seen from there), else -1 */
+  uint8_t *remote;         /* 4 * nt: edge e of local tile t (4t + e) meets a tile of another rank */
+  int32_t nnb;             /* neighbour ranks */
+  int32_t *nb_rank;        /* nnb, ascending */
+  int64_t *send_off;       /* nnb + 1: entries of send_ecell going to each neighbour rank */
+  int64_t *send_ecell;     /* the edge cells whose values each neighbour rank needs, in its slot order */
+  int64_t *recv_off;       /* nnb + 1: the halo slots each neighbour rank fills */
+  int64_t nhalo;           /* recv_off[nnb] */
+  int64_t refs;            /* operators built on the grid */
+};
+
+/** Edge cell index of position m of edge e of local tile t. */
+static inline int64_t pk_grid_ecell(const struct pkrylov_grid_s *g, int64_t t, int e, int64_t m) {
+  const int64_t eoff = e == PK_EDGE_W ? 0 : e == PK_EDGE_E ? g->sny : e == PK_EDGE_S ? 2 * (int64_t)g->sny
+                                                                                     : 2 * (int64_t)g->sny + g->snx;
+  return t * 2 * ((int64_t)g->snx + g->sny) + eoff + m;
+}
+
+/** The buffers and requests of one object's halo exchanges on a grid (nz levels). */
+typedef struct {
+  int32_t nz;
+  double *halo;            /* nhalo * nz: received values, slot h level k at h + nhalo*k */
+  double *sbuf;            /* send_off[nnb] * nz: packed values, per neighbour rank a block */
+  void *req;               /* MPI requests (2 nnb) and receive datatypes (nnb), grid.c */
+  int32_t inflight;
+} pk_grid_xchg;
+
+/** Allocate the exchange buffers of an object with nz levels on grid g (nothing to do on one rank). */
+int pk_grid_xchg_init(const struct pkrylov_grid_s *g, int32_t nz, pk_grid_xchg *X);
+/** Free them (a zeroed X is fine). */
+void pk_grid_xchg_free(pk_grid_xchg *X);
+/** Pack the edge values of x (compact order, X->nz levels) that other ranks need and post the messages. */
+int pk_grid_xchg_begin(const struct pkrylov_grid_s *g, const double *x, pk_grid_xchg *X);
+/** Wait for the exchange begun by pk_grid_xchg_begin (X->halo then holds the neighbours' values). */
+int pk_grid_xchg_end(const struct pkrylov_grid_s *g, pk_grid_xchg *X);
+/**
+ * Per edge cell values across the edges (set-up: coefficients, masks): theirs[ecell + nedge*k] := the value
+ * mine[] holds at the neighbour's edge cell that faces this one (0 at walls), for nz levels. Collective.
+ */
+int pk_grid_edge_swap(const struct pkrylov_grid_s *g, int32_t nz, const double *mine, double *theirs);
+
+/** Halo layout <-> compact order of nz levels (dir 0: pack src = halo'd array; 1: unpack), memory space mem;
+ *  errors name func. */
+int pk_grid_copy_mem(const struct pkrylov_grid_s *g, int32_t nz, int32_t mem, const double *src, double *dst,
+                     int dir, const char *func);
+
+/** The stencil coefficients of an operator or of an AINV preconditioner. */
+typedef struct {
+  double *aW, *aS, *aV, *aC; /* n each (kslow / compact order); aV zero at k = 0 */
+  uint8_t *wet;            /* n or NULL (operators only) */
+  double *edge;            /* grid stencils: the couplings of the edge cells across the tile edges, nedge * nz
+                              (edge cell e at level k: edge[e + nedge*k]; 0 at walls and dry cells); else NULL */
+} pk_stencil;
+
+/**
+ * y = A x of the stencil c on grid g, nz levels (compact order): the exchange X begun for x, the columns
+ * that need no remote value computed meanwhile, then the rest. Every cell summed as
+ * pkrylov_operator_create_stencil7() sums its rows. OpenMP over lines. Returns 0 or an MPI error (y then
+ * holds no result).
+ */
+int pk_grid_stencil_apply(const struct pkrylov_grid_s *g, int32_t nz, const pk_stencil *c, const double *x,
+                          double *y, pk_grid_xchg *X);
+/** Free the arrays of a stencil (not the struct). */
+void pk_stencil_free(pk_stencil *c);
+
+/* ------------------------------------------------------------------------------------------------ */
 /* Operators                                                                                         */
 
 struct pkrylov_operator_s {
@@ -154,11 +244,9 @@ struct pkrylov_operator_s {
                               ghost columns below the block come first); 0 otherwise */
   } csr;
 
-  struct {                 /* 7-point column stencil, kslow layout, copies with the mask applied and
-                              the couplings across the grid boundary set to zero */
-    double *aW, *aS, *aV, *aC; /* nx*ny*nz each */
-    uint8_t *wet;          /* nx*ny*nz or NULL */
-  } st;
+  pk_stencil st;           /* 7-point column stencil, kslow layout, copies with the mask applied and the
+                              couplings across the grid boundary set to zero (a grid stencil: the compact
+                              order, couplings across the tile edges in st.edge) */
 
   struct {                 /* thin shell, matrix-free */
     pkrylov_thinshell_params p;
@@ -188,6 +276,8 @@ struct pkrylov_operator_s {
     double *cs, *cn;       /* nx*nz: cell (i,0,k) to (i,-1,k); cell (i,ny-1,k) to (i,ny,k) */
   } halo;
   void *dev;               /* CUDA: device copies (pk_cuda_backend.cu), NULL on the CPU */
+  struct pkrylov_grid_s *grid; /* a grid stencil (grid_op.c): its grid, NULL otherwise */
+  pk_grid_xchg gx;         /* ... and the buffers of its exchanges */
   void *dist;              /* dist.c: a distributed grid operator's block, halo buffers and neighbours
                               (type THINSHELL or STENCIL7, nx/ny/n local; ts holds the local geometry, st
                               the local aV/aC/wet), NULL otherwise */
@@ -199,8 +289,15 @@ struct pkrylov_operator_s {
  * chunk loop.
  */
 static inline int pk_op_whole_vector(const struct pkrylov_operator_s *A) {
-  return A->type == PKRYLOV_OPERATOR_USER || A->halo.exchange != NULL || A->dist != NULL;
+  return A->type == PKRYLOV_OPERATOR_USER || A->halo.exchange != NULL || A->dist != NULL || A->grid != NULL;
 }
+/** y = A x of a grid stencil (grid_op.c), with its exchange; a failure gives NaN and A->user.failed. */
+void pk_grid_op_apply(const struct pkrylov_operator_s *A, const double *x, double *y);
+/** The local CSR row of compact cell q of a single-rank grid stencil (sorted columns); returns its length. */
+int pk_grid_op_row(const struct pkrylov_operator_s *A, int64_t q, int64_t *cols, double *vals);
+/** Rows [r0, r1) of the column stencil st on an nx x ny x nz grid (operator.c; serial). */
+void pk_st_apply_rows(const pk_stencil *st, int64_t nx, int64_t ny, int64_t nz, const double *x, double *y,
+                      int64_t r0, int64_t r1);
 
 /** y = A x of a distributed operator (dist.c): halo exchange overlapped with the rows that need none. */
 void pk_dist_apply(const struct pkrylov_operator_s *A, const double *x, double *y);
@@ -324,8 +421,25 @@ struct pkrylov_precond_s {
     void *data;            /* the caller's pointer, passed through */
     int32_t failed;        /* sticky: the routine returned nonzero since the last pk_user_reset() */
   } user;
+  struct {                 /* AINV: the 5-point approximate inverse (grid_op.c) */
+    pk_stencil c;          /* pW in c.aW, pS in c.aS, pC in c.aC (c.aV zeros); c.edge on a grid */
+    double offdiag;        /* built from A with this off-diagonal factor; 0: the caller's coefficients */
+    pk_grid_xchg gx;       /* a grid's exchange buffers */
+  } ainv;
   void *dev;               /* CUDA: device copies (pk_cuda_backend.cu), NULL on the CPU */
 };
+
+/** 1 when M is applied on whole vectors only (a user routine; AINV, which reads the neighbours of r). */
+static inline int pk_pc_whole_vector(const struct pkrylov_precond_s *M) {
+  return M->type == PKRYLOV_PRECOND_USER || M->type == PKRYLOV_PRECOND_AINV;
+}
+/** z = M^-1 r of an AINV preconditioner (grid_op.c); a grid exchange failure gives NaN and M->user.failed. */
+void pk_ainv_apply(const struct pkrylov_precond_s *M, const double *r, double *z);
+/** Free what an AINV preconditioner holds (grid_op.c). */
+void pk_ainv_free(struct pkrylov_precond_s *M);
+/** Recompute a Jacobi or column preconditioner from its operator's current entries (precond.c); errors name
+ *  func; on an error M is unchanged. */
+int pk_pc_refactor(struct pkrylov_precond_s *M, const char *func);
 
 /**
  * z = M^-1 r on the columns [c0, c1) only (cells of those columns). Serial. A user preconditioner works on
@@ -393,6 +507,7 @@ struct pkrylov_solver_s {
   int32_t restart;        /* GMRES family: Krylov vectors per cycle */
   int32_t step;           /* CA-GMRES: basis vectors per block, 0 = auto */
   void *kry;              /* BiCGStab/GMRES families: their vector engine (pk_kry.h), NULL until a solve */
+  double *halo_bx;        /* pkrylov_solver_solve_halo: compact copies of b and x (2 n), made at first use */
   void *dev;              /* CUDA: device work area (pk_cuda_solver.cu), NULL on the CPU */
 };
 

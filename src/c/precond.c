@@ -35,11 +35,8 @@ extern void dgttrf_(const int *n, double *dl, double *d, double *du, double *du2
 /* Set-up helpers                                                                                    */
 
 /** Free every array of a preconditioner and the struct itself. */
-static void pc_free(struct pkrylov_precond_s *P) {
-  if (!P) return;
-#ifdef PKRYLOV_HAVE_CUDA
-  if (P->dev) pk_cuda_precond_free(P);
-#endif
+/** Free the factor arrays of a preconditioner (not the struct). */
+static void pc_free_factors(struct pkrylov_precond_s *P) {
   free(P->dinv);
   free(P->lmul);
   free(P->gdl);
@@ -47,6 +44,17 @@ static void pc_free(struct pkrylov_precond_s *P) {
   free(P->gdu);
   free(P->gdu2);
   free(P->ipiv);
+  P->dinv = P->lmul = P->gdl = P->gd = P->gdu = P->gdu2 = NULL;
+  P->ipiv = NULL;
+}
+
+static void pc_free(struct pkrylov_precond_s *P) {
+  if (!P) return;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (P->dev) pk_cuda_precond_free(P);
+#endif
+  pc_free_factors(P);
+  pk_ainv_free(P);
   free(P);
 }
 
@@ -583,8 +591,9 @@ void pk_pc_apply_cols(const struct pkrylov_precond_s *M, const double *r, double
   if (c1 <= c0) return;
   switch (M->type) {
   case PKRYLOV_PRECOND_USER: /* whole vectors only (see pk_impl.h) */
+  case PKRYLOV_PRECOND_AINV:
     if (c0 == 0 && c1 == M->n)
-      pk_pc_user_apply(M, r, z);
+      pk_pc_apply_all(M, r, z);
     else
       for (int64_t i = c0; i < c1; i++) z[i] = NAN;
     return;
@@ -639,6 +648,10 @@ void pk_pc_apply_all(const struct pkrylov_precond_s *M, const double *r, double 
     pk_pc_user_apply(M, r, z);
     return;
   }
+  if (M->type == PKRYLOV_PRECOND_AINV) {
+    pk_ainv_apply(M, r, z);
+    return;
+  }
   const int64_t chunk = pk_pc_chunk_cols(M);
   const int64_t nchunks = (M->ncols + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) num_threads(pk_num_threads(M->ctx)) if (nchunks > 1)
@@ -661,7 +674,7 @@ int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type
   PK_CHECK(type == PKRYLOV_PRECOND_NONE || type == PKRYLOV_PRECOND_JACOBI || type == PKRYLOV_PRECOND_COLUMN,
            ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'type' = %d is not a pkrylov_precond_type (NONE %d, JACOBI %d, COLUMN %d; USER "
-           "preconditioners come from pkrylov_precond_create_user)", type,
+           "preconditioners come from pkrylov_precond_create_user, AINV from pkrylov_precond_create_ainv)", type,
            PKRYLOV_PRECOND_NONE, PKRYLOV_PRECOND_JACOBI, PKRYLOV_PRECOND_COLUMN);
   PK_CHECK(A->type != PKRYLOV_OPERATOR_USER || type == PKRYLOV_PRECOND_NONE, ctx, PKRYLOV_ERR_UNSUPPORTED,
            "argument 'type' = %s needs the matrix entries of A, but argument 'A' is a user operator "
@@ -787,6 +800,34 @@ int pkrylov_precond_create_column_factors(pkrylov_context ctx, pkrylov_operator 
   A->refs++;
   ctx->live_objects++;
   *M = P;
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_pc_refactor(struct pkrylov_precond_s *M, const char *func) {
+  if (M->type != PKRYLOV_PRECOND_JACOBI && M->type != PKRYLOV_PRECOND_COLUMN)
+    return pk_error(M->ctx, PKRYLOV_ERR_INTERNAL, func, "preconditioner type %d cannot be refactored", M->type);
+  /* the settings of M, new factors: M is unchanged on an error */
+  struct pkrylov_precond_s T = *M;
+  T.dinv = T.lmul = T.gdl = T.gd = T.gdu = T.gdu2 = NULL;
+  T.ipiv = NULL;
+  T.dev = NULL;
+  int e = M->type == PKRYLOV_PRECOND_JACOBI ? pc_setup_jacobi(&T) : pc_setup_column(&T);
+  if (M->A && M->A->grid) e = pk_mpi_agree(M->ctx, e); /* grid stencils: collective */
+  if (e) {
+    pc_free_factors(&T);
+    return e;
+  }
+  pc_free_factors(M);
+  M->dinv = T.dinv, M->lmul = T.lmul, M->gdl = T.gdl, M->gd = T.gd, M->gdu = T.gdu, M->gdu2 = T.gdu2;
+  M->ipiv = T.ipiv;
+  M->symmetric = T.symmetric;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (M->dev) {
+    pk_cuda_precond_free(M);
+    M->dev = NULL;
+    PK_CALL(pk_cuda_precond_upload(M));
+  }
+#endif
   return PKRYLOV_SUCCESS;
 }
 

@@ -117,6 +117,7 @@ int pkrylov_solver_destroy(pkrylov_solver *s) {
   pk_cuda_solver_free(S);
 #endif
   pk_kry_destroy((pk_kry *)S->kry);
+  free(S->halo_bx);
   free(S->work);
   free(S->part);
   free(S->hist);
