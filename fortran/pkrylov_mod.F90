@@ -140,6 +140,12 @@ module pkrylov_mod
         integer(c_int64_t), private :: n = 0 !! size of the operator (checked against the vectors)
     end type pk_solver
 
+    !> A tiled grid: the model's tiles, halos and their connectivity (pk_grid_create*).
+    type, public :: pk_grid
+        type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_grid)
+        type(c_ptr), private :: ctx = c_null_ptr
+    end type pk_grid
+
     !> A handle-based reverse-communication solve (pkrylov_rci).
     type, public :: pk_rci
         type(c_ptr) :: h = c_null_ptr !! the C handle (pkrylov_rci)
@@ -180,6 +186,28 @@ module pkrylov_mod
     public :: pk_has_mpi, pk_context_set_comm, pk_context_get_rank_info, pk_context_set_reproducible
     public :: pk_operator_create_thinshell_dist, pk_operator_create_stencil7_dist, pk_operator_create_csr_dist
     public :: pk_operator_get_dist_info, pk_operator_get_row_block, pk_operator_gather, pk_operator_scatter
+    ! tiled grids (pkrylov_grid.inc, in the contains part)
+    public :: pk_grid_connect_rect, pk_grid_connect_cubesphere, pk_grid_create, pk_grid_create_rect
+    public :: pk_grid_create_cubesphere, pk_grid_destroy, pk_operator_create_grid_stencil
+    public :: pk_operator_create_grid_5pt, pk_operator_update_grid_stencil, pk_operator_update_grid_5pt
+    public :: pk_precond_create_ainv, pk_precond_create_ainv_coefficients, pk_precond_update
+    public :: pk_precond_update_ainv_coefficients, pk_solver_solve_grid, pk_solver_solve_grid_device
+
+    !> The column stencil (Nr levels) on a grid from the model's halo'd multi-tile arrays (real(c_double) or
+    !> real(c_float); mask integer, 0 = dry, or logical, .false. = dry).
+    interface pk_operator_create_grid_stencil
+        module procedure grid_stencil_d, grid_stencil_d_lmask, grid_stencil_s, grid_stencil_s_lmask
+    end interface pk_operator_create_grid_stencil
+
+    !> The 5-point operator of the 2-D free-surface solve on a grid (aW2d, aS2d, aC2d; mask as above).
+    interface pk_operator_create_grid_5pt
+        module procedure grid_5pt_d, grid_5pt_d_lmask, grid_5pt_s, grid_5pt_s_lmask
+    end interface pk_operator_create_grid_5pt
+
+    !> Solve on the model's halo'd multi-tile arrays (real(c_double) or real(c_float)), in place.
+    interface pk_solver_solve_grid
+        module procedure solver_solve_grid_d, solver_solve_grid_s
+    end interface pk_solver_solve_grid
 
     !> Give a context a communicator (collective over it; before any object is created from ctx): comm is
     !> the Fortran MPI handle, an integer from `use mpi` or mpif.h (MPI_COMM_WORLD, a split communicator),
@@ -2461,5 +2489,7 @@ contains
     ! MKL-compatible reverse-communication FGMRES (pk_dfgmres_init, pk_dfgmres_check, pk_dfgmres,
     ! pk_dfgmres_get)
     include 'pkrylov_mkl_fgmres.inc'
+
+    include 'pkrylov_grid.inc'
 
 end module pkrylov_mod

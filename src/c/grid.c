@@ -305,9 +305,9 @@ static int build_plan(struct pkrylov_grid_s *G, const char *func) {
   for (int64_t i = 0; i < ns; i++) {
     while (q < nnb && G->nb_rank[q] != snd[i].rank) G->send_off[++q] = i;
     if (q >= nnb) { /* a rank I send to but do not receive from: the table is not symmetric */
+      const int32_t r = snd[i].rank;
       free(rcv), free(snd), free(ranks);
-      return pk_error(ctx, PKRYLOV_ERR_INTERNAL, func, "exchange plan: rank %d sends without receiving",
-                      snd[i].rank);
+      return pk_error(ctx, PKRYLOV_ERR_INTERNAL, func, "exchange plan: rank %d sends without receiving", r);
     }
     G->send_ecell[i] = snd[i].ecell;
     sq = q;
@@ -491,9 +491,18 @@ int pk_grid_copy_mem(const struct pkrylov_grid_s *g, int32_t nz, int32_t mem, co
                      int dir, const char *func) {
   pkrylov_context ctx = g->ctx;
 #ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA && mem == PKRYLOV_MEM_DEVICE)
-    return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
-                    "argument 'mem' = DEVICE: grids on CUDA contexts are not implemented yet");
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
+    PK_CALL(pk_cuda_check_pointer(ctx, func, mem, src, dir ? "compact" : "halo"));
+    PK_CALL(pk_cuda_check_pointer(ctx, func, mem, dst, dir ? "halo" : "compact"));
+    if (mem == PKRYLOV_MEM_DEVICE) {
+      void *st = pk_cuda_context_stream(ctx);
+      int e = pk_cuda_grid_copy(st, g->snx, g->sny, g->olx, g->oly, g->nt, nz, src, dst, dir);
+      if (!e) e = pk_cuda_stream_sync(st);
+      PK_CHECK(e == 0, ctx, PKRYLOV_ERR_BACKEND, "copying between the halo'd and the compact arrays on the device "
+               "failed (CUDA error %d)", e);
+      return PKRYLOV_SUCCESS;
+    }
+  }
 #endif
   PK_CHECK(mem == PKRYLOV_MEM_HOST, ctx, PKRYLOV_ERR_MEMTYPE,
            "argument 'mem' = DEVICE: the CPU backend works on host arrays");

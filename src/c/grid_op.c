@@ -235,10 +235,10 @@ int pkrylov_operator_create_grid_stencil(pkrylov_grid g, int32_t nz, const doubl
     e = pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument 'aV' is NULL (allowed only for nz = 1)");
   else if (g->ncol > (INT64_MAX / 64) / nz)
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "argument 'nz' = %d: too many cells", nz);
-#ifdef PKRYLOV_HAVE_CUDA
-  else if (ctx->backend == PKRYLOV_BACKEND_CUDA)
-    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func, "grid stencils on CUDA contexts are not implemented yet");
-#endif
+  else if (ctx->backend == PKRYLOV_BACKEND_CUDA && ctx->size > 1)
+    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
+                 "grid stencils on CUDA contexts with several ranks are not implemented yet (one GPU: yes; several "
+                 "ranks: the CPU backend)");
   PK_CALL(pk_mpi_agree(ctx, e));
   const int64_t ncol = g->ncol, n = ncol * nz;
   struct pkrylov_operator_s *B = calloc(1, sizeof *B);
@@ -304,6 +304,9 @@ int pkrylov_operator_update_grid_stencil(pkrylov_operator A, const double *aW, c
   pk_stencil_free(&A->st);
   A->st = c;
   A->wet = A->st.wet;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (A->dev) return pk_cuda_operator_refresh(A); /* into the device arrays the solvers' graphs hold */
+#endif
   return PKRYLOV_SUCCESS;
 }
 
@@ -517,11 +520,6 @@ static int ainv_create(pkrylov_context ctx, pkrylov_operator A, double offdiag, 
                  "argument 'offdiag' = %g must be finite and > 0 (MITgcm's cg2dpcOffDFac, 0.51 by default)", offdiag);
   else if (pC && (!pW || !pS))
     e = pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument '%s' is NULL", !pW ? "pW" : "pS");
-#ifdef PKRYLOV_HAVE_CUDA
-  else if (ctx->backend == PKRYLOV_BACKEND_CUDA)
-    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
-                 "the approximate inverse on CUDA contexts is not implemented yet");
-#endif
   if (A && A->grid) PK_CALL(pk_mpi_agree(ctx, e));
   else if (e) return e;
   struct pkrylov_precond_s *P = calloc(1, sizeof *P);
@@ -540,6 +538,9 @@ static int ainv_create(pkrylov_context ctx, pkrylov_operator A, double offdiag, 
   P->ainv.offdiag = pC ? 0.0 : offdiag;
   e = pC ? ainv_from_caller(P, func, pW, pS, pC, &P->ainv.c) : ainv_from_operator(P, func, &P->ainv.c);
   if (!e && A->grid) e = pk_grid_xchg_init(A->grid, 1, &P->ainv.gx);
+#ifdef PKRYLOV_HAVE_CUDA
+  if (!e && ctx->backend == PKRYLOV_BACKEND_CUDA) e = pk_cuda_precond_upload(P);
+#endif
   if (A->grid) e = pk_mpi_agree(ctx, e);
   if (e) {
     pk_ainv_free(P);
@@ -607,6 +608,9 @@ int pkrylov_precond_update(pkrylov_precond M) {
     }
     pk_stencil_free(&M->ainv.c);
     M->ainv.c = c;
+#ifdef PKRYLOV_HAVE_CUDA
+    if (M->dev) return pk_cuda_precond_refresh(M);
+#endif
     return PKRYLOV_SUCCESS;
   }
   return pk_pc_refactor(M, func);
@@ -634,6 +638,9 @@ int pkrylov_precond_update_ainv_coefficients(pkrylov_precond M, const double *pW
   pk_stencil_free(&M->ainv.c);
   M->ainv.c = c;
   M->ainv.offdiag = 0.0;
+#ifdef PKRYLOV_HAVE_CUDA
+  if (M->dev) return pk_cuda_precond_refresh(M);
+#endif
   return PKRYLOV_SUCCESS;
 }
 
@@ -653,12 +660,20 @@ int pkrylov_solver_solve_halo(pkrylov_solver s, int32_t mem, const double *b, do
   PK_CHECK(mem == PKRYLOV_MEM_HOST || mem == PKRYLOV_MEM_DEVICE, ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'mem' = %d is not a pkrylov_memtype (HOST %d, DEVICE %d)", mem, PKRYLOV_MEM_HOST,
            PKRYLOV_MEM_DEVICE);
-  if (!s->halo_bx) {
-    s->halo_bx = malloc(sizeof(double) * 2 * (size_t)s->n);
-    PK_CHECK(s->halo_bx != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY,
-             "cannot allocate the compact copies of b and x (2 x %lld values)", (long long)s->n);
+  double *bc, *xc;
+  if (mem == PKRYLOV_MEM_DEVICE && ctx->backend == PKRYLOV_BACKEND_CUDA) {
+#ifdef PKRYLOV_HAVE_CUDA
+    if (!s->halo_bx_dev) PK_CALL(pk_cuda_buffer_alloc(ctx, sizeof(double) * 2 * (size_t)s->n, &s->halo_bx_dev));
+#endif
+    bc = s->halo_bx_dev, xc = bc + s->n;
+  } else {
+    if (!s->halo_bx) {
+      s->halo_bx = malloc(sizeof(double) * 2 * (size_t)s->n);
+      PK_CHECK(s->halo_bx != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY,
+               "cannot allocate the compact copies of b and x (2 x %lld values)", (long long)s->n);
+    }
+    bc = s->halo_bx, xc = s->halo_bx + s->n;
   }
-  double *bc = s->halo_bx, *xc = s->halo_bx + s->n;
   PK_CALL(pk_grid_copy_mem(A->grid, A->nz, mem, b, bc, 0, func));
   PK_CALL(pk_grid_copy_mem(A->grid, A->nz, mem, x, xc, 0, func));
   PK_CALL(pkrylov_solver_solve(s, mem, bc, xc));

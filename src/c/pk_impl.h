@@ -508,6 +508,7 @@ struct pkrylov_solver_s {
   int32_t step;           /* CA-GMRES: basis vectors per block, 0 = auto */
   void *kry;              /* BiCGStab/GMRES families: their vector engine (pk_kry.h), NULL until a solve */
   double *halo_bx;        /* pkrylov_solver_solve_halo: compact copies of b and x (2 n), made at first use */
+  void *halo_bx_dev;      /* ... the same on the device (CUDA, device arrays) */
   void *dev;              /* CUDA: device work area (pk_cuda_solver.cu), NULL on the CPU */
 };
 

@@ -812,6 +812,11 @@ int pk_pc_refactor(struct pkrylov_precond_s *M, const char *func) {
   T.ipiv = NULL;
   T.dev = NULL;
   int e = M->type == PKRYLOV_PRECOND_JACOBI ? pc_setup_jacobi(&T) : pc_setup_column(&T);
+  if (!e && M->dev && T.symmetric != M->symmetric) /* the device arrays keep their kind (graphs hold them) */
+    e = pk_error(M->ctx, PKRYLOV_ERR_UNSUPPORTED, func,
+                 "the new coefficients turn the column factorisation %s: on a CUDA context the column "
+                 "preconditioner keeps its kind; create it again",
+                 T.symmetric ? "symmetric" : "nonsymmetric");
   if (M->A && M->A->grid) e = pk_mpi_agree(M->ctx, e); /* grid stencils: collective */
   if (e) {
     pc_free_factors(&T);
@@ -822,11 +827,7 @@ int pk_pc_refactor(struct pkrylov_precond_s *M, const char *func) {
   M->ipiv = T.ipiv;
   M->symmetric = T.symmetric;
 #ifdef PKRYLOV_HAVE_CUDA
-  if (M->dev) {
-    pk_cuda_precond_free(M);
-    M->dev = NULL;
-    PK_CALL(pk_cuda_precond_upload(M));
-  }
+  if (M->dev) return pk_cuda_precond_refresh(M); /* into the device arrays the solvers' graphs hold */
 #endif
   return PKRYLOV_SUCCESS;
 }

@@ -118,6 +118,9 @@ int pkrylov_solver_destroy(pkrylov_solver *s) {
 #endif
   pk_kry_destroy((pk_kry *)S->kry);
   free(S->halo_bx);
+#ifdef PKRYLOV_HAVE_CUDA
+  pk_cuda_buffer_free(S->halo_bx_dev);
+#endif
   free(S->work);
   free(S->part);
   free(S->hist);

@@ -111,6 +111,20 @@ typedef struct {
      when nx <= 2 or ny <= 2). 1 and 2 together cover every column once (interior/edge overlap). */
   int32_t cols;
   void *dist;              /* the distributed state (pk_cuda_dist.cu), NULL when not distributed */
+  /* Grid stencil (pkrylov_operator_create_grid_stencil; type STENCIL7, the fields above hold the couplings
+     inside the tiles in the compact order, an nx x ny x nz grid whose rows stack the tiles: ny = gsny *
+     tiles). A column on a tile edge (i = 0 or nx-1, j mod gsny = 0 or gsny-1) reads the cell across the edge
+     through gnb and the coupling to it from gedge, as grid.c's gst_line does: edge cell e of tile t, edge d,
+     position m is t * 2 (nx + gsny) + offset(d) + m (offsets: west 0, east gsny, south 2 gsny, north
+     2 gsny + nx); gnb[e] >= 0 a column (value x[gnb[e] + nx ny k]), -1 a wall, <= -2 a slot of ghalo (value
+     ghalo[-2 - gnb[e] + gnhalo k]: several ranks); gedge[e + gnedge k] the coupling (0 at walls and dry
+     cells). gsny = 0: not a grid stencil. */
+  int32_t gsny;
+  int64_t gnedge, gnhalo;
+  const int64_t *gnb;
+  const double *gedge;
+  const float *gedgef;
+  const double *ghalo;
 } pk_cuda_op;
 
 /** Device view of a preconditioner. */
@@ -138,7 +152,8 @@ typedef struct {
      1: the kernels pick the variant that pays (set by the backend); 2 and 3 force the on-chip and the
      resident variant (tests only); 0: stored factors. */
   int32_t onthefly;
-  pk_cuda_op op;
+  pk_cuda_op op;           /* onthefly: the operator's view; AINV: the view of its own 5-point stencil (pW, pS,
+                              pC as aW, aS, aC, zero aV, the grid's edge couplings), applied as an operator */
 } pk_cuda_pc;
 
 /** Device status of a solve (pk_cuda_state.status). */
@@ -346,6 +361,16 @@ int pk_cuda_pc_onthefly_factors(void *stream, const pk_cuda_pc *pc, double *lmul
 
 /* ---- device, memory ------------------------------------------------------------------------------- */
 
+/**
+ * Halo layout <-> compact order of a grid (pkrylov_grid_pack, dir 0: src halo'd, dst compact; 1: back, the
+ * halos of dst not written), device arrays, snx x sny tiles with halos olx, oly, nt tiles, nz levels.
+ */
+int pk_cuda_grid_copy(void *stream, int64_t snx, int64_t sny, int64_t olx, int64_t oly, int64_t nt, int64_t nz,
+                      const double *src, double *dst, int dir);
+
+/** cudaStreamSynchronize(stream), as an int cudaError_t. */
+int pk_cuda_stream_sync(void *stream);
+
 /** Number of visible CUDA devices (0 when none or the driver is missing). */
 int pk_cuda_device_count(void);
 
@@ -362,6 +387,17 @@ int pk_cuda_context_init(struct pkrylov_context_s *ctx);
 /** The context's stream (a cudaStream_t). */
 void *pk_cuda_context_stream(struct pkrylov_context_s *ctx);
 void pk_cuda_context_free(struct pkrylov_context_s *ctx);
+/**
+ * New values of an uploaded grid stencil's coefficients (pkrylov_operator_update_grid_stencil) or of a
+ * preconditioner's factors (pkrylov_precond_update...), copied into the arrays already on the device (the
+ * solvers' CUDA graphs hold their addresses); fp32 copies follow. A preconditioner whose factors changed
+ * kind (column: symmetric <-> general) is PKRYLOV_ERR_UNSUPPORTED (the caller keeps the old factors).
+ */
+int pk_cuda_operator_refresh(struct pkrylov_operator_s *A);
+int pk_cuda_precond_refresh(struct pkrylov_precond_s *M);
+/** Device buffer of bytes on the context's device (*p NULL on failure: PKRYLOV_ERR_OUT_OF_MEMORY); free. */
+int pk_cuda_buffer_alloc(struct pkrylov_context_s *ctx, size_t bytes, void **p);
+void pk_cuda_buffer_free(void *p);
 /** Upload an operator / preconditioner once (A->dev, M->dev); free them. */
 int pk_cuda_operator_upload(struct pkrylov_operator_s *A);
 void pk_cuda_operator_free(struct pkrylov_operator_s *A);

@@ -305,6 +305,14 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
       UP(A->st.wet, (size_t)n, &wet);
       v->wet = wet;
     }
+    if (A->grid) { /* grid stencil: the cells across the tile edges and the couplings to them */
+      const struct pkrylov_grid_s *g = A->grid;
+      int64_t *gnb;
+      double *ge;
+      UP(g->nbr, sizeof(int64_t) * (size_t)g->nedge, &gnb);
+      UP(A->st.edge, sizeof(double) * (size_t)(g->nedge * A->nz), &ge);
+      v->gsny = g->sny, v->gnedge = g->nedge, v->gnb = gnb, v->gedge = ge;
+    }
     if (A->halo.exchange) { /* halo-exchange stencil: the edge couplings and the halo'ed work array */
       const size_t nyz = (size_t)A->ny * (size_t)A->nz, nxz = (size_t)A->nx * (size_t)A->nz;
       double *hw, *he, *hs, *hn, *xh;
@@ -390,6 +398,11 @@ extern "C" int pk_cuda_operator_view(struct pkrylov_operator_s *A, int fp32, pk_
       if (e == cudaSuccess) e = upload_float(d->owned, &d->nowned, A->st.aV, A->n, &vv, st);
       if (e == cudaSuccess) e = upload_float(d->owned, &d->nowned, A->st.aC, A->n, &c, st);
       v.aWf = w, v.aSf = s, v.aVf = vv, v.aCf = c;
+      if (e == cudaSuccess && A->grid) {
+        float *ge = NULL;
+        e = upload_float(d->owned, &d->nowned, A->st.edge, A->grid->nedge * A->nz, &ge, st);
+        v.gedgef = ge;
+      }
     }
     if (e != cudaSuccess) return cuda_error(A->ctx, __func__, e, "uploading fp32 coefficients");
     v.fp32 = 1;
@@ -449,9 +462,30 @@ extern "C" int pk_cuda_precond_upload(struct pkrylov_precond_s *M) {
       v->ipiv = ip;
     }
   }
+  if (M->type == PKRYLOV_PRECOND_AINV) { /* its own 5-point stencil, applied as an operator (pk_cuda_pc.op) */
+    const pk_stencil *c = &M->ainv.c;
+    const pk_cuda_op *av = &((const OpDev *)M->A->dev)->view;
+    double *w, *sv, *vv, *cc;
+    e = upload(d->owned, &d->nowned, c->aW, sizeof(double) * (size_t)n, &w, st);
+    if (e == cudaSuccess) e = upload(d->owned, &d->nowned, c->aS, sizeof(double) * (size_t)n, &sv, st);
+    if (e == cudaSuccess) e = upload(d->owned, &d->nowned, c->aV, sizeof(double) * (size_t)n, &vv, st);
+    if (e == cudaSuccess) e = upload(d->owned, &d->nowned, c->aC, sizeof(double) * (size_t)n, &cc, st);
+    pk_cuda_op *o = &v->op;
+    memset(o, 0, sizeof *o);
+    o->type = PKRYLOV_OPERATOR_STENCIL7;
+    o->n = n, o->nx = av->nx, o->ny = av->ny, o->nz = av->nz;
+    if (e == cudaSuccess) o->aW = w, o->aS = sv, o->aV = vv, o->aC = cc;
+    if (e == cudaSuccess && M->A->grid) {
+      double *ge;
+      e = upload(d->owned, &d->nowned, c->edge, sizeof(double) * (size_t)M->A->grid->nedge, &ge, st);
+      o->gsny = av->gsny, o->gnedge = av->gnedge, o->gnb = av->gnb, o->gnhalo = av->gnhalo, o->ghalo = av->ghalo;
+      o->gedge = ge;
+    }
+  }
   if (e == cudaSuccess && M->type == PKRYLOV_PRECOND_COLUMN && M->symmetric && M->layout == PKRYLOV_LAYOUT_KSLOW &&
       (M->A->type == PKRYLOV_OPERATOR_THINSHELL || M->A->type == PKRYLOV_OPERATOR_STENCIL7) && !M->A->wet &&
-      M->A->dev && !M->from_caller) { /* the caller's factors are not recomputable from A */
+      !M->A->grid && M->A->dev && !M->from_caller) { /* the caller's factors are not recomputable from A; a grid
+                                                        stencil's coefficients may change (refresh) */
     /* matrix-free factors are valid when every column is one positive definite segment */
     int ok = 1;
     for (int64_t i = 0; i < n && ok; i++) ok = M->dinv[i] > 0.0;
@@ -488,8 +522,9 @@ extern "C" int pk_cuda_precond_view(struct pkrylov_precond_s *M, int fp32, pk_cu
     return PKRYLOV_SUCCESS;
   }
   PcDev *d = (PcDev *)M->dev;
-  /* the general (pivoting) path keeps fp64 factors */
-  if (!fp32 || M->type == PKRYLOV_PRECOND_NONE || (M->type == PKRYLOV_PRECOND_COLUMN && !M->symmetric)) {
+  /* the general (pivoting) path and the approximate inverse keep fp64 factors */
+  if (!fp32 || M->type == PKRYLOV_PRECOND_NONE || M->type == PKRYLOV_PRECOND_AINV ||
+      (M->type == PKRYLOV_PRECOND_COLUMN && !M->symmetric)) {
     *view = d->view;
     return PKRYLOV_SUCCESS;
   }
@@ -507,6 +542,106 @@ extern "C" int pk_cuda_precond_view(struct pkrylov_precond_s *M, int fp32, pk_cu
   }
   *view = d->view32;
   return PKRYLOV_SUCCESS;
+}
+
+namespace {
+/** n doubles (and, when f is not NULL, their float copy) into device arrays that exist, synchronously. */
+cudaError_t refresh_copy(double *dst, float *f, const double *src, int64_t n, cudaStream_t st) {
+  if (!dst || n <= 0) return cudaSuccess;
+  cudaError_t e = cudaMemcpyAsync(dst, src, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice, st);
+  if (e == cudaSuccess && f) {
+    float *h = (float *)malloc(sizeof(float) * (size_t)n);
+    if (!h) return cudaErrorMemoryAllocation;
+    for (int64_t i = 0; i < n; i++) h[i] = (float)src[i];
+    e = cudaMemcpyAsync(f, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st); /* h is freed next */
+    free(h);
+  }
+  return e;
+}
+} // namespace
+
+extern "C" int pk_cuda_operator_refresh(struct pkrylov_operator_s *A) {
+  OpDev *d = (OpDev *)A->dev;
+  if (!d || A->type != PKRYLOV_OPERATOR_STENCIL7)
+    return pk_error(A->ctx, PKRYLOV_ERR_INTERNAL, __func__, "not an uploaded column stencil");
+  cudaStream_t st = stream_of(A->ctx);
+  const pk_cuda_op *v = &d->view, *f = d->have_fp32 ? &d->view32 : NULL;
+  const int64_t n = A->n;
+  cudaError_t e = refresh_copy((double *)v->aW, f ? (float *)f->aWf : NULL, A->st.aW, n, st);
+  if (e == cudaSuccess) e = refresh_copy((double *)v->aS, f ? (float *)f->aSf : NULL, A->st.aS, n, st);
+  if (e == cudaSuccess) e = refresh_copy((double *)v->aV, f ? (float *)f->aVf : NULL, A->st.aV, n, st);
+  if (e == cudaSuccess) e = refresh_copy((double *)v->aC, f ? (float *)f->aCf : NULL, A->st.aC, n, st);
+  if (e == cudaSuccess && A->grid)
+    e = refresh_copy((double *)v->gedge, f ? (float *)f->gedgef : NULL, A->st.edge, A->grid->nedge * A->nz, st);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_error(A->ctx, __func__, e, "copying the new coefficients");
+}
+
+extern "C" int pk_cuda_precond_refresh(struct pkrylov_precond_s *M) {
+  PcDev *d = (PcDev *)M->dev;
+  if (!d) return pk_error(M->ctx, PKRYLOV_ERR_INTERNAL, __func__, "not an uploaded preconditioner");
+  cudaStream_t st = stream_of(M->ctx);
+  pk_cuda_pc *v = &d->view;
+  const pk_cuda_pc *f = d->have_fp32 ? &d->view32 : NULL;
+  const int64_t n = M->n;
+  cudaError_t e = cudaSuccess;
+  if (M->type == PKRYLOV_PRECOND_AINV) {
+    e = refresh_copy((double *)v->op.aW, NULL, M->ainv.c.aW, n, st);
+    if (e == cudaSuccess) e = refresh_copy((double *)v->op.aS, NULL, M->ainv.c.aS, n, st);
+    if (e == cudaSuccess) e = refresh_copy((double *)v->op.aC, NULL, M->ainv.c.aC, n, st);
+    if (e == cudaSuccess && M->A->grid)
+      e = refresh_copy((double *)v->op.gedge, NULL, M->ainv.c.edge, M->A->grid->nedge, st);
+  } else if (M->type == PKRYLOV_PRECOND_JACOBI || (M->type == PKRYLOV_PRECOND_COLUMN && M->symmetric)) {
+    if (M->type == PKRYLOV_PRECOND_COLUMN && !v->symmetric)
+      return pk_error(M->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_precond_update",
+                      "the new coefficients make every column symmetric where some were not: on a CUDA context the "
+                      "column preconditioner keeps its kind; create it again");
+    e = refresh_copy((double *)v->dinv, f ? (float *)f->dinvf : NULL, M->dinv, n, st);
+    if (e == cudaSuccess && M->type == PKRYLOV_PRECOND_COLUMN)
+      e = refresh_copy((double *)v->lmul, f ? (float *)f->lmulf : NULL, M->lmul, n, st);
+  } else if (M->type == PKRYLOV_PRECOND_COLUMN) {
+    if (v->symmetric)
+      return pk_error(M->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_precond_update",
+                      "the new coefficients make a column nonsymmetric: on a CUDA context the column preconditioner "
+                      "keeps its kind; create it again");
+    double *h = (double *)malloc(sizeof(double) * 4 * (size_t)n);
+    int32_t *hp = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
+    if (!h || !hp) {
+      free(h), free(hp);
+      return pk_error(M->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the re-layout buffers");
+    }
+    const double *srcs[4] = {M->gdl, M->gd, M->gdu, M->gdu2};
+    for (int64_t c = 0; c < M->ncols; c++)
+      for (int32_t k = 0; k < M->nz; k++) {
+        const int64_t cell = c * M->col_stride + (int64_t)k * M->lev_stride, col = c * M->nz + k;
+        for (int a = 0; a < 4; a++) h[(size_t)a * n + cell] = srcs[a][col];
+        hp[cell] = M->ipiv[col];
+      }
+    e = cudaMemcpyAsync((double *)v->gdl, h, sizeof(double) * 4 * (size_t)n, cudaMemcpyHostToDevice, st);
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync((int32_t *)v->ipiv, hp, sizeof(int32_t) * (size_t)n, cudaMemcpyHostToDevice, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    free(h), free(hp);
+  }
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_error(M->ctx, __func__, e, "copying the new factors");
+}
+
+extern "C" int pk_cuda_buffer_alloc(pkrylov_context ctx, size_t bytes, void **p) {
+  *p = NULL;
+  cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    *p = NULL;
+    return cuda_error(ctx, "pkrylov_solver_solve_halo", e, "allocating device buffers");
+  }
+  return PKRYLOV_SUCCESS;
+}
+
+extern "C" int pk_cuda_stream_sync(void *stream) { return (int)cudaStreamSynchronize((cudaStream_t)stream); }
+
+extern "C" void pk_cuda_buffer_free(void *p) {
+  if (p) cudaFree(p);
 }
 
 extern "C" int pk_cuda_check_pointer(pkrylov_context ctx, const char *func, int32_t mem, const void *p,

@@ -753,6 +753,47 @@ struct ActPipeNone {
   }
 };
 
+/**
+ * z = M^-1 r of an approximate-inverse preconditioner (its 5-point stencil applied to r, pk_cuda_pc.op):
+ * the scalar step FOLD first (pipelined CG folds its scalar step into m = M^-1 w).
+ */
+template <int FOLD> struct ActPcApply {
+  static constexpr int NV = 0;
+  static constexpr int MINB = 0;
+  static constexpr bool PREFETCH = false;
+  struct In {};
+  StepIn sin;
+  double *z;
+  __device__ bool begin() {
+    step_wait();
+    double a, b;
+    return step_scalars<FOLD>(sin, a, b);
+  }
+  __device__ In load(int64_t) const { return In{}; }
+  __device__ void operator()(int64_t c, double y, double, const In &, double *) const { z[c] = y; }
+};
+
+/** CG's preconditioner loop with an approximate inverse, after r -= alpha q (k_rupdate): z = M^-1 r;
+ *  acc (r, z), (r, r) (cpu_kernels.c's whole-vector path). st NULL: always runs. */
+struct ActPcCg {
+  static constexpr int NV = 2;
+  static constexpr int MINB = 0;
+  static constexpr bool PREFETCH = false;
+  struct In {};
+  const pk_cuda_state *st;
+  double *z;
+  __device__ bool begin() {
+    step_wait();
+    return !st || st->status == PK_ST_RUNNING;
+  }
+  __device__ In load(int64_t) const { return In{}; }
+  __device__ void operator()(int64_t c, double y, double rc, const In &, double *acc) const {
+    z[c] = y;
+    acc[0] += rc * y;
+    acc[1] += rc * rc;
+  }
+};
+
 /** Accumulator array of an action (at least one element). */
 template <class Act> struct Acc { double v[Act::NV > 0 ? Act::NV : 1]; };
 
@@ -965,6 +1006,25 @@ int l2pf_levels() {
 
 Halo halo_of(const pk_cuda_op *op) {
   return Halo{op->dhw, op->dhe, op->dhs, op->dhn, op->dWe, op->dSn, op->cols, halo_mask(op), l2pf_levels()};
+}
+
+/** What the grid-stencil kernel reads across the tile edges (pk_cuda_op gsny ... ghalo). */
+struct GHalo {
+  const int64_t *nb;       /* per edge cell: the cell across (>= 0 column, -1 wall, <= -2 halo slot) */
+  const double *edge;      /* couplings across the edges, nedge * nz */
+  const float *edgef;      /* ... their fp32 copy (fp32 views) */
+  const double *halo;      /* received values of other ranks' cells, nhalo * nz */
+  int64_t nedge, nhalo;
+  int sny;
+  /** Coupling of edge cell e at level k, in the view's precision. */
+  template <typename T> __device__ __forceinline__ double coef(int64_t e, int k) const {
+    if constexpr (sizeof(T) == sizeof(float)) return (double)edgef[e + nedge * k];
+    else return edge[e + nedge * k];
+  }
+};
+
+GHalo ghalo_of(const pk_cuda_op *op) {
+  return GHalo{op->gnb, op->gedge, op->gedgef, op->ghalo, op->gnedge, op->gnhalo, op->gsny};
 }
 
 /** act.l2pf(c) when the action has one (the vectors it reads at cell c), else nothing. */
@@ -1203,11 +1263,77 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
   finish<Act>(acc, part);
 }
 
+/**
+ * Grid stencil (pk_cuda_op.gsny > 0): thread = column (i, jv) of the compact nx x ny grid (ny = gsny * tiles),
+ * levels [k0, k0 + kc). Per cell the column stencil's expression (stencil_body), a neighbour across a tile
+ * edge taken through gnb (a column of x, a wall, a halo slot) with its coupling from gedge (grid.c's
+ * gst_line, bitwise): a west wall gives the i = 0 form, an east wall the i = nx-1 form, a south or north
+ * wall a zero coupling times the cell's own value.
+ */
+template <typename T, class Act>
+__device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T *__restrict__ aS,
+                                              const T *__restrict__ aV, const T *__restrict__ aC, int nx, int ny,
+                                              int nz, int kc, const double *__restrict__ x, Act act, double *part,
+                                              GHalo g) {
+  if (!act.begin()) return;
+  Acc<Act> acc = {};
+  const int64_t ncols = (int64_t)nx * ny;
+  const int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
+  const int k0 = blockIdx.y * kc, k1 = min(nz, k0 + kc);
+  if (col < ncols) {
+    const int64_t jv = col / nx, i = col - jv * nx, t = jv / g.sny, j = jv - t * g.sny;
+    const int64_t base = t * 2 * ((int64_t)nx + g.sny);
+    /* the edge cells of this column (-1: not on that edge) and the cells across them */
+    const int64_t ew = i == 0 ? base + j : -1, ee = i == nx - 1 ? base + g.sny + j : -1;
+    const int64_t es = j == 0 ? base + 2 * g.sny + i : -1, en = j == g.sny - 1 ? base + 2 * g.sny + nx + i : -1;
+    const int64_t nw = ew >= 0 ? g.nb[ew] : 0, ne = ee >= 0 ? g.nb[ee] : 0;
+    const int64_t ns = es >= 0 ? g.nb[es] : 0, nn = en >= 0 ? g.nb[en] : 0;
+    const bool has_w = ew < 0 || nw != -1, has_e = ee < 0 || ne != -1;
+    int64_t c = col + ncols * k0;
+    double xc = x[c];
+    double xd = k0 > 0 ? x[c - ncols] : xc;
+    double cd = (double)aV[c];
+    for (int k = k0; k < k1; k++, c += ncols) {
+      const bool has_u = k < nz - 1;
+      const double xu = has_u ? x[c + ncols] : xc;
+      const double cu = has_u ? (double)aV[c + ncols] : 0.0;
+      /* the value across edge cell e whose neighbour reference is r (own value at a wall) */
+#define PKC_ACROSS(r) ((r) >= 0 ? x[(r) + ncols * k] : (r) == -1 ? xc : g.halo[-2 - (r) + g.nhalo * k])
+      const double cs = es < 0 ? (double)aS[c] : g.coef<T>(es, k), xs = es < 0 ? x[c - nx] : PKC_ACROSS(ns);
+      const double cn = en < 0 ? (double)aS[c + nx] : g.coef<T>(en, k), xn = en < 0 ? x[c + nx] : PKC_ACROSS(nn);
+      const double ac = (double)aC[c];
+      double y;
+      if (!has_w) {
+        double s = ac * xc + cs * xs + cn * xn + cd * xd + cu * xu;
+        if (has_e) s += ee < 0 ? (double)aW[c + 1] * x[c + 1] : g.coef<T>(ee, k) * PKC_ACROSS(ne);
+        y = s;
+      } else {
+        const double cw = ew < 0 ? (double)aW[c] : g.coef<T>(ew, k), xw = ew < 0 ? x[c - 1] : PKC_ACROSS(nw);
+        if (has_e) {
+          const double ce = ee < 0 ? (double)aW[c + 1] : g.coef<T>(ee, k), xe = ee < 0 ? x[c + 1] : PKC_ACROSS(ne);
+          y = ac * xc + cw * xw + ce * xe + cs * xs + cn * xn + cd * xd + cu * xu;
+        } else {
+          y = ac * xc + cw * xw + cs * xs + cn * xn + cd * xd + cu * xu;
+        }
+      }
+#undef PKC_ACROSS
+      act(c, y, xc, act.load(c), acc.v);
+      xd = xc;
+      xc = xu;
+      cd = cu;
+    }
+  }
+  finish<Act>(acc, part);
+}
+
 /* The grid kernels: the compiler's register budget (k_stencil, k_thinshell) or that of Act::MINB resident
    blocks (the _minb variants, for Act::MINB > 0). */
 #define PKC_STENCIL_PARAMS                                                                                \
   const T *__restrict__ aW, const T *__restrict__ aS, const T *__restrict__ aV, const T *__restrict__ aC, \
       int nx, int ny, int nz, int kc, const double *__restrict__ x, Act act, double *part, Halo h
+#define PKC_GSTENCIL_PARAMS                                                                               \
+  const T *__restrict__ aW, const T *__restrict__ aS, const T *__restrict__ aV, const T *__restrict__ aC, \
+      int nx, int ny, int nz, int kc, const double *__restrict__ x, Act act, double *part, GHalo g
 #define PKC_THINSHELL_PARAMS                                                                                \
   const double *__restrict__ ta, const double *__restrict__ tb, const double *__restrict__ tc,              \
       const double *__restrict__ td, const double *__restrict__ area, const double *__restrict__ ax,        \
@@ -1221,6 +1347,14 @@ template <typename T, class Act>
 __global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_stencil_minb(PKC_STENCIL_PARAMS) {
   stencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, h);
 }
+template <typename T, class Act>
+__global__ void __launch_bounds__(PKC_BLOCK) k_gstencil(PKC_GSTENCIL_PARAMS) {
+  gstencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
+}
+template <typename T, class Act>
+__global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_gstencil_minb(PKC_GSTENCIL_PARAMS) {
+  gstencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
+}
 template <class Act> __global__ void __launch_bounds__(PKC_BLOCK) k_thinshell(PKC_THINSHELL_PARAMS) {
   thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part, h);
 }
@@ -1229,6 +1363,7 @@ __global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_thinshell_minb(PKC_THI
   thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part, h);
 }
 #undef PKC_STENCIL_PARAMS
+#undef PKC_GSTENCIL_PARAMS
 #undef PKC_THINSHELL_PARAMS
 
 /**
@@ -1306,6 +1441,16 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
   const GridShape gs = grid_shape(op);
   if (nblocks) *nblocks = gs.bx * gs.by;
   const dim3 grid((unsigned)gs.bx, (unsigned)gs.by), b(PKC_BLOCK);
+  if (op->type == PKRYLOV_OPERATOR_STENCIL7 && op->gsny > 0) { /* a grid stencil: tiles and their edges */
+    const GHalo gh = ghalo_of(op);
+    auto kd = Act::MINB > 0 ? k_gstencil_minb<double, Act> : k_gstencil<double, Act>;
+    auto kf = Act::MINB > 0 ? k_gstencil_minb<float, Act> : k_gstencil<float, Act>;
+    if (op->fp32)
+      return launch_kernel(pdl, kf, grid, b, 0, s, op->aWf, op->aSf, op->aVf, op->aCf, op->nx, op->ny, op->nz,
+                           gs.kc, x, act, part, gh);
+    return launch_kernel(pdl, kd, grid, b, 0, s, op->aW, op->aS, op->aV, op->aC, op->nx, op->ny, op->nz,
+                         gs.kc, x, act, part, gh);
+  }
   const Halo h = halo_of(op);
   if (op->type == PKRYLOV_OPERATOR_STENCIL7) {
     auto kd = Act::MINB > 0 ? k_stencil_minb<double, Act> : k_stencil<double, Act>;
@@ -2113,6 +2258,18 @@ int launch_col_sym_kslow(cudaStream_t s, const pk_cuda_pc *pc, const StepIn &sin
 #undef PKC_SWEEP
 }
 
+/** r -= alpha q (CG's preconditioner loop before a preconditioner that reads the neighbours of r), the
+ *  scalar step FOLD first; alpha_zero: nothing to update. One thread per cell, grid-stride. */
+template <int FOLD>
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_rupdate(int64_t n, StepIn sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q) {
+  step_wait();
+  double a0, b0;
+  if (!step_scalars<FOLD>(sin, a0, b0) || alpha_zero) return;
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t i = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; i < n; i += stride) r[i] = r[i] - a0 * q[i];
+}
+
 /**
  * Launch the preconditioner kernel of pc with STEP (0 apply, 1 CG step) on n cells; FOLD: the scalar step
  * run first (FOLD_NONE, FOLD_CG_SIGMA with STEP 1, FOLD_PIPE with STEP 0); pdl: as a programmatic
@@ -2121,6 +2278,19 @@ int launch_col_sym_kslow(cudaStream_t s, const pk_cuda_pc *pc, const StepIn &sin
 template <int STEP, int FOLD>
 int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepIn &sin, int alpha_zero, int64_t n, double *r,
               const double *q, double *z, double *part, int64_t *nblocks, bool pdl = false) {
+  if (pc && pc->type == PKRYLOV_PRECOND_AINV) { /* a stencil on r: r must be complete before it */
+    if constexpr (STEP == 0) {
+      ActPcApply<FOLD> act{sin, z};
+      return launch_op(s, &pc->op, r, act, part, nblocks, pdl);
+    } else {
+      const int64_t nb1 = blocks_1d(n);
+      const int rc = launch_kernel(pdl, k_rupdate<FOLD>, dim3((unsigned)nb1), dim3(PKC_BLOCK), 0, s, n, sin,
+                                   alpha_zero, r, q);
+      if (rc) return rc;
+      ActPcCg act{FOLD == FOLD_NONE ? sin.st : sin.out, z};
+      return launch_op(s, &pc->op, r, act, part, nblocks, false);
+    }
+  }
   if (!pc || pc->type == PKRYLOV_PRECOND_NONE || pc->type == PKRYLOV_PRECOND_JACOBI) {
     const int64_t nb = blocks_1d(n);
     if (nblocks) *nblocks = nb;
@@ -2293,9 +2463,11 @@ extern "C" int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_p
   if (pc) {
     const int64_t a = blocks_1d(pc->n), b = blocks_1d(pc->ncols);
     const int64_t c = pc->type == PKRYLOV_PRECOND_COLUMN ? sm_blocks(pc->ncols) : 1;
+    const int64_t d = pc->type == PKRYLOV_PRECOND_AINV ? op_blocks(&pc->op) : 1;
     m = a > m ? a : m;
     m = b > m ? b : m;
     m = c > m ? c : m;
+    m = d > m ? d : m;
   }
   return m;
 }
@@ -2485,4 +2657,30 @@ extern "C" int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk
 extern "C" int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
                                      const double *part, int64_t nblocks, double *hist) {
   return scalar_launch<FOLD_PIPE>(stream, in, out, part, nblocks, hist, 0);
+}
+
+/* ---- tiled grids: the model's halo'd arrays <-> the compact order ----------------------------------- */
+
+/** dir 0: dst[compact] = src[halo'd]; 1: dst[halo'd] = src[compact]. One thread per cell, grid-stride. */
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_grid_copy(int64_t snx, int64_t sny, int64_t olx, int64_t oly, int64_t nt, int64_t nz,
+                const double *__restrict__ src, double *__restrict__ dst, int dir) {
+  const int64_t n = snx * sny * nt * nz, hx = snx + 2 * olx, hy = sny + 2 * oly;
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t q = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; q < n; q += stride) {
+    const int64_t i = q % snx, l = q / snx, j = l % sny, t = (l / sny) % nt, k = l / (sny * nt);
+    const int64_t h = (i + olx) + hx * ((j + oly) + hy * (k + nz * t));
+    if (dir == 0)
+      dst[q] = src[h];
+    else
+      dst[h] = src[q];
+  }
+}
+
+extern "C" int pk_cuda_grid_copy(void *stream, int64_t snx, int64_t sny, int64_t olx, int64_t oly, int64_t nt,
+                                 int64_t nz, const double *src, double *dst, int dir) {
+  const int64_t n = snx * sny * nt * nz;
+  k_grid_copy<<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(snx, sny, olx, oly, nt, nz, src, dst,
+                                                                             dir);
+  return (int)cudaGetLastError();
 }
