@@ -315,6 +315,29 @@ PKRYLOV_EXTERN int pkrylov_thinshell_stencil_coefficients(const pkrylov_thinshel
                                                           double *aW, double *aS, double *aV,
                                                           double *aC);
 
+/**
+ * The 2-D free-surface (barotropic) model problem of docs/model-problem.md as MITgcm's cg2d stores it: a global
+ * ocean on an nx x ny longitude-latitude grid (longitudes [0, 360), latitudes [-80, 80]) with three continents
+ * and a polar cap (mask 0 = land), 4000 m deep with a 500 m shelf along the coasts, aW = g dt^2 H_w dyG/dxC,
+ * aS = g dt^2 H_s dxG/dyC, aC = -(the four couplings) - the cell area (the implicit free surface), dt = 1200 s,
+ * all divided by the largest magnitude (cg2dNorm). Index i + nx*j; aW(i,j) couples (i-1,j) and (i,j) (at
+ * i = 0 the wrap when periodic in x, else 0), aS likewise. Negative definite. Arrays host, nx*ny each, written.
+ * Errors (no context): nx, ny < 4 ::PKRYLOV_ERR_INVALID_SIZE, a bad periodic ::PKRYLOV_ERR_INVALID_VALUE, NULL.
+ */
+PKRYLOV_EXTERN int pkrylov_barotropic_coefficients(int32_t nx, int32_t ny, int32_t periodic, double *aW,
+                                                   double *aS, double *aC, int32_t *mask);
+/**
+ * The thin-shell model problem on the six faces of the cube sphere (docs/model-problem.md), p->nx = p->ny = N
+ * columns per face edge, p->nz levels, gnomonic geometry: per face the panel of the one-face problem, the
+ * faces joined as pkrylov_grid_connect_cubesphere() says (a closed surface: every column has four
+ * neighbours), alpha = (great-circle length of the shared edge) / (great-circle distance of the centres)
+ * computed in 3-D for every face. Column-stencil coefficients in the global order i + N*(j + N*(f + 6*k)) (f the
+ * face), 6 N^2 nz values each: aW / aS the coupling of the cell's west / south face (across a cube edge too),
+ * aV to the level below (0 at k = 0), aC the diagonal. SPD.
+ */
+PKRYLOV_EXTERN int pkrylov_cubesphere_stencil_coefficients(const pkrylov_thinshell_params *p, double *aW,
+                                                           double *aS, double *aV, double *aC);
+
 /** Read a square sparse matrix from a Matrix Market file into a CSR operator. */
 PKRYLOV_EXTERN int pkrylov_operator_create_from_mtx(pkrylov_context ctx, const char *path,
                                                     pkrylov_operator *A);
