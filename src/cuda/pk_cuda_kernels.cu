@@ -1292,7 +1292,7 @@ __device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T 
     int64_t c = col + ncols * k0;
     double xc = x[c];
     double xd = k0 > 0 ? x[c - ncols] : xc;
-    double cd = (double)aV[c];
+    double cd = nz > 1 ? (double)aV[c] : 0.0; /* 2-D: aV holds zeros; the same product without the load */
     for (int k = k0; k < k1; k++, c += ncols) {
       const bool has_u = k < nz - 1;
       const double xu = has_u ? x[c + ncols] : xc;

@@ -51,6 +51,11 @@ enum { D_R, D_Z, D_P, D_Q, D_U, D_W, D_M, D_S, D_T, D_AT, D_B, D_X, D_NVEC };
  */
 constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
 constexpr int64_t kFoldMaxSlots = 256;
+/* grid operators also stop folding past kFoldMaxGridSlots slots: 2-D grids (nz = 1) launch one thread per
+   cell, like CSR (H100, barotropic 1024 x 1024 with the approximate inverse, 4096 slots: CG 244 us per
+   iteration folded, the slots' sums dominating); 3-D grids up to kFoldMaxCells fill the GPU with about
+   PKC_FILL_BLOCKS (512) to 1024 blocks and keep their choice */
+constexpr int64_t kFoldMaxGridSlots = 1024;
 
 /** Device work area of a solver. */
 struct SolverDev {
@@ -1297,7 +1302,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.k = (s->monitor || s->stag_window > 0) ? 1 : s->sync_interval;
   R.fold = d->fold_mode >= 0 ? d->fold_mode
           : s->A->type == PKRYLOV_OPERATOR_CSR ? d->nslots <= kFoldMaxSlots
-                                               : n <= kFoldMaxCells;
+                                               : n <= kFoldMaxCells && d->nslots <= kFoldMaxGridSlots;
   /* a halo-exchange stencil runs like a user operator: its exchange is a host call between the kernels */
   R.uop = s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange ? s->A : NULL;
   R.upc = s->M && s->M->type == PKRYLOV_PRECOND_USER ? s->M : NULL;
