@@ -7,7 +7,8 @@
 HISTORY.csv files (pkrylov-solve --history: "iteration,residual" lines) give one convergence plot: the
 residual norm against the iteration, log y, one labelled line per file (the label is the file name without
 .csv, or --label, once per file in order); --relative divides each line by its first value. The PNG goes
-to -o (another extension, e.g. .svg or .pdf, picks that format), else to the file's name with .png (one file) or convergence.png (several).
+to -o (another extension, e.g. .svg or .pdf, picks that format), else to the file's name with .png (one
+file) or convergence.png (several).
 
 A BENCHMARK.json written by pkrylov-bench-gpu --json gives the performance plots, one PNG with three
 panels:
@@ -62,7 +63,8 @@ def read_history(path):
     with f:
         rows = list(csv.reader(f))
     if not rows or [c.strip() for c in rows[0]] != ["iteration", "residual"]:
-        raise InputError(f"'{path}' line 1: expected the header 'iteration,residual' of pkrylov-solve --history")
+        raise InputError(f"'{path}' line 1: expected the header 'iteration,residual' of "
+                         "pkrylov-solve --history")
     pts = []
     for lineno, row in enumerate(rows[1:], start=2):
         if not row:

@@ -1,5 +1,5 @@
-# t601-make, t602-static: pkrylov in a model built with make. Installs pkrylov into a scratch prefix, moves the
-# prefix (the .pc files and pkrylov-config must follow it), checks what pkrylov-config says against the
+# t601-make, t602-static: pkrylov in a model built with make. Installs pkrylov into a scratch prefix, moves
+# the prefix (the .pc files and pkrylov-config must follow it), checks what pkrylov-config says against the
 # build's configuration, then builds the C and the Fortran consumer with the plain Makefile of
 # tests/consumer_make through pkrylov-config and through pkg-config, and runs them.
 # PK_STATIC=ON (t602) first configures and builds the source tree again with -DBUILD_SHARED_LIBS=OFF (CPU
@@ -74,10 +74,12 @@ pk_run("pkrylov-config --version" ${config} --version)
 if(NOT pk_out STREQUAL "pkrylov ${PK_VERSION}\n")
   message(FATAL_ERROR "pkrylov-config --version printed '${pk_out}', the project version is ${PK_VERSION}")
 endif()
-pk_run("pkrylov-config --has-*" ${config} --has-cuda --has-mpi --has-nccl --has-openmp --has-fortran --has-shared)
+pk_run("pkrylov-config --has-*"
+       ${config} --has-cuda --has-mpi --has-nccl --has-openmp --has-fortran --has-shared)
 set(want "${PK_HAS_CUDA}\n${PK_HAS_MPI}\n${PK_HAS_NCCL}\n${PK_HAS_OPENMP}\n${PK_HAS_FORTRAN}\n${PK_SHARED}\n")
 if(NOT pk_out STREQUAL want)
-  message(FATAL_ERROR "pkrylov-config --has-cuda/mpi/nccl/openmp/fortran/shared printed\n${pk_out}expected\n${want}")
+  message(FATAL_ERROR "pkrylov-config --has-cuda/mpi/nccl/openmp/fortran/shared printed\n${pk_out}"
+                      "expected\n${want}")
 endif()
 pk_run("pkrylov-config --prefix" ${config} --prefix)
 if(NOT pk_out STREQUAL "${prefix}\n")
@@ -146,8 +148,8 @@ endif()
 pk_run("building the Makefile consumers"
   ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${prefix}/lib/pkgconfig
   ${PK_MAKE} -C ${make_dir} -f ${PK_SOURCE_DIR}/tests/consumer_make/Makefile SRC=${PK_SOURCE_DIR}/tests
-  CC=${PK_C_COMPILER} FC=${PK_Fortran_COMPILER} PKRYLOV_CONFIG=${config} PKG_CONFIG=${PK_PKG_CONFIG} ${static_flag}
-  ${targets})
+  CC=${PK_C_COMPILER} FC=${PK_Fortran_COMPILER} PKRYLOV_CONFIG=${config} PKG_CONFIG=${PK_PKG_CONFIG}
+  ${static_flag} ${targets})
 find_program(PK_READELF readelf)
 foreach(t IN LISTS targets)
   pk_run("the consumer ${t}" ${make_dir}/${t})

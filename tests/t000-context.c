@@ -101,13 +101,16 @@ PK_TEST_CASE(describe) {
     snprintf(want, sizeof want, "CPU backend, %d OpenMP thread%s", atoi(env), atoi(env) == 1 ? "" : "s");
   else
     snprintf(want, sizeof want, "%s", buf); /* OpenMP's own default: only the form is checked below */
-  PK_EXPECT(strcmp(buf, want) == 0 && strncmp(buf, "CPU backend, ", 13) == 0, "'%s', expected '%s'", buf, want);
+  PK_EXPECT(strcmp(buf, want) == 0 && strncmp(buf, "CPU backend, ", 13) == 0, "'%s', expected '%s'", buf,
+            want);
   PK_REQUIRE_OK(ctx, pkrylov_context_set_num_threads(ctx, 3));
   PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, buf, sizeof buf));
-  if (pkrylov_has_openmp()) PK_EXPECT(strcmp(buf, "CPU backend, 3 OpenMP threads") == 0, "'%s'", buf);
+  if (pkrylov_has_openmp())
+    PK_EXPECT(strcmp(buf, "CPU backend, 3 OpenMP threads") == 0, "'%s'", buf);
   PK_REQUIRE_OK(ctx, pkrylov_context_set_num_threads(ctx, 1));
   PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, buf, sizeof buf));
-  if (pkrylov_has_openmp()) PK_EXPECT(strcmp(buf, "CPU backend, 1 OpenMP thread") == 0, "'%s'", buf);
+  if (pkrylov_has_openmp())
+    PK_EXPECT(strcmp(buf, "CPU backend, 1 OpenMP thread") == 0, "'%s'", buf);
   char small[8];
   PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, small, sizeof small));
   PK_EXPECT(strcmp(small, "CPU bac") == 0, "cut to 8 bytes: '%s'", small);
@@ -130,7 +133,8 @@ PK_TEST_CASE(describe) {
 /* On a GPU: the CUDA context names its device ("CUDA backend on <name> (device d of n)"); skipped without. */
 PK_TEST_CASE(describe_cuda) {
   pkrylov_context ctx = NULL;
-  if (!pkrylov_has_cuda() || pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx) != PKRYLOV_SUCCESS) return PK_SKIP;
+  if (!pkrylov_has_cuda() || pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx) != PKRYLOV_SUCCESS)
+    return PK_SKIP;
   char buf[256];
   PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, buf, sizeof buf));
   int dev = -1, count = -1;
@@ -198,5 +202,5 @@ PK_TEST_CASE(context_error_message) {
 
 PK_TEST_MAIN(PK_TEST_ENTRY(create_cpu_and_auto), PK_TEST_ENTRY(bad_backend), PK_TEST_ENTRY(cuda_unavailable),
              PK_TEST_ENTRY(version), PK_TEST_ENTRY(error_strings), PK_TEST_ENTRY(context_error_message),
-             PK_TEST_ENTRY(version_matches_cmake), PK_TEST_ENTRY(features_match_cmake), PK_TEST_ENTRY(describe),
-             PK_TEST_ENTRY(describe_cuda))
+             PK_TEST_ENTRY(version_matches_cmake), PK_TEST_ENTRY(features_match_cmake),
+             PK_TEST_ENTRY(describe), PK_TEST_ENTRY(describe_cuda))

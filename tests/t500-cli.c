@@ -761,12 +761,14 @@ PK_TEST_CASE(version_option) {
   int rc = solve("version", "--version", out, err);
   PK_EXPECT(rc == 0 && err[0] == '\0', "--version: exit %d: %s", rc, err);
   snprintf(want, sizeof want, "pkrylov-solve (pkrylov) %d.%d.%d\nCUDA: %s\nMPI: %s\nNCCL: %s\nOpenMP: %s\n",
-           PKRYLOV_VERSION_MAJOR, PKRYLOV_VERSION_MINOR, PKRYLOV_VERSION_PATCH, pkrylov_has_cuda() ? "yes" : "no",
-           pkrylov_has_mpi() ? "yes" : "no", pkrylov_has_nccl() ? "yes" : "no", pkrylov_has_openmp() ? "yes" : "no");
+           PKRYLOV_VERSION_MAJOR, PKRYLOV_VERSION_MINOR, PKRYLOV_VERSION_PATCH,
+           pkrylov_has_cuda() ? "yes" : "no", pkrylov_has_mpi() ? "yes" : "no",
+           pkrylov_has_nccl() ? "yes" : "no", pkrylov_has_openmp() ? "yes" : "no");
   PK_EXPECT(strcmp(out, want) == 0, "--version printed:\n%s\nexpected:\n%s", out, want);
   /* the JSON report carries the version too */
   rc = solve("version_json", "--problem thinshell:4,4,4 --json", out, err);
-  snprintf(want, sizeof want, "%d.%d.%d", PKRYLOV_VERSION_MAJOR, PKRYLOV_VERSION_MINOR, PKRYLOV_VERSION_PATCH);
+  snprintf(want, sizeof want, "%d.%d.%d", PKRYLOV_VERSION_MAJOR, PKRYLOV_VERSION_MINOR,
+           PKRYLOV_VERSION_PATCH);
   PK_EXPECT(rc == 0 && json_one_object(out) && json_str_is(out, "version", want), "exit %d: %s", rc, out);
   /* a value is refused like any unknown option */
   expect_usage("u_version", "--version=2", "--version=2", NULL);
@@ -785,8 +787,9 @@ PK_TEST_CASE(demo_small) {
            PKRYLOV_VERSION_PATCH);
   PK_EXPECT(strncmp(out, banner, strlen(banner)) == 0, "banner: %s", out);
   const char *why = !pkrylov_has_cuda() ? "built without CUDA: CPU backend, "
-                    : strstr(out, "GPU visible: CUDA backend on ") ? "GPU visible: CUDA backend on "
-                                                                   : "CUDA built in but no GPU visible: CPU backend, ";
+                    : strstr(out, "GPU visible: CUDA backend on ")
+                        ? "GPU visible: CUDA backend on "
+                        : "CUDA built in but no GPU visible: CPU backend, ";
   PK_EXPECT(strstr(out, why) != NULL, "backend line lacks '%s': %s", why, out);
   rc = run(PK_DEMO_EXE, "demo_bad", "16 16", out, err);
   PK_EXPECT(rc == 2, "demo with two sizes: exit %d", rc);

@@ -82,7 +82,8 @@ if case == "history":
         expect(len(key) == 1, f"no line labelled '{lab} (...)' in {list(seen)}")
         if key:
             expect(key[0] == f"{lab} ({len(rows) - 1} it.)", f"label '{key[0]}', {len(rows) - 1} iterations")
-            expect([(int(x), float(y)) for x, y in seen[key[0]]] == want, f"line '{lab}' is not the file's data")
+            got = [(int(x), float(y)) for x, y in seen[key[0]]]
+            expect(got == want, f"line '{lab}' is not the file's data")
     # one file: the PNG beside it by default
     rc, so, se = run([h1])
     expect(rc == 0 and is_png(os.path.join(tmp, "cg.png")), f"default output: exit {rc}: {se}")
@@ -103,7 +104,8 @@ elif case == "no_matplotlib":
     env = dict(os.environ, PYTHONPATH=fake)
     rc, so, se = run([h, "-o", os.path.join(tmp, "h.png")], env=env)
     expect(rc == 2, f"exit {rc}, expected 2")
-    expect(se.count("\n") == 1 and "matplotlib" in se and se.startswith("pkrylov-plot: error:"), f"stderr: {se!r}")
+    one_line = se.count("\n") == 1 and se.startswith("pkrylov-plot: error:")
+    expect(one_line and "matplotlib" in se, f"stderr: {se!r}")
     expect(not os.path.exists(os.path.join(tmp, "h.png")), "a PNG was written without matplotlib")
     rc, so, se = run(["--help"], env=env)
     expect(rc == 0 and "HISTORY.csv" in so, f"--help without matplotlib: exit {rc}")
@@ -125,7 +127,8 @@ elif case == "bad_input":
               ([bad, "--label", "a", "--label", "b"], ["--label"])]
     for args, needles in checks:  # refused before matplotlib is imported: no matplotlib needed
         rc, so, se = run(args)
-        expect(rc == 2 and all(n in se for n in needles), f"{args}: exit {rc}, stderr {se!r}, wanted {needles}")
+        expect(rc == 2 and all(n in se for n in needles),
+               f"{args}: exit {rc}, stderr {se!r}, wanted {needles}")
     rc, so, se = run([])
     expect(rc == 2, f"no arguments: exit {rc}")
 else:

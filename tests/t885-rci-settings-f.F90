@@ -1,6 +1,7 @@
 !> t885-rci-settings-f: the settings of a handle-based reverse-communication solve (pk_rci_set_tolerances,
 !! pk_rci_set_max_iterations, pk_rci_set_residual_replacement) and pk_context_clear_error, pk_get_version,
-!! pk_has_cuda, pk_has_nccl, pk_has_openmp, pk_context_describe. The operator is the 1D Laplacian tridiag(-1, 2 + i/n, -1) applied by a loop written here,
+!! pk_has_cuda, pk_has_nccl, pk_has_openmp, pk_context_describe. The operator is the 1D Laplacian
+!! tridiag(-1, 2 + i/n, -1) applied by a loop written here,
 !! Jacobi as the preconditioner; every residual is recomputed here from that loop.
 !! Checks: rtol 1e-4 stops earlier than rtol 1e-10 and both meet their tolerance on the recomputed residual;
 !! atol alone (rtol 0) meets ||b - A x|| <= atol; maxit 5 stops after exactly 5 iterations with
