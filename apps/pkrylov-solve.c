@@ -47,7 +47,7 @@ typedef struct {
   int32_t maxit, replace, true_residual, threads, restart, step;
   int set_restart, set_step;
   int set_replace, set_true_residual, set_threads;
-  int json, quiet, help;
+  int json, quiet, help, version;
   int reproducible;        /* --reproducible */
   int32_t px, py;          /* --decomp PX,PY (0 = automatic) */
 } options;
@@ -117,8 +117,23 @@ static void print_help(FILE *f) {
           "  --json                     print one JSON object on stdout (text report goes to stderr)\n"
           "  --quiet                    no text report\n"
           "  --help                     this text\n"
+          "  --version                  the version and the parts compiled in (CUDA, MPI, NCCL, OpenMP)\n"
           "\n"
           "exit status: 0 converged, 1 not converged or breakdown, 2 bad input or usage\n");
+}
+
+/** The library's version and the parts compiled into it, one "name: yes|no" line each. */
+static void print_version(FILE *f) {
+  int32_t major = 0, minor = 0, patch = 0;
+  pkrylov_get_version(&major, &minor, &patch);
+  fprintf(f, PROG " (pkrylov) %d.%d.%d\n", (int)major, (int)minor, (int)patch);
+  const struct {
+    const char *name;
+    int32_t on;
+  } parts[] = {{"CUDA", pkrylov_has_cuda()}, {"MPI", pkrylov_has_mpi()}, {"NCCL", pkrylov_has_nccl()},
+               {"OpenMP", pkrylov_has_openmp()}};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    fprintf(f, "%s: %s\n", parts[i].name, parts[i].on ? "yes" : "no");
 }
 
 /** Parse a whole string as a finite double; 0 on success. */
@@ -223,6 +238,7 @@ static int parse_args(int argc, char **argv, options *o) {
     if (strcmp(arg, "--json") == 0) { o->json = 1; continue; }
     if (strcmp(arg, "--quiet") == 0) { o->quiet = 1; continue; }
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) { o->help = 1; continue; }
+    if (strcmp(arg, "--version") == 0) { o->version = 1; continue; }
     if (strcmp(arg, "--reproducible") == 0) { o->reproducible = 1; continue; }
 
     /* options with a value: "--opt VALUE" or "--opt=VALUE" */
@@ -363,7 +379,7 @@ static int parse_args(int argc, char **argv, options *o) {
       }
     }
   }
-  if (o->help) return 0;
+  if (o->help || o->version) return 0;
 
   if (!o->matrix && !o->problem) {
     usage_error("no problem given: name a MATRIX.mtx file or use --problem thinshell:NX,NY,NZ");
@@ -733,6 +749,10 @@ static int run(int argc, char **argv) {
     if (g_rank == 0) print_help(stdout);
     return 0;
   }
+  if (o.version) {
+    if (g_rank == 0) print_version(stdout);
+    return 0;
+  }
   if (o.px > 0 && (int64_t)o.px * o.py != g_size) {
     usage_error("'--decomp %d,%d' makes %lld blocks but there are %d ranks (one block per rank)", (int)o.px,
                 (int)o.py, (long long)o.px * o.py, g_size);
@@ -1089,6 +1109,11 @@ static int run(int argc, char **argv) {
   }
   if (o.json && g_rank == 0) {
     printf("{");
+    char version[32];
+    int32_t major = 0, minor = 0, patch = 0;
+    pkrylov_get_version(&major, &minor, &patch);
+    snprintf(version, sizeof version, "%d.%d.%d", (int)major, (int)minor, (int)patch);
+    json_string(stdout, "version", version, 1);
     json_string(stdout, "solver", enum_name(o.solver), 1);
     json_string(stdout, "precond", enum_name(o.precond), 1);
     json_string(stdout, "backend", enum_name(backend), 1);

@@ -133,7 +133,7 @@ if [ -x "$BENCH" ]; then
   step bench-gpu $?
   set +o pipefail
   if [ $PLOT = 1 ] && [ -f "$OUT/bench-gpu.json" ]; then
-    python3 "$ROOT/bench/plot_gpu.py" "$OUT/bench-gpu.json" -o "$OUT/bench-gpu.png"; step plot $?
+    python3 "$ROOT/apps/pkrylov-plot.py" "$OUT/bench-gpu.json" -o "$OUT/bench-gpu.png"; step plot $?
   fi
 else
   echo "gpu-run.sh: $BENCH not built (configure with -DPKRYLOV_ENABLE_CUDA=ON)"

@@ -180,6 +180,7 @@ module pkrylov_mod
     public :: pk_solver_set_restart, pk_solver_set_step
     public :: pk_solver_set_history, pk_solver_get_history, pk_solver_set_monitor
     public :: pk_context_set_num_threads, pk_context_clear_error, pk_get_version, pk_has_cuda
+    public :: pk_has_nccl, pk_has_openmp, pk_context_describe
     public :: pk_operator_get_info, pk_operator_get_csr, pk_operator_create_from_mtx, pk_operator_write_mtx
     public :: pk_mtx_read_vector, pk_mtx_write_vector, pk_precond_apply, pk_precond_get_info
     ! distributed solves (MPI): the module itself needs no MPI (handles are integers)
@@ -1847,6 +1848,39 @@ contains
         logical :: flag
         flag = pkrylov_has_cuda() == 1
     end function pk_has_cuda
+
+    !> .true. when NCCL was compiled in (device-to-device halos and sums of distributed CUDA solves).
+    function pk_has_nccl() result(flag)
+        logical :: flag
+        flag = pkrylov_has_nccl() == 1
+    end function pk_has_nccl
+
+    !> .true. when the CPU backend was compiled with OpenMP.
+    function pk_has_openmp() result(flag)
+        logical :: flag
+        flag = pkrylov_has_openmp() == 1
+    end function pk_has_openmp
+
+    !> One line saying what the context runs on, e.g. "CPU backend, 8 OpenMP threads" or "CUDA backend on
+    !> NVIDIA H100 80GB HBM3 (device 0 of 4)" (", rank R of N" on a communicator of several ranks), for the
+    !> model's log; cut to len(text), blank-padded.
+    subroutine pk_context_describe(ctx, text, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        character(len=*), intent(out) :: text !! the description
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: buf(MSG_LEN)
+        integer(c_int) :: rc
+        integer :: i
+        text = ''
+        rc = pkrylov_context_describe(ctx%h, c_loc(buf), int(MSG_LEN, c_int32_t))
+        if (rc == PKRYLOV_SUCCESS) then
+            do i = 1, min(len(text), MSG_LEN)
+                if (buf(i) == c_null_char) exit
+                text(i:i) = buf(i)
+            end do
+        end if
+        call check(rc, ctx%h, 'pk_context_describe', ierr)
+    end subroutine pk_context_describe
 
     !> Size n, stored nonzeros nnz of the equivalent CSR matrix (-1 when there is no CSR form: user and
     !> halo-exchange operators), kind type (PKRYLOV_OPERATOR_*) and grid nx, ny, nz (0 for CSR and user

@@ -199,6 +199,13 @@ typedef struct pkrylov_grid_s *pkrylov_grid;         /**< a model's tiles, halos
 PKRYLOV_EXTERN int pkrylov_get_version(int32_t *major, int32_t *minor, int32_t *patch);
 /** 1 when the CUDA backend was compiled in, else 0 (whether a device exists is checked at context creation). */
 PKRYLOV_EXTERN int32_t pkrylov_has_cuda(void);
+/**
+ * 1 when NCCL was compiled in (CUDA and MPI builds that found it: distributed solves on CUDA contexts send
+ * their halos and global sums device to device), else 0. pkrylov_has_mpi() is in the MPI section below.
+ */
+PKRYLOV_EXTERN int32_t pkrylov_has_nccl(void);
+/** 1 when the CPU backend was compiled with OpenMP (threads: pkrylov_context_set_num_threads()), else 0. */
+PKRYLOV_EXTERN int32_t pkrylov_has_openmp(void);
 /** A static, human-readable description of a status code ("unknown status code" for others). */
 PKRYLOV_EXTERN const char *pkrylov_error_string(int code);
 /** A static name for a ::pkrylov_reason, e.g. "converged_rtol". */
@@ -218,6 +225,15 @@ PKRYLOV_EXTERN int pkrylov_context_destroy(pkrylov_context *ctx);
 PKRYLOV_EXTERN int pkrylov_context_get_backend(pkrylov_context ctx, int32_t *backend);
 /** Number of CPU threads the CPU backend uses (OpenMP). n <= 0 restores the default. */
 PKRYLOV_EXTERN int pkrylov_context_set_num_threads(pkrylov_context ctx, int32_t n);
+/**
+ * One line that says what the context runs on, for a model's log: "CPU backend, 8 OpenMP threads" (the
+ * threads a call uses now: pkrylov_context_set_num_threads() or OpenMP's default), "CPU backend, 1 thread
+ * (built without OpenMP)", or "CUDA backend on NVIDIA H100 80GB HBM3 (device 0 of 4)"; a context with a
+ * communicator of several ranks adds ", rank R of N". Written into buf (buflen bytes, always
+ * NUL-terminated, cut to fit). ::PKRYLOV_ERR_NULL_POINTER for a NULL ctx or buf, ::PKRYLOV_ERR_INVALID_SIZE
+ * for buflen <= 0.
+ */
+PKRYLOV_EXTERN int pkrylov_context_describe(pkrylov_context ctx, char *buf, int32_t buflen);
 /**
  * Last error raised through this context: its code and message. The message is valid until the next
  * call on the context. Both outputs may be NULL. A context with no error gives ::PKRYLOV_SUCCESS and "".

@@ -2,6 +2,8 @@
  * @file t000-context.c
  * @brief Contexts, backends, version, status and reason strings, the error message machinery.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pk_test.h"
@@ -60,6 +62,90 @@ PK_TEST_CASE(version) {
   PK_TEST_END();
 }
 
+/* One version: the CMake project version (PK_PROJECT_VERSION, passed by tests/CMakeLists.txt) is the header's
+   PKRYLOV_VERSION_* and the library's at run time. */
+PK_TEST_CASE(version_matches_cmake) {
+  char hdr[64];
+  snprintf(hdr, sizeof hdr, "%d.%d.%d", PKRYLOV_VERSION_MAJOR, PKRYLOV_VERSION_MINOR, PKRYLOV_VERSION_PATCH);
+  PK_EXPECT(strcmp(hdr, PK_PROJECT_VERSION) == 0, "pkrylov.h says %s, CMakeLists.txt project() says %s", hdr,
+            PK_PROJECT_VERSION);
+  int32_t ma = -1, mi = -1, pa = -1;
+  PK_REQUIRE_OK(NULL, pkrylov_get_version(&ma, &mi, &pa));
+  char lib[64];
+  snprintf(lib, sizeof lib, "%d.%d.%d", (int)ma, (int)mi, (int)pa);
+  PK_EXPECT(strcmp(lib, PK_PROJECT_VERSION) == 0, "library %s, project %s", lib, PK_PROJECT_VERSION);
+  PK_TEST_END();
+}
+
+/* The parts a build has, as the library reports them, are what CMake configured (PK_BUILD_*). */
+PK_TEST_CASE(features_match_cmake) {
+  PK_EXPECT(pkrylov_has_cuda() == PK_BUILD_CUDA, "has_cuda %d, CMake %d", pkrylov_has_cuda(), PK_BUILD_CUDA);
+  PK_EXPECT(pkrylov_has_mpi() == PK_BUILD_MPI, "has_mpi %d, CMake %d", pkrylov_has_mpi(), PK_BUILD_MPI);
+  PK_EXPECT(pkrylov_has_nccl() == PK_BUILD_NCCL, "has_nccl %d, CMake %d", pkrylov_has_nccl(), PK_BUILD_NCCL);
+  PK_EXPECT(pkrylov_has_openmp() == PK_BUILD_OPENMP, "has_openmp %d, CMake %d", pkrylov_has_openmp(),
+            PK_BUILD_OPENMP);
+  PK_TEST_END();
+}
+
+/* pkrylov_context_describe: the backend and the thread count a call uses (the test's environment sets
+   OMP_NUM_THREADS), the explicit thread count, truncation, and its bad input. */
+PK_TEST_CASE(describe) {
+  pkrylov_context ctx;
+  char buf[256], want[256];
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, buf, sizeof buf));
+  const char *env = getenv("OMP_NUM_THREADS");
+  if (!pkrylov_has_openmp())
+    snprintf(want, sizeof want, "CPU backend, 1 thread (built without OpenMP)");
+  else if (env && atoi(env) > 0)
+    snprintf(want, sizeof want, "CPU backend, %d OpenMP thread%s", atoi(env), atoi(env) == 1 ? "" : "s");
+  else
+    snprintf(want, sizeof want, "%s", buf); /* OpenMP's own default: only the form is checked below */
+  PK_EXPECT(strcmp(buf, want) == 0 && strncmp(buf, "CPU backend, ", 13) == 0, "'%s', expected '%s'", buf,
+            want);
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_num_threads(ctx, 3));
+  PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, buf, sizeof buf));
+  if (pkrylov_has_openmp())
+    PK_EXPECT(strcmp(buf, "CPU backend, 3 OpenMP threads") == 0, "'%s'", buf);
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_num_threads(ctx, 1));
+  PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, buf, sizeof buf));
+  if (pkrylov_has_openmp())
+    PK_EXPECT(strcmp(buf, "CPU backend, 1 OpenMP thread") == 0, "'%s'", buf);
+  char small[8];
+  PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, small, sizeof small));
+  PK_EXPECT(strcmp(small, "CPU bac") == 0, "cut to 8 bytes: '%s'", small);
+  PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, small, 1));
+  PK_EXPECT(small[0] == '\0', "one byte: '%s'", small);
+  PK_EXPECT_CODE(ctx, pkrylov_context_describe(ctx, buf, 0), PKRYLOV_ERR_INVALID_SIZE);
+  const char *msg = NULL;
+  pkrylov_context_get_last_error(ctx, NULL, &msg);
+  PK_EXPECT(strstr(msg, "'buflen'"), "message '%s'", msg);
+  PK_EXPECT_CODE(ctx, pkrylov_context_describe(ctx, buf, -5), PKRYLOV_ERR_INVALID_SIZE);
+  PK_EXPECT_CODE(ctx, pkrylov_context_describe(ctx, NULL, 16), PKRYLOV_ERR_NULL_POINTER);
+  pkrylov_context_get_last_error(ctx, NULL, &msg);
+  PK_EXPECT(strstr(msg, "'buf'"), "message '%s'", msg);
+  PK_EXPECT_CODE(NULL, pkrylov_context_describe(NULL, buf, sizeof buf), PKRYLOV_ERR_NULL_POINTER);
+  PK_EXPECT(strstr(pkrylov_last_error_message(), "'ctx'"), "message '%s'", pkrylov_last_error_message());
+  PK_REQUIRE_OK(ctx, pkrylov_context_destroy(&ctx));
+  PK_TEST_END();
+}
+
+/* On a GPU: the CUDA context names its device ("CUDA backend on <name> (device d of n)"); skipped without. */
+PK_TEST_CASE(describe_cuda) {
+  pkrylov_context ctx = NULL;
+  if (!pkrylov_has_cuda() || pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx) != PKRYLOV_SUCCESS)
+    return PK_SKIP;
+  char buf[256];
+  PK_REQUIRE_OK(ctx, pkrylov_context_describe(ctx, buf, sizeof buf));
+  int dev = -1, count = -1;
+  const char *paren = strrchr(buf, '(');
+  PK_EXPECT(strncmp(buf, "CUDA backend on ", 16) == 0 && strlen(buf) > 16 + 1 && paren &&
+                sscanf(paren, "(device %d of %d)", &dev, &count) == 2 && dev >= 0 && dev < count,
+            "'%s'", buf);
+  PK_REQUIRE_OK(ctx, pkrylov_context_destroy(&ctx));
+  PK_TEST_END();
+}
+
 /** Every status code has its own non-empty string; unknown codes are reported as such. */
 PK_TEST_CASE(error_strings) {
   const char *unknown = pkrylov_error_string(12345);
@@ -115,4 +201,6 @@ PK_TEST_CASE(context_error_message) {
 }
 
 PK_TEST_MAIN(PK_TEST_ENTRY(create_cpu_and_auto), PK_TEST_ENTRY(bad_backend), PK_TEST_ENTRY(cuda_unavailable),
-             PK_TEST_ENTRY(version), PK_TEST_ENTRY(error_strings), PK_TEST_ENTRY(context_error_message))
+             PK_TEST_ENTRY(version), PK_TEST_ENTRY(error_strings), PK_TEST_ENTRY(context_error_message),
+             PK_TEST_ENTRY(version_matches_cmake), PK_TEST_ENTRY(features_match_cmake),
+             PK_TEST_ENTRY(describe), PK_TEST_ENTRY(describe_cuda))

@@ -755,12 +755,42 @@ PK_TEST_CASE(usage_cuda_unavailable) {
   PK_TEST_END();
 }
 
+/** --version: the library's version and one line per optional part, as the library reports them. */
+PK_TEST_CASE(version_option) {
+  char out[PK_CAP], err[PK_CAP], want[256];
+  int rc = solve("version", "--version", out, err);
+  PK_EXPECT(rc == 0 && err[0] == '\0', "--version: exit %d: %s", rc, err);
+  snprintf(want, sizeof want, "pkrylov-solve (pkrylov) %d.%d.%d\nCUDA: %s\nMPI: %s\nNCCL: %s\nOpenMP: %s\n",
+           PKRYLOV_VERSION_MAJOR, PKRYLOV_VERSION_MINOR, PKRYLOV_VERSION_PATCH,
+           pkrylov_has_cuda() ? "yes" : "no", pkrylov_has_mpi() ? "yes" : "no",
+           pkrylov_has_nccl() ? "yes" : "no", pkrylov_has_openmp() ? "yes" : "no");
+  PK_EXPECT(strcmp(out, want) == 0, "--version printed:\n%s\nexpected:\n%s", out, want);
+  /* the JSON report carries the version too */
+  rc = solve("version_json", "--problem thinshell:4,4,4 --json", out, err);
+  snprintf(want, sizeof want, "%d.%d.%d", PKRYLOV_VERSION_MAJOR, PKRYLOV_VERSION_MINOR,
+           PKRYLOV_VERSION_PATCH);
+  PK_EXPECT(rc == 0 && json_one_object(out) && json_str_is(out, "version", want), "exit %d: %s", rc, out);
+  /* a value is refused like any unknown option */
+  expect_usage("u_version", "--version=2", "--version=2", NULL);
+  PK_TEST_END();
+}
+
 PK_TEST_CASE(demo_small) {
   char out[PK_CAP], err[PK_CAP];
   int rc = run(PK_DEMO_EXE, "demo", "16 16 8", out, err);
   PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
   PK_EXPECT(strstr(out, "iterations") != NULL, "%s", out);
   PK_EXPECT(strstr(out, "backend") != NULL && strstr(out, "16 x 16 x 8") != NULL, "%s", out);
+  /* the banner names the library's version; the backend line says what ran and why */
+  char banner[64];
+  snprintf(banner, sizeof banner, "pkrylov %d.%d.%d demo", PKRYLOV_VERSION_MAJOR, PKRYLOV_VERSION_MINOR,
+           PKRYLOV_VERSION_PATCH);
+  PK_EXPECT(strncmp(out, banner, strlen(banner)) == 0, "banner: %s", out);
+  const char *why = !pkrylov_has_cuda() ? "built without CUDA: CPU backend, "
+                    : strstr(out, "GPU visible: CUDA backend on ")
+                        ? "GPU visible: CUDA backend on "
+                        : "CUDA built in but no GPU visible: CPU backend, ";
+  PK_EXPECT(strstr(out, why) != NULL, "backend line lacks '%s': %s", why, out);
   rc = run(PK_DEMO_EXE, "demo_bad", "16 16", out, err);
   PK_EXPECT(rc == 2, "demo with two sizes: exit %d", rc);
   rc = run(PK_DEMO_EXE, "demo_bad0", "16 0 8", out, err);
@@ -779,4 +809,5 @@ PK_TEST_MAIN(PK_TEST_ENTRY(thinshell_json), PK_TEST_ENTRY(thinshell_pipecg_optio
              PK_TEST_ENTRY(x0_returned_with_maxit0), PK_TEST_ENTRY(maxit_not_converged),
              PK_TEST_ENTRY(history_lines), PK_TEST_ENTRY(usage_options), PK_TEST_ENTRY(usage_numbers),
              PK_TEST_ENTRY(usage_problem), PK_TEST_ENTRY(usage_names), PK_TEST_ENTRY(usage_column_levels),
-             PK_TEST_ENTRY(usage_files), PK_TEST_ENTRY(usage_cuda_unavailable), PK_TEST_ENTRY(demo_small))
+             PK_TEST_ENTRY(usage_files), PK_TEST_ENTRY(usage_cuda_unavailable), PK_TEST_ENTRY(demo_small),
+             PK_TEST_ENTRY(version_option))

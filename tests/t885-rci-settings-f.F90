@@ -1,12 +1,15 @@
 !> t885-rci-settings-f: the settings of a handle-based reverse-communication solve (pk_rci_set_tolerances,
 !! pk_rci_set_max_iterations, pk_rci_set_residual_replacement) and pk_context_clear_error, pk_get_version,
-!! pk_has_cuda. The operator is the 1D Laplacian tridiag(-1, 2 + i/n, -1) applied by a loop written here,
+!! pk_has_cuda, pk_has_nccl, pk_has_openmp, pk_context_describe. The operator is the 1D Laplacian
+!! tridiag(-1, 2 + i/n, -1) applied by a loop written here,
 !! Jacobi as the preconditioner; every residual is recomputed here from that loop.
 !! Checks: rtol 1e-4 stops earlier than rtol 1e-10 and both meet their tolerance on the recomputed residual;
 !! atol alone (rtol 0) meets ||b - A x|| <= atol; maxit 5 stops after exactly 5 iterations with
 !! DIVERGED_MAX_ITERATIONS; pipelined CG with residual replacement every iteration reports replacements,
 !! with 0 none, and converges either way; pk_get_version = the header's PKRYLOV_VERSION_*; pk_has_cuda
-!! .false. means a CUDA context is BACKEND_UNAVAILABLE.
+!! .false. means a CUDA context is BACKEND_UNAVAILABLE; pk_has_openmp agrees with the C function (called here
+!! through its own bind(C) interface); pk_context_describe gives the C library's line ("CPU backend, 3 OpenMP
+!! threads" after pk_context_set_num_threads(ctx, 3)), cut to len(text), and NULL_POINTER for a null context.
 !! Errors: negative rtol, NaN atol, both tolerances 0, maxit -1, k -1 (INVALID_VALUE, the message names the
 !! argument), a null handle (NULL_POINTER); pk_context_clear_error empties the message (also one raised by
 !! the module itself) and a null context is NULL_POINTER.
@@ -16,6 +19,12 @@ program t885_rci_settings_f
     use, intrinsic :: ieee_arithmetic, only: ieee_value, ieee_quiet_nan
     use pkrylov_mod
     implicit none
+    interface
+        function pk_has_openmp_c() bind(C, name="pkrylov_has_openmp")
+            import :: c_int32_t
+            integer(c_int32_t) :: pk_has_openmp_c
+        end function pk_has_openmp_c
+    end interface
     integer, parameter :: n = 300
     real(c_double) :: b(n), d(n)
     real(c_double), target :: x(n)
@@ -23,6 +32,7 @@ program t885_rci_settings_f
     type(pk_rci) :: r, nullr
     type(pkrylov_result) :: res
     character(len=1024) :: msg
+    character(len=5) :: short
     integer(c_int32_t) :: major, minor, patch
     integer :: i, ierr, it_loose, it_tight
 
@@ -115,6 +125,24 @@ program t885_rci_settings_f
         call pk_context_create(cudactx, PKRYLOV_BACKEND_CUDA, ierr)
         call expect(ierr == PKRYLOV_ERR_BACKEND_UNAVAILABLE, 'no CUDA compiled in: BACKEND_UNAVAILABLE')
     end if
+
+    ! ---- what the build has, what a context runs on ----
+    call expect(pk_has_openmp() .eqv. (pk_has_openmp_c() == 1), 'pk_has_openmp = pkrylov_has_openmp')
+    if (pk_has_nccl()) call expect(pk_has_cuda() .and. pk_has_mpi(), 'NCCL only in CUDA + MPI builds')
+    call pk_context_set_num_threads(ctx, 3)
+    call pk_context_describe(ctx, msg)
+    if (pk_has_openmp()) then
+        call expect(msg == 'CPU backend, 3 OpenMP threads', 'describe: '//trim(msg))
+    else
+        call expect(msg == 'CPU backend, 1 thread (built without OpenMP)', 'describe: '//trim(msg))
+    end if
+    call pk_context_describe(ctx, short)
+    call expect(short == 'CPU b', 'describe cut to len(text): '//short)
+    call pk_context_set_num_threads(ctx, 0)
+    call pk_context_describe(nullctx, msg, ierr)
+    call expect(ierr == PKRYLOV_ERR_NULL_POINTER .and. len_trim(msg) == 0, 'describe of a null context')
+    call pk_error_message(nullctx, msg)
+    call expect(index(msg, "'ctx'") > 0, 'describe of a null context: message names ctx')
 
     call pk_context_destroy(ctx)
     print '(a)', 't885-rci-settings-f: ok'

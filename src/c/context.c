@@ -54,6 +54,22 @@ int32_t pkrylov_has_cuda(void) {
 #endif
 }
 
+int32_t pkrylov_has_nccl(void) {
+#ifdef PKRYLOV_HAVE_NCCL
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+int32_t pkrylov_has_openmp(void) {
+#ifdef _OPENMP
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 const char *pkrylov_error_string(int code) {
   switch (code) {
   case PKRYLOV_SUCCESS: return "success";
@@ -171,6 +187,31 @@ int pkrylov_context_get_backend(pkrylov_context ctx, int32_t *backend) {
 int pkrylov_context_set_num_threads(pkrylov_context ctx, int32_t n) {
   PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
   ctx->num_threads = n > 0 ? n : 0;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_context_describe(pkrylov_context ctx, char *buf, int32_t buflen) {
+  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  PK_CHECK_PTR(buf, ctx);
+  PK_CHECK(buflen > 0, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'buflen' = %d must be > 0", buflen);
+  char line[512];
+#ifdef PKRYLOV_HAVE_CUDA
+  if (ctx->backend == PKRYLOV_BACKEND_CUDA)
+    pk_cuda_context_describe(ctx, line, sizeof line);
+  else
+#endif
+  {
+    const int nt = pk_num_threads(ctx);
+    if (pkrylov_has_openmp())
+      snprintf(line, sizeof line, "CPU backend, %d OpenMP thread%s", nt, nt == 1 ? "" : "s");
+    else
+      snprintf(line, sizeof line, "CPU backend, 1 thread (built without OpenMP)");
+  }
+  if (ctx->size > 1) {
+    const size_t len = strlen(line);
+    snprintf(line + len, sizeof line - len, ", rank %d of %d", (int)ctx->rank, (int)ctx->size);
+  }
+  snprintf(buf, (size_t)buflen, "%s", line);
   return PKRYLOV_SUCCESS;
 }
 

@@ -384,6 +384,8 @@ struct pkrylov_solver_s;
 
 /** Pick the device, create the stream (ctx->cuda). */
 int pk_cuda_context_init(struct pkrylov_context_s *ctx);
+/** "CUDA backend on <device name> (device d of count)" into buf (len bytes). */
+void pk_cuda_context_describe(struct pkrylov_context_s *ctx, char *buf, size_t len);
 /** The context's stream (a cudaStream_t). */
 void *pk_cuda_context_stream(struct pkrylov_context_s *ctx);
 void pk_cuda_context_free(struct pkrylov_context_s *ctx);

@@ -5,6 +5,7 @@
  *        public apply calls on a CUDA context.
  */
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -212,6 +213,17 @@ extern "C" int32_t pk_cuda_csr_lanes(int64_t n, int64_t nnz, int64_t maxrow) {
 }
 
 extern "C" void *pk_cuda_context_stream(pkrylov_context ctx) { return (void *)stream_of(ctx); }
+
+extern "C" void pk_cuda_context_describe(pkrylov_context ctx, char *buf, size_t len) {
+  const CudaCtx *c = (const CudaCtx *)ctx->cuda;
+  cudaDeviceProp prop;
+  if (!c || cudaGetDeviceProperties(&prop, c->device) != cudaSuccess) {
+    cudaGetLastError();
+    snprintf(buf, len, "CUDA backend (device name unavailable)");
+    return;
+  }
+  snprintf(buf, len, "CUDA backend on %s (device %d of %d)", prop.name, c->device, pk_cuda_device_count());
+}
 
 extern "C" int pk_cuda_context_set_device(pkrylov_context ctx, int device) {
   CudaCtx *c = (CudaCtx *)ctx->cuda;
