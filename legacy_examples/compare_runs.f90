@@ -2,7 +2,8 @@
 !> version, then check that their final solutions agree (||x_after - x_before||_2 <= maxdiff
 !> ||x_before||_2) and that the pkrylov version needed no more iterations at any time step.
 !>
-!> Usage: compare_runs before-program after-program [maxdiff (default 1e-8)]
+!> Usage: compare_runs before-program after-program [maxdiff (default 1e-8)] [equal]
+!> With `equal`, the iteration counts must be the same at every step (the model's own stopping rule).
 !> Each program is run as `program <output-file>` and writes: the number of steps and of unknowns, the
 !> iteration count of every step, then the final solution (one value a line).
 program compare_runs
@@ -13,6 +14,7 @@ program compare_runs
   integer, allocatable :: it_before(:), it_after(:)
   real(dp), allocatable :: x_before(:), x_after(:)
   integer :: s
+  logical :: equal
 
   if (command_argument_count() < 2) error stop 'usage: compare_runs before-program after-program [maxdiff]'
   call get_command_argument(1, prog_before)
@@ -21,6 +23,12 @@ program compare_runs
   if (command_argument_count() >= 3) then
     call get_command_argument(3, arg)
     read(arg, *) maxdiff
+  end if
+  equal = .false.
+  if (command_argument_count() >= 4) then
+    call get_command_argument(4, arg)
+    if (trim(arg) /= 'equal') error stop 'compare_runs: the fourth argument can only be "equal"'
+    equal = .true.
   end if
 
   call run(prog_before, 'before.out', it_before, x_before)
@@ -37,6 +45,7 @@ program compare_runs
                                    maxdiff, ')'
   if (.not. diff <= maxdiff) error stop 'compare_runs: the solutions differ'
   if (any(it_after > it_before)) error stop 'compare_runs: the pkrylov version needed more iterations'
+  if (equal .and. any(it_after /= it_before)) error stop 'compare_runs: the iteration counts differ'
   deallocate(it_before, it_after, x_before, x_after) ! (main-program allocatables are not freed at the end)
 
 contains
