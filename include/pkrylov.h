@@ -607,9 +607,11 @@ PKRYLOV_EXTERN int pkrylov_solver_set_true_residual_interval(pkrylov_solver s, i
 PKRYLOV_EXTERN int pkrylov_solver_set_stop_rule(pkrylov_solver s, int32_t rule);
 /**
  * Minimum-residual iterate (flag 1; 0, the default, = off), MITgcm's cg2dUseMinResSol: the solve tracks
- * the smallest recurrence residual sum r^2 of its iterates, the initial guess (iteration 0) included (an
- * iterate is kept when its sum is strictly below the smallest so far), and when the last iterate's sum is
- * larger than that minimum it returns the kept iterate instead of the last one. The result reports
+ * the smallest recurrence residual sum r^2 of its iterates, the initial guess (iteration 0) and the last
+ * iterate included (an iterate is kept when its sum is strictly below the smallest so far), and when the
+ * last iterate's sum is larger than that minimum it returns the kept iterate instead of the last one (the
+ * x of MITgcm's CG2D; its minResidualSq leaves a converged last iterate out, which is then below it). The
+ * result reports
  * min_residual (the square root of that minimum) and min_residual_iteration; iterations stays the number of
  * iterations done, and final_residual keeps its meaning (with ::PKRYLOV_STOP_RECURRENCE: the last
  * iteration's recurrence residual, MITgcm's lastResidual; with ::PKRYLOV_STOP_CONFIRMED: ||b - A x|| of the

@@ -153,11 +153,16 @@ typedef struct {
   const int32_t *wet;
 } pk_ref_problem;
 
-/** What a reference solve returns (MITgcm's CG2D arguments). */
+/**
+ * What a reference solve returns (MITgcm's CG2D arguments). min_rr, it_min: the minimum over every iterate,
+ * the last included, which is what the library reports; MITgcm's minResidualSq leaves out a last iterate that
+ * converged (CG2D tests convergence before the minimum) or that the loop of CG2D_SR ran out at, whose
+ * residual is then below the minimum or the last anyway: the returned x is the same.
+ */
 typedef struct {
   int32_t its;          /* numIters: iterations done */
   double first, last;   /* firstResidual, lastResidual (sqrt of err_sq) */
-  double min_rr;        /* minResidualSq */
+  double min_rr;        /* minResidualSq (see above) */
   int32_t it_min;       /* nIterMin */
   int32_t converged;    /* stopped by err_sq < tol^2 */
   double *rr;           /* when not NULL (maxit + 1 values): err_sq of every iteration */
@@ -218,13 +223,13 @@ static void pk_ref_cg2d(const pk_ref_problem *P, const double *b, double *x, dou
       }
       err_sq = pk_ref_dot(P, r, r);
       if (o->rr) o->rr[it] = err_sq;
+      if (err_sq < o->min_rr) { /* (CG2D tests convergence first: see pk_ref_out) */
+        o->min_rr = err_sq, o->it_min = it;
+        memcpy(xmin, x, bytes);
+      }
       if (err_sq < tol_sq) {
         o->converged = 1;
         break;
-      }
-      if (err_sq < o->min_rr) {
-        o->min_rr = err_sq, o->it_min = it;
-        memcpy(xmin, x, bytes);
       }
     }
     if (it > maxit) it = maxit;
@@ -270,13 +275,13 @@ static void pk_ref_cg2d_sr(const pk_ref_problem *P, const double *b, double *x, 
       const double delta = pk_ref_dot(P, y, v);
       err_sq = pk_ref_dot(P, r, r);
       if (o->rr) o->rr[it] = err_sq;
+      if (err_sq < o->min_rr) { /* (CG2D_SR tests convergence first: see pk_ref_out) */
+        o->min_rr = err_sq, o->it_min = it;
+        memcpy(xmin, x, bytes);
+      }
       if (err_sq < tol_sq) {
         o->converged = 1;
         break;
-      }
-      if (err_sq < o->min_rr) {
-        o->min_rr = err_sq, o->it_min = it;
-        memcpy(xmin, x, bytes);
       }
       const double beta = eta / eta_old;
       eta_old = eta;
@@ -294,8 +299,6 @@ static void pk_ref_cg2d_sr(const pk_ref_problem *P, const double *b, double *x, 
       err_sq = pk_ref_dot(P, r, r);
       if (o->rr) o->rr[it] = err_sq;
       if (err_sq < tol_sq) o->converged = 1;
-      /* (CG2D_SR leaves minResidualSq at the loop's last value here; the minimum over every iterate, the
-         last included, as CG2D has it, is what the library reports; the returned x is the same) */
       if (err_sq < o->min_rr) o->min_rr = err_sq, o->it_min = it, memcpy(xmin, x, bytes);
     }
   }

@@ -203,14 +203,16 @@ contains
                 err_sq = sum(r**2)
                 numits = it
                 if (present(rr_out)) rr_out(it) = err_sq
-                if (err_sq < tolv**2) then
-                    converged = .true.
-                    exit
-                end if
+                ! (the minimum over every iterate, the last included, as the library reports it; CG2D
+                ! tests convergence first and leaves a converged last iterate out: the same x)
                 if (err_sq < minsq) then
                     minsq = err_sq
                     nmin = it
                     xmin = xs(:, :, 1)
+                end if
+                if (err_sq < tolv**2) then
+                    converged = .true.
+                    exit
                 end if
             end do
         end if

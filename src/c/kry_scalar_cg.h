@@ -128,15 +128,15 @@ PK_HD static inline void pk_kss_sr_iter(double *S, int k) {
   }
   S[PK_SR_LAST_RR] = rr;
   pk_ks_record(S, k, sqrt(rr));
-  if (pk_ks_test_rr(S, k, rr)) {
-    S[PK_SR_ALPHA] = 0.0;
-    return;
-  }
-  if (S[PK_SR_MIN_ON] != 0.0 && rr < S[PK_SR_MIN_RR]) {
+  if (S[PK_SR_MIN_ON] != 0.0 && rr < S[PK_SR_MIN_RR]) { /* every iterate, the last included */
     S[PK_SR_MIN_RR] = rr;
     S[PK_SR_MIN_IT] = (double)k;
     S[PK_SR_KEEP] = 0.0;
     S[PK_SR_TAKE] = 1.0;
+  }
+  if (pk_ks_test_rr(S, k, rr)) {
+    S[PK_SR_ALPHA] = 0.0;
+    return;
   }
   if (!isfinite(eta) || !isfinite(delta)) {
     pk_sr_stop(S, PKRYLOV_DIVERGED_NAN, k + 1);

@@ -379,8 +379,9 @@ static void pk_min_keep(pk_run *R, int32_t it, double rr, const double *x, doubl
 }
 
 /**
- * Minimum-residual tracking (MITgcm's cg2dUseMinResSol) of iterate it = x + a p with recurrence sum rr:
- * reset (iteration 0 and restarts) keeps it unconditionally, otherwise only when rr < the minimum so far.
+ * Minimum-residual tracking (MITgcm's cg2dUseMinResSol) of iterate it = x + a p with recurrence sum rr, every
+ * iterate the last included: reset (iteration 0 and restarts) keeps it unconditionally, otherwise only when
+ * rr < the minimum so far.
  */
 static void pk_min_track(pk_run *R, int reset, int32_t it, double rr, const double *x, double a,
                          const double *p) {
@@ -512,6 +513,7 @@ restart:
     rnorm = sqrt(d[1]);
     R->cur_rr = d[1];
     /* x_it = x + alpha p is due; it is applied in the operator loop or below when stopping */
+    pk_min_track(R, 0, it, d[1], x, alpha, p);
     int stop = pk_record(R, it, rnorm);
     int conv = pk_converged(R, d[1]);
     int brk = !conv && !pk_sign_ok(d[0], &rho_sign);
@@ -533,7 +535,6 @@ restart:
       else res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS;
       return PKRYLOV_SUCCESS;
     }
-    pk_min_track(R, 0, it, d[1], x, alpha, p);
     beta = d[0] / rho;
     rho = d[0];
     /* operator loop: x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
@@ -613,6 +614,7 @@ restart:
       return PKRYLOV_SUCCESS;
     }
     R->cur_rr = d[2];
+    pk_min_track(R, first, it, d[2], x, 0.0, NULL); /* x is iterate it (a (re)start: kept unconditionally) */
     if (it == 0 && first) {
       int stop = pk_record(R, 0, rnorm);
       if ((res->reason = pk_converged(R, d[2]))) return PKRYLOV_SUCCESS;
@@ -635,8 +637,6 @@ restart:
       if (stop) return res->reason = stop, PKRYLOV_SUCCESS;
     }
     if (it >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
-    /* x is iterate it here (a (re)start: kept unconditionally) */
-    pk_min_track(R, first, it, d[2], x, 0.0, NULL);
     /* scalars: gamma = (r,u) = (r, M^-1 r); sigma = delta - beta gamma / alpha_old = (p, A p) */
     if (!pk_sign_ok(gamma, &rho_sign)) {
       res->reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND;
