@@ -50,8 +50,10 @@ static void pk_basin_make(pk_basin *B, int nx, int ny, uint64_t seed, int intege
   for (int j = 0; j < ny; j++)
     for (int i = 0; i < nx; i++) {
       int wet = i > 0 && i < nx - 1 && j > 0 && j < ny - 1;
-      if (i >= nx / 3 && i < nx / 3 + 3 && j >= ny / 3 && j < ny / 3 + 2) wet = 0; /* an island */
-      if (i == nx / 2 && j >= ny / 2) wet = 0;                                       /* a peninsula */
+      if (i >= nx / 3 && i < nx / 3 + 3 && j >= ny / 3 && j < ny / 3 + 2)
+        wet = 0; /* an island */
+      if (i == nx / 2 && j >= ny / 2)
+        wet = 0; /* a peninsula */
       B->mask[i + nx * j] = wet;
     }
   uint64_t st = seed;
@@ -67,13 +69,15 @@ static void pk_basin_make(pk_basin *B, int nx, int ny, uint64_t seed, int intege
   for (int j = 0; j < ny; j++)
     for (int i = 0; i < nx; i++) {
       const int64_t c = i + (int64_t)nx * j;
-      if (!B->mask[c]) continue;
+      if (!B->mask[c])
+        continue;
       const double e = i + 1 < nx ? B->aW[c + 1] : 0.0, nn = j + 1 < ny ? B->aS[c + nx] : 0.0;
       const double fs = integer ? 1.0 : 0.02 + 0.01 * pk_test_rand(&st);
       B->aC[c] = -(B->aW[c] + e + B->aS[c] + nn) - fs;
     }
   for (int64_t c = 0; c < B->n; c++) {
-    if (!B->mask[c]) continue;
+    if (!B->mask[c])
+      continue;
     B->pC[c] = 1.0 / B->aC[c];
     const int i = (int)(c % nx);
     if (B->aW[c] != 0.0) {
@@ -137,7 +141,8 @@ static int pk_basin_ainv(void *user, int64_t n, const double *r, double *z) {
 /** z = r / aC (Jacobi as pkrylov's: 1/diag; land cells keep r, which is 0 there). */
 static int pk_basin_jacobi(void *user, int64_t n, const double *r, double *z) {
   const pk_basin *B = (const pk_basin *)user;
-  for (int64_t c = 0; c < n; c++) z[c] = B->mask[c] ? r[c] * (1.0 / B->aC[c]) : r[c];
+  for (int64_t c = 0; c < n; c++)
+    z[c] = B->mask[c] ? r[c] * (1.0 / B->aC[c]) : r[c];
   return 0;
 }
 
@@ -160,18 +165,19 @@ typedef struct {
  * residual is then below the minimum or the last anyway: the returned x is the same.
  */
 typedef struct {
-  int32_t its;          /* numIters: iterations done */
-  double first, last;   /* firstResidual, lastResidual (sqrt of err_sq) */
-  double min_rr;        /* minResidualSq (see above) */
-  int32_t it_min;       /* nIterMin */
-  int32_t converged;    /* stopped by err_sq < tol^2 */
-  double *rr;           /* when not NULL (maxit + 1 values): err_sq of every iteration */
+  int32_t its;        /* numIters: iterations done */
+  double first, last; /* firstResidual, lastResidual (sqrt of err_sq) */
+  double min_rr;      /* minResidualSq (see above) */
+  int32_t it_min;     /* nIterMin */
+  int32_t converged;  /* stopped by err_sq < tol^2 */
+  double *rr;         /* when not NULL (maxit + 1 values): err_sq of every iteration */
 } pk_ref_out;
 
 static double pk_ref_dot(const pk_ref_problem *P, const double *a, const double *b) {
   double t = 0.0;
   for (int64_t i = 0; i < P->n; i++)
-    if (!P->wet || P->wet[i]) t += a[i] * b[i];
+    if (!P->wet || P->wet[i])
+      t += a[i] * b[i];
   return t;
 }
 
@@ -185,7 +191,8 @@ static void pk_ref_precond(const pk_ref_problem *P, const double *r, double *z) 
 /** r = b - A x (0 at land); err_sq. */
 static double pk_ref_residual(const pk_ref_problem *P, const double *b, const double *x, double *r) {
   P->A(P->Auser, P->n, x, r);
-  for (int64_t i = 0; i < P->n; i++) r[i] = (!P->wet || P->wet[i]) ? b[i] - r[i] : 0.0;
+  for (int64_t i = 0; i < P->n; i++)
+    r[i] = (!P->wet || P->wet[i]) ? b[i] - r[i] : 0.0;
   return pk_ref_dot(P, r, r);
 }
 
@@ -196,13 +203,15 @@ static double pk_ref_residual(const pk_ref_problem *P, const double *b, const do
 static void pk_ref_cg2d(const pk_ref_problem *P, const double *b, double *x, double tol, int32_t maxit,
                         int minres, pk_ref_out *o) {
   const size_t bytes = sizeof(double) * (size_t)P->n;
-  double *r = malloc(bytes), *z = malloc(bytes), *s = calloc((size_t)P->n, sizeof(double)), *q = malloc(bytes);
+  double *r = malloc(bytes), *z = malloc(bytes), *s = calloc((size_t)P->n, sizeof(double)),
+         *q = malloc(bytes);
   double *xmin = malloc(bytes);
   const double tol_sq = tol * tol;
   double err_sq = pk_ref_residual(P, b, x, r);
   o->first = sqrt(err_sq);
   o->min_rr = err_sq, o->it_min = 0, o->converged = 0;
-  if (o->rr) o->rr[0] = err_sq;
+  if (o->rr)
+    o->rr[0] = err_sq;
   memcpy(xmin, x, bytes);
   int32_t it = 0;
   if (err_sq < tol_sq) {
@@ -214,7 +223,8 @@ static void pk_ref_cg2d(const pk_ref_problem *P, const double *b, double *x, dou
       const double eta = pk_ref_dot(P, z, r);
       const double beta = eta / eta_old;
       eta_old = eta;
-      for (int64_t i = 0; i < P->n; i++) s[i] = z[i] + beta * s[i];
+      for (int64_t i = 0; i < P->n; i++)
+        s[i] = z[i] + beta * s[i];
       P->A(P->Auser, P->n, s, q);
       const double alpha = eta / pk_ref_dot(P, s, q);
       for (int64_t i = 0; i < P->n; i++) {
@@ -222,7 +232,8 @@ static void pk_ref_cg2d(const pk_ref_problem *P, const double *b, double *x, dou
         r[i] = r[i] - alpha * q[i];
       }
       err_sq = pk_ref_dot(P, r, r);
-      if (o->rr) o->rr[it] = err_sq;
+      if (o->rr)
+        o->rr[it] = err_sq;
       if (err_sq < o->min_rr) { /* (CG2D tests convergence first: see pk_ref_out) */
         o->min_rr = err_sq, o->it_min = it;
         memcpy(xmin, x, bytes);
@@ -232,9 +243,11 @@ static void pk_ref_cg2d(const pk_ref_problem *P, const double *b, double *x, dou
         break;
       }
     }
-    if (it > maxit) it = maxit;
+    if (it > maxit)
+      it = maxit;
   }
-  if (minres && err_sq > o->min_rr) memcpy(x, xmin, bytes);
+  if (minres && err_sq > o->min_rr)
+    memcpy(x, xmin, bytes);
   o->its = it;
   o->last = sqrt(err_sq);
   free(r), free(z), free(s), free(q), free(xmin);
@@ -251,7 +264,8 @@ static void pk_ref_cg2d_sr(const pk_ref_problem *P, const double *b, double *x, 
   double err_sq = pk_ref_residual(P, b, x, r);
   o->first = sqrt(err_sq);
   o->min_rr = err_sq, o->it_min = 0, o->converged = 0;
-  if (o->rr) o->rr[0] = err_sq;
+  if (o->rr)
+    o->rr[0] = err_sq;
   memcpy(xmin, x, bytes);
   int32_t it = 0;
   if (err_sq < tol_sq) {
@@ -274,7 +288,8 @@ static void pk_ref_cg2d_sr(const pk_ref_problem *P, const double *b, double *x, 
       eta = pk_ref_dot(P, y, r);
       const double delta = pk_ref_dot(P, y, v);
       err_sq = pk_ref_dot(P, r, r);
-      if (o->rr) o->rr[it] = err_sq;
+      if (o->rr)
+        o->rr[it] = err_sq;
       if (err_sq < o->min_rr) { /* (CG2D_SR tests convergence first: see pk_ref_out) */
         o->min_rr = err_sq, o->it_min = it;
         memcpy(xmin, x, bytes);
@@ -297,12 +312,16 @@ static void pk_ref_cg2d_sr(const pk_ref_problem *P, const double *b, double *x, 
     if (!o->converged) { /* the loop ran out: it = maxit, err_sq of the last r */
       it = maxit;
       err_sq = pk_ref_dot(P, r, r);
-      if (o->rr) o->rr[it] = err_sq;
-      if (err_sq < tol_sq) o->converged = 1;
-      if (err_sq < o->min_rr) o->min_rr = err_sq, o->it_min = it, memcpy(xmin, x, bytes);
+      if (o->rr)
+        o->rr[it] = err_sq;
+      if (err_sq < tol_sq)
+        o->converged = 1;
+      if (err_sq < o->min_rr)
+        o->min_rr = err_sq, o->it_min = it, memcpy(xmin, x, bytes);
     }
   }
-  if (minres && err_sq > o->min_rr) memcpy(x, xmin, bytes);
+  if (minres && err_sq > o->min_rr)
+    memcpy(x, xmin, bytes);
   o->its = it;
   o->last = sqrt(err_sq);
   free(r), free(y), free(v), free(s), free(q), free(xmin);

@@ -1,21 +1,21 @@
 /**
  * @file t302-stop-rule.c
  * @brief The model's own stopping rule (pkrylov_solver_set_stop_rule, PKRYLOV_STOP_RECURRENCE), single-
- *        reduction CG (PKRYLOV_SOLVER_SRCG) and the minimum-residual iterate (pkrylov_solver_set_min_residual),
- *        CPU backend, against hand-written solvers with MITgcm's loops (pk_stop_test.h: CG2D and CG2D_SR):
- *        a masked, negative definite 2-D free-surface problem with the approximate-inverse preconditioner
- *        (a user preconditioner given to both) or Jacobi, and the thin shell with the column preconditioner.
- *        Same iterations, first and last residuals to 1e-14, x to 1e-12, tolerances met exactly at a
- *        boundary; the rule on every solver type; bad input.
+ *        reduction CG (PKRYLOV_SOLVER_SRCG) and the minimum-residual iterate
+ * (pkrylov_solver_set_min_residual), CPU backend, against hand-written solvers with MITgcm's loops
+ * (pk_stop_test.h: CG2D and CG2D_SR): a masked, negative definite 2-D free-surface problem with the
+ * approximate-inverse preconditioner (a user preconditioner given to both) or Jacobi, and the thin shell with
+ * the column preconditioner. Same iterations, first and last residuals to 1e-14, x to 1e-12, tolerances met
+ * exactly at a boundary; the rule on every solver type; bad input.
  */
 #include "pk_stop_test.h"
 
 /** A library solve and the reference it must match. */
 typedef struct {
-  int32_t type;            /* CG, PIPECG or SRCG */
+  int32_t type; /* CG, PIPECG or SRCG */
   double rtol, atol;
   int32_t maxit, minres, rule;
-  const double *x0;        /* NULL: zero */
+  const double *x0; /* NULL: zero */
 } run_opts;
 
 static run_opts ropts(int32_t type, double rtol, double atol, int32_t maxit) {
@@ -32,26 +32,38 @@ static int lib_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M,
   int64_t n;
   pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL);
   int e = pkrylov_solver_create(ctx, o->type, A, M, &s);
-  if (e) return e;
-  if (!e) e = pkrylov_solver_set_tolerances(s, o->rtol, o->atol);
-  if (!e) e = pkrylov_solver_set_max_iterations(s, o->maxit);
-  if (!e) e = pkrylov_solver_set_stop_rule(s, o->rule);
-  if (!e) e = pkrylov_solver_set_min_residual(s, o->minres);
-  if (!e && hist) e = pkrylov_solver_set_history(s, 1);
+  if (e)
+    return e;
+  if (!e)
+    e = pkrylov_solver_set_tolerances(s, o->rtol, o->atol);
+  if (!e)
+    e = pkrylov_solver_set_max_iterations(s, o->maxit);
+  if (!e)
+    e = pkrylov_solver_set_stop_rule(s, o->rule);
+  if (!e)
+    e = pkrylov_solver_set_min_residual(s, o->minres);
+  if (!e && hist)
+    e = pkrylov_solver_set_history(s, 1);
   if (o->x0) {
     memcpy(x, o->x0, sizeof(double) * (size_t)n);
-    if (!e) e = pkrylov_solver_set_initial_guess_nonzero(s, 1);
+    if (!e)
+      e = pkrylov_solver_set_initial_guess_nonzero(s, 1);
   }
-  if (!e) e = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);
-  if (!e) e = pkrylov_solver_get_result(s, res);
+  if (!e)
+    e = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);
+  if (!e)
+    e = pkrylov_solver_get_result(s, res);
   int32_t len;
-  if (!e && hist) e = pkrylov_solver_get_history(s, o->maxit + 1, hist, &len);
+  if (!e && hist)
+    e = pkrylov_solver_get_history(s, o->maxit + 1, hist, &len);
   pkrylov_solver_destroy(&s);
   return e;
 }
 
 /** ||b|| over the wet cells, in index order (as the reference's sums). */
-static double wet_norm(const pk_ref_problem *P, const double *b) { return sqrt(pk_ref_dot(P, b, b)); }
+static double wet_norm(const pk_ref_problem *P, const double *b) {
+  return sqrt(pk_ref_dot(P, b, b));
+}
 
 /**
  * The library (type o->type, recurrence rule) against the reference (CG2D for CG and pipelined CG, CG2D_SR
@@ -62,11 +74,13 @@ static int compare(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, c
                    const run_opts *o, const double *b, double rtol_res, double xtol, const char *what) {
   const int64_t n = P->n;
   double *x = malloc(sizeof(double) * (size_t)n), *xr = calloc((size_t)n, sizeof(double));
-  if (o->x0) memcpy(xr, o->x0, sizeof(double) * (size_t)n);
+  if (o->x0)
+    memcpy(xr, o->x0, sizeof(double) * (size_t)n);
   pkrylov_result res;
   PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, o, b, x, &res, NULL));
   double tol = o->rtol * wet_norm(P, b);
-  if (o->atol > tol) tol = o->atol;
+  if (o->atol > tol)
+    tol = o->atol;
   pk_ref_out ro;
   memset(&ro, 0, sizeof ro);
   if (o->type == PKRYLOV_SOLVER_SRCG)
@@ -88,7 +102,8 @@ static int compare(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, c
   PK_EXPECT(res.converged == ro.converged, "%s: converged %d (%s), reference %d", what, res.converged,
             pkrylov_reason_string(res.reason), ro.converged);
   if (ro.converged)
-    PK_EXPECT(res.reason == (o->atol >= o->rtol * res.rhs_norm ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL),
+    PK_EXPECT(res.reason ==
+                  (o->atol >= o->rtol * res.rhs_norm ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL),
               "%s: reason %s", what, pkrylov_reason_string(res.reason));
   else
     PK_EXPECT(res.reason == PKRYLOV_DIVERGED_MAX_ITERATIONS, "%s: reason %s", what,
@@ -123,24 +138,29 @@ typedef struct {
 static int basin_setup(basin_case *c, int nx, int ny, uint64_t seed, int integer, int32_t pc) {
   memset(c, 0, sizeof *c);
   pk_basin_make(&c->B, nx, ny, seed, integer);
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &c->ctx)) return 1;
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &c->ctx))
+    return 1;
   pk_basin *B = &c->B;
-  if (pkrylov_operator_create_stencil7(c->ctx, nx, ny, 1, B->aW, B->aS, B->aV, B->aC, B->mask, &c->A)) return 1;
+  if (pkrylov_operator_create_stencil7(c->ctx, nx, ny, 1, B->aW, B->aS, B->aV, B->aC, B->mask, &c->A))
+    return 1;
   c->P.n = B->n;
   c->P.A = pk_basin_apply, c->P.Auser = B;
   c->P.wet = B->mask;
   if (pc == PKRYLOV_PRECOND_USER) {
-    if (pkrylov_precond_create_user(c->ctx, B->n, pk_basin_ainv, B, &c->M)) return 1;
+    if (pkrylov_precond_create_user(c->ctx, B->n, pk_basin_ainv, B, &c->M))
+      return 1;
     c->P.M = pk_basin_ainv, c->P.Muser = B;
   } else if (pc == PKRYLOV_PRECOND_JACOBI) {
-    if (pkrylov_precond_create(c->ctx, c->A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &c->M)) return 1;
+    if (pkrylov_precond_create(c->ctx, c->A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &c->M))
+      return 1;
     c->P.M = pk_basin_jacobi, c->P.Muser = B;
   }
   c->b = calloc((size_t)B->n, sizeof(double));
   uint64_t st = seed + 7;
   for (int64_t i = 0; i < B->n; i++) {
     const double v = pk_test_rand(&st);
-    if (B->mask[i]) c->b[i] = integer ? (double)(int)(4.0 * v) : v;
+    if (B->mask[i])
+      c->b[i] = integer ? (double)(int)(4.0 * v) : v;
   }
   return 0;
 }
@@ -171,7 +191,8 @@ static int basin_tolerances(int32_t type, int32_t pc) {
   /* an initial guess; an iteration cap */
   double *x0 = malloc(sizeof(double) * (size_t)c.B.n);
   uint64_t st = 99;
-  for (int64_t i = 0; i < c.B.n; i++) x0[i] = c.B.mask[i] ? pk_test_rand(&st) : 0.0;
+  for (int64_t i = 0; i < c.B.n; i++)
+    x0[i] = c.B.mask[i] ? pk_test_rand(&st) : 0.0;
   run_opts o = ropts(type, 1e-8, 0.0, 500);
   o.x0 = x0;
   compare(c.ctx, c.A, c.M, &c.P, &o, c.b, 1e-14, 1e-12, "initial guess");
@@ -182,10 +203,18 @@ static int basin_tolerances(int32_t type, int32_t pc) {
   PK_TEST_END();
 }
 
-PK_TEST_CASE(cg_basin_ainv) { return basin_tolerances(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_USER); }
-PK_TEST_CASE(cg_basin_jacobi) { return basin_tolerances(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_JACOBI); }
-PK_TEST_CASE(srcg_basin_ainv) { return basin_tolerances(PKRYLOV_SOLVER_SRCG, PKRYLOV_PRECOND_USER); }
-PK_TEST_CASE(srcg_basin_jacobi) { return basin_tolerances(PKRYLOV_SOLVER_SRCG, PKRYLOV_PRECOND_JACOBI); }
+PK_TEST_CASE(cg_basin_ainv) {
+  return basin_tolerances(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_USER);
+}
+PK_TEST_CASE(cg_basin_jacobi) {
+  return basin_tolerances(PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_JACOBI);
+}
+PK_TEST_CASE(srcg_basin_ainv) {
+  return basin_tolerances(PKRYLOV_SOLVER_SRCG, PKRYLOV_PRECOND_USER);
+}
+PK_TEST_CASE(srcg_basin_jacobi) {
+  return basin_tolerances(PKRYLOV_SOLVER_SRCG, PKRYLOV_PRECOND_JACOBI);
+}
 
 /* ---- the thin shell with the column preconditioner ---------------------------------------------------- */
 
@@ -212,7 +241,8 @@ static int thinshell_column(int32_t type) {
   pk_ref_problem P = {n, ts_apply, ts_precond, A, M, NULL};
   double *b = malloc(sizeof(double) * (size_t)n);
   uint64_t st = 5;
-  for (int64_t i = 0; i < n; i++) b[i] = pk_test_rand(&st);
+  for (int64_t i = 0; i < n; i++)
+    b[i] = pk_test_rand(&st);
   const double bn = wet_norm(&P, b);
   static const double f[3] = {1e-4, 1e-6, 1e-8};
   for (int k = 0; k < 3; k++) {
@@ -228,8 +258,12 @@ static int thinshell_column(int32_t type) {
   PK_TEST_END();
 }
 
-PK_TEST_CASE(cg_thinshell_column) { return thinshell_column(PKRYLOV_SOLVER_CG); }
-PK_TEST_CASE(srcg_thinshell_column) { return thinshell_column(PKRYLOV_SOLVER_SRCG); }
+PK_TEST_CASE(cg_thinshell_column) {
+  return thinshell_column(PKRYLOV_SOLVER_CG);
+}
+PK_TEST_CASE(srcg_thinshell_column) {
+  return thinshell_column(PKRYLOV_SOLVER_SRCG);
+}
 
 /* ---- tolerances met exactly at a boundary ------------------------------------------------------------ */
 
@@ -247,7 +281,8 @@ PK_TEST_CASE(boundary_iteration0) {
     memset(c.b, 0, sizeof(double) * (size_t)c.B.n);
     int placed = 0;
     for (int64_t i = 0; i < c.B.n && placed < 3; i += 37)
-      if (c.B.mask[i]) c.b[i] = placed == 0 ? 3.0 : placed == 1 ? 4.0 : 12.0, placed++;
+      if (c.B.mask[i])
+        c.b[i] = placed == 0 ? 3.0 : placed == 1 ? 4.0 : 12.0, placed++;
     PK_REQUIRE(placed == 3, "three wet cells");
     static const int32_t types[3] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG, PKRYLOV_SOLVER_SRCG};
     for (int t = 0; t < 3; t++) {
@@ -260,11 +295,12 @@ PK_TEST_CASE(boundary_iteration0) {
       PK_EXPECT(res.iterations > 0 && res.initial_residual == 13.0 && res.reason == PKRYLOV_CONVERGED_ATOL,
                 "%s: %d iterations (%s), initial residual %.17g", what, res.iterations,
                 pkrylov_reason_string(res.reason), res.initial_residual);
-      if (types[t] != PKRYLOV_SOLVER_PIPECG) compare(c.ctx, c.A, c.M, &c.P, &o, c.b, 1e-14, 1e-12, what);
+      if (types[t] != PKRYLOV_SOLVER_PIPECG)
+        compare(c.ctx, c.A, c.M, &c.P, &o, c.b, 1e-14, 1e-12, what);
       o.rule = PKRYLOV_STOP_CONFIRMED;
       PK_REQUIRE_OK(c.ctx, lib_solve(c.ctx, c.A, c.M, &o, c.b, x, &res, NULL));
-      PK_EXPECT(res.iterations == 0 && res.reason == PKRYLOV_CONVERGED_ATOL, "%s, confirmed rule: %d iterations",
-                what, res.iterations);
+      PK_EXPECT(res.iterations == 0 && res.reason == PKRYLOV_CONVERGED_ATOL,
+                "%s, confirmed rule: %d iterations", what, res.iterations);
       free(x);
     }
     basin_teardown(&c);
@@ -286,7 +322,8 @@ PK_TEST_CASE(boundary_iteration1) {
   for (int t = 0; t < 2; t++)
     for (uint64_t seed = 1; seed < 40; seed++) {
       uint64_t st = seed;
-      for (int64_t i = 0; i < c.B.n; i++) c.b[i] = c.B.mask[i] ? (double)(int)(5.0 * pk_test_rand(&st)) : 0.0;
+      for (int64_t i = 0; i < c.B.n; i++)
+        c.b[i] = c.B.mask[i] ? (double)(int)(5.0 * pk_test_rand(&st)) : 0.0;
       double rr[3];
       pk_ref_out ro;
       memset(&ro, 0, sizeof ro);
@@ -295,9 +332,12 @@ PK_TEST_CASE(boundary_iteration1) {
       pk_ref_cg2d(&c.P, c.b, xr, 0.0, 2, 0, &ro); /* rr of iterations 0, 1, 2 */
       free(xr);
       double tol = sqrt(rr[1]);
-      if (tol * tol != rr[1]) tol = nextafter(tol, INFINITY);
-      if (tol * tol != rr[1]) tol = nextafter(sqrt(rr[1]), 0.0);
-      if (tol * tol != rr[1] || !(rr[2] < rr[1])) continue; /* no exact boundary with this b */
+      if (tol * tol != rr[1])
+        tol = nextafter(tol, INFINITY);
+      if (tol * tol != rr[1])
+        tol = nextafter(sqrt(rr[1]), 0.0);
+      if (tol * tol != rr[1] || !(rr[2] < rr[1]))
+        continue; /* no exact boundary with this b */
       char what[96];
       snprintf(what, sizeof what, "type %d seed %d: atol^2 = rr_1", types[t], (int)seed);
       run_opts o = ropts(types[t], 0.0, tol, 200);
@@ -359,7 +399,8 @@ static int minres_case(int32_t type) {
       }
       found++;
     }
-    if (rr[k] < m) m = rr[k];
+    if (rr[k] < m)
+      m = rr[k];
   }
   PK_EXPECT(found >= 2, "%d caps above an earlier minimum", found);
   /* off: -1; a converged solve keeps its last iterate (below every earlier one) */
@@ -371,9 +412,15 @@ static int minres_case(int32_t type) {
   PK_TEST_END();
 }
 
-PK_TEST_CASE(minres_cg) { return minres_case(PKRYLOV_SOLVER_CG); }
-PK_TEST_CASE(minres_srcg) { return minres_case(PKRYLOV_SOLVER_SRCG); }
-PK_TEST_CASE(minres_pipecg) { return minres_case(PKRYLOV_SOLVER_PIPECG); }
+PK_TEST_CASE(minres_cg) {
+  return minres_case(PKRYLOV_SOLVER_CG);
+}
+PK_TEST_CASE(minres_srcg) {
+  return minres_case(PKRYLOV_SOLVER_SRCG);
+}
+PK_TEST_CASE(minres_pipecg) {
+  return minres_case(PKRYLOV_SOLVER_PIPECG);
+}
 
 /**
  * The confirmed rule with the minimum-residual iterate: the returned x's true residual (final_residual),
@@ -392,8 +439,10 @@ PK_TEST_CASE(minres_confirmed_rule) {
   int32_t cap = -1;
   double m = rr[0];
   for (int32_t k = 1; k <= 300 && cap < 0; k++) {
-    if (k >= 2 && rr[k] > m) cap = k;
-    if (rr[k] < m) m = rr[k];
+    if (k >= 2 && rr[k] > m)
+      cap = k;
+    if (rr[k] < m)
+      m = rr[k];
   }
   PK_REQUIRE(cap > 0, "a non-monotone history");
   static const int32_t types[3] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG, PKRYLOV_SOLVER_SRCG};
@@ -405,8 +454,10 @@ PK_TEST_CASE(minres_confirmed_rule) {
     pk_basin_apply(&c.B, c.B.n, x, y);
     double tr = 0;
     for (int64_t i = 0; i < c.B.n; i++)
-      if (c.B.mask[i]) tr += (c.b[i] - y[i]) * (c.b[i] - y[i]);
-    PK_EXPECT(res.min_residual_iteration < cap && fabs(res.final_residual - sqrt(tr)) <= 1e-12 * res.initial_residual,
+      if (c.B.mask[i])
+        tr += (c.b[i] - y[i]) * (c.b[i] - y[i]);
+    PK_EXPECT(res.min_residual_iteration < cap &&
+                  fabs(res.final_residual - sqrt(tr)) <= 1e-12 * res.initial_residual,
               "type %d: min at %d of %d, final residual %.17g, ||b - A x|| %.17g", types[t],
               res.min_residual_iteration, cap, res.final_residual, sqrt(tr));
   }
@@ -435,14 +486,16 @@ PK_TEST_CASE(recurrence_every_type) {
   const int64_t n = 16 * 14 * 10;
   double *b = malloc(sizeof(double) * n), *x = malloc(sizeof(double) * n), h[2001];
   uint64_t st = 8;
-  for (int64_t i = 0; i < n; i++) b[i] = pk_test_rand(&st);
+  for (int64_t i = 0; i < n; i++)
+    b[i] = pk_test_rand(&st);
   for (int32_t type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_SRCG; type++)
     for (int absolute = 0; absolute <= 1; absolute++) {
       run_opts o = ropts(type, absolute ? 1e-9 : 1e-7, 0.0, 2000);
       pkrylov_result res, rc;
       if (absolute) { /* an absolute tolerance larger than rtol ||b|| */
         double bb = 0;
-        for (int64_t i = 0; i < n; i++) bb += b[i] * b[i];
+        for (int64_t i = 0; i < n; i++)
+          bb += b[i] * b[i];
         o.atol = 1e-7 * sqrt(bb);
       }
       PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, &o, b, x, &res, h));
@@ -450,8 +503,8 @@ PK_TEST_CASE(recurrence_every_type) {
       const int it = res.iterations;
       PK_EXPECT(res.converged && res.reason == (absolute ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL) &&
                     res.true_residual_checks == 0,
-                "type %d abs %d: %s after %d, %d checks", type, absolute, pkrylov_reason_string(res.reason), it,
-                res.true_residual_checks);
+                "type %d abs %d: %s after %d, %d checks", type, absolute, pkrylov_reason_string(res.reason),
+                it, res.true_residual_checks);
       PK_EXPECT(res.final_residual == h[it] && h[it] <= tol && (it == 0 || h[it - 1] >= tol * (1 - 1e-15)),
                 "type %d abs %d: final %.17g, history %.17g then %.17g, tol %.17g", type, absolute,
                 res.final_residual, it > 0 ? h[it - 1] : -1.0, h[it], tol);
@@ -486,7 +539,8 @@ PK_TEST_CASE(zero_rhs) {
   PK_TEST_END();
 }
 
-/* ---- single-reduction CG: preconditioners, breakdowns ---------------------------------------------------- */
+/* ---- single-reduction CG: preconditioners, breakdowns ----------------------------------------------------
+ */
 
 /** SRCG with every preconditioner on the thin shell (positive definite) and its negation (negative
  *  definite, as models store it) against a dense LAPACK solve. */
@@ -502,10 +556,12 @@ PK_TEST_CASE(srcg_preconditioners_dense) {
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_stencil_coefficients(&p, aW, aS, aV, aC));
   double *b = malloc(sizeof(double) * n), *x = malloc(sizeof(double) * n), *xd = malloc(sizeof(double) * n);
   uint64_t st = 4;
-  for (int i = 0; i < n; i++) b[i] = pk_test_rand(&st);
+  for (int i = 0; i < n; i++)
+    b[i] = pk_test_rand(&st);
   for (int neg = 0; neg <= 1; neg++) {
     if (neg)
-      for (int i = 0; i < n; i++) aW[i] = -aW[i], aS[i] = -aS[i], aV[i] = -aV[i], aC[i] = -aC[i];
+      for (int i = 0; i < n; i++)
+        aW[i] = -aW[i], aS[i] = -aS[i], aV[i] = -aV[i], aC[i] = -aC[i];
     pkrylov_operator A;
     PK_REQUIRE_OK(ctx, pkrylov_operator_create_stencil7(ctx, 8, 7, 6, aW, aS, aV, aC, NULL, &A));
     PK_REQUIRE(pk_test_dense_solve(A, b, xd) == 0, "dense solve");
@@ -514,7 +570,8 @@ PK_TEST_CASE(srcg_preconditioners_dense) {
     for (int k = 0; k < 4; k++) {
       pkrylov_precond M = NULL, Mc = NULL;
       if (pcs[k] == PKRYLOV_PRECOND_USER) { /* the column solve as the caller's routine */
-        PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &Mc));
+        PK_REQUIRE_OK(ctx,
+                      pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &Mc));
         PK_REQUIRE_OK(ctx, pkrylov_precond_create_user(ctx, n, ts_precond, Mc, &M));
       } else if (pcs[k] != PKRYLOV_PRECOND_NONE) {
         PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, pcs[k], 0, PKRYLOV_LAYOUT_AUTO, &M));
@@ -542,7 +599,8 @@ PK_TEST_CASE(srcg_preconditioners_dense) {
 /** An indefinite matrix and an indefinite preconditioner: SRCG stops with the breakdown CG reports. */
 static int diag_apply(void *user, int64_t n, const double *x, double *y) {
   const double *d = (const double *)user;
-  for (int64_t i = 0; i < n; i++) y[i] = d[i] * x[i];
+  for (int64_t i = 0; i < n; i++)
+    y[i] = d[i] * x[i];
   return 0;
 }
 
@@ -551,10 +609,13 @@ PK_TEST_CASE(srcg_breakdowns) {
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
   enum { N = 40 };
   double dA[N], dM[N], b[N], x[N];
-  for (int i = 0; i < N; i++) dA[i] = 1.0 + i, dM[i] = 1.0, b[i] = 1.0;
+  for (int i = 0; i < N; i++)
+    dA[i] = 1.0 + i, dM[i] = 1.0, b[i] = 1.0;
   for (int cse = 0; cse < 2; cse++) {
-    if (cse == 0) dA[N - 1] = -50.0; /* indefinite A */
-    else dA[N - 1] = 1.0 + N, dM[3] = -1.0; /* indefinite M^-1 */
+    if (cse == 0)
+      dA[N - 1] = -50.0; /* indefinite A */
+    else
+      dA[N - 1] = 1.0 + N, dM[3] = -1.0; /* indefinite M^-1 */
     pkrylov_operator A;
     pkrylov_precond M;
     PK_REQUIRE_OK(ctx, pkrylov_operator_create_user(ctx, N, diag_apply, dA, &A));
@@ -575,7 +636,8 @@ PK_TEST_CASE(srcg_breakdowns) {
   PK_TEST_END();
 }
 
-/* ---- bad input ------------------------------------------------------------------------------------------ */
+/* ---- bad input ------------------------------------------------------------------------------------------
+ */
 
 PK_TEST_CASE(bad_input) {
   pkrylov_context ctx;
@@ -598,13 +660,15 @@ PK_TEST_CASE(bad_input) {
   for (int32_t type = PKRYLOV_SOLVER_BICGSTAB; type <= PKRYLOV_SOLVER_CAGMRES; type++) {
     PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, type, A, NULL, &s));
     PK_EXPECT_CODE(ctx, pkrylov_solver_set_min_residual(s, 1), PKRYLOV_ERR_UNSUPPORTED);
-    PK_EXPECT(pk_test_msg_has(ctx, "'flag'") && pk_test_msg_has(ctx, "solver type"), "type %d: message", type);
+    PK_EXPECT(pk_test_msg_has(ctx, "'flag'") && pk_test_msg_has(ctx, "solver type"), "type %d: message",
+              type);
     PK_EXPECT_CODE(ctx, pkrylov_solver_set_min_residual(s, 0), PKRYLOV_SUCCESS);
     PK_EXPECT_CODE(ctx, pkrylov_solver_set_stop_rule(s, PKRYLOV_STOP_RECURRENCE), PKRYLOV_SUCCESS);
     pkrylov_solver_destroy(&s);
   }
   /* SRCG is a type; the one after it is not */
-  PK_EXPECT_CODE(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_SRCG + 1, A, NULL, &s), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_SRCG + 1, A, NULL, &s),
+                 PKRYLOV_ERR_INVALID_VALUE);
   PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_SRCG, A, NULL, &s));
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_min_residual(s, 1), PKRYLOV_SUCCESS);
   pkrylov_solver_destroy(&s);
@@ -613,10 +677,11 @@ PK_TEST_CASE(bad_input) {
   PK_TEST_END();
 }
 
-PK_TEST_MAIN(PK_TEST_ENTRY(cg_basin_ainv), PK_TEST_ENTRY(cg_basin_jacobi), 
-             PK_TEST_ENTRY(srcg_basin_ainv), PK_TEST_ENTRY(srcg_basin_jacobi), 
-             PK_TEST_ENTRY(cg_thinshell_column), PK_TEST_ENTRY(srcg_thinshell_column),
-             PK_TEST_ENTRY(boundary_iteration0), PK_TEST_ENTRY(boundary_iteration1), PK_TEST_ENTRY(minres_cg),
-             PK_TEST_ENTRY(minres_srcg), PK_TEST_ENTRY(minres_pipecg), PK_TEST_ENTRY(minres_confirmed_rule),
-             PK_TEST_ENTRY(recurrence_every_type), PK_TEST_ENTRY(zero_rhs), PK_TEST_ENTRY(srcg_preconditioners_dense),
-             PK_TEST_ENTRY(srcg_breakdowns), PK_TEST_ENTRY(bad_input))
+PK_TEST_MAIN(PK_TEST_ENTRY(cg_basin_ainv), PK_TEST_ENTRY(cg_basin_jacobi), PK_TEST_ENTRY(srcg_basin_ainv),
+             PK_TEST_ENTRY(srcg_basin_jacobi), PK_TEST_ENTRY(cg_thinshell_column),
+             PK_TEST_ENTRY(srcg_thinshell_column), PK_TEST_ENTRY(boundary_iteration0),
+             PK_TEST_ENTRY(boundary_iteration1), PK_TEST_ENTRY(minres_cg), PK_TEST_ENTRY(minres_srcg),
+             PK_TEST_ENTRY(minres_pipecg), PK_TEST_ENTRY(minres_confirmed_rule),
+             PK_TEST_ENTRY(recurrence_every_type), PK_TEST_ENTRY(zero_rhs),
+             PK_TEST_ENTRY(srcg_preconditioners_dense), PK_TEST_ENTRY(srcg_breakdowns),
+             PK_TEST_ENTRY(bad_input))

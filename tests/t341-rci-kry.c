@@ -304,7 +304,8 @@ static const int32_t TYPES[6] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBIC
                                  PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES};
 
 static const char *tname(int32_t t) {
-  static const char *names[] = {"bicgstab", "pipebicgstab", "gmres", "pipegmres", "fgmres", "cagmres", "srcg"};
+  static const char *names[] = {"bicgstab", "pipebicgstab", "gmres", "pipegmres",
+                                "fgmres",   "cagmres",      "srcg"};
   return t >= PKRYLOV_SOLVER_BICGSTAB && t <= PKRYLOV_SOLVER_SRCG ? names[t - PKRYLOV_SOLVER_BICGSTAB] : "?";
 }
 

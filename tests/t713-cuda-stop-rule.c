@@ -49,7 +49,8 @@ static int ts_solve(int32_t backend, const pkrylov_thinshell_params *p, const cf
   pkrylov_precond M = NULL;
   pkrylov_solver s;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(backend, &ctx));
-  if (c->repro) PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
+  if (c->repro)
+    PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, p, &A));
   if (c->pct != PKRYLOV_PRECOND_NONE)
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, c->pct, 0, PKRYLOV_LAYOUT_AUTO, &M));
@@ -60,7 +61,8 @@ static int ts_solve(int32_t backend, const pkrylov_thinshell_params *p, const cf
   PK_REQUIRE_OK(ctx, pkrylov_solver_set_min_residual(s, c->minres));
   if (backend == PKRYLOV_BACKEND_CUDA) {
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, c->sync));
-    if (c->type != PKRYLOV_SOLVER_SRCG) pk_cuda_solver_set_launch(s, c->fold, -1);
+    if (c->type != PKRYLOV_SOLVER_SRCG)
+      pk_cuda_solver_set_launch(s, c->fold, -1);
   }
   memset(x, 0, sizeof(double) * (size_t)(p->nx * p->ny * p->nz));
   PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
@@ -73,7 +75,8 @@ static int ts_solve(int32_t backend, const pkrylov_thinshell_params *p, const cf
 }
 
 /** The recurrence residual history of a CPU solve (maxit + 1 values into h; *len). */
-static int cpu_history(const pkrylov_thinshell_params *p, const cfg *c, const double *b, double *h, int32_t *len) {
+static int cpu_history(const pkrylov_thinshell_params *p, const cfg *c, const double *b, double *h,
+                       int32_t *len) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_precond M = NULL;
@@ -81,7 +84,8 @@ static int cpu_history(const pkrylov_thinshell_params *p, const cfg *c, const do
   const int64_t n = (int64_t)p->nx * p->ny * p->nz;
   double *x = calloc((size_t)n, sizeof(double));
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
-  if (c->repro) PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
+  if (c->repro)
+    PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, p, &A));
   if (c->pct != PKRYLOV_PRECOND_NONE)
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, c->pct, 0, PKRYLOV_LAYOUT_AUTO, &M));
@@ -112,7 +116,8 @@ static int32_t first_rise(const double *h, int32_t len, int *early) {
       *early = m > 1e-9 * h[0];
       return k;
     }
-    if (h[k] < m) m = h[k];
+    if (h[k] < m)
+      m = h[k];
   }
   return -1;
 }
@@ -123,7 +128,8 @@ static void thinshell(pkrylov_thinshell_params *p, double **b, int64_t *n) {
   *n = 24 * 20 * 12;
   *b = malloc(sizeof(double) * (size_t)*n);
   uint64_t st = 17;
-  for (int64_t i = 0; i < *n; i++) (*b)[i] = pk_test_rand(&st);
+  for (int64_t i = 0; i < *n; i++)
+    (*b)[i] = pk_test_rand(&st);
 }
 
 PK_TEST_CASE(repro_bitwise) {
@@ -141,22 +147,25 @@ PK_TEST_CASE(repro_bitwise) {
       if (variant == 1) { /* an iteration cap above an earlier minimum, the minimum-residual iterate */
         int32_t len;
         c.maxit = 400;
-        if (cpu_history(&p, &c, b, h, &len) != PK_PASS) return PK_FAIL;
+        if (cpu_history(&p, &c, b, h, &len) != PK_PASS)
+          return PK_FAIL;
         int early;
         c.maxit = first_rise(h, len, &early);
         PK_REQUIRE(c.maxit > 0, "type %d: a monotone residual history", TYPES[t]);
         c.rtol = 0.0, c.atol = 1e-300, c.minres = 1;
       }
       pkrylov_result rc, rg;
-      if (ts_solve(PKRYLOV_BACKEND_CPU, &p, &c, b, xc, &rc) != PK_PASS) return PK_FAIL;
+      if (ts_solve(PKRYLOV_BACKEND_CPU, &p, &c, b, xc, &rc) != PK_PASS)
+        return PK_FAIL;
       for (int sync = 8; sync >= 1; sync -= 7) {
         c.sync = sync;
-        if (ts_solve(PKRYLOV_BACKEND_CUDA, &p, &c, b, xg, &rg) != PK_PASS) return PK_FAIL;
+        if (ts_solve(PKRYLOV_BACKEND_CUDA, &p, &c, b, xg, &rg) != PK_PASS)
+          return PK_FAIL;
         char tag[96];
         snprintf(tag, sizeof tag, "type %d %s blocks of %d", TYPES[t], variant ? "minres cap" : "rtol", sync);
         PK_EXPECT(rg.iterations == rc.iterations && rg.reason == rc.reason,
-                  "%s: GPU %d iterations (%s), CPU %d (%s)", tag, rg.iterations, pkrylov_reason_string(rg.reason),
-                  rc.iterations, pkrylov_reason_string(rc.reason));
+                  "%s: GPU %d iterations (%s), CPU %d (%s)", tag, rg.iterations,
+                  pkrylov_reason_string(rg.reason), rc.iterations, pkrylov_reason_string(rc.reason));
         pkt_same_bits(tag, "x", n, xg, xc);
         PK_EXPECT(memcmp(&rg.final_residual, &rc.final_residual, sizeof(double)) == 0 &&
                       memcmp(&rg.min_residual, &rc.min_residual, sizeof(double)) == 0 &&
@@ -186,14 +195,16 @@ PK_TEST_CASE(minres_self) {
     cfg c = mkcfg(TYPES[t], PKRYLOV_PRECOND_COLUMN);
     int32_t len;
     c.maxit = 400;
-    if (cpu_history(&p, &c, b, h, &len) != PK_PASS) return PK_FAIL;
+    if (cpu_history(&p, &c, b, h, &len) != PK_PASS)
+      return PK_FAIL;
     int early;
     const int32_t cap = first_rise(h, len, &early);
     PK_REQUIRE(cap > 0, "type %d: a monotone residual history", TYPES[t]);
     printf("type %d: cap %d (%s the attainable accuracy)\n", TYPES[t], cap, early ? "above" : "at");
     c.rtol = 0.0, c.atol = 1e-300, c.minres = 1, c.maxit = cap;
     pkrylov_result rc;
-    if (ts_solve(PKRYLOV_BACKEND_CPU, &p, &c, b, xc, &rc) != PK_PASS) return PK_FAIL;
+    if (ts_solve(PKRYLOV_BACKEND_CPU, &p, &c, b, xc, &rc) != PK_PASS)
+      return PK_FAIL;
     for (int fold = 0; fold <= 1; fold++)
       for (int sync = 1; sync <= 6; sync += 5) {
         char tag[96];
@@ -201,9 +212,10 @@ PK_TEST_CASE(minres_self) {
         cfg a = c;
         a.fold = fold, a.sync = sync;
         pkrylov_result r1, r2;
-        if (ts_solve(PKRYLOV_BACKEND_CUDA, &p, &a, b, x1, &r1) != PK_PASS) return PK_FAIL;
-        PK_EXPECT(r1.iterations == cap && r1.reason == PKRYLOV_DIVERGED_MAX_ITERATIONS, "%s: %d iterations (%s)",
-                  tag, r1.iterations, pkrylov_reason_string(r1.reason));
+        if (ts_solve(PKRYLOV_BACKEND_CUDA, &p, &a, b, x1, &r1) != PK_PASS)
+          return PK_FAIL;
+        PK_EXPECT(r1.iterations == cap && r1.reason == PKRYLOV_DIVERGED_MAX_ITERATIONS,
+                  "%s: %d iterations (%s)", tag, r1.iterations, pkrylov_reason_string(r1.reason));
         if (early) { /* (at the attainable accuracy the residuals are rounding: another order, another min) */
           PK_EXPECT(r1.min_residual_iteration == rc.min_residual_iteration,
                     "%s: min at %d, the CPU backend's at %d", tag, r1.min_residual_iteration,
@@ -212,16 +224,19 @@ PK_TEST_CASE(minres_self) {
                     "%s: min residual %.17g, CPU %.17g", tag, r1.min_residual, rc.min_residual);
           PK_EXPECT(pk_test_rel_diff(n, x1, xc) <= 1e-10, "%s: x vs the CPU's: %.3g", tag,
                     pk_test_rel_diff(n, x1, xc));
-          PK_EXPECT(r1.min_residual_iteration < cap, "%s: min at %d of %d", tag, r1.min_residual_iteration, cap);
+          PK_EXPECT(r1.min_residual_iteration < cap, "%s: min at %d of %d", tag, r1.min_residual_iteration,
+                    cap);
         }
         PK_EXPECT(r1.min_residual_iteration >= 0, "%s: min at %d", tag, r1.min_residual_iteration);
         /* the same solve capped at the minimum's iteration, without the option: x bitwise */
         a.minres = 0, a.maxit = r1.min_residual_iteration;
-        if (ts_solve(PKRYLOV_BACKEND_CUDA, &p, &a, b, x2, &r2) != PK_PASS) return PK_FAIL;
+        if (ts_solve(PKRYLOV_BACKEND_CUDA, &p, &a, b, x2, &r2) != PK_PASS)
+          return PK_FAIL;
         PK_EXPECT(r2.min_residual == -1.0 && r2.min_residual_iteration == -1, "%s: min fields when off", tag);
         pkt_same_bits(tag, "x (the kept iterate vs the capped solve)", n, x1, x2);
-        PK_EXPECT(r2.final_residual == r1.min_residual, "%s: the capped solve's last residual %.17g, min %.17g",
-                  tag, r2.final_residual, r1.min_residual);
+        PK_EXPECT(r2.final_residual == r1.min_residual,
+                  "%s: the capped solve's last residual %.17g, min %.17g", tag, r2.final_residual,
+                  r1.min_residual);
       }
   }
   free(x1), free(x2), free(xc), free(h), free(b);
@@ -236,7 +251,8 @@ PK_TEST_CASE(rule_basin) {
   double *xg = malloc(sizeof(double) * (size_t)B.n);
   uint64_t st = 5;
   for (int64_t i = 0; i < B.n; i++)
-    if (B.mask[i]) b[i] = pk_test_rand(&st);
+    if (B.mask[i])
+      b[i] = pk_test_rand(&st);
   static const double tols[3] = {1e-4, 1e-7, 1e-10};
   for (int t = 0; t < 3; t++)
     for (int k = 0; k < 3; k++) {
@@ -248,8 +264,10 @@ PK_TEST_CASE(rule_basin) {
         pkrylov_precond M;
         pkrylov_solver s;
         PK_REQUIRE_OK(NULL, pkrylov_context_create(be ? PKRYLOV_BACKEND_CUDA : PKRYLOV_BACKEND_CPU, &ctx));
-        PK_REQUIRE_OK(ctx, pkrylov_operator_create_stencil7(ctx, B.nx, B.ny, 1, B.aW, B.aS, B.aV, B.aC, B.mask, &A));
-        PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M));
+        PK_REQUIRE_OK(
+            ctx, pkrylov_operator_create_stencil7(ctx, B.nx, B.ny, 1, B.aW, B.aS, B.aV, B.aC, B.mask, &A));
+        PK_REQUIRE_OK(ctx,
+                      pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M));
         PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, TYPES[t], A, M, &s));
         PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, tols[k], 0.0));
         PK_REQUIRE_OK(ctx, pkrylov_solver_set_stop_rule(s, PKRYLOV_STOP_RECURRENCE));
@@ -265,9 +283,9 @@ PK_TEST_CASE(rule_basin) {
         hl = hh[len - 1];
         free(hh);
         PK_EXPECT(res[be].converged && res[be].true_residual_checks == 0 && res[be].final_residual == hl,
-                  "type %d tol %g backend %d: %s, %d checks, final %.17g, last recorded %.17g", TYPES[t], tols[k],
-                  be, pkrylov_reason_string(res[be].reason), res[be].true_residual_checks, res[be].final_residual,
-                  hl);
+                  "type %d tol %g backend %d: %s, %d checks, final %.17g, last recorded %.17g", TYPES[t],
+                  tols[k], be, pkrylov_reason_string(res[be].reason), res[be].true_residual_checks,
+                  res[be].final_residual, hl);
         PK_EXPECT(res[be].final_residual <= tols[k] * res[be].rhs_norm, "type %d: final residual above tol",
                   TYPES[t]);
         pkrylov_solver_destroy(&s);
@@ -278,8 +296,8 @@ PK_TEST_CASE(rule_basin) {
       PK_EXPECT(abs(res[0].iterations - res[1].iterations) <= 1, "type %d tol %g: CPU %d iterations, GPU %d",
                 TYPES[t], tols[k], res[0].iterations, res[1].iterations);
       if (res[0].iterations == res[1].iterations)
-        PK_EXPECT(pk_test_rel_diff(B.n, xg, xc) <= 1e-10, "type %d tol %g: x differs by %.3g", TYPES[t], tols[k],
-                  pk_test_rel_diff(B.n, xg, xc));
+        PK_EXPECT(pk_test_rel_diff(B.n, xg, xc) <= 1e-10, "type %d tol %g: x differs by %.3g", TYPES[t],
+                  tols[k], pk_test_rel_diff(B.n, xg, xc));
     }
   free(b), free(xc), free(xg);
   pk_basin_free(&B);
@@ -299,15 +317,18 @@ PK_TEST_CASE(srcg_preconditioners) {
     c.rule = PKRYLOV_STOP_CONFIRMED;
     c.rtol = 1e-9;
     pkrylov_result rc, rg;
-    if (ts_solve(PKRYLOV_BACKEND_CPU, &p, &c, b, xc, &rc) != PK_PASS) return PK_FAIL;
-    if (ts_solve(PKRYLOV_BACKEND_CUDA, &p, &c, b, xg, &rg) != PK_PASS) return PK_FAIL;
-    PK_EXPECT(rc.converged && rg.converged, "precond %d: CPU %s, GPU %s", pcs[k], pkrylov_reason_string(rc.reason),
-              pkrylov_reason_string(rg.reason));
-    PK_EXPECT(abs(rc.iterations - rg.iterations) <= 2 + rc.iterations / 50, "precond %d: CPU %d iterations, GPU %d",
-              pcs[k], rc.iterations, rg.iterations);
+    if (ts_solve(PKRYLOV_BACKEND_CPU, &p, &c, b, xc, &rc) != PK_PASS)
+      return PK_FAIL;
+    if (ts_solve(PKRYLOV_BACKEND_CUDA, &p, &c, b, xg, &rg) != PK_PASS)
+      return PK_FAIL;
+    PK_EXPECT(rc.converged && rg.converged, "precond %d: CPU %s, GPU %s", pcs[k],
+              pkrylov_reason_string(rc.reason), pkrylov_reason_string(rg.reason));
+    PK_EXPECT(abs(rc.iterations - rg.iterations) <= 2 + rc.iterations / 50,
+              "precond %d: CPU %d iterations, GPU %d", pcs[k], rc.iterations, rg.iterations);
     PK_EXPECT(pk_test_rel_diff(n, xg, xc) <= 1e-6, "precond %d: x differs by %.3g", pcs[k],
               pk_test_rel_diff(n, xg, xc));
-    PK_EXPECT(rg.final_residual <= 1e-9 * rg.rhs_norm, "precond %d: final residual %g", pcs[k], rg.final_residual);
+    PK_EXPECT(rg.final_residual <= 1e-9 * rg.rhs_norm, "precond %d: final residual %g", pcs[k],
+              rg.final_residual);
   }
   free(xc), free(xg), free(b);
   PK_TEST_END();
@@ -325,7 +346,8 @@ PK_TEST_CASE(bad_input) {
   PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_FGMRES, A, NULL, &s));
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_min_residual(s, 1), PKRYLOV_ERR_UNSUPPORTED);
   PK_EXPECT(pk_test_msg_has(ctx, "fgmres"), "message names the type");
-  PK_EXPECT_CODE(ctx, pkrylov_solver_set_stop_rule(s, PKRYLOV_STOP_RECURRENCE + 1), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_stop_rule(s, PKRYLOV_STOP_RECURRENCE + 1),
+                 PKRYLOV_ERR_INVALID_VALUE);
   pkrylov_solver_destroy(&s);
   pkrylov_operator_destroy(&A);
   pkrylov_context_destroy(&ctx);

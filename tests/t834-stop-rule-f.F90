@@ -143,8 +143,8 @@ contains
         do j = 1, ny
             do i = 1, nx
                 if (mask(i, j, 1) == 0) cycle
-                aC(i, j, 1) = -(aW(i, j, 1) + aW(min(i + 1, nx), j, 1) + aS(i, j, 1) + aS(i, min(j + 1, ny), 1)) &
-                              - 0.02_c_double
+                aC(i, j, 1) = -(aW(i, j, 1) + aW(min(i + 1, nx), j, 1) + aS(i, j, 1) &
+                                + aS(i, min(j + 1, ny), 1)) - 0.02_c_double
             end do
         end do
     end subroutine make_basin

@@ -229,7 +229,8 @@ PK_TEST_CASE(thinshell_stop_rule_minres) {
   pkrylov_thinshell_params p;
   PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(16, 12, 8, &p));
   const int64_t ng = 16 * 12 * 8;
-  double *bg = malloc(sizeof(double) * ng), *x1 = malloc(sizeof(double) * ng), *xg = malloc(sizeof(double) * ng);
+  double *bg = malloc(sizeof(double) * ng), *x1 = malloc(sizeof(double) * ng),
+         *xg = malloc(sizeof(double) * ng);
   if (!bg || !x1 || !xg)
     return PK_FAIL;
   uint64_t st = 3;
@@ -272,11 +273,11 @@ PK_TEST_CASE(thinshell_stop_rule_minres) {
                     memcmp(&r.min_residual, &r1.min_residual, sizeof(double)) == 0 &&
                     r.min_residual_iteration == r1.min_residual_iteration && r.min_residual_iteration >= 0,
                 "type %d cap %d: final %.17g / %.17g, min %.17g / %.17g at %d / %d", cg_types[t], caps[c],
-                r.final_residual, r1.final_residual, r.min_residual, r1.min_residual, r.min_residual_iteration,
-                r1.min_residual_iteration);
+                r.final_residual, r1.final_residual, r.min_residual, r1.min_residual,
+                r.min_residual_iteration, r1.min_residual_iteration);
       if (rank == 0)
-        PK_EXPECT(memcmp(xg, x1, sizeof(double) * (size_t)ng) == 0, "type %d cap %d: x differs from one rank's",
-                  cg_types[t], caps[c]);
+        PK_EXPECT(memcmp(xg, x1, sizeof(double) * (size_t)ng) == 0,
+                  "type %d cap %d: x differs from one rank's", cg_types[t], caps[c]);
     }
   pkrylov_precond_destroy(&M);
   pkrylov_operator_destroy(&A);

@@ -678,8 +678,9 @@ PK_TEST_CASE(kry_paths_bitwise) {
     return PK_FAIL;
   for (int64_t i = 0; i < n; i++)
     b[i] = 1.0 + 0.5 * sin(0.003 * (double)(i + 977 * rank));
-  static const int32_t types[6] = {PKRYLOV_SOLVER_BICGSTAB,  PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,
-                                   PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_SOLVER_CAGMRES,      PKRYLOV_SOLVER_SRCG};
+  static const int32_t types[6] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB,
+                                   PKRYLOV_SOLVER_GMRES,    PKRYLOV_SOLVER_PIPEGMRES,
+                                   PKRYLOV_SOLVER_CAGMRES,  PKRYLOV_SOLVER_SRCG};
   pkrylov_precond M;
   PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
   for (int c = 0; c < 6; c++)
@@ -750,7 +751,8 @@ PK_TEST_CASE(rule_minres_paths) {
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell_dist(ctx, &p, size, 1, &A));
   int64_t n;
   PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
-  double *bg = malloc(sizeof(double) * ng), *x1 = malloc(sizeof(double) * ng), *xg = malloc(sizeof(double) * ng);
+  double *bg = malloc(sizeof(double) * ng), *x1 = malloc(sizeof(double) * ng),
+         *xg = malloc(sizeof(double) * ng);
   double *b = malloc(sizeof(double) * n), *x[2];
   x[0] = malloc(sizeof(double) * n), x[1] = malloc(sizeof(double) * n);
   if (!bg || !x1 || !xg || !b || !x[0] || !x[1])
@@ -780,7 +782,8 @@ PK_TEST_CASE(rule_minres_paths) {
         PK_REQUIRE_OK(cx, pkrylov_solver_set_stop_rule(s, PKRYLOV_STOP_RECURRENCE));
         PK_REQUIRE_OK(cx, pkrylov_solver_set_min_residual(s, 1));
         PK_REQUIRE_OK(cx, pkrylov_solver_set_sync_interval(s, sync ? 1 : 8));
-        if (k < 2) pk_mpi_set_path(k == 0);
+        if (k < 2)
+          pk_mpi_set_path(k == 0);
         double *xx = k < 2 ? x[k] : x1;
         memset(xx, 0, sizeof(double) * (size_t)(k < 2 ? n : ng));
         PK_REQUIRE_OK(cx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, k < 2 ? b : bg, xx));
@@ -789,7 +792,8 @@ PK_TEST_CASE(rule_minres_paths) {
       }
       PK_EXPECT(r[0].iterations == 12 && r[1].iterations == 12 && r[0].true_residual_checks == 0,
                 "type %d sync %d: %d / %d iterations", types[t], sync, r[0].iterations, r[1].iterations);
-      PK_EXPECT(memcmp(x[0], x[1], sizeof(double) * n) == 0, "type %d sync %d: solutions differ", types[t], sync);
+      PK_EXPECT(memcmp(x[0], x[1], sizeof(double) * n) == 0, "type %d sync %d: solutions differ", types[t],
+                sync);
       PK_EXPECT(memcmp(&r[0].final_residual, &r[1].final_residual, sizeof(double)) == 0 &&
                     memcmp(&r[0].min_residual, &r[1].min_residual, sizeof(double)) == 0 &&
                     r[0].min_residual_iteration == r[1].min_residual_iteration,
@@ -797,12 +801,12 @@ PK_TEST_CASE(rule_minres_paths) {
                 r[0].final_residual, r[1].final_residual, r[0].min_residual, r[1].min_residual,
                 r[0].min_residual_iteration, r[1].min_residual_iteration);
       PK_EXPECT(r[0].min_residual_iteration == r1.min_residual_iteration,
-                "type %d sync %d: min at %d, single-rank CPU at %d", types[t], sync, r[0].min_residual_iteration,
-                r1.min_residual_iteration);
+                "type %d sync %d: min at %d, single-rank CPU at %d", types[t], sync,
+                r[0].min_residual_iteration, r1.min_residual_iteration);
       PK_REQUIRE_OK(ctx, pkrylov_operator_gather(A, 0, x[0], rank == 0 ? xg : NULL));
       if (rank == 0)
-        PK_EXPECT(pk_test_rel_diff(ng, xg, x1) <= 1e-10, "type %d sync %d: x vs the CPU: %.3g", types[t], sync,
-                  pk_test_rel_diff(ng, xg, x1));
+        PK_EXPECT(pk_test_rel_diff(ng, xg, x1) <= 1e-10, "type %d sync %d: x vs the CPU: %.3g", types[t],
+                  sync, pk_test_rel_diff(ng, xg, x1));
     }
   pkrylov_precond_destroy(&M1);
   pkrylov_operator_destroy(&A1);

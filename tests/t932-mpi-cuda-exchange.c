@@ -6,10 +6,10 @@
  *        copies the tile's first and last interior columns of the DEVICE halo'ed array to the host, swaps
  *        them with the west and east neighbours (MPI_Sendrecv on MPI_COMM_WORLD, periodic) and copies the
  *        neighbours' columns into the halo. Every solver type (CG, pipelined CG, and the BiCGStab and GMRES
- *        families and single-reduction CG on the CUDA vector engine) with the column preconditioner against the single-rank CPU
- *        solve of the whole channel (the host exchange wrapping x): every rank the same iterations, within 2
- *        of the reference, the gathered solution within 1e-10 relative (the BiCGStab family: within 30 % + 2
- *        and 1e-9, see the case), its residual recomputed with the
+ *        families and single-reduction CG on the CUDA vector engine) with the column preconditioner
+ *        against the single-rank CPU solve of the whole channel (the host exchange wrapping x): every rank
+ *        the same iterations, within 2 of the reference, the gathered solution within 1e-10 relative (the
+ *        BiCGStab family: within 30 % + 2 and 1e-9, see the case), its residual recomputed with the
  *        periodic CSR matrix by a plain loop below 2e-11. Run with 1, 2 and 4 ranks (ranks share a GPU:
  *        host-staged sums). Skipped (77) without a GPU; PK_T932_CPU=1 runs the same comparisons on CPU
  *        contexts (developing on a machine without a GPU).

@@ -50,7 +50,7 @@ enum {
   PK_KSS_SR_ITER = 401  /* arg k: the reduction of iteration k */
 };
 
-/** Sign bookkeeping as CG's (solver.c pk_sign_ok): v finite, nonzero, of the sign fixed by the first value. */
+/** Sign bookkeeping as CG's (solver.c pk_sign_ok): v finite, nonzero, of the sign fixed by the first. */
 PK_HD static inline int pk_ks_sign_ok(double v, double *sign) {
   if (!isfinite(v) || v == 0.0) return 0;
   const double sg = v > 0 ? 1.0 : -1.0;
@@ -65,7 +65,8 @@ PK_HD static inline void pk_sr_stop(double *S, int reason, int it) {
 }
 
 /** The coefficients after a sign check of eta and a curvature den of iteration it (next: it + 1). */
-PK_HD static inline void pk_sr_coefficients(double *S, int it, double eta, double beta, double den, int recur) {
+PK_HD static inline void pk_sr_coefficients(double *S, int it, double eta, double beta, double den,
+                                            int recur) {
   if (!pk_ks_sign_ok(eta, &S[PK_SR_ETA_SIGN])) {
     pk_sr_stop(S, PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND, it + 1);
     return;
@@ -73,7 +74,8 @@ PK_HD static inline void pk_sr_coefficients(double *S, int it, double eta, doubl
   if (!pk_ks_sign_ok(den, &S[PK_SR_DEN_SIGN])) {
     S[PK_SR_SUSPECT] = recur && isfinite(den) ? 1.0 : 0.0;
     S[PK_SR_BETA] = beta; /* for the driver's direct curvature */
-    pk_sr_stop(S, isfinite(den) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN, it + 1);
+    pk_sr_stop(S, isfinite(den) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN,
+               it + 1);
     return;
   }
   S[PK_SR_BETA] = beta;

@@ -33,8 +33,9 @@ enum {
 
 /*
  * Stop codes (S[PK_KS_STOP], first stop wins): PKRYLOV_CONVERGED_RTOL when the residual estimate met the
- * tolerance or h_{j+1,j} = 0 (lucky breakdown: the Krylov space is invariant; with the recurrence stop rule,
- * where nothing confirms a convergence, PK_KS_CYCLE_END instead unless the estimate met it), PKRYLOV_DIVERGED_NAN,
+ * tolerance or h_{j+1,j} = 0 (lucky breakdown: the Krylov space is invariant; with the recurrence stop
+ * rule, where nothing confirms a convergence, PK_KS_CYCLE_END instead unless the estimate met it),
+ * PKRYLOV_DIVERGED_NAN,
  * PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY (pipelined GMRES: square root of a negative number; CA-GMRES:
  * Gram matrix not positive definite). After a stop every later step of the cycle returns at once, so the
  * operations queued behind it change nothing that the end of the cycle reads; a new cycle clears it.

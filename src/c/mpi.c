@@ -308,8 +308,8 @@ int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const dou
   double rt = s->rtol, at = s->atol;
   enum { NSET = 14 };
   int64_t v[NSET] = {s->type, s->maxit, s->nonzero_guess, s->true_res_interval, s->replace_interval,
-                     s->stag_window, ctx->reproducible, s->A->type, s->M ? s->M->type : 0, 0, 0, s->history_on,
-                     s->stop_rule, s->min_res};
+                     s->stag_window, ctx->reproducible, s->A->type, s->M ? s->M->type : 0, 0, 0,
+                     s->history_on, s->stop_rule, s->min_res};
   memcpy(&v[9], &rt, sizeof rt);
   memcpy(&v[10], &at, sizeof at);
   int64_t mn[NSET], mx[NSET];

@@ -176,7 +176,8 @@ int pkrylov_solver_set_residual_replacement(pkrylov_solver s, int32_t k) {
 
 int pkrylov_solver_set_stop_rule(pkrylov_solver s, int32_t rule) {
   PK_SOLVER_BEGIN(s);
-  PK_CHECK(rule == PKRYLOV_STOP_CONFIRMED || rule == PKRYLOV_STOP_RECURRENCE, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+  PK_CHECK(rule == PKRYLOV_STOP_CONFIRMED || rule == PKRYLOV_STOP_RECURRENCE, s->ctx,
+           PKRYLOV_ERR_INVALID_VALUE,
            "argument 'rule' = %d is not a pkrylov_stop_rule (CONFIRMED %d, RECURRENCE %d)", rule,
            PKRYLOV_STOP_CONFIRMED, PKRYLOV_STOP_RECURRENCE);
   s->stop_rule = rule;
@@ -754,7 +755,8 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   if (s->atol > R.tol) R.tol = s->atol;
   ierr = s->type == PKRYLOV_SOLVER_CG ? pk_solve_cg(&R, &res) : pk_solve_pipecg(&R, &res);
   if (ierr) goto failed;
-  const int replaced = pk_solver_min_result(&res, R.xmin != NULL && R.min_it >= 0, R.min_rr, R.min_it, R.cur_rr);
+  const int tracked = R.xmin != NULL && R.min_it >= 0;
+  const int replaced = pk_solver_min_result(&res, tracked, R.min_rr, R.min_it, R.cur_rr);
   if (replaced) memcpy(x, R.xmin, sizeof(double) * (size_t)n);
 
   /* the recurrence rule: the last recurrence residual; else the true residual of the returned x (already

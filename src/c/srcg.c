@@ -87,7 +87,8 @@ static int sr_iter(pk_kry_run *R, pkrylov_result *res, int32_t k) {
   return sr_reduce(E, PK_KSS_SR_ITER, k);
 }
 
-/** A recurrence curvature lost its sign: the true curvature of t = z + beta s decides (restart or breakdown). */
+/** A recurrence curvature lost its sign: the true curvature of t = z + beta s decides (restart or
+ *  breakdown). */
 static int sr_breakdown(pk_kry_run *R, const pk_kry_status *st, pkrylov_result *res, int *restart) {
   pk_kry *E = R->E;
   double sc[2]; /* SUSPECT, CURV */

@@ -172,8 +172,8 @@ typedef struct {
   int32_t status;    /* PK_ST_* */
   int32_t first;     /* pipelined CG: 1 right after a (re)start: beta = 0, sigma = delta */
   int32_t breakdown_it; /* iteration at which status became a breakdown, else -1 */
-  int32_t recur;     /* 1: the recurrence stop rule, rr < tol^2 (PKRYLOV_STOP_RECURRENCE); 0: rnorm <= tol, the
-                        host confirms */
+  int32_t recur;     /* 1: the recurrence stop rule, rr < tol^2 (PKRYLOV_STOP_RECURRENCE); 0: rnorm <= tol,
+                        the host confirms */
   int32_t min_on;    /* 1: track the minimum-residual iterate (pkrylov_solver_set_min_residual) */
   int32_t min_it;    /* its iteration (-1: none yet) */
   int32_t improved;  /* 1: the current iterate is the new minimum; pk_cuda_copy_improved copies it */
@@ -293,8 +293,9 @@ int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state
 /** Pipelined CG (3 values (r,u), (w,u), (r,r)); the first call after a (re)start has st->first = 1. As
  *  solver.c: NaN check, record (hist[it] = rnorm) and convergence (the rule as for CG) unless
  *  first-after-restart with it > 0 (before it the minimum-residual bookkeeping: min_on; a (re)start keeps
- *  its x), maxit, gamma sign (BREAKDOWN_PRECOND), sigma = first ? delta : delta - beta gamma / alpha_old with sign
- *  check (first: BREAKDOWN_MATRIX; else SUSPECT; NAN when not finite), alpha = gamma / sigma; then
+ *  its x), maxit, gamma sign (BREAKDOWN_PRECOND), sigma = first ? delta : delta - beta gamma / alpha_old
+ *  with sign check (first: BREAKDOWN_MATRIX; else SUSPECT; NAN when not finite), alpha = gamma / sigma;
+ *  then
  *  rho_old = gamma, alpha_old = alpha, first = 0, it++ (the iteration the following step completes). */
 int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
                           int64_t nblocks, double *hist);

@@ -2234,9 +2234,10 @@ __global__ void __launch_bounds__(PKC_BLOCK) k_zero_dry(int64_t n, const uint8_t
     if (!wet[i]) x[i] = 0.0;
 }
 
-/** dst = src when the state says the current iterate improved the minimum residual (pk_cuda_copy_improved). */
-__global__ void __launch_bounds__(PKC_BLOCK)
-    k_copy_improved(const pk_cuda_state *st, int64_t n, const double *__restrict__ src, double *__restrict__ dst) {
+/** dst = src when the state says the current iterate improved the minimum residual (pk_cuda_copy_improved) */
+__global__ void __launch_bounds__(PKC_BLOCK) k_copy_improved(const pk_cuda_state *st, int64_t n,
+                                                             const double *__restrict__ src,
+                                                             double *__restrict__ dst) {
   step_wait();
   if (!st->improved || st->status != PK_ST_RUNNING) return;
   const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;

@@ -240,7 +240,7 @@ void tl_report(pkrylov_context ctx, const char *what) {
 /** Distributed operator: exchange the halo of x (blocking) before a launch that applies it to x. */
 int halo(Run &R, const double *x) { return R.dop ? pk_cuda_dist_halo(R.dop, x, R.nccl) : PKRYLOV_SUCCESS; }
 
-/** Minimum-residual iterate (R.minres): x_min = x on stream st when state sp says x improved; else nothing. */
+/** Minimum-residual iterate (R.minres): x_min = x on stream st when state sp says x improved. */
 int keep_min(Run &R, void *st, const pk_cuda_state *sp) {
   pkrylov_context ctx = R.ctx;
   if (!R.minres) return PKRYLOV_SUCCESS;
