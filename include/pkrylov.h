@@ -892,9 +892,10 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
  * MATVEC (in = x for r = b - A x), PRECOND and reduction requests; the first reduction of a solve carries
  * one more partial, (b, b).
  *
- * The BiCGStab and GMRES families run the very solve of pkrylov_solver_solve() (same iterations, same x,
- * bitwise, when the caller's products and sums are the library's arithmetic), its operator, preconditioner
- * and global sums turned into requests; the requests are those of that driver, in its order:
+ * The BiCGStab and GMRES families and single-reduction CG run the very solve of pkrylov_solver_solve()
+ * (same iterations, same x, bitwise, when the caller's products and sums are the library's arithmetic), its
+ * operator, preconditioner and global sums turned into requests; the requests are those of that driver, in
+ * its order:
  * - they work on the rci's own copy of the iterate (in = that copy where the CG path gives x) and write x
  *   when the solve ends (DONE); until then x keeps the initial guess.
  * - a solve starts with REDUCE (1 partial: (b, b)), MATVEC (in = the iterate) and REDUCE (1:
@@ -908,6 +909,8 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
  *   MATVEC for the new residual.
  * - pipelined GMRES: REDUCE_START (j + 1 values), PRECOND, MATVEC, REDUCE_WAIT: one overlapped sum per step
  *   (the first and the last step of a cycle block).
+ * - single-reduction CG: MATVEC (in = the iterate: r = b - A x), then per iteration (and once to start)
+ *   PRECOND, MATVEC, REDUCE (3: (z, r), (z, A z), (r, r)); the stop rule is the confirmed one.
  * - CA-GMRES: blocks of s (pkrylov_rci_set_step()) PRECOND, MATVEC pairs, then blocking REDUCEs of Gram
  *   matrices. Their entries come as (hi, lo) double-double pairs: summing hi and lo separately over the
  *   ranks is exact on one rank and a close (not an exact double-double) sum on several.
@@ -1007,7 +1010,8 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * with the same settings (a solve checks the solver's settings and the input vectors on all ranks first
  * and gives the same error on every rank when one rank's differ or are bad). Bad input to a collective
  * call gives the same error code and message on every rank (the message names the first rank that
- * found it), never a hang. The BiCGStab and GMRES families sum over the communicator too (CPU). On the CUDA
+ * found it), never a hang. The BiCGStab and GMRES families and single-reduction CG sum over the
+ * communicator too (CPU). On the CUDA
  * backend each rank uses one GPU: pkrylov_context_set_comm() moves the
  * context to device (node-local rank mod visible devices) and makes it the calling thread's current device
  * (environment PKRYLOV_CUDA_BIND=none keeps the device current at creation); CG and pipelined CG run
