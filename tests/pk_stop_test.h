@@ -102,10 +102,12 @@ static double pk_basin_at(const pk_basin *B, const double *v, int i, int j) {
   return i >= 0 && i < B->nx && j >= 0 && j < B->ny ? v[i + (int64_t)B->nx * j] : 0.0;
 }
 
-/** y = A x in MITgcm's expression order (cg2d.F); 0 at land. */
-static int pk_basin_apply(void *user, int64_t n, const double *x, double *y) {
-  const pk_basin *B = (const pk_basin *)user;
-  (void)n;
+/**
+ * y = the 5-point face stencil (cW, cS, cC) applied to x, 0 at land, in MITgcm's expression orders: the
+ * centre last (the operator, cg2d.F) or first (the approximate inverse).
+ */
+static void pk_basin_5pt(const pk_basin *B, const double *cW, const double *cS, const double *cC,
+                         int centre_first, const double *x, double *y) {
   for (int j = 0; j < B->ny; j++)
     for (int i = 0; i < B->nx; i++) {
       const int64_t c = i + (int64_t)B->nx * j;
@@ -113,28 +115,27 @@ static int pk_basin_apply(void *user, int64_t n, const double *x, double *y) {
         y[c] = 0.0;
         continue;
       }
-      const double e = i + 1 < B->nx ? B->aW[c + 1] : 0.0, nn = j + 1 < B->ny ? B->aS[c + B->nx] : 0.0;
-      y[c] = B->aW[c] * pk_basin_at(B, x, i - 1, j) + e * pk_basin_at(B, x, i + 1, j) +
-             B->aS[c] * pk_basin_at(B, x, i, j - 1) + nn * pk_basin_at(B, x, i, j + 1) + B->aC[c] * x[c];
+      const double e = i + 1 < B->nx ? cW[c + 1] : 0.0, nn = j + 1 < B->ny ? cS[c + B->nx] : 0.0;
+      double t = centre_first ? cC[c] * x[c] : 0.0;
+      t = (centre_first ? t + cW[c] * pk_basin_at(B, x, i - 1, j) : cW[c] * pk_basin_at(B, x, i - 1, j)) +
+          e * pk_basin_at(B, x, i + 1, j) + cS[c] * pk_basin_at(B, x, i, j - 1) + nn * pk_basin_at(B, x, i, j + 1);
+      y[c] = centre_first ? t : t + cC[c] * x[c];
     }
+}
+
+/** y = A x (MITgcm's order); 0 at land. */
+static int pk_basin_apply(void *user, int64_t n, const double *x, double *y) {
+  const pk_basin *B = (const pk_basin *)user;
+  (void)n;
+  pk_basin_5pt(B, B->aW, B->aS, B->aC, 0, x, y);
   return 0;
 }
 
-/** z = M^-1 r by the approximate inverse (MITgcm's expression order); 0 at land. */
+/** z = M^-1 r by the approximate inverse (MITgcm's order); 0 at land. */
 static int pk_basin_ainv(void *user, int64_t n, const double *r, double *z) {
   const pk_basin *B = (const pk_basin *)user;
   (void)n;
-  for (int j = 0; j < B->ny; j++)
-    for (int i = 0; i < B->nx; i++) {
-      const int64_t c = i + (int64_t)B->nx * j;
-      if (!B->mask[c]) {
-        z[c] = 0.0;
-        continue;
-      }
-      const double e = i + 1 < B->nx ? B->pW[c + 1] : 0.0, nn = j + 1 < B->ny ? B->pS[c + B->nx] : 0.0;
-      z[c] = B->pC[c] * r[c] + B->pW[c] * pk_basin_at(B, r, i - 1, j) + e * pk_basin_at(B, r, i + 1, j) +
-             B->pS[c] * pk_basin_at(B, r, i, j - 1) + nn * pk_basin_at(B, r, i, j + 1);
-    }
+  pk_basin_5pt(B, B->pW, B->pS, B->pC, 1, r, z);
   return 0;
 }
 
@@ -196,6 +197,37 @@ static double pk_ref_residual(const pk_ref_problem *P, const double *b, const do
   return pk_ref_dot(P, r, r);
 }
 
+/** Iterate it with err_sq: the history entry, the minimum (iteration 0 and every later one, the last
+ *  included: see pk_ref_out) and its x. */
+static void pk_ref_note(pk_ref_out *o, int32_t it, double err_sq, const double *x, double *xmin, int64_t n) {
+  if (o->rr)
+    o->rr[it] = err_sq;
+  if (it == 0 || err_sq < o->min_rr) {
+    o->min_rr = err_sq, o->it_min = it;
+    memcpy(xmin, x, sizeof(double) * (size_t)n);
+  }
+}
+
+/** A reference solve starts: r = b - A x, firstResidual, iteration 0; returns err_sq. */
+static double pk_ref_start(const pk_ref_problem *P, const double *b, const double *x, double *r, double *xmin,
+                           pk_ref_out *o) {
+  const double err_sq = pk_ref_residual(P, b, x, r);
+  o->first = sqrt(err_sq);
+  o->converged = 0;
+  pk_ref_note(o, 0, err_sq, x, xmin, P->n);
+  return err_sq;
+}
+
+/** A reference solve ends after it iterations with err_sq: the kept iterate when minres and the last is
+ *  worse (MITgcm's rule), numIters, lastResidual. */
+static void pk_ref_finish(const pk_ref_problem *P, pk_ref_out *o, int minres, int32_t it, double err_sq,
+                          double *x, const double *xmin) {
+  if (minres && err_sq > o->min_rr)
+    memcpy(x, xmin, sizeof(double) * (size_t)P->n);
+  o->its = it;
+  o->last = sqrt(err_sq);
+}
+
 /**
  * MITgcm's CG2D: x (initial guess in, solution out), tolerance tol (err_sq < tol^2), at most maxit
  * iterations, minres: cg2dUseMinResSol.
@@ -207,12 +239,7 @@ static void pk_ref_cg2d(const pk_ref_problem *P, const double *b, double *x, dou
          *q = malloc(bytes);
   double *xmin = malloc(bytes);
   const double tol_sq = tol * tol;
-  double err_sq = pk_ref_residual(P, b, x, r);
-  o->first = sqrt(err_sq);
-  o->min_rr = err_sq, o->it_min = 0, o->converged = 0;
-  if (o->rr)
-    o->rr[0] = err_sq;
-  memcpy(xmin, x, bytes);
+  double err_sq = pk_ref_start(P, b, x, r, xmin, o);
   int32_t it = 0;
   if (err_sq < tol_sq) {
     o->converged = 1;
@@ -232,12 +259,7 @@ static void pk_ref_cg2d(const pk_ref_problem *P, const double *b, double *x, dou
         r[i] = r[i] - alpha * q[i];
       }
       err_sq = pk_ref_dot(P, r, r);
-      if (o->rr)
-        o->rr[it] = err_sq;
-      if (err_sq < o->min_rr) { /* (CG2D tests convergence first: see pk_ref_out) */
-        o->min_rr = err_sq, o->it_min = it;
-        memcpy(xmin, x, bytes);
-      }
+      pk_ref_note(o, it, err_sq, x, xmin, P->n); /* (CG2D tests convergence first: see pk_ref_out) */
       if (err_sq < tol_sq) {
         o->converged = 1;
         break;
@@ -246,10 +268,7 @@ static void pk_ref_cg2d(const pk_ref_problem *P, const double *b, double *x, dou
     if (it > maxit)
       it = maxit;
   }
-  if (minres && err_sq > o->min_rr)
-    memcpy(x, xmin, bytes);
-  o->its = it;
-  o->last = sqrt(err_sq);
+  pk_ref_finish(P, o, minres, it, err_sq, x, xmin);
   free(r), free(z), free(s), free(q), free(xmin);
 }
 
@@ -261,12 +280,7 @@ static void pk_ref_cg2d_sr(const pk_ref_problem *P, const double *b, double *x, 
   double *r = malloc(bytes), *y = malloc(bytes), *v = malloc(bytes), *s = malloc(bytes), *q = malloc(bytes);
   double *xmin = malloc(bytes);
   const double tol_sq = tol * tol;
-  double err_sq = pk_ref_residual(P, b, x, r);
-  o->first = sqrt(err_sq);
-  o->min_rr = err_sq, o->it_min = 0, o->converged = 0;
-  if (o->rr)
-    o->rr[0] = err_sq;
-  memcpy(xmin, x, bytes);
+  double err_sq = pk_ref_start(P, b, x, r, xmin, o);
   int32_t it = 0;
   if (err_sq < tol_sq) {
     o->converged = 1;
@@ -288,12 +302,7 @@ static void pk_ref_cg2d_sr(const pk_ref_problem *P, const double *b, double *x, 
       eta = pk_ref_dot(P, y, r);
       const double delta = pk_ref_dot(P, y, v);
       err_sq = pk_ref_dot(P, r, r);
-      if (o->rr)
-        o->rr[it] = err_sq;
-      if (err_sq < o->min_rr) { /* (CG2D_SR tests convergence first: see pk_ref_out) */
-        o->min_rr = err_sq, o->it_min = it;
-        memcpy(xmin, x, bytes);
-      }
+      pk_ref_note(o, it, err_sq, x, xmin, n); /* (CG2D_SR tests convergence first: see pk_ref_out) */
       if (err_sq < tol_sq) {
         o->converged = 1;
         break;
@@ -312,18 +321,12 @@ static void pk_ref_cg2d_sr(const pk_ref_problem *P, const double *b, double *x, 
     if (!o->converged) { /* the loop ran out: it = maxit, err_sq of the last r */
       it = maxit;
       err_sq = pk_ref_dot(P, r, r);
-      if (o->rr)
-        o->rr[it] = err_sq;
+      pk_ref_note(o, it, err_sq, x, xmin, n);
       if (err_sq < tol_sq)
         o->converged = 1;
-      if (err_sq < o->min_rr)
-        o->min_rr = err_sq, o->it_min = it, memcpy(xmin, x, bytes);
     }
   }
-  if (minres && err_sq > o->min_rr)
-    memcpy(x, xmin, bytes);
-  o->its = it;
-  o->last = sqrt(err_sq);
+  pk_ref_finish(P, o, minres, it, err_sq, x, xmin);
   free(r), free(y), free(v), free(s), free(q), free(xmin);
 }
 

@@ -101,21 +101,6 @@ const char *pkrylov_reason_string(int reason) {
   }
 }
 
-const char *pk_solver_type_name(int32_t type) {
-  switch (type) {
-  case PKRYLOV_SOLVER_CG: return "cg";
-  case PKRYLOV_SOLVER_PIPECG: return "pipecg";
-  case PKRYLOV_SOLVER_BICGSTAB: return "bicgstab";
-  case PKRYLOV_SOLVER_PIPEBICGSTAB: return "pipebicgstab";
-  case PKRYLOV_SOLVER_GMRES: return "gmres";
-  case PKRYLOV_SOLVER_PIPEGMRES: return "pipegmres";
-  case PKRYLOV_SOLVER_FGMRES: return "fgmres";
-  case PKRYLOV_SOLVER_CAGMRES: return "cagmres";
-  case PKRYLOV_SOLVER_SRCG: return "srcg";
-  default: return "unknown";
-  }
-}
-
 void pk_result_init(pkrylov_result *res) {
   memset(res, 0, sizeof *res);
   res->breakdown_iteration = -1;

@@ -9,8 +9,10 @@
  * Frame (pk_kry_solve): argument checks, history, ||b|| over the wet cells, the engine (made at the first
  * solve, remade when the driver's sizes change: restart, step, sync interval), binding, the initial and the
  * final true residual, the result; on a failing user callback x is restored to the caller's entry value.
- * The drivers (bicgstab.c, gmres.c) run the iteration; pk_kry_poll() and pk_kry_confirm() are their
- * bookkeeping (history, monitor, stagnation; convergence confirmed on the true residual).
+ * The drivers (bicgstab.c, gmres.c, cagmres.c, srcg.c) run the iteration; pk_kry_poll() and pk_kry_confirm()
+ * are their bookkeeping (history, monitor, stagnation; convergence confirmed on the true residual unless the
+ * solver's stop rule is PKRYLOV_STOP_RECURRENCE: S[PK_KS_RULE], tested by the steps, and the final residual
+ * is then the ring's last entry), pk_kry_iterate() the block loop of the methods without restart cycles.
  */
 #include <math.h>
 #include <stdlib.h>

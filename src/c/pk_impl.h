@@ -422,15 +422,14 @@ int pk_solver_converged_rr(pkrylov_solver s, double tol, double rr);
 /**
  * The end of a solve with the minimum-residual iterate (tracked = 1; else nothing, returns 0): fills
  * res->min_residual = sqrt(min_rr) and min_residual_iteration = min_it and returns 1 when the caller must
- * return the kept iterate instead of the last one (its recurrence sum last_rr > min_rr, MITgcm's rule).
+ * return the kept iterate instead of the last one (its recurrence sum last_rr > min_rr, MITgcm's rule; or
+ * last_rr NaN).
  */
 int pk_solver_min_result(pkrylov_result *res, int tracked, double min_rr, int32_t min_it, double last_rr);
 /** 1 when solver s stops on the recurrence residual alone (PKRYLOV_STOP_RECURRENCE). */
 static inline int pk_solver_recurrence(const struct pkrylov_solver_s *s) {
   return s->stop_rule == PKRYLOV_STOP_RECURRENCE;
 }
-/** The short name of a pkrylov_solver_type ("cg", "srcg", ...; "unknown" for others), for messages. */
-const char *pk_solver_type_name(int32_t type);
 /** A result before a solve: zeros, breakdown_iteration -1, min_residual -1, min_residual_iteration -1. */
 void pk_result_init(pkrylov_result *res);
 /** Make room for the history of a solve (when on) and empty it. */

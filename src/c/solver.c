@@ -18,6 +18,13 @@
  *
  * Negative definite operators (as ocean models store them) work: the signs of (p, A p) and (r, M^-1 r)
  * are fixed by the first iteration and a breakdown is a zero or a change of sign.
+ *
+ * Stop rule (pkrylov_solver_set_stop_rule): both drivers test the recurrence residual's squared sum with
+ * pk_solver_converged_rr (the confirmed rule: ||r|| <= tol, then pk_confirm on the true residual; the
+ * recurrence rule: sum r^2 < tol^2 and no confirmation, pk_accept). Minimum-residual iterate
+ * (pkrylov_solver_set_min_residual): pk_min_track keeps the iterate of the smallest sum in s->xmin (CG's is
+ * x + alpha p, its x update lagging one loop), and the end of the solve returns it when the last sum is
+ * larger (pk_solver_min_result).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -190,8 +197,9 @@ int pkrylov_solver_set_min_residual(pkrylov_solver s, int32_t flag) {
   PK_CHECK(!v || s->type == PKRYLOV_SOLVER_CG || s->type == PKRYLOV_SOLVER_PIPECG ||
                s->type == PKRYLOV_SOLVER_SRCG,
            s->ctx, PKRYLOV_ERR_UNSUPPORTED,
-           "argument 'flag' = 1: the minimum-residual iterate is implemented for CG, pipelined CG and "
-           "single-reduction CG, not for solver type %d (%s)", s->type, pk_solver_type_name(s->type));
+           "argument 'flag' = 1: the minimum-residual iterate is implemented for CG (%d), pipelined CG (%d) and "
+           "single-reduction CG (%d), not for solver type %d", PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG,
+           PKRYLOV_SOLVER_SRCG, s->type);
   s->min_res = v;
   return PKRYLOV_SUCCESS;
 }
