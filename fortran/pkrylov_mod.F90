@@ -2064,7 +2064,7 @@ contains
     ! Handle-based reverse communication (pkrylov_rci_*)
 
     !> Create a reverse-communication solve of size n (type PKRYLOV_SOLVER_*: CG, PIPECG, BICGSTAB,
-    !> PIPEBICGSTAB, GMRES, PIPEGMRES, FGMRES, CAGMRES; preconditioned, reduce_by_caller: 0 or 1).
+    !> PIPEBICGSTAB, GMRES, PIPEGMRES, FGMRES, CAGMRES, SRCG; preconditioned, reduce_by_caller: 0 or 1).
     subroutine pk_rci_create(ctx, r, type, n, preconditioned, reduce_by_caller, ierr)
         type(pk_context), intent(in) :: ctx !! the context
         type(pk_rci), intent(out) :: r !! the new handle

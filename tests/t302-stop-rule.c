@@ -42,6 +42,8 @@ static int lib_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M,
     e = pkrylov_solver_set_stop_rule(s, o->rule);
   if (!e)
     e = pkrylov_solver_set_min_residual(s, o->minres);
+  if (!e) /* CA-GMRES: a fixed step (the automatic one is a timed choice); the others ignore it */
+    e = pkrylov_solver_set_step(s, 4);
   if (!e && hist)
     e = pkrylov_solver_set_history(s, 1);
   if (o->x0) {
