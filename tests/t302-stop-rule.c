@@ -1,12 +1,16 @@
 /**
  * @file t302-stop-rule.c
- * @brief The model's own stopping rule (pkrylov_solver_set_stop_rule, PKRYLOV_STOP_RECURRENCE), single-
- *        reduction CG (PKRYLOV_SOLVER_SRCG) and the minimum-residual iterate
- * (pkrylov_solver_set_min_residual), CPU backend, against hand-written solvers with MITgcm's loops
- * (pk_stop_test.h: CG2D and CG2D_SR): a masked, negative definite 2-D free-surface problem with the
- * approximate-inverse preconditioner (a user preconditioner given to both) or Jacobi, and the thin shell with
- * the column preconditioner. Same iterations, first and last residuals to 1e-14, x to 1e-12, tolerances met
- * exactly at a boundary; the rule on every solver type; bad input.
+ * @brief The model's own stopping rule (pkrylov_solver_set_stop_rule, PKRYLOV_STOP_RECURRENCE),
+ *        single-reduction CG (PKRYLOV_SOLVER_SRCG) and the minimum-residual iterate
+ *        (pkrylov_solver_set_min_residual), CPU backend, against hand-written solvers with MITgcm's loops
+ *        (pk_stop_test.h: CG2D and CG2D_SR) on a masked, negative definite 2-D free-surface problem with the
+ *        approximate-inverse preconditioner (a user preconditioner given to both) or Jacobi, and on the thin
+ *        shell with the column preconditioner: the same iterations, the first residual to 1e-14 relative,
+ *        the last one (and the minimum) to 1e-14 of the first residual (the two sum in other orders and CG
+ *        keeps q = A p by recurrence), x to 1e-12; SRCG bitwise CG2D_SR where the products and the order of
+ *        the sums are the same; tolerances met exactly at a boundary (iterations 0 and 1); the minimum-residual
+ *        iterate at caps above an earlier minimum; the rule on every solver type; SRCG with every
+ *        preconditioner, negative definite, and its breakdowns; bad input.
  */
 #include "pk_stop_test.h"
 
@@ -265,6 +269,67 @@ PK_TEST_CASE(cg_thinshell_column) {
 }
 PK_TEST_CASE(srcg_thinshell_column) {
   return thinshell_column(PKRYLOV_SOLVER_SRCG);
+}
+
+/**
+ * SRCG bitwise CG2D_SR: with the reference applying the library's own operator and preconditioner (so every
+ * product is the same double) on problems small enough for the library's sums to run in index order (one
+ * chunk of 4096 rows, as the reference's loops), the single-reduction iteration, whose vector updates are
+ * CG2D_SR's expressions, gives bitwise the same iterations, residuals and x. (CG keeps q = A p by recurrence,
+ * CG2D computes it: the same iterations, residuals within rounding of the first one, see compare.)
+ */
+PK_TEST_CASE(srcg_bitwise_cg2d_sr) {
+  basin_case c;
+  PK_REQUIRE(basin_setup(&c, 40, 30, 11, 0, PKRYLOV_PRECOND_JACOBI) == 0, "basin set-up failed");
+  pkrylov_thinshell_params p;
+  pkrylov_thinshell_params_default(16, 14, 10, &p);
+  pkrylov_operator T;
+  pkrylov_precond TM;
+  PK_REQUIRE_OK(c.ctx, pkrylov_operator_create_thinshell(c.ctx, &p, &T));
+  PK_REQUIRE_OK(c.ctx, pkrylov_precond_create(c.ctx, T, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &TM));
+  const int64_t nt = 16 * 14 * 10;
+  double *bt = malloc(sizeof(double) * nt);
+  uint64_t st = 12;
+  for (int64_t i = 0; i < nt; i++)
+    bt[i] = pk_test_rand(&st);
+  for (int prob = 0; prob < 2; prob++) {
+    pkrylov_operator A = prob ? T : c.A;
+    pkrylov_precond M = prob ? TM : c.M;
+    const double *b = prob ? bt : c.b;
+    const int64_t n = prob ? nt : c.B.n;
+    pk_ref_problem P = {n, ts_apply, ts_precond, A, M, NULL};
+    double *x = malloc(sizeof(double) * (size_t)n), *xr = malloc(sizeof(double) * (size_t)n);
+    static const double f[3] = {1e-3, 1e-6, 1e-9};
+    for (int k = 0; k < 3; k++)
+      for (int minres = 0; minres <= 1; minres++) {
+        const double tol = f[k] * wet_norm(&P, b);
+        run_opts o = ropts(PKRYLOV_SOLVER_SRCG, 0.0, tol, minres ? 9 : 1000);
+        o.minres = minres;
+        pkrylov_result res;
+        PK_REQUIRE_OK(c.ctx, lib_solve(c.ctx, A, M, &o, b, x, &res, NULL));
+        pk_ref_out ro;
+        memset(&ro, 0, sizeof ro);
+        memset(xr, 0, sizeof(double) * (size_t)n);
+        pk_ref_cg2d_sr(&P, b, xr, tol, o.maxit, minres, &ro);
+        PK_EXPECT(
+            res.iterations == ro.its && res.initial_residual == ro.first && res.final_residual == ro.last &&
+                memcmp(x, xr, sizeof(double) * (size_t)n) == 0,
+            "problem %d tol %g minres %d: %d / %d iterations, first %.17g / %.17g, last %.17g / %.17g, x "
+            "differs by %.3g",
+            prob, f[k], minres, res.iterations, ro.its, res.initial_residual, ro.first, res.final_residual,
+            ro.last, pk_test_rel_diff(n, x, xr));
+        if (minres)
+          PK_EXPECT(res.min_residual == sqrt(ro.min_rr) && res.min_residual_iteration == ro.it_min,
+                    "problem %d tol %g: min %.17g at %d, reference %.17g at %d", prob, f[k], res.min_residual,
+                    res.min_residual_iteration, sqrt(ro.min_rr), ro.it_min);
+      }
+    free(x), free(xr);
+  }
+  free(bt);
+  pkrylov_precond_destroy(&TM);
+  pkrylov_operator_destroy(&T);
+  basin_teardown(&c);
+  PK_TEST_END();
 }
 
 /* ---- tolerances met exactly at a boundary ------------------------------------------------------------ */
@@ -682,9 +747,9 @@ PK_TEST_CASE(bad_input) {
 
 PK_TEST_MAIN(PK_TEST_ENTRY(cg_basin_ainv), PK_TEST_ENTRY(cg_basin_jacobi), PK_TEST_ENTRY(srcg_basin_ainv),
              PK_TEST_ENTRY(srcg_basin_jacobi), PK_TEST_ENTRY(cg_thinshell_column),
-             PK_TEST_ENTRY(srcg_thinshell_column), PK_TEST_ENTRY(boundary_iteration0),
-             PK_TEST_ENTRY(boundary_iteration1), PK_TEST_ENTRY(minres_cg), PK_TEST_ENTRY(minres_srcg),
-             PK_TEST_ENTRY(minres_pipecg), PK_TEST_ENTRY(minres_confirmed_rule),
+             PK_TEST_ENTRY(srcg_thinshell_column), PK_TEST_ENTRY(srcg_bitwise_cg2d_sr),
+             PK_TEST_ENTRY(boundary_iteration0), PK_TEST_ENTRY(boundary_iteration1), PK_TEST_ENTRY(minres_cg),
+             PK_TEST_ENTRY(minres_srcg), PK_TEST_ENTRY(minres_pipecg), PK_TEST_ENTRY(minres_confirmed_rule),
              PK_TEST_ENTRY(recurrence_every_type), PK_TEST_ENTRY(zero_rhs),
              PK_TEST_ENTRY(srcg_preconditioners_dense), PK_TEST_ENTRY(srcg_breakdowns),
              PK_TEST_ENTRY(bad_input))
