@@ -8,9 +8,9 @@
  *        shell with the column preconditioner: the same iterations, the first residual to 1e-14 relative,
  *        the last one (and the minimum) to 1e-14 of the first residual (the two sum in other orders and CG
  *        keeps q = A p by recurrence), x to 1e-12; SRCG bitwise CG2D_SR where the products and the order of
- *        the sums are the same; tolerances met exactly at a boundary (iterations 0 and 1); the minimum-residual
- *        iterate at caps above an earlier minimum; the rule on every solver type; SRCG with every
- *        preconditioner, negative definite, and its breakdowns; bad input.
+ *        the sums are the same; tolerances met exactly at a boundary (iterations 0 and 1); the
+ *        minimum-residual iterate at caps above an earlier minimum; the rule on every solver type; SRCG with
+ *        every preconditioner, negative definite, and its breakdowns; bad input.
  */
 #include "pk_stop_test.h"
 
