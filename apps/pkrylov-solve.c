@@ -49,6 +49,8 @@ typedef struct {
   int set_replace, set_true_residual, set_threads;
   int json, quiet, help, version;
   int reproducible;        /* --reproducible */
+  int32_t stop_rule;       /* --stop: PKRYLOV_STOP_* */
+  int min_residual;        /* --min-residual */
   int32_t px, py;          /* --decomp PX,PY (0 = automatic) */
 } options;
 
@@ -82,8 +84,8 @@ static void print_help(FILE *f) {
           "  --x0 X0.mtx                initial guess (default zero)\n"
           "\n"
           "method:\n"
-          "  --solver NAME              Krylov method: cg (default), pipecg, bicgstab, pipebicgstab,\n"
-          "                             gmres, pipegmres, fgmres, cagmres\n"
+          "  --solver NAME              Krylov method: cg (default), pipecg, srcg (single-reduction CG),\n"
+          "                             bicgstab, pipebicgstab, gmres, pipegmres, fgmres, cagmres\n"
           "  --restart M                GMRES family: Krylov vectors per cycle (default 30)\n"
           "  --step S|auto              CA-GMRES: basis vectors per block (default auto)\n"
           "  --precond none|jacobi|column  preconditioner (default column for --problem, jacobi for a\n"
@@ -99,6 +101,11 @@ static void print_help(FILE *f) {
           "  --precision P              fp64 (default), mixed-precond (fp32 preconditioner factors) or\n"
           "                             mixed (fp32 factors and operator coefficients); CUDA only\n"
           "  --true-residual K          recompute the true residual every K iterations\n"
+          "  --stop confirmed|recurrence  confirmed (default): the recurrence residual meets the\n"
+          "                             tolerance and the true residual confirms it; recurrence: a model's\n"
+          "                             own CG rule (sum r^2 < tol^2 on the recurrence residual alone)\n"
+          "  --min-residual             return the iterate of the smallest recurrence residual (cg,\n"
+          "                             pipecg, srcg)\n"
           "  --threads T                CPU threads (0 = default)\n"
           "  --reproducible             exact global sums: bitwise the same solution for any number of\n"
           "                             ranks and threads (every solver, CPU and CUDA)\n"
@@ -194,12 +201,15 @@ static int32_t lookup(const char *name, const char *const *names, const int32_t 
  * offending option and returns 1.
  */
 static int parse_args(int argc, char **argv, options *o) {
-  static const char *const solver_names[] = {"cg",    "pipecg", "bicgstab", "pipebicgstab",
-                                             "gmres", "pipegmres", "fgmres", "cagmres", NULL};
+  static const char *const solver_names[] = {"cg",    "pipecg",    "bicgstab", "pipebicgstab", "gmres",
+                                             "pipegmres", "fgmres", "cagmres", "srcg",     NULL};
   static const int32_t solver_values[] = {PKRYLOV_SOLVER_CG,       PKRYLOV_SOLVER_PIPECG,
                                           PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB,
                                           PKRYLOV_SOLVER_GMRES,    PKRYLOV_SOLVER_PIPEGMRES,
-                                          PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES};
+                                          PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES,
+                                          PKRYLOV_SOLVER_SRCG};
+  static const char *const stop_names[] = {"confirmed", "recurrence", NULL};
+  static const int32_t stop_values[] = {PKRYLOV_STOP_CONFIRMED, PKRYLOV_STOP_RECURRENCE};
   static const char *const precond_names[] = {"none", "jacobi", "column", NULL};
   static const int32_t precond_values[] = {PKRYLOV_PRECOND_NONE, PKRYLOV_PRECOND_JACOBI,
                                            PKRYLOV_PRECOND_COLUMN};
@@ -223,6 +233,7 @@ static int parse_args(int argc, char **argv, options *o) {
   o->rtol = 1e-8;
   o->atol = 0.0;
   o->maxit = 1000;
+  o->stop_rule = PKRYLOV_STOP_CONFIRMED;
 
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -240,12 +251,14 @@ static int parse_args(int argc, char **argv, options *o) {
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) { o->help = 1; continue; }
     if (strcmp(arg, "--version") == 0) { o->version = 1; continue; }
     if (strcmp(arg, "--reproducible") == 0) { o->reproducible = 1; continue; }
+    if (strcmp(arg, "--min-residual") == 0) { o->min_residual = 1; continue; }
 
     /* options with a value: "--opt VALUE" or "--opt=VALUE" */
     static const char *const valued[] = {
         "--problem", "--geometry", "--rhs", "--x0", "--solver", "--precond", "--levels",
         "--layout", "--backend", "--rtol", "--atol", "--maxit", "--replace", "--true-residual",
-        "--out", "--history", "--save-system", "--threads", "--precision", "--restart", "--step", "--decomp", NULL};
+        "--out", "--history", "--save-system", "--threads", "--precision", "--restart", "--step", "--decomp",
+        "--stop", NULL};
     char name[64];
     const char *val = NULL;
     const char *eq = strchr(arg, '=');
@@ -289,9 +302,15 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (strcmp(name, "--solver") == 0) {
       o->solver = lookup(val, solver_names, solver_values);
       if (o->solver < 0) {
-        usage_error("invalid value '%s' for option '--solver' (cg, pipecg, bicgstab, pipebicgstab, gmres, "
-                    "pipegmres, fgmres or cagmres)",
+        usage_error("invalid value '%s' for option '--solver' (cg, pipecg, srcg, bicgstab, pipebicgstab, "
+                    "gmres, pipegmres, fgmres or cagmres)",
                     val);
+        return 1;
+      }
+    } else if (strcmp(name, "--stop") == 0) {
+      o->stop_rule = lookup(val, stop_names, stop_values);
+      if (o->stop_rule < 0) {
+        usage_error("invalid value '%s' for option '--stop' (confirmed or recurrence)", val);
         return 1;
       }
     } else if (strcmp(name, "--precond") == 0) {
@@ -533,6 +552,9 @@ static const char *enum_name(int32_t v) {
   case PKRYLOV_SOLVER_PIPEGMRES: return "pipegmres";
   case PKRYLOV_SOLVER_FGMRES: return "fgmres";
   case PKRYLOV_SOLVER_CAGMRES: return "cagmres";
+  case PKRYLOV_SOLVER_SRCG: return "srcg";
+  case PKRYLOV_STOP_CONFIRMED: return "confirmed";
+  case PKRYLOV_STOP_RECURRENCE: return "recurrence";
   case PKRYLOV_PRECOND_NONE: return "none";
   case PKRYLOV_PRECOND_JACOBI: return "jacobi";
   case PKRYLOV_PRECOND_COLUMN: return "column";
@@ -1026,6 +1048,15 @@ static int run(int argc, char **argv) {
     lib_error(ctx, st, "cannot record '--history'");
     goto done;
   }
+  if ((st = pkrylov_solver_set_stop_rule(s, o.stop_rule)) != PKRYLOV_SUCCESS) {
+    lib_error(ctx, st, "invalid '--stop'");
+    goto done;
+  }
+  if (o.min_residual && (st = pkrylov_solver_set_min_residual(s, 1)) != PKRYLOV_SUCCESS) {
+    snprintf(what, sizeof what, "cannot use '--min-residual' with '--solver %s'", enum_name(o.solver));
+    lib_error(ctx, st, what);
+    goto done;
+  }
 
   /* ---- solve ---- */
   t0 = wall_time();
@@ -1102,6 +1133,10 @@ static int run(int argc, char **argv) {
     fprintf(rep, "iterations    %d\n", (int)res.iterations);
     fprintf(rep, "reason        %s\n", pkrylov_reason_string(res.reason));
     fprintf(rep, "converged     %s\n", res.converged ? "yes" : "no");
+    if (o.stop_rule == PKRYLOV_STOP_RECURRENCE)
+      fprintf(rep, "stop rule     recurrence (last recurrence residual %.6e)\n", res.final_residual);
+    if (o.min_residual)
+      fprintf(rep, "min residual  %.6e at iteration %d\n", res.min_residual, (int)res.min_residual_iteration);
     fprintf(rep, "rel_residual  %.6e  (||b - A x|| / ||b||, recomputed; rtol %.3g)\n", rel_residual, o.rtol);
     fprintf(rep, "setup time    %.6f s\n", setup_time);
     fprintf(rep, "time          %.6f s (%.3e s per iteration)\n", solve_time,
@@ -1140,6 +1175,10 @@ static int run(int argc, char **argv) {
     json_number(stdout, "time_per_iteration_s", per_it, 1);
     json_number(stdout, "initial_residual", res.initial_residual, 1);
     json_number(stdout, "final_residual", final_residual, 1);
+    json_number(stdout, "last_residual", res.final_residual, 1);
+    json_string(stdout, "stop", enum_name(o.stop_rule), 1);
+    json_number(stdout, "min_residual", res.min_residual, 1);
+    printf("\"min_residual_iteration\":%d,", (int)res.min_residual_iteration);
     json_number(stdout, "rhs_norm", rhs_norm, 1);
     json_number(stdout, "rtol", o.rtol, 1);
     json_number(stdout, "atol", o.atol, 1);

@@ -176,6 +176,7 @@ module pkrylov_mod
     public :: pk_operator_apply_device, pk_precond_apply_device
     ! solver settings and history, threads, operator export, Matrix Market, preconditioner apply/info
     public :: pk_solver_set_true_residual_interval, pk_solver_set_residual_replacement
+    public :: pk_solver_set_stop_rule, pk_solver_set_min_residual
     public :: pk_solver_set_stagnation_window, pk_solver_set_precision, pk_solver_set_sync_interval
     public :: pk_solver_set_restart, pk_solver_set_step
     public :: pk_solver_set_history, pk_solver_get_history, pk_solver_set_monitor
@@ -1449,7 +1450,7 @@ contains
             res = r
         else
             res = pkrylov_result(0.0_c_double, 0.0_c_double, 0.0_c_double, 0.0_c_double, 0.0_c_double, &
-                                 0, 0, 0, -1, 0, 0)
+                                 -1.0_c_double, 0, 0, 0, -1, 0, 0, -1)
         end if
         call check(rc, s%ctx, 'pk_solver_get_result', ierr)
     end subroutine pk_solver_get_result
@@ -1706,6 +1707,30 @@ contains
         call check(pkrylov_solver_set_true_residual_interval(s%h, k), s%ctx, &
                    'pk_solver_set_true_residual_interval', ierr)
     end subroutine pk_solver_set_true_residual_interval
+
+    !> When a solve stops converged: PKRYLOV_STOP_CONFIRMED (default; the true residual confirms the
+    !> recurrence residual) or PKRYLOV_STOP_RECURRENCE, the model's own CG rule (MITgcm's CG2D / CG2D_SR /
+    !> CG3D: sum r^2 < tol^2 on the recurrence residual, tested before the first iteration, no
+    !> confirmation; res%final_residual is then the last recurrence residual, the model's lastResidual).
+    !> Every solver type. Another value: PKRYLOV_ERR_INVALID_VALUE.
+    subroutine pk_solver_set_stop_rule(s, rule, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        integer(c_int32_t), intent(in) :: rule !! PKRYLOV_STOP_CONFIRMED or PKRYLOV_STOP_RECURRENCE
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_stop_rule(s%h, rule), s%ctx, 'pk_solver_set_stop_rule', ierr)
+    end subroutine pk_solver_set_stop_rule
+
+    !> Minimum-residual iterate (MITgcm's cg2dUseMinResSol): .true. returns the iterate of the smallest
+    !> recurrence residual when the last one is larger (res%min_residual, res%min_residual_iteration say
+    !> which). CG, pipelined CG and single-reduction CG; .true. with another solver type is
+    !> PKRYLOV_ERR_UNSUPPORTED.
+    subroutine pk_solver_set_min_residual(s, flag, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        logical, intent(in) :: flag !! on or off (default off)
+        integer, intent(out), optional :: ierr !! status
+        call check(pkrylov_solver_set_min_residual(s%h, merge(1_c_int32_t, 0_c_int32_t, flag)), s%ctx, &
+                   'pk_solver_set_min_residual', ierr)
+    end subroutine pk_solver_set_min_residual
 
     !> Pipelined CG: residual replacement every k iterations (k >= 0; 0 = never; default 50). Ignored by CG.
     subroutine pk_solver_set_residual_replacement(s, k, ierr)
@@ -2101,7 +2126,7 @@ contains
     ! Handle-based reverse communication (pkrylov_rci_*)
 
     !> Create a reverse-communication solve of size n (type PKRYLOV_SOLVER_*: CG, PIPECG, BICGSTAB,
-    !> PIPEBICGSTAB, GMRES, PIPEGMRES, FGMRES, CAGMRES; preconditioned, reduce_by_caller: 0 or 1).
+    !> PIPEBICGSTAB, GMRES, PIPEGMRES, FGMRES, CAGMRES, SRCG; preconditioned, reduce_by_caller: 0 or 1).
     subroutine pk_rci_create(ctx, r, type, n, preconditioned, reduce_by_caller, ierr)
         type(pk_context), intent(in) :: ctx !! the context
         type(pk_rci), intent(out) :: r !! the new handle
@@ -2234,7 +2259,7 @@ contains
             res = t
         else
             res = pkrylov_result(0.0_c_double, 0.0_c_double, 0.0_c_double, 0.0_c_double, 0.0_c_double, &
-                                 0, 0, 0, -1, 0, 0)
+                                 -1.0_c_double, 0, 0, 0, -1, 0, 0, -1)
         end if
         call check(rc, r%ctx, 'pk_rci_get_result', ierr)
     end subroutine pk_rci_get_result

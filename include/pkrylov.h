@@ -121,8 +121,11 @@ typedef enum {
   PKRYLOV_SOLVER_GMRES = 304,        /**< GMRES(m), classical Gram-Schmidt with reorthogonalisation */
   PKRYLOV_SOLVER_PIPEGMRES = 305,    /**< pipelined GMRES(m) (Ghysels et al.), one reduction/iteration */
   PKRYLOV_SOLVER_FGMRES = 306,       /**< flexible GMRES(m) (Saad), for variable preconditioners */
-  PKRYLOV_SOLVER_CAGMRES = 307       /**< CA-GMRES(s, m): matrix powers, block orthogonalisation,
+  PKRYLOV_SOLVER_CAGMRES = 307,      /**< CA-GMRES(s, m): matrix powers, block orthogonalisation,
                                           CholQR with a double-double Gram matrix */
+  PKRYLOV_SOLVER_SRCG = 308          /**< single-reduction PCG (Chronopoulos-Gear, d'Azevedo-Eijkhout-Romine;
+                                          MITgcm's CG2D_SR): one reduction of (r,z), (z,A z), (r,r) per
+                                          iteration */
 } pkrylov_solver_type;
 
 /** Preconditioner. */
@@ -162,6 +165,14 @@ typedef enum {
   PKRYLOV_PRECISION_MIXED_PRECOND = 801, /**< fp32 preconditioner factors */
   PKRYLOV_PRECISION_MIXED = 802          /**< fp32 preconditioner factors and operator coefficients */
 } pkrylov_precision;
+
+/** When a solve stops converged (pkrylov_solver_set_stop_rule()). */
+typedef enum {
+  PKRYLOV_STOP_CONFIRMED = 1000, /**< the recurrence residual meets the tolerance and the true residual
+                                      b - A x confirms it (the default) */
+  PKRYLOV_STOP_RECURRENCE = 1001 /**< the recurrence residual alone, as a model's own CG stops (MITgcm's
+                                      CG2D / CG3D: sum r^2 < tol^2) */
+} pkrylov_stop_rule;
 
 /** Why a solve stopped. Positive: converged. Negative: did not converge (not an error). */
 typedef enum {
@@ -732,16 +743,22 @@ PKRYLOV_EXTERN int pkrylov_solver_solve_halo(pkrylov_solver s, int32_t mem, cons
 /** Outcome of the last solve. Plain data; doubles first so the layout matches a Fortran bind(C) type. */
 typedef struct {
   double initial_residual;  /**< ||b - A x0||_2 (dry cells excluded) */
-  double final_residual;    /**< ||b - A x||_2 recomputed after the solve */
+  double final_residual;    /**< ||b - A x||_2 recomputed after the solve; with ::PKRYLOV_STOP_RECURRENCE
+                                 the recurrence residual of the last iteration (see
+                                 pkrylov_solver_set_stop_rule()) */
   double rel_residual;      /**< final_residual / ||b||_2 (final_residual when b = 0) */
   double rhs_norm;          /**< ||b||_2 */
   double solve_time_s;      /**< wall time of the solve */
+  double min_residual;      /**< pkrylov_solver_set_min_residual(): the smallest recurrence residual norm
+                                 of the solve (iteration 0 included); -1 when the option is off */
   int32_t iterations;       /**< iterations done */
   int32_t reason;           /**< ::pkrylov_reason */
   int32_t converged;        /**< 1 when reason > 0 */
   int32_t breakdown_iteration; /**< iteration at which a breakdown was detected, else -1 */
   int32_t residual_replacements; /**< pipelined CG: how many residual replacements were done */
   int32_t true_residual_checks;  /**< how many times ||b - A x|| was recomputed during the solve */
+  int32_t min_residual_iteration; /**< pkrylov_solver_set_min_residual(): the iteration of min_residual
+                                       (0 = the initial guess); -1 when the option is off */
 } pkrylov_result;
 
 /**
@@ -761,8 +778,8 @@ PKRYLOV_EXTERN int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkry
 PKRYLOV_EXTERN int pkrylov_solver_destroy(pkrylov_solver *s);
 /**
  * Stopping test: ||r||_2 <= max(rtol * ||b||_2, atol), on the recurrence residual and then confirmed on
- * the true residual b - A x (see pkrylov_solver_set_true_residual_interval()). Both >= 0 and finite, not
- * both 0. Defaults: rtol 1e-8, atol 0.
+ * the true residual b - A x (see pkrylov_solver_set_true_residual_interval(); pkrylov_solver_set_stop_rule()
+ * selects a model's own test instead). Both >= 0 and finite, not both 0. Defaults: rtol 1e-8, atol 0.
  */
 PKRYLOV_EXTERN int pkrylov_solver_set_tolerances(pkrylov_solver s, double rtol, double atol);
 /** Iteration cap (>= 0; default 1000). Reaching it is reason ::PKRYLOV_DIVERGED_MAX_ITERATIONS. */
@@ -775,9 +792,48 @@ PKRYLOV_EXTERN int pkrylov_solver_set_initial_guess_nonzero(pkrylov_solver s, in
  * Independently of k, a solve only reports convergence when the true residual of the returned x meets the
  * tolerance: when the recurrence residual says converged but the true one does not, the iteration restarts
  * from x (at most 5 times; then reason ::PKRYLOV_DIVERGED_STAGNATION: the tolerance is below the accuracy
- * the problem allows).
+ * the problem allows). ::PKRYLOV_STOP_RECURRENCE (pkrylov_solver_set_stop_rule()) turns that confirmation
+ * off; the replacements every k iterations stay.
  */
 PKRYLOV_EXTERN int pkrylov_solver_set_true_residual_interval(pkrylov_solver s, int32_t k);
+/**
+ * When a solve stops converged: rule ::PKRYLOV_STOP_CONFIRMED (the default: the recurrence residual meets
+ * the tolerance, then the true residual b - A x of the iterate confirms it, see
+ * pkrylov_solver_set_true_residual_interval()) or ::PKRYLOV_STOP_RECURRENCE, a model's own CG stopping
+ * rule (MITgcm's CG2D, CG2D_SR, CG3D), for every solver type on both backends:
+ * - the test is on the recurrence residual alone, never confirmed on the true residual and never restarted
+ *   for that. With tol = max(rtol ||b||, atol) (||b|| over the wet cells), the methods whose residual is a
+ *   sum of squares (CG, pipelined CG, single-reduction CG, the BiCGStab family) stop when sum r^2 < tol^2
+ *   (strict, on the squared sum, unpreconditioned, over the wet cells), the GMRES family when its residual
+ *   estimate < tol; a residual that is exactly 0 stops too (a zero right-hand side with atol = 0). The test
+ *   runs on the initial residual first (iteration 0) and after every iteration, so CG takes exactly the
+ *   iterations of a hand-written PCG of the model's form with the same preconditioner.
+ * - the result: initial_residual ||b - A x0|| as always; final_residual the recurrence residual norm of the
+ *   last iteration (MITgcm's lastResidual; no true residual is computed at the end; after a NaN stop the
+ *   true residual of the returned x); rel_residual = final_residual / ||b||; a converged reason is
+ *   ::PKRYLOV_CONVERGED_ATOL when atol >= rtol ||b||, else ::PKRYLOV_CONVERGED_RTOL.
+ * Any other rule is ::PKRYLOV_ERR_INVALID_VALUE. Under MPI every rank must set the same rule (a solve
+ * checks).
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_stop_rule(pkrylov_solver s, int32_t rule);
+/**
+ * Minimum-residual iterate (flag 1; 0, the default, = off), MITgcm's cg2dUseMinResSol: the solve tracks
+ * the smallest recurrence residual sum r^2 of its iterates, the initial guess (iteration 0) and the last
+ * iterate included (an iterate is kept when its sum is strictly below the smallest so far), and when the
+ * last iterate's sum is larger than that minimum it returns the kept iterate instead of the last one (the
+ * x of MITgcm's CG2D; its minResidualSq leaves a converged last iterate out, which is then below it). The
+ * result reports
+ * min_residual (the square root of that minimum) and min_residual_iteration; iterations stays the number of
+ * iterations done, and final_residual keeps its meaning (with ::PKRYLOV_STOP_RECURRENCE: the last
+ * iteration's recurrence residual, MITgcm's lastResidual; with ::PKRYLOV_STOP_CONFIRMED: ||b - A x|| of the
+ * returned x). A restart (after an unconfirmed convergence or, pipelined CG and single-reduction CG, a
+ * recurrence curvature that lost its sign) starts the tracking again from its x. CG, pipelined CG and
+ * single-reduction CG on both backends (one more vector; on CUDA the minimum is tracked in the device
+ * state and the iterate copied only when it improves, no host synchronisation). Other solver types:
+ * flag 1 is ::PKRYLOV_ERR_UNSUPPORTED (0 is accepted); a flag other than 0 or 1 is
+ * ::PKRYLOV_ERR_INVALID_VALUE.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_min_residual(pkrylov_solver s, int32_t flag);
 /**
  * Pipelined CG: replace the recurrence vectors (r, u, w, s, q, z) by explicitly computed ones every k
  * iterations (k >= 0; 0 = never; default 50), so the final accuracy matches classical CG. Ignored by CG.
@@ -1047,9 +1103,10 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
  * MATVEC (in = x for r = b - A x), PRECOND and reduction requests; the first reduction of a solve carries
  * one more partial, (b, b).
  *
- * The BiCGStab and GMRES families run the very solve of pkrylov_solver_solve() (same iterations, same x,
- * bitwise, when the caller's products and sums are the library's arithmetic), its operator, preconditioner
- * and global sums turned into requests; the requests are those of that driver, in its order:
+ * The BiCGStab and GMRES families and single-reduction CG run the very solve of pkrylov_solver_solve()
+ * (same iterations, same x, bitwise, when the caller's products and sums are the library's arithmetic), its
+ * operator, preconditioner and global sums turned into requests; the requests are those of that driver, in
+ * its order:
  * - they work on the rci's own copy of the iterate (in = that copy where the CG path gives x) and write x
  *   when the solve ends (DONE); until then x keeps the initial guess.
  * - a solve starts with REDUCE (1 partial: (b, b)), MATVEC (in = the iterate) and REDUCE (1:
@@ -1063,6 +1120,8 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
  *   MATVEC for the new residual.
  * - pipelined GMRES: REDUCE_START (j + 1 values), PRECOND, MATVEC, REDUCE_WAIT: one overlapped sum per step
  *   (the first and the last step of a cycle block).
+ * - single-reduction CG: MATVEC (in = the iterate: r = b - A x), then per iteration (and once to start)
+ *   PRECOND, MATVEC, REDUCE (3: (z, r), (z, A z), (r, r)); the stop rule is the confirmed one.
  * - CA-GMRES: blocks of s (pkrylov_rci_set_step()) PRECOND, MATVEC pairs, then blocking REDUCEs of Gram
  *   matrices. Their entries come as (hi, lo) double-double pairs: summing hi and lo separately over the
  *   ranks is exact on one rank and a close (not an exact double-double) sum on several.
@@ -1090,7 +1149,7 @@ typedef enum {
 
 /**
  * Create a reverse-communication solver of size n.
- * @param[in] type              a ::pkrylov_solver_type: ::PKRYLOV_SOLVER_CG to ::PKRYLOV_SOLVER_CAGMRES
+ * @param[in] type              a ::pkrylov_solver_type: ::PKRYLOV_SOLVER_CG to ::PKRYLOV_SOLVER_SRCG
  * @param[in] n                 number of unknowns, > 0
  * @param[in] preconditioned    1: PRECOND requests (CG, pipelined CG: M^-1 symmetric, of one sign; the
  *                              others apply it on the right, FGMRES lets it vary); 0: none (M = I)
@@ -1162,7 +1221,8 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * with the same settings (a solve checks the solver's settings and the input vectors on all ranks first
  * and gives the same error on every rank when one rank's differ or are bad). Bad input to a collective
  * call gives the same error code and message on every rank (the message names the first rank that
- * found it), never a hang. The BiCGStab and GMRES families sum over the communicator too (CPU). On the CUDA
+ * found it), never a hang. The BiCGStab and GMRES families and single-reduction CG sum over the
+ * communicator too (CPU). On the CUDA
  * backend each rank uses one GPU: pkrylov_context_set_comm() moves the
  * context to device (node-local rank mod visible devices) and makes it the calling thread's current device
  * (environment PKRYLOV_CUDA_BIND=none keeps the device current at creation); CG and pipelined CG run

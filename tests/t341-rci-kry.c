@@ -304,9 +304,9 @@ static const int32_t TYPES[6] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBIC
                                  PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES};
 
 static const char *tname(int32_t t) {
-  static const char *names[] = {"bicgstab", "pipebicgstab", "gmres", "pipegmres", "fgmres", "cagmres"};
-  return t >= PKRYLOV_SOLVER_BICGSTAB && t <= PKRYLOV_SOLVER_CAGMRES ? names[t - PKRYLOV_SOLVER_BICGSTAB]
-                                                                     : "?";
+  static const char *names[] = {"bicgstab", "pipebicgstab", "gmres", "pipegmres",
+                                "fgmres",   "cagmres",      "srcg"};
+  return t >= PKRYLOV_SOLVER_BICGSTAB && t <= PKRYLOV_SOLVER_SRCG ? names[t - PKRYLOV_SOLVER_BICGSTAB] : "?";
 }
 
 static int pipelined(int32_t t) {
@@ -402,11 +402,11 @@ static double *make_rhs(const prob *P) {
 static trace g_T;
 
 /**
- * Every type on operator A with preconditioner pc (levels nz for COLUMN), reduce_by_caller 0 and 1,
+ * The ntypes types on operator A with preconditioner pc (levels nz for COLUMN), reduce_by_caller 0 and 1,
  * against the library: bitwise.
  */
-static int compare_all(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t nz, const settings *S,
-                       const char *label) {
+static int compare_types(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t nz, const settings *S,
+                         const char *label, const int32_t *types, int ntypes) {
   prob P;
   PK_REQUIRE_OK(ctx, prob_make(A, pc == PC_COLUMN ? nz : 0, &P) ? PKRYLOV_ERR_INTERNAL : 0);
   pkrylov_precond M = NULL;
@@ -416,15 +416,16 @@ static int compare_all(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t 
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, nz, PKRYLOV_LAYOUT_KSLOW, &M));
   const int64_t n = P.n;
   double *b = make_rhs(&P), *x = malloc(sizeof(double) * n), *xl = malloc(sizeof(double) * n);
-  for (int t = 0; t < 6; t++) {
+  for (int ti = 0; ti < ntypes; ti++) {
+    const int32_t TYPE = types[ti];
     pkrylov_result lib, res;
-    PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPES[t], S, b, xl, 0, &lib));
-    PK_EXPECT(lib.converged, "%s %s: the library solve did not converge (%s)", label, tname(TYPES[t]),
+    PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPE, S, b, xl, 0, &lib));
+    PK_EXPECT(lib.converged, "%s %s: the library solve did not converge (%s)", label, tname(TYPE),
               pkrylov_reason_string(lib.reason));
     for (int by_caller = 0; by_caller <= 1; by_caller++) {
       char what[128];
-      snprintf(what, sizeof what, "%s %s reduce_by_caller %d", label, tname(TYPES[t]), by_caller);
-      pkrylov_rci r = make_rci(ctx, TYPES[t], n, pc, by_caller, S);
+      snprintf(what, sizeof what, "%s %s reduce_by_caller %d", label, tname(TYPE), by_caller);
+      pkrylov_rci r = make_rci(ctx, TYPE, n, pc, by_caller, S);
       PK_REQUIRE_OK(ctx, r ? 0 : PKRYLOV_ERR_INTERNAL);
       for (int64_t i = 0; i < n; i++)
         x[i] = 99.0; /* ignored: x_nonzero 0 */
@@ -433,24 +434,30 @@ static int compare_all(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t 
       expect_same_result(what, &res, &lib);
       PK_EXPECT(memcmp(x, xl, sizeof(double) * n) == 0, "%s: x differs from the library's (rel %g)", what,
                 pk_test_rel_diff(n, x, xl));
-      expect_protocol(what, &g_T, TYPES[t], pc, by_caller, res.iterations, S);
+      expect_protocol(what, &g_T, TYPE, pc, by_caller, res.iterations, S);
       /* a second solve with the same rci, from an initial guess */
       for (int64_t i = 0; i < n; i++)
         x[i] = xl[i] = 0.5;
-      PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPES[t], S, b, xl, 1, &lib));
+      PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPE, S, b, xl, 1, &lib));
       PK_EXPECT(drive(r, &P, pc, b, x, 1, &g_T, 0, 1) == 0, "%s: second rci loop failed", what);
       PK_EXPECT_CODE(ctx, pkrylov_rci_get_result(r, &res), PKRYLOV_SUCCESS);
       expect_same_result(what, &res, &lib);
       PK_EXPECT(memcmp(x, xl, sizeof(double) * n) == 0, "%s: initial guess: x differs from the library's",
                 what);
       pkrylov_rci_destroy(&r);
-      PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPES[t], S, b, xl, 0, &lib)); /* for the next by_caller */
+      PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, TYPE, S, b, xl, 0, &lib)); /* for the next by_caller */
     }
   }
   free(b), free(x), free(xl);
   pkrylov_precond_destroy(&M);
   prob_free(&P);
   PK_TEST_END();
+}
+
+/** Every BiCGStab / GMRES type (the nonsymmetric problems). */
+static int compare_all(pkrylov_context ctx, pkrylov_operator A, int pc, int32_t nz, const settings *S,
+                       const char *label) {
+  return compare_types(ctx, A, pc, nz, S, label, TYPES, 6);
 }
 
 static int with_mtx(const char *file, int pc, const settings *S) {
@@ -508,6 +515,33 @@ PK_TEST_CASE(convdiff_none_same_as_library) {
   settings S = DEFAULTS;
   S.replace = 7; /* pipelined BiCGStab replaces its residuals every 7 iterations */
   int rc = compare_all(ctx, A, PC_NONE, nz, &S, "convdiff none");
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  return rc;
+}
+
+/** Single-reduction CG (symmetric definite: the thin shell as CSR) with Jacobi and without a
+ *  preconditioner (the test's column solve is dgttrs's arithmetic, the library's for symmetric columns
+ *  dpttrs's). */
+PK_TEST_CASE(srcg_thinshell_same_as_library) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_thinshell_params p;
+  pkrylov_thinshell_params_default(10, 9, 6, &p);
+  pkrylov_operator T, A;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &T));
+  /* as CSR: the library's products are then the test's row sums (bitwise the same iterations) */
+  int64_t n, nnz;
+  pkrylov_operator_get_info(T, &n, &nnz, NULL, NULL, NULL, NULL);
+  int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int64_t) * (size_t)nnz);
+  double *va = malloc(sizeof(double) * (size_t)nnz);
+  PK_REQUIRE_OK(ctx, pkrylov_operator_get_csr(T, rp, ci, va));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_csr64(ctx, n, 0, rp, ci, va, &A));
+  free(rp), free(ci), free(va);
+  pkrylov_operator_destroy(&T);
+  const int32_t srcg[1] = {PKRYLOV_SOLVER_SRCG};
+  int rc = compare_types(ctx, A, PC_JACOBI, 0, &DEFAULTS, "thin shell jacobi", srcg, 1);
+  if (rc == PK_PASS) rc = compare_types(ctx, A, PC_NONE, 6, &DEFAULTS, "thin shell none", srcg, 1);
   pkrylov_operator_destroy(&A);
   pkrylov_context_destroy(&ctx);
   return rc;
@@ -775,7 +809,7 @@ PK_TEST_CASE(wrong_order_and_bad_input) {
   int32_t req;
   pkrylov_result res;
   /* bad type, bad sizes, bad flags */
-  PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_CAGMRES + 1, n, 0, 0, &r),
+  PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_SRCG + 1, n, 0, 0, &r),
                  PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT(pk_test_msg_has(ctx, "'type'"), "message");
   PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_PRECOND_JACOBI, n, 0, 0, &r),
@@ -866,5 +900,6 @@ PK_TEST_CASE(wrong_order_and_bad_input) {
 PK_TEST_MAIN(PK_TEST_ENTRY(orsirr_2_jacobi_same_as_library), PK_TEST_ENTRY(ani1_nonsymm_none_same_as_library),
              PK_TEST_ENTRY(convdiff_column_same_as_library), PK_TEST_ENTRY(convdiff_none_same_as_library),
              PK_TEST_ENTRY(max_iterations_same_as_library), PK_TEST_ENTRY(two_ranks_caller_sums),
+             PK_TEST_ENTRY(srcg_thinshell_same_as_library),
              PK_TEST_ENTRY(abandon_and_restart), PK_TEST_ENTRY(destroy_mid_solve),
              PK_TEST_ENTRY(wrong_order_and_bad_input))

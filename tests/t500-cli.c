@@ -253,6 +253,94 @@ PK_TEST_CASE(thinshell_pipecg_options) {
   PK_TEST_END();
 }
 
+/** One library solve of the thin shell 10 x 9 x 8 (column preconditioner, b = A * ones as the program's):
+ *  the reference of the stop-rule cases. */
+static int lib_thinshell(int32_t type, int32_t rule, int32_t minres, int32_t maxit, double rtol,
+                         pkrylov_result *res) {
+  pkrylov_context ctx;
+  pkrylov_operator A;
+  pkrylov_precond M;
+  pkrylov_solver s;
+  pkrylov_thinshell_params p;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(10, 9, 8, &p));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, type, A, M, &s));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, rtol, 0.0));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_max_iterations(s, maxit));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_stop_rule(s, rule));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_min_residual(s, minres));
+  double ones[720], b[720], x[720] = {0};
+  for (int i = 0; i < 720; i++)
+    ones[i] = 1.0;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_apply(A, PKRYLOV_MEM_HOST, ones, b));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, res));
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  return PK_PASS;
+}
+
+/**
+ * --stop recurrence|confirmed, --solver srcg, --min-residual: the JSON (stop, last_residual, min_residual,
+ * min_residual_iteration, true_residual_checks, iterations) against the library's own solve with the same
+ * settings, the recomputed residual, the text report.
+ */
+PK_TEST_CASE(stop_rule_srcg_min_residual) {
+  static const char *const names[3] = {"cg", "pipecg", "srcg"};
+  static const int32_t types[3] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG, PKRYLOV_SOLVER_SRCG};
+  char out[PK_CAP], err[PK_CAP], args[PK_ARGS];
+  for (int t = 0; t < 3; t++)
+    for (int rule = 0; rule < 2; rule++)
+      for (int mr = 0; mr < 2; mr++) {
+        const int32_t maxit = mr ? 9 : 500;
+        snprintf(args, sizeof args,
+                 "--problem thinshell:10,9,8 --solver %s --stop %s%s --maxit %d --rtol 1e-6 --json", names[t],
+                 rule ? "recurrence" : "confirmed", mr ? " --min-residual" : "", (int)maxit);
+        const int rc = solve("stop_rule", args, out, err);
+        pkrylov_result ref;
+        if (lib_thinshell(types[t], rule ? PKRYLOV_STOP_RECURRENCE : PKRYLOV_STOP_CONFIRMED, mr, maxit, 1e-6,
+                          &ref) != PK_PASS)
+          return PK_FAIL;
+        double it = -1, last = -1, mres = 0, mit = 0, checks = -1, fin = -1, rhs = -1;
+        PK_EXPECT(json_one_object(out) && json_num(out, "iterations", &it) == 0 &&
+                      json_num(out, "last_residual", &last) == 0 &&
+                      json_num(out, "min_residual", &mres) == 0 &&
+                      json_num(out, "min_residual_iteration", &mit) == 0 &&
+                      json_num(out, "true_residual_checks", &checks) == 0 &&
+                      json_num(out, "final_residual", &fin) == 0 && json_num(out, "rhs_norm", &rhs) == 0,
+                  "'%s': %s", args, out);
+        PK_EXPECT(json_str_is(out, "stop", rule ? "recurrence" : "confirmed") &&
+                      json_str_is(out, "solver", names[t]),
+                  "'%s': %s", args, out);
+        PK_EXPECT(rc == (ref.converged ? 0 : 1) && (int)it == ref.iterations && last == ref.final_residual &&
+                      (int)checks == ref.true_residual_checks,
+                  "'%s': exit %d, %g iterations, last residual %.17g, %g checks; library %d, %.17g, %d", args,
+                  rc, it, last, checks, ref.iterations, ref.final_residual, ref.true_residual_checks);
+        PK_EXPECT(mres == ref.min_residual && (int)mit == ref.min_residual_iteration &&
+                      (mr ? mit >= 0 && mit <= maxit : mres == -1 && mit == -1),
+                  "'%s': min residual %.17g at %g; library %.17g at %d", args, mres, mit, ref.min_residual,
+                  ref.min_residual_iteration);
+        if (rule && !mr) /* the recurrence residual of the last iteration against the recomputed true one */
+          PK_EXPECT(checks == 0 && last <= 1e-6 * rhs && fabs(fin - last) <= 1e-3 * last,
+                    "'%s': %.17g vs %.17g", args, fin, last);
+      }
+  /* the text report names the rule and the minimum */
+  int rc = solve("stop_rule_text",
+                 "--problem thinshell:10,9,8 --solver srcg --stop recurrence --min-residual", out, err);
+  PK_EXPECT(rc == 0 && strstr(out, "srcg") && strstr(out, "stop rule     recurrence") &&
+                strstr(out, "min residual"),
+            "text report: exit %d: %s", rc, out);
+  rc = solve("stop_rule_help", "--help", out, err);
+  PK_EXPECT(rc == 0 && strstr(out, "--stop confirmed|recurrence") && strstr(out, "--min-residual") &&
+                strstr(out, "srcg"),
+            "--help: %s", out);
+  PK_TEST_END();
+}
+
 PK_TEST_CASE(text_report_and_quiet) {
   char out[PK_CAP], err[PK_CAP];
   int rc = solve("text", "--problem thinshell:6,6,4", out, err);
@@ -704,6 +792,16 @@ PK_TEST_CASE(usage_names) {
   PK_TEST_END();
 }
 
+PK_TEST_CASE(usage_stop_rule) {
+  expect_usage("u_stop", "--problem thinshell:4,4,4 --json --stop strict", "--stop", "strict");
+  expect_usage("u_stop2", "--problem thinshell:4,4,4 --json --stop", "--stop", "value");
+  /* the library refuses the minimum-residual iterate for GMRES: its message names the argument */
+  expect_usage("u_minres", "--problem thinshell:4,4,4 --json --solver gmres --min-residual", "--min-residual",
+               "flag");
+  expect_usage("u_srcg", "--problem thinshell:4,4,4 --json --solver SRCG", "--solver", "SRCG");
+  PK_TEST_END();
+}
+
 PK_TEST_CASE(usage_column_levels) {
   const char *mp = pk_test_matrix_path("gr_900_900_crg.mtx");
   if (!mp) return PK_SKIP;
@@ -798,7 +896,8 @@ PK_TEST_CASE(demo_small) {
   PK_TEST_END();
 }
 
-PK_TEST_MAIN(PK_TEST_ENTRY(thinshell_json), PK_TEST_ENTRY(thinshell_pipecg_options),
+PK_TEST_MAIN(PK_TEST_ENTRY(stop_rule_srcg_min_residual), PK_TEST_ENTRY(usage_stop_rule),
+             PK_TEST_ENTRY(thinshell_json), PK_TEST_ENTRY(thinshell_pipecg_options),
              PK_TEST_ENTRY(text_report_and_quiet), PK_TEST_ENTRY(matrix_cg_dense),
              PK_TEST_ENTRY(matrix_pipecg_dense), PK_TEST_ENTRY(matrix_bicgstab_dense),
              PK_TEST_ENTRY(matrix_pipebicgstab_dense), PK_TEST_ENTRY(matrix_bicgstab_nonsymmetric),

@@ -26,8 +26,9 @@
  *  - exact_dots_dd: the exact products and double-double rounding of pk_cuda_xacc_dots_ex /
  *    pk_cuda_xacc_round_ex (the Gram matrices of CA-GMRES) against reduce.c (accumulators and (hi, lo)
  *    bitwise) and the big-integer reference of the exact products p + fma(x, y, -p);
- *  - kry_solve_bitwise: BiCGStab, pipelined BiCGStab, GMRES, FGMRES, pipelined GMRES and CA-GMRES (the CUDA
- *    vector engine) in reproducible mode: two GPU runs and blocks of 8 and of 1 iteration bitwise the same;
+ *  - kry_solve_bitwise: BiCGStab, pipelined BiCGStab, GMRES, FGMRES, pipelined GMRES, CA-GMRES and
+ *    single-reduction CG (the CUDA vector engine) in reproducible mode: two GPU runs and blocks of 8 and of
+ *    1 iteration bitwise the same;
  *    the CPU backend's reproducible solve: iterations within one, x within 1e-10 relative; the residual
  *    recomputed on the CPU meets the tolerance;
  *  - kry_cpu_gpu_bitwise: the same solves bitwise the CPU backend's reproducible ones;
@@ -466,11 +467,11 @@ static const int32_t cg_cases[4][2] = {{PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUM
 
 /* The BiCGStab and GMRES families (the CUDA vector engine, pk_cuda_kry.cu) in reproducible mode; CA-GMRES
    with the automatic step, which reproducible mode fixes to 4 on both backends. */
-static const int32_t kry_cases[7][2] = {
+static const int32_t kry_cases[8][2] = {
     {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_COLUMN},  {PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_PRECOND_COLUMN},
     {PKRYLOV_SOLVER_GMRES, PKRYLOV_PRECOND_COLUMN},     {PKRYLOV_SOLVER_FGMRES, PKRYLOV_PRECOND_COLUMN},
     {PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_COLUMN}, {PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN},
-    {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_NONE}};
+    {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_NONE},    {PKRYLOV_SOLVER_SRCG, PKRYLOV_PRECOND_COLUMN}};
 
 /**
  * The (solver, preconditioner) cases in reproducible mode on a CUDA context against the CPU backend's
@@ -560,8 +561,8 @@ static int solves(const int32_t (*cases)[2], int ncases, int bitwise, int its_sl
 
 PK_TEST_CASE(solve_bitwise) { return solves(cg_cases, 4, 0, 0, 1e-12); }
 PK_TEST_CASE(cpu_gpu_bitwise) { return solves(cg_cases, 4, 1, 0, 0.0); }
-PK_TEST_CASE(kry_solve_bitwise) { return solves(kry_cases, 7, 0, 1, 1e-10); }
-PK_TEST_CASE(kry_cpu_gpu_bitwise) { return solves(kry_cases, 7, 1, 0, 0.0); }
+PK_TEST_CASE(kry_solve_bitwise) { return solves(kry_cases, 8, 0, 1, 1e-10); }
+PK_TEST_CASE(kry_cpu_gpu_bitwise) { return solves(kry_cases, 8, 1, 0, 0.0); }
 
 /** Reproducible mode switched on and off on one solver (the engine is kept between solves), GMRES and
  *  CA-GMRES (its double-double Gram matrices): each mode gives its own first solve's results again (the

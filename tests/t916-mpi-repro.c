@@ -3,10 +3,12 @@
  * @brief Reproducible mode for every solver type (run with 1 to 4 ranks): BiCGStab, pipelined BiCGStab,
  *        GMRES, FGMRES, pipelined GMRES and CA-GMRES (a fixed step, and step 0 = automatic, which
  *        reproducible mode fixes instead of timing) on the distributed thin shell (every px x py
- *        decomposition) and on a distributed nonsymmetric CSR (blocks of rows): the iterations, the
- *        gathered solution and the final residual are bitwise those of the single-rank reproducible solve,
- *        on a second run too; the single-rank reproducible solutions meet the tolerance on a residual the
- *        test recomputes.
+ *        decomposition; single-reduction CG too) and on a distributed nonsymmetric CSR (blocks of rows): the
+ *        iterations, the gathered solution and the final residual are bitwise those of the single-rank
+ *        reproducible solve, on a second run too; the single-rank reproducible solutions meet the tolerance
+ *        on a residual the test recomputes. The recurrence stop rule and the minimum-residual iterate (CG,
+ *        pipelined CG, single-reduction CG, an iteration cap above an earlier minimum) distributed: bitwise
+ *        the single-rank solve, the minimum's iteration and value included.
  */
 #include <string.h>
 
@@ -22,9 +24,10 @@ static pkrylov_context world_ctx(void) {
 
 static const int32_t types[] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,
                                 PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_PIPEGMRES,    PKRYLOV_SOLVER_CAGMRES,
-                                PKRYLOV_SOLVER_CAGMRES};
-static const int32_t steps[] = {0, 0, 0, 0, 0, 4, 0};
-#define NTYPES 7
+                                PKRYLOV_SOLVER_CAGMRES,  PKRYLOV_SOLVER_SRCG};
+static const int32_t steps[] = {0, 0, 0, 0, 0, 4, 0, 0};
+#define NTYPES 8        /* all, on the symmetric definite thin shell */
+#define NTYPES_NONSYM 7 /* the nonsymmetric CSR: all but single-reduction CG */
 
 /** Solve with solver k of the table (restart 12) and return the result; x in, x out. */
 static int solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, int k, const double *b,
@@ -65,8 +68,8 @@ static void compare(int rank, int k, const char *what, const pkrylov_result *r, 
  * converge with ||b - A x|| / ||b|| <= 1.01e-10, recomputed by the test.
  */
 static int single_rank_solves(pkrylov_context c1, pkrylov_operator A1, pkrylov_precond M1, const double *bg,
-                              int64_t ng, double *x1, pkrylov_result *r1) {
-  for (int k = 0; k < NTYPES; k++) {
+                              int64_t ng, double *x1, pkrylov_result *r1, int ntypes) {
+  for (int k = 0; k < ntypes; k++) {
     memset(x1 + k * ng, 0, sizeof(double) * ng);
     if (solve(c1, A1, M1, k, bg, x1 + k * ng, &r1[k]) != PK_PASS)
       return PK_FAIL;
@@ -100,7 +103,7 @@ PK_TEST_CASE(thinshell_all_solvers) {
     xt[c] = cos(0.013 * (double)c) + 0.25;
   PK_REQUIRE_OK(c1, pkrylov_operator_apply(A1, PKRYLOV_MEM_HOST, xt, bg));
   PK_REQUIRE_OK(c1, pkrylov_precond_create(c1, A1, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M1));
-  if (single_rank_solves(c1, A1, M1, bg, ng, x1, r1) != PK_PASS)
+  if (single_rank_solves(c1, A1, M1, bg, ng, x1, r1, NTYPES) != PK_PASS)
     return PK_FAIL;
   pkrylov_context ctx = world_ctx();
   if (!ctx)
@@ -166,7 +169,7 @@ PK_TEST_CASE(csr_all_solvers) {
     xt[c] = sin(0.021 * (double)c) - 0.3;
   PK_REQUIRE_OK(c1, pkrylov_operator_apply(A1, PKRYLOV_MEM_HOST, xt, bg));
   PK_REQUIRE_OK(c1, pkrylov_precond_create(c1, A1, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M1));
-  if (single_rank_solves(c1, A1, M1, bg, ng, x1, r1) != PK_PASS)
+  if (single_rank_solves(c1, A1, M1, bg, ng, x1, r1, NTYPES_NONSYM) != PK_PASS)
     return PK_FAIL;
   /* uneven blocks: rank r gets a share proportional to r + 1 */
   const int64_t tot = (int64_t)size * (size + 1) / 2;
@@ -187,7 +190,7 @@ PK_TEST_CASE(csr_all_solvers) {
   pkrylov_precond M;
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_csr_dist(ctx, ng, r0, nl, 0, lrp, ci + rp[r0], v + rp[r0], &A));
   PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M));
-  for (int k = 0; k < NTYPES; k++) {
+  for (int k = 0; k < NTYPES_NONSYM; k++) {
     pkrylov_result r;
     memset(x, 0, sizeof(double) * nl);
     if (solve(ctx, A, M, k, bg + r0, x, &r) != PK_PASS)
@@ -205,4 +208,86 @@ PK_TEST_CASE(csr_all_solvers) {
   PK_TEST_END();
 }
 
-PK_MPI_TEST_MAIN(PK_TEST_ENTRY(thinshell_all_solvers), PK_TEST_ENTRY(csr_all_solvers))
+/** One solve of type with the recurrence rule and the minimum-residual iterate, an iteration cap. */
+static int solve_rule(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, int32_t type, int32_t maxit,
+                      const double *b, double *x, pkrylov_result *res) {
+  pkrylov_solver s;
+  PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, type, A, M, &s));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, 0.0, 1e-300));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_max_iterations(s, maxit));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_stop_rule(s, PKRYLOV_STOP_RECURRENCE));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_set_min_residual(s, 1));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, res));
+  pkrylov_solver_destroy(&s);
+  return PK_PASS;
+}
+
+PK_TEST_CASE(thinshell_stop_rule_minres) {
+  int rank, size;
+  pk_mpi_world(&rank, &size);
+  pkrylov_thinshell_params p;
+  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(16, 12, 8, &p));
+  const int64_t ng = 16 * 12 * 8;
+  double *bg = malloc(sizeof(double) * ng), *x1 = malloc(sizeof(double) * ng),
+         *xg = malloc(sizeof(double) * ng);
+  if (!bg || !x1 || !xg)
+    return PK_FAIL;
+  uint64_t st = 3;
+  for (int64_t c = 0; c < ng; c++)
+    bg[c] = pk_test_rand(&st);
+  pkrylov_context c1;
+  pkrylov_operator A1;
+  pkrylov_precond M1;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &c1));
+  PK_REQUIRE_OK(c1, pkrylov_context_set_reproducible(c1, 1));
+  PK_REQUIRE_OK(c1, pkrylov_operator_create_thinshell(c1, &p, &A1));
+  PK_REQUIRE_OK(c1, pkrylov_precond_create(c1, A1, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M1));
+  pkrylov_context ctx = world_ctx();
+  if (!ctx)
+    return PK_FAIL;
+  pkrylov_operator A;
+  pkrylov_precond M;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell_dist(ctx, &p, size, 1, &A));
+  int64_t n;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
+  double *b = malloc(sizeof(double) * n), *x = malloc(sizeof(double) * n);
+  if (!b || !x)
+    return PK_FAIL;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_scatter(A, 0, rank == 0 ? bg : NULL, b));
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  static const int32_t cg_types[3] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG, PKRYLOV_SOLVER_SRCG};
+  static const int32_t caps[2] = {23, 61};
+  for (int t = 0; t < 3; t++)
+    for (int c = 0; c < 2; c++) {
+      pkrylov_result r1, r;
+      memset(x1, 0, sizeof(double) * ng);
+      memset(x, 0, sizeof(double) * n);
+      if (solve_rule(c1, A1, M1, cg_types[t], caps[c], bg, x1, &r1) != PK_PASS ||
+          solve_rule(ctx, A, M, cg_types[t], caps[c], b, x, &r) != PK_PASS)
+        return PK_FAIL;
+      PK_REQUIRE_OK(ctx, pkrylov_operator_gather(A, 0, x, rank == 0 ? xg : NULL));
+      PK_EXPECT(r.iterations == caps[c] && r1.iterations == caps[c] && r.true_residual_checks == 0,
+                "type %d cap %d: %d / %d iterations", cg_types[t], caps[c], r.iterations, r1.iterations);
+      PK_EXPECT(memcmp(&r.final_residual, &r1.final_residual, sizeof(double)) == 0 &&
+                    memcmp(&r.min_residual, &r1.min_residual, sizeof(double)) == 0 &&
+                    r.min_residual_iteration == r1.min_residual_iteration && r.min_residual_iteration >= 0,
+                "type %d cap %d: final %.17g / %.17g, min %.17g / %.17g at %d / %d", cg_types[t], caps[c],
+                r.final_residual, r1.final_residual, r.min_residual, r1.min_residual,
+                r.min_residual_iteration, r1.min_residual_iteration);
+      if (rank == 0)
+        PK_EXPECT(memcmp(xg, x1, sizeof(double) * (size_t)ng) == 0,
+                  "type %d cap %d: x differs from one rank's", cg_types[t], caps[c]);
+    }
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  pkrylov_precond_destroy(&M1);
+  pkrylov_operator_destroy(&A1);
+  pkrylov_context_destroy(&c1);
+  free(bg), free(x1), free(xg), free(b), free(x);
+  PK_TEST_END();
+}
+
+PK_MPI_TEST_MAIN(PK_TEST_ENTRY(thinshell_all_solvers), PK_TEST_ENTRY(csr_all_solvers),
+                 PK_TEST_ENTRY(thinshell_stop_rule_minres))

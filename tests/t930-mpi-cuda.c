@@ -636,6 +636,12 @@ PK_TEST_CASE(pipegmres_jacobi_host) {
 PK_TEST_CASE(cagmres_stencil_column_host) {
   return solve_compare_ref(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 1, 0, 1);
 }
+PK_TEST_CASE(srcg_column) {
+  return solve_compare_ref(PKRYLOV_SOLVER_SRCG, PKRYLOV_PRECOND_COLUMN, 0, 1, 1);
+}
+PK_TEST_CASE(srcg_stencil_jacobi_host) {
+  return solve_compare_ref(PKRYLOV_SOLVER_SRCG, PKRYLOV_PRECOND_JACOBI, 1, 0, 1);
+}
 
 /**
  * BiCGStab, pipelined BiCGStab, GMRES, pipelined GMRES and CA-GMRES (column preconditioner) on the
@@ -672,11 +678,12 @@ PK_TEST_CASE(kry_paths_bitwise) {
     return PK_FAIL;
   for (int64_t i = 0; i < n; i++)
     b[i] = 1.0 + 0.5 * sin(0.003 * (double)(i + 977 * rank));
-  static const int32_t types[5] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES,
-                                   PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_SOLVER_CAGMRES};
+  static const int32_t types[6] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBICGSTAB,
+                                   PKRYLOV_SOLVER_GMRES,    PKRYLOV_SOLVER_PIPEGMRES,
+                                   PKRYLOV_SOLVER_CAGMRES,  PKRYLOV_SOLVER_SRCG};
   pkrylov_precond M;
   PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
-  for (int c = 0; c < 5; c++)
+  for (int c = 0; c < 6; c++)
     for (int sync = 0; sync < 2; sync++) {
       pkrylov_solver s;
       PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, types[c], A, M, &s));
@@ -721,6 +728,96 @@ PK_TEST_CASE(kry_paths_bitwise) {
   PK_TEST_END();
 }
 
+/**
+ * The recurrence stop rule and the minimum-residual iterate distributed on CUDA contexts: CG, pipelined CG
+ * (the copy kernel in the distributed iteration) and SRCG (the engine) on the distributed thin shell with the
+ * column preconditioner, an iteration cap, NCCL path then host-staged path, blocks of 8 and of 1: the same
+ * iterations, bitwise the same x, final and minimum residual and the minimum's iteration on both paths; the
+ * minimum's iteration that of the single-rank CPU solve, x within 1e-10 of it.
+ */
+PK_TEST_CASE(rule_minres_paths) {
+  if (!pk_mpi_have_gpu())
+    return PK_SKIP;
+  int rank, size;
+  pk_mpi_world(&rank, &size);
+  pkrylov_context ctx = world_ctx();
+  if (!ctx)
+    return PK_FAIL;
+  pkrylov_thinshell_params p;
+  PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(24, 20, 12, &p));
+  p.nu = 2.0;
+  const int64_t ng = 24 * 20 * 12;
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell_dist(ctx, &p, size, 1, &A));
+  int64_t n;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
+  double *bg = malloc(sizeof(double) * ng), *x1 = malloc(sizeof(double) * ng),
+         *xg = malloc(sizeof(double) * ng);
+  double *b = malloc(sizeof(double) * n), *x[2];
+  x[0] = malloc(sizeof(double) * n), x[1] = malloc(sizeof(double) * n);
+  if (!bg || !x1 || !xg || !b || !x[0] || !x[1])
+    return PK_FAIL;
+  uint64_t st = 29;
+  for (int64_t c = 0; c < ng; c++)
+    bg[c] = pk_test_rand(&st);
+  PK_REQUIRE_OK(ctx, pkrylov_operator_scatter(A, 0, rank == 0 ? bg : NULL, b));
+  pkrylov_precond M;
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  pkrylov_context c1;
+  pkrylov_operator A1;
+  pkrylov_precond M1;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &c1));
+  PK_REQUIRE_OK(c1, pkrylov_operator_create_thinshell(c1, &p, &A1));
+  PK_REQUIRE_OK(c1, pkrylov_precond_create(c1, A1, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M1));
+  static const int32_t types[3] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG, PKRYLOV_SOLVER_SRCG};
+  for (int t = 0; t < 3; t++)
+    for (int sync = 0; sync < 2; sync++) {
+      pkrylov_result r[2], r1;
+      for (int k = 0; k < 3; k++) { /* k 0, 1: the two paths; 2: the single-rank CPU solve */
+        pkrylov_context cx = k < 2 ? ctx : c1;
+        pkrylov_solver s;
+        PK_REQUIRE_OK(cx, pkrylov_solver_create(cx, types[t], k < 2 ? A : A1, k < 2 ? M : M1, &s));
+        PK_REQUIRE_OK(cx, pkrylov_solver_set_tolerances(s, 0.0, 1e-300));
+        PK_REQUIRE_OK(cx, pkrylov_solver_set_max_iterations(s, 12)); /* before the attainable accuracy */
+        PK_REQUIRE_OK(cx, pkrylov_solver_set_stop_rule(s, PKRYLOV_STOP_RECURRENCE));
+        PK_REQUIRE_OK(cx, pkrylov_solver_set_min_residual(s, 1));
+        PK_REQUIRE_OK(cx, pkrylov_solver_set_sync_interval(s, sync ? 1 : 8));
+        if (k < 2)
+          pk_mpi_set_path(k == 0);
+        double *xx = k < 2 ? x[k] : x1;
+        memset(xx, 0, sizeof(double) * (size_t)(k < 2 ? n : ng));
+        PK_REQUIRE_OK(cx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, k < 2 ? b : bg, xx));
+        PK_REQUIRE_OK(cx, pkrylov_solver_get_result(s, k < 2 ? &r[k] : &r1));
+        pkrylov_solver_destroy(&s);
+      }
+      PK_EXPECT(r[0].iterations == 12 && r[1].iterations == 12 && r[0].true_residual_checks == 0,
+                "type %d sync %d: %d / %d iterations", types[t], sync, r[0].iterations, r[1].iterations);
+      PK_EXPECT(memcmp(x[0], x[1], sizeof(double) * n) == 0, "type %d sync %d: solutions differ", types[t],
+                sync);
+      PK_EXPECT(memcmp(&r[0].final_residual, &r[1].final_residual, sizeof(double)) == 0 &&
+                    memcmp(&r[0].min_residual, &r[1].min_residual, sizeof(double)) == 0 &&
+                    r[0].min_residual_iteration == r[1].min_residual_iteration,
+                "type %d sync %d: final %.17g / %.17g, min %.17g / %.17g at %d / %d", types[t], sync,
+                r[0].final_residual, r[1].final_residual, r[0].min_residual, r[1].min_residual,
+                r[0].min_residual_iteration, r[1].min_residual_iteration);
+      PK_EXPECT(r[0].min_residual_iteration == r1.min_residual_iteration,
+                "type %d sync %d: min at %d, single-rank CPU at %d", types[t], sync,
+                r[0].min_residual_iteration, r1.min_residual_iteration);
+      PK_REQUIRE_OK(ctx, pkrylov_operator_gather(A, 0, x[0], rank == 0 ? xg : NULL));
+      if (rank == 0)
+        PK_EXPECT(pk_test_rel_diff(ng, xg, x1) <= 1e-10, "type %d sync %d: x vs the CPU: %.3g", types[t],
+                  sync, pk_test_rel_diff(ng, xg, x1));
+    }
+  pkrylov_precond_destroy(&M1);
+  pkrylov_operator_destroy(&A1);
+  pkrylov_context_destroy(&c1);
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  free(bg), free(x1), free(xg), free(b), free(x[0]), free(x[1]);
+  PK_TEST_END();
+}
+
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(thinshell_product_bitwise), PK_TEST_ENTRY(stencil_product_bitwise),
                  PK_TEST_ENTRY(cg_column), PK_TEST_ENTRY(pipecg_column), PK_TEST_ENTRY(cg_jacobi),
                  PK_TEST_ENTRY(pipecg_none), PK_TEST_ENTRY(cg_stencil_column),
@@ -732,4 +829,5 @@ PK_MPI_TEST_MAIN(PK_TEST_ENTRY(thinshell_product_bitwise), PK_TEST_ENTRY(stencil
                  PK_TEST_ENTRY(pipegmres_stencil_column), PK_TEST_ENTRY(pipebicgstab_stencil_column_host),
                  PK_TEST_ENTRY(gmres_stencil_column_host), PK_TEST_ENTRY(fgmres_column_host),
                  PK_TEST_ENTRY(pipegmres_jacobi_host), PK_TEST_ENTRY(cagmres_stencil_column_host),
-                 PK_TEST_ENTRY(kry_paths_bitwise))
+                 PK_TEST_ENTRY(kry_paths_bitwise), PK_TEST_ENTRY(srcg_column),
+                 PK_TEST_ENTRY(srcg_stencil_jacobi_host), PK_TEST_ENTRY(rule_minres_paths))

@@ -4,7 +4,8 @@
  *        fewer GPUs), run with 1, 2, 3 and 4 ranks: CG (column and Jacobi preconditioners), pipelined
  *        CG (column preconditioner with residual replacements, Jacobi), and the BiCGStab / GMRES families of
  *        the CUDA vector engine (BiCGStab, pipelined BiCGStab, GMRES, pipelined GMRES, CA-GMRES with the
- *        column preconditioner, FGMRES with Jacobi; restart 12) on the distributed thin shell over
+ *        column preconditioner, FGMRES with Jacobi; restart 12; single-reduction CG with the column
+ *        preconditioner and Jacobi) on the distributed thin shell over
  *        every px x py decomposition of the ranks, with blocks of 8 iterations and of 1, on the host-staged
  *        path (PKRYLOV_DIST_NCCL=0: the exact accumulators added by MPI_SUM on MPI_INT64_T) and on the
  *        NCCL path (ncclSum on ncclInt64, where NCCL is built in and each rank has a GPU of its own; the
@@ -173,6 +174,12 @@ PK_TEST_CASE(pipegmres_column_nccl) {
 PK_TEST_CASE(cagmres_column_nccl) {
   return case_run(PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_COLUMN, 1);
 }
+PK_TEST_CASE(srcg_column_host) {
+  return case_run(PKRYLOV_SOLVER_SRCG, PKRYLOV_PRECOND_COLUMN, 0);
+}
+PK_TEST_CASE(srcg_jacobi_nccl) {
+  return case_run(PKRYLOV_SOLVER_SRCG, PKRYLOV_PRECOND_JACOBI, 1);
+}
 
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(cg_column_host), PK_TEST_ENTRY(cg_jacobi_host),
                  PK_TEST_ENTRY(pipecg_column_host), PK_TEST_ENTRY(pipecg_jacobi_host),
@@ -181,4 +188,5 @@ PK_MPI_TEST_MAIN(PK_TEST_ENTRY(cg_column_host), PK_TEST_ENTRY(cg_jacobi_host),
                  PK_TEST_ENTRY(gmres_column_host), PK_TEST_ENTRY(fgmres_jacobi_host),
                  PK_TEST_ENTRY(pipegmres_column_host), PK_TEST_ENTRY(cagmres_column_host),
                  PK_TEST_ENTRY(bicgstab_column_nccl), PK_TEST_ENTRY(pipegmres_column_nccl),
-                 PK_TEST_ENTRY(cagmres_column_nccl))
+                 PK_TEST_ENTRY(cagmres_column_nccl), PK_TEST_ENTRY(srcg_column_host),
+                 PK_TEST_ENTRY(srcg_jacobi_nccl))

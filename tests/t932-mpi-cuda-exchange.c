@@ -6,10 +6,10 @@
  *        copies the tile's first and last interior columns of the DEVICE halo'ed array to the host, swaps
  *        them with the west and east neighbours (MPI_Sendrecv on MPI_COMM_WORLD, periodic) and copies the
  *        neighbours' columns into the halo. Every solver type (CG, pipelined CG, and the BiCGStab and GMRES
- *        families on the CUDA vector engine) with the column preconditioner against the single-rank CPU
- *        solve of the whole channel (the host exchange wrapping x): every rank the same iterations, within 2
- *        of the reference, the gathered solution within 1e-10 relative (the BiCGStab family: within 30 % + 2
- *        and 1e-9, see the case), its residual recomputed with the
+ *        families and single-reduction CG on the CUDA vector engine) with the column preconditioner
+ *        against the single-rank CPU solve of the whole channel (the host exchange wrapping x): every rank
+ *        the same iterations, within 2 of the reference, the gathered solution within 1e-10 relative (the
+ *        BiCGStab family: within 30 % + 2 and 1e-9, see the case), its residual recomputed with the
  *        periodic CSR matrix by a plain loop below 2e-11. Run with 1, 2 and 4 ranks (ranks share a GPU:
  *        host-staged sums). Skipped (77) without a GPU; PK_T932_CPU=1 runs the same comparisons on CPU
  *        contexts (developing on a machine without a GPU).
@@ -79,7 +79,7 @@ static int xch_mpi(void *user, int32_t nx, int32_t ny, int32_t nz, double *xh) {
 
 static const int kTypes[] = {PKRYLOV_SOLVER_CG,       PKRYLOV_SOLVER_PIPECG,   PKRYLOV_SOLVER_BICGSTAB,
                              PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_SOLVER_GMRES, PKRYLOV_SOLVER_PIPEGMRES,
-                             PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES};
+                             PKRYLOV_SOLVER_FGMRES,   PKRYLOV_SOLVER_CAGMRES,  PKRYLOV_SOLVER_SRCG};
 
 /** Solve with a new solver from x = 0: rtol 1e-11, CA-GMRES step 5, 3000 iterations. */
 static int solve1(pkrylov_context ctx, int type, pkrylov_operator A, pkrylov_precond M, const double *b,

@@ -27,59 +27,6 @@
 
 #include "pk_kry.h"
 
-/* ---- common block loop ---------------------------------------------------------------------------- */
-
-typedef int (*bcg_start_fn)(pk_kry_run *R, int restart);
-typedef int (*bcg_iter_fn)(pk_kry_run *R, pkrylov_result *res, int32_t k);
-
-/**
- * Start, then iterate in blocks of the sync interval until the steps stop the iteration, the host stops
- * it (monitor, stagnation) or maxit; convergence confirmed on the true residual, restarting from x when
- * the confirmation fails.
- */
-static int bcg_run(pk_kry_run *R, pkrylov_result *res, bcg_start_fn start, bcg_iter_fn iter) {
-  pkrylov_solver s = R->s;
-  const int32_t interval = pk_kry_sync_interval(R->E);
-  pk_kry_status st;
-  PK_CALL(start(R, 0));
-  PK_CALL(pk_kry_poll(R, 1, &st));
-  for (;;) {
-    res->iterations = st.its;
-    if (st.code > 0) { /* converged on the recurrence residual */
-      int accept, stagnated;
-      PK_CALL(pk_kry_confirm(R, res, &accept, &stagnated));
-      if (accept) {
-        res->reason = pk_kry_converged(R, R->final_res);
-        return PKRYLOV_SUCCESS;
-      }
-      if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
-      if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
-      if (st.its >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
-      PK_CALL(start(R, 1));
-      PK_CALL(pk_kry_poll(R, 0, &st));
-      continue;
-    }
-    if (st.code < 0) {
-      res->reason = st.code;
-      res->breakdown_iteration = st.code_it;
-      return PKRYLOV_SUCCESS;
-    }
-    if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
-    if (st.its >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
-    int32_t nb = s->maxit - st.its < interval ? s->maxit - st.its : interval;
-    PK_CALL(pk_kry_block_begin(R->E)); /* the CUDA engine replays a graph of the block */
-    for (int32_t j = 1; j <= nb; j++) {
-      const int rc = iter(R, res, st.its + j);
-      if (rc) {
-        (void)pk_kry_block_end(R->E);
-        return rc;
-      }
-    }
-    PK_CALL(pk_kry_block_end(R->E));
-    PK_CALL(pk_kry_poll(R, 0, &st));
-  }
-}
-
 /** y = cy*y + c0*x0 (+ c1*x1 ...) as an engine update. */
 #define upd pk_kupd_make
 
@@ -163,7 +110,9 @@ static int bcg_iter(pk_kry_run *R, pkrylov_result *res, int32_t k) {
   return pk_kry_update(E, 1, &up, 0, NULL, 0, 0);
 }
 
-int pk_bicgstab_solve(pk_kry_run *R, pkrylov_result *res) { return bcg_run(R, res, bcg_start, bcg_iter); }
+int pk_bicgstab_solve(pk_kry_run *R, pkrylov_result *res) {
+  return pk_kry_iterate(R, res, bcg_start, bcg_iter, NULL);
+}
 
 /* ---- pipelined BiCGStab --------------------------------------------------------------------------- */
 
@@ -280,4 +229,6 @@ static int pbcg_iter(pk_kry_run *R, pkrylov_result *res, int32_t k) {
   return pk_kry_scalar(E, PK_KSS_PBCG_BETA, k);
 }
 
-int pk_pipebicgstab_solve(pk_kry_run *R, pkrylov_result *res) { return bcg_run(R, res, pbcg_start, pbcg_iter); }
+int pk_pipebicgstab_solve(pk_kry_run *R, pkrylov_result *res) {
+  return pk_kry_iterate(R, res, pbcg_start, pbcg_iter, NULL);
+}

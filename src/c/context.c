@@ -117,6 +117,13 @@ const char *pkrylov_reason_string(int reason) {
   }
 }
 
+void pk_result_init(pkrylov_result *res) {
+  memset(res, 0, sizeof *res);
+  res->breakdown_iteration = -1;
+  res->min_residual = -1.0;
+  res->min_residual_iteration = -1;
+}
+
 int pkrylov_context_create(int backend, pkrylov_context *ctx) {
   PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
   *ctx = NULL;

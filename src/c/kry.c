@@ -9,8 +9,10 @@
  * Frame (pk_kry_solve): argument checks, history, ||b|| over the wet cells, the engine (made at the first
  * solve, remade when the driver's sizes change: restart, step, sync interval), binding, the initial and the
  * final true residual, the result; on a failing user callback x is restored to the caller's entry value.
- * The drivers (bicgstab.c, gmres.c) run the iteration; pk_kry_poll() and pk_kry_confirm() are their
- * bookkeeping (history, monitor, stagnation; convergence confirmed on the true residual).
+ * The drivers (bicgstab.c, gmres.c, cagmres.c, srcg.c) run the iteration; pk_kry_poll() and pk_kry_confirm()
+ * are their bookkeeping (history, monitor, stagnation; convergence confirmed on the true residual unless the
+ * solver's stop rule is PKRYLOV_STOP_RECURRENCE: S[PK_KS_RULE], tested by the steps, and the final residual
+ * is then the ring's last entry), pk_kry_iterate() the block loop of the methods without restart cycles.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@
 #endif
 
 int pk_kry_is_kry_type(int32_t type) {
-  return type >= PKRYLOV_SOLVER_BICGSTAB && type <= PKRYLOV_SOLVER_CAGMRES;
+  return (type >= PKRYLOV_SOLVER_BICGSTAB && type <= PKRYLOV_SOLVER_CAGMRES) || type == PKRYLOV_SOLVER_SRCG;
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -366,12 +368,17 @@ static int kry_true_residual(pk_kry_run *R, double *norm) {
 }
 
 int pk_kry_confirm(pk_kry_run *R, pkrylov_result *res, int *accept, int *stagnated) {
+  if (pk_solver_recurrence(R->s)) { /* the steps' test is the rule: no true residual */
+    *accept = R->s->atol >= R->tol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
+    *stagnated = 0;
+    return PKRYLOV_SUCCESS;
+  }
   double tr;
   PK_CALL(kry_true_residual(R, &tr));
   res->true_residual_checks++;
   R->final_res = tr;
   R->have_final = 1;
-  *accept = pk_kry_converged(R, tr) != 0;
+  *accept = pk_kry_converged(R, tr);
   *stagnated = !*accept && ++R->confirm_failures > PK_MAX_CONFIRM_FAILURES;
   return PKRYLOV_SUCCESS;
 }
@@ -384,15 +391,68 @@ int pk_kry_cycle_end(pk_kry_run *R, const pk_kry_status *st, pkrylov_result *res
     res->breakdown_iteration = st->code_it;
     return PKRYLOV_SUCCESS;
   }
-  if (st->code > 0) { /* the estimate says converged: confirm on the true residual */
+  if (st->code == PK_KS_CYCLE_END) { /* recurrence rule: the cycle cannot go on, the next one starts from the
+                                        true residual; a cycle that makes no progress repeatedly stagnates */
+    if (++R->confirm_failures > PK_MAX_CONFIRM_FAILURES)
+      return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+  } else if (st->code > 0) { /* the estimate says converged: confirm on the true residual */
     int accept, stagnated;
     PK_CALL(pk_kry_confirm(R, res, &accept, &stagnated));
-    if (accept) return res->reason = pk_kry_converged(R, R->final_res), PKRYLOV_SUCCESS;
+    if (accept) return res->reason = accept, PKRYLOV_SUCCESS;
     if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
   }
   if (st->host) return res->reason = st->host, PKRYLOV_SUCCESS;
   *done = 0;
   return PKRYLOV_SUCCESS;
+}
+
+int pk_kry_iterate(pk_kry_run *R, pkrylov_result *res, pk_kry_start_fn start, pk_kry_iter_fn iter,
+                   pk_kry_breakdown_fn breakdown) {
+  pkrylov_solver s = R->s;
+  const int32_t interval = pk_kry_sync_interval(R->E);
+  pk_kry_status st;
+  PK_CALL(start(R, 0));
+  PK_CALL(pk_kry_poll(R, 1, &st));
+  for (;;) {
+    res->iterations = st.its;
+    if (st.code > 0) { /* converged on the recurrence residual */
+      int accept, stagnated;
+      PK_CALL(pk_kry_confirm(R, res, &accept, &stagnated));
+      if (accept) return res->reason = accept, PKRYLOV_SUCCESS;
+      if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+      if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
+      if (st.its >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
+      PK_CALL(start(R, 1));
+      PK_CALL(pk_kry_poll(R, 0, &st));
+      continue;
+    }
+    if (st.code < 0) {
+      int restart = 0;
+      if (breakdown && st.code != PKRYLOV_DIVERGED_NAN) PK_CALL(breakdown(R, &st, res, &restart));
+      if (restart) {
+        PK_CALL(start(R, 1));
+        PK_CALL(pk_kry_poll(R, 0, &st));
+        continue;
+      }
+      if (res->reason) return PKRYLOV_SUCCESS; /* the hook decided */
+      res->reason = st.code;
+      res->breakdown_iteration = st.code_it;
+      return PKRYLOV_SUCCESS;
+    }
+    if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
+    if (st.its >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
+    int32_t nb = s->maxit - st.its < interval ? s->maxit - st.its : interval;
+    PK_CALL(pk_kry_block_begin(R->E)); /* the CUDA engine replays a graph of the block */
+    for (int32_t j = 1; j <= nb; j++) {
+      const int rc = iter(R, res, st.its + j);
+      if (rc) {
+        (void)pk_kry_block_end(R->E);
+        return rc;
+      }
+    }
+    PK_CALL(pk_kry_block_end(R->E));
+    PK_CALL(pk_kry_poll(R, 0, &st));
+  }
 }
 
 /** The method of solver type `type`: sizes and solve. */
@@ -413,6 +473,10 @@ static int kry_method(pkrylov_solver s, int (**sizes)(pkrylov_solver, pk_kry_siz
   case PKRYLOV_SOLVER_CAGMRES:
     *sizes = pk_gmres_sizes;
     *solve = pk_gmres_solve;
+    return PKRYLOV_SUCCESS;
+  case PKRYLOV_SOLVER_SRCG:
+    *sizes = pk_srcg_sizes;
+    *solve = pk_srcg_solve;
     return PKRYLOV_SUCCESS;
   default:
     return pk_error(s->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
@@ -479,8 +543,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
 
   const double t0 = pk_wtime();
   pkrylov_result res;
-  memset(&res, 0, sizeof res);
-  res.breakdown_iteration = -1;
+  pk_result_init(&res);
   /* user callbacks may fail in the middle of the iteration: keep the entry x to restore it then */
   double *x_entry = NULL;
   if (host && (pk_op_whole_vector(s->A) || (s->Mobj && s->Mobj->type == PKRYLOV_PRECOND_USER))) {
@@ -546,15 +609,21 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     hdr[PK_KS_TOL] = R.tol;
     hdr[PK_KS_RING_BASE] = (double)z.nscalars;
     hdr[PK_KS_RING_LEN] = (double)ring;
+    hdr[PK_KS_RULE] = pk_solver_recurrence(s) ? 1.0 : 0.0;
     if ((ierr = pk_kry_set(E, 0, PK_KS_DRIVER, hdr)) != PKRYLOV_SUCCESS) goto failed;
   }
   if ((ierr = solve(&R, &res)) != PKRYLOV_SUCCESS) goto failed;
 
-  /* the true residual of the returned x (already known when convergence was confirmed) */
-  if (R.have_final && res.reason > 0)
+  /* the recurrence rule: the residual the steps recorded for the last iteration (the ring); else the true
+     residual of the returned x (already known when convergence was confirmed) */
+  if (pk_solver_recurrence(s) && res.reason != PKRYLOV_DIVERGED_NAN) {
+    if ((ierr = pk_kry_get(E, z.nscalars + res.iterations % ring, 1, &res.final_residual)) != PKRYLOV_SUCCESS)
+      goto failed;
+  } else if (R.have_final && res.reason > 0) {
     res.final_residual = R.final_res;
-  else if ((ierr = kry_true_residual(&R, &res.final_residual)) != PKRYLOV_SUCCESS)
+  } else if ((ierr = kry_true_residual(&R, &res.final_residual)) != PKRYLOV_SUCCESS) {
     goto failed;
+  }
   if ((ierr = pk_kry_unbind(E)) != PKRYLOV_SUCCESS) goto failed;
   free(x_entry);
   res.rel_residual = res.rhs_norm > 0 ? res.final_residual / res.rhs_norm : res.final_residual;

@@ -52,7 +52,7 @@ PK_HD static inline void pk_kss_bcg_init(double *S, int arg) {
   const int it = (int)S[PK_KS_ITS];
   const double res = sqrt(S[PK_BS_RR]);
   if (arg == 0) pk_ks_record(S, 0, res);
-  pk_ks_test(S, it + 1, res);
+  pk_ks_test_rr(S, it + 1, S[PK_BS_RR]);
 }
 
 PK_HD static inline void pk_kss_bcg_alpha(double *S, int k) {
@@ -83,10 +83,8 @@ PK_HD static inline void pk_kss_bcg_scheck(double *S, int k) {
     S[PK_BS_ALPHA] = 0.0;
     return;
   }
-  if (sqrt(ss) <= S[PK_KS_TOL]) { /* the classical early exit: x_k = x + alpha p^, r_k = s */
+  if (pk_ks_test_rr(S, k, ss) > 0) /* the classical early exit: x_k = x + alpha p^, r_k = s */
     pk_ks_record(S, k, sqrt(ss));
-    pk_ks_stop(S, PKRYLOV_CONVERGED_RTOL, k);
-  }
 }
 
 PK_HD static inline void pk_kss_bcg_omega(double *S, int k) {
@@ -124,7 +122,7 @@ PK_HD static inline void pk_kss_bcg_beta(double *S, int k) {
     return;
   }
   pk_ks_record(S, k, res);
-  if (pk_ks_test(S, k, res)) return;
+  if (pk_ks_test_rr(S, k, rr)) return;
   if (rhon == 0.0) { /* iteration k+1 cannot be formed */
     pk_ks_stop(S, PKRYLOV_DIVERGED_BREAKDOWN_RHO, k + 1);
     return;
@@ -175,7 +173,7 @@ PK_HD static inline void pk_kss_pbcg_init(double *S, int arg) {
   const int it = (int)S[PK_KS_ITS];
   const double res = sqrt(S[PK_PB_RR]);
   if (arg == 0) pk_ks_record(S, 0, res);
-  if (pk_ks_test(S, it + 1, res)) return;
+  if (pk_ks_test_rr(S, it + 1, S[PK_PB_RR])) return;
   const double rsw = S[PK_PB_RSW];
   if (!isfinite(rsw) || !isfinite(S[PK_PB_RHO])) {
     pk_ks_stop(S, PKRYLOV_DIVERGED_NAN, it + 1);
@@ -200,9 +198,8 @@ PK_HD static inline void pk_kss_pbcg_omega(double *S, int k) {
   double w = 0.0;
   if (!isfinite(qy) || !isfinite(yy) || !isfinite(qq)) {
     reason = PKRYLOV_DIVERGED_NAN;
-  } else if (sqrt(qq) <= S[PK_KS_TOL]) { /* early exit: x_k = x + alpha p^, r_k = q */
+  } else if (pk_ks_test_rr(S, k, qq) > 0) { /* early exit: x_k = x + alpha p^, r_k = q */
     pk_ks_record(S, k, sqrt(qq));
-    pk_ks_stop(S, PKRYLOV_CONVERGED_RTOL, k);
     return;
   } else if (yy == 0.0) {
     reason = PKRYLOV_DIVERGED_BREAKDOWN_OMEGA;
@@ -232,7 +229,7 @@ PK_HD static inline void pk_kss_pbcg_beta(double *S, int k) {
   }
   const double res = sqrt(rr);
   pk_ks_record(S, k, res);
-  if (pk_ks_test(S, k, res)) return;
+  if (pk_ks_test_rr(S, k, rr)) return;
   if (rhon == 0.0) {
     pk_ks_stop(S, PKRYLOV_DIVERGED_BREAKDOWN_RHO, k + 1);
     return;

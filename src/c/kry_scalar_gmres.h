@@ -33,7 +33,9 @@ enum {
 
 /*
  * Stop codes (S[PK_KS_STOP], first stop wins): PKRYLOV_CONVERGED_RTOL when the residual estimate met the
- * tolerance or h_{j+1,j} = 0 (lucky breakdown: the Krylov space is invariant), PKRYLOV_DIVERGED_NAN,
+ * tolerance or h_{j+1,j} = 0 (lucky breakdown: the Krylov space is invariant; with the recurrence stop
+ * rule, where nothing confirms a convergence, PK_KS_CYCLE_END instead unless the estimate met it),
+ * PKRYLOV_DIVERGED_NAN,
  * PKRYLOV_DIVERGED_BREAKDOWN_ORTHOGONALITY (pipelined GMRES: square root of a negative number; CA-GMRES:
  * Gram matrix not positive definite). After a stop every later step of the cycle returns at once, so the
  * operations queued behind it change nothing that the end of the cycle reads; a new cycle clears it.
@@ -102,7 +104,7 @@ PK_HD static inline void pk_gm_finish_column(double *S, int m, int j, double hsu
   const double r = pk_gm_hypot(a, b);
   if (r == 0.0) { /* a singular column cannot reduce the residual: the cycle ends before it (the true
                      residual decides) */
-    pk_ks_stop(S, PKRYLOV_CONVERGED_RTOL, it - 1);
+    pk_ks_stop(S, pk_ks_cycle_end_code(S), it - 1);
     return;
   }
   cs[j] = a / r;
@@ -120,7 +122,7 @@ PK_HD static inline void pk_gm_finish_column(double *S, int m, int j, double hsu
   S[PK_GM_RES] = res;
   S[PK_GM_NVALID] = j + 1;
   pk_ks_record(S, it, res);
-  if (pk_ks_test(S, it, res) == 0 && hsub == 0.0) pk_ks_stop(S, PKRYLOV_CONVERGED_RTOL, it);
+  if (pk_ks_test(S, it, res) == 0 && hsub == 0.0) pk_ks_stop(S, pk_ks_cycle_end_code(S), it);
 }
 
 /**
@@ -141,7 +143,10 @@ PK_HD static inline void pk_gm_cycle_init(double *S) {
   S[PK_GM_INV] = beta > 0.0 && isfinite(beta) ? 1.0 / beta : 0.0;
   S[PK_GM_HSUB] = 1.0;
   S[o.g] = beta;
-  if (it0 == 0) pk_ks_record(S, 0, beta);
+  /* the ring entry of iteration it0 becomes the cycle's true residual (the host has read the entry of a
+     later cycle's it0 before: the history keeps the estimate; the recurrence rule's final residual reads
+     this one) */
+  pk_ks_record(S, it0, beta);
   pk_ks_test(S, it0, beta);
 }
 

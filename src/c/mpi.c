@@ -306,23 +306,26 @@ int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const dou
   /* the settings every rank must share, compared through their minimum and maximum (every rank makes
      the same collective calls whatever its local outcome) */
   double rt = s->rtol, at = s->atol;
-  int64_t v[12] = {s->type, s->maxit, s->nonzero_guess, s->true_res_interval, s->replace_interval,
-                   s->stag_window, ctx->reproducible, s->A->type, s->M ? s->M->type : 0, 0, 0, s->history_on};
+  enum { NSET = 14 };
+  int64_t v[NSET] = {s->type, s->maxit, s->nonzero_guess, s->true_res_interval, s->replace_interval,
+                     s->stag_window, ctx->reproducible, s->A->type, s->M ? s->M->type : 0, 0, 0,
+                     s->history_on, s->stop_rule, s->min_res};
   memcpy(&v[9], &rt, sizeof rt);
   memcpy(&v[10], &at, sizeof at);
-  int64_t mn[12], mx[12];
+  int64_t mn[NSET], mx[NSET];
   memcpy(mn, v, sizeof v);
   memcpy(mx, v, sizeof v);
-  int e = pk_mpi_allreduce_i64(ctx, mn, 12, 1);
-  if (!e) e = pk_mpi_allreduce_i64(ctx, mx, 12, 2);
+  int e = pk_mpi_allreduce_i64(ctx, mn, NSET, 1);
+  if (!e) e = pk_mpi_allreduce_i64(ctx, mx, NSET, 2);
   if (e) return e; /* an MPI failure */
-  static const char *const names[12] = {"solver type",         "iteration cap (max_iterations)",
-                                        "initial_guess_nonzero", "true_residual_interval",
-                                        "residual_replacement", "stagnation_window",
-                                        "reproducible mode",   "operator kind",
-                                        "preconditioner kind", "rtol",
-                                        "atol",                "history flag"};
-  for (int i = 0; i < 12; i++)
+  static const char *const names[NSET] = {"solver type",         "iteration cap (max_iterations)",
+                                          "initial_guess_nonzero", "true_residual_interval",
+                                          "residual_replacement", "stagnation_window",
+                                          "reproducible mode",   "operator kind",
+                                          "preconditioner kind", "rtol",
+                                          "atol",                "history flag",
+                                          "stop rule",           "min_residual flag"};
+  for (int i = 0; i < NSET; i++)
     if (mn[i] != mx[i]) /* the same comparison on every rank: the same error everywhere */
       return pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, "pkrylov_solver_solve",
                       "the %s differs between the ranks (every rank of a distributed solve must use the "

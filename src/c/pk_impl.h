@@ -506,6 +506,9 @@ struct pkrylov_solver_s {
   int32_t sync_interval;  /* CUDA: iterations between reads of the device state */
   int32_t restart;        /* GMRES family: Krylov vectors per cycle */
   int32_t step;           /* CA-GMRES: basis vectors per block, 0 = auto */
+  int32_t stop_rule;      /* PKRYLOV_STOP_CONFIRMED or PKRYLOV_STOP_RECURRENCE */
+  int32_t min_res;        /* 1: return the minimum-residual iterate (CG, pipelined CG, SRCG) */
+  double *xmin;           /* CPU CG / pipelined CG with min_res: the kept iterate (n), made on first use */
   void *kry;              /* BiCGStab/GMRES families: their vector engine (pk_kry.h), NULL until a solve */
   double *halo_bx;        /* pkrylov_solver_solve_halo: compact copies of b and x (2 n), made at first use */
   void *halo_bx_dev;      /* ... the same on the device (CUDA, device arrays) */
@@ -526,6 +529,25 @@ struct pkrylov_solver_s {
 int pk_solver_record(pkrylov_solver s, double *best, int32_t *stalled, int32_t it, double res);
 /** PKRYLOV_CONVERGED_ATOL / _RTOL when res <= tol (tol = max(rtol ||b||, atol)), else 0. */
 int pk_solver_converged(pkrylov_solver s, double tol, double res);
+/**
+ * The stopping test of solver s on a recurrence residual given as its squared sum rr (norm sqrt(rr)):
+ * PKRYLOV_STOP_CONFIRMED: pk_solver_converged(s, tol, sqrt(rr)); PKRYLOV_STOP_RECURRENCE: rr < tol * tol
+ * (strict) or rr == 0, then PKRYLOV_CONVERGED_ATOL when atol >= tol (atol >= rtol ||b||), else _RTOL.
+ */
+int pk_solver_converged_rr(pkrylov_solver s, double tol, double rr);
+/**
+ * The end of a solve with the minimum-residual iterate (tracked = 1; else nothing, returns 0): fills
+ * res->min_residual = sqrt(min_rr) and min_residual_iteration = min_it and returns 1 when the caller must
+ * return the kept iterate instead of the last one (its recurrence sum last_rr > min_rr, MITgcm's rule; or
+ * last_rr NaN).
+ */
+int pk_solver_min_result(pkrylov_result *res, int tracked, double min_rr, int32_t min_it, double last_rr);
+/** 1 when solver s stops on the recurrence residual alone (PKRYLOV_STOP_RECURRENCE). */
+static inline int pk_solver_recurrence(const struct pkrylov_solver_s *s) {
+  return s->stop_rule == PKRYLOV_STOP_RECURRENCE;
+}
+/** A result before a solve: zeros, breakdown_iteration -1, min_residual -1, min_residual_iteration -1. */
+void pk_result_init(pkrylov_result *res);
 /** Make room for the history of a solve (when on) and empty it. */
 int pk_solver_history_reserve(pkrylov_solver s);
 /** The solve's host b (and x with a nonzero initial guess) are finite; PKRYLOV_ERR_NOT_FINITE naming func. */

@@ -1,8 +1,9 @@
 /**
  * @file pk_kry.h
- * @brief The vector engine of the BiCGStab and GMRES families (private, not installed).
+ * @brief The vector engine of the BiCGStab and GMRES families and single-reduction CG (private, not
+ * installed).
  *
- * One driver per method (bicgstab.c, gmres.c) runs on both backends: it never touches vector data, only
+ * One driver per method (bicgstab.c, gmres.c, cagmres.c, srcg.c) runs on both backends: it never touches vector data, only
  * asks the engine for whole-vector operations on vectors named by ids, and for scalar steps that run where
  * the scalars live (a host array on the CPU, a device array on CUDA: one thread of one block there). So the
  * CUDA path keeps its scalars on the device and needs no host synchronisation per iteration: the driver
@@ -257,6 +258,7 @@ typedef struct pk_kry_run {
   double best;         /* best residual so far (stagnation) */
   int32_t stalled;     /* iterations without progress */
   int32_t confirm_failures;
+  int32_t restarts;    /* restarts of a driver's own (single-reduction CG: a recurrence curvature) */
   int32_t recorded;    /* iterations whose residual the host has recorded (history, monitor) */
   int32_t ring;        /* ring length (S[PK_KS_RING_LEN]) */
   pk_vid tmp;          /* the frame's work vector */
@@ -288,9 +290,10 @@ typedef struct {
  */
 int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st);
 /**
- * The steps say converged: r = b - A x into R->tmp (S[PK_KS_TRUE] = ||r||^2); *accept = 1 when it meets
- * the tolerance too, else the driver restarts from x unless *stagnated (too many failed confirmations:
- * PK_MAX_CONFIRM_FAILURES).
+ * The steps say converged: r = b - A x into R->tmp (S[PK_KS_TRUE] = ||r||^2); *accept = the converged reason
+ * (PKRYLOV_CONVERGED_RTOL / _ATOL) when it meets the tolerance too, else 0 and the driver restarts from x
+ * unless *stagnated (too many failed confirmations: PK_MAX_CONFIRM_FAILURES). The recurrence stop rule
+ * accepts at once (no true residual; the reason from atol >= tol).
  */
 int pk_kry_confirm(pk_kry_run *R, pkrylov_result *res, int *accept, int *stagnated);
 /** Converged reason for residual norm v, or 0. */
@@ -304,6 +307,24 @@ int pk_kry_converged(const pk_kry_run *R, double v);
  */
 int pk_kry_cycle_end(pk_kry_run *R, const pk_kry_status *st, pkrylov_result *res, int *done);
 
+/** A driver's start (restart 0: the first, 1: from the current x) and its iteration k (1-based). */
+typedef int (*pk_kry_start_fn)(pk_kry_run *R, int restart);
+typedef int (*pk_kry_iter_fn)(pk_kry_run *R, pkrylov_result *res, int32_t k);
+/**
+ * Called when the steps stopped with a breakdown other than NaN (st->code < 0): *restart = 1 restarts from x
+ * (the driver found the breakdown to be a rounding artefact of a recurrence); otherwise the hook may set
+ * res->reason (and breakdown_iteration) itself, or leave it 0 for the steps' code.
+ */
+typedef int (*pk_kry_breakdown_fn)(pk_kry_run *R, const pk_kry_status *st, pkrylov_result *res, int *restart);
+/**
+ * The block loop of the methods without restart cycles (BiCGStab family, single-reduction CG): start, then
+ * blocks of pk_kry_sync_interval() iterations until the steps stop the iteration, the host stops it
+ * (monitor, stagnation) or maxit; a convergence is confirmed (pk_kry_confirm), restarting from x when the
+ * confirmation fails; breakdown (may be NULL) sees the breakdowns first.
+ */
+int pk_kry_iterate(pk_kry_run *R, pkrylov_result *res, pk_kry_start_fn start, pk_kry_iter_fn iter,
+                   pk_kry_breakdown_fn breakdown);
+
 /** BiCGStab and pipelined BiCGStab (bicgstab.c). */
 int pk_bicgstab_sizes(pkrylov_solver s, pk_kry_sizes *z);
 int pk_bicgstab_solve(pk_kry_run *R, pkrylov_result *res);
@@ -315,6 +336,9 @@ int pk_gmres_solve(pk_kry_run *R, pkrylov_result *res);
 /** CA-GMRES (cagmres.c; pk_gmres_sizes/solve route to these). */
 int pk_cagmres_sizes(pkrylov_solver s, pk_kry_sizes *z);
 int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res);
+/** Single-reduction CG (srcg.c). */
+int pk_srcg_sizes(pkrylov_solver s, pk_kry_sizes *z);
+int pk_srcg_solve(pk_kry_run *R, pkrylov_result *res);
 /**
  * Test hooks of CA-GMRES. pk_cagmres_step_used: the step the last solve of s used after its first cycle
  * (the choice of step 0 = auto; 0 before a solve). pk_cagmres_cholqr: CholQR in place of basis vectors

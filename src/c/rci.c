@@ -568,7 +568,7 @@ int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t pre
   PK_CHECK_PTR(r, ctx);
   PK_CHECK(type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG || pk_kry_is_kry_type(type), ctx,
            PKRYLOV_ERR_INVALID_VALUE, "argument 'type' = %d is not a pkrylov_solver_type (%d to %d)", type,
-           PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_CAGMRES);
+           PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_SRCG);
   PK_CHECK(n > 0, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'n' = %lld must be > 0", (long long)n);
   PK_CHECK(preconditioned == 0 || preconditioned == 1, ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'preconditioned' = %d must be 0 or 1", preconditioned);
@@ -760,8 +760,7 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
   r->b = b;
   r->x = x;
   r->x_zero = !x_nonzero;
-  memset(&r->res, 0, sizeof r->res);
-  r->res.breakdown_iteration = -1;
+  pk_result_init(&r->res);
   r->t0 = pk_wtime();
   r->it = r->first = r->since_replace = r->confirm_failures = r->restarts = 0;
   r->have_final = r->conv = r->brk = r->have_bb = 0;

@@ -18,6 +18,13 @@
  *
  * Negative definite operators (as ocean models store them) work: the signs of (p, A p) and (r, M^-1 r)
  * are fixed by the first iteration and a breakdown is a zero or a change of sign.
+ *
+ * Stop rule (pkrylov_solver_set_stop_rule): both drivers test the recurrence residual's squared sum with
+ * pk_solver_converged_rr (the confirmed rule: ||r|| <= tol, then pk_confirm on the true residual; the
+ * recurrence rule: sum r^2 < tol^2 and no confirmation, pk_accept). Minimum-residual iterate
+ * (pkrylov_solver_set_min_residual): pk_min_track keeps the iterate of the smallest sum in s->xmin (CG's is
+ * x + alpha p, its x update lagging one loop), and the end of the solve returns it when the last sum is
+ * larger (pk_solver_min_result).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -40,7 +47,7 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   PK_CHECK_PTR(A, ctx);
   PK_CHECK(type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG || pk_kry_is_kry_type(type), ctx,
            PKRYLOV_ERR_INVALID_VALUE, "argument 'type' = %d is not a pkrylov_solver_type (%d to %d)", type,
-           PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_CAGMRES);
+           PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_SRCG);
   PK_CHECK(A->ctx == ctx, ctx, PKRYLOV_ERR_INCOMPATIBLE, "operator 'A' belongs to another context");
   if (M) {
     PK_CHECK(M->ctx == ctx, ctx, PKRYLOV_ERR_INCOMPATIBLE,
@@ -63,6 +70,7 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   S->replace_interval = 50;
   S->restart = 30;
   S->step = 0;
+  S->stop_rule = PKRYLOV_STOP_CONFIRMED;
   /* CG: r z p q (+ t for true residuals); pipelined CG: all; the BiCGStab and GMRES families keep their
      vectors in their engine (pk_kry.h), made at the first solve */
   const int kry = pk_kry_is_kry_type(type);
@@ -124,6 +132,7 @@ int pkrylov_solver_destroy(pkrylov_solver *s) {
   free(S->work);
   free(S->part);
   free(S->hist);
+  free(S->xmin);
   free(S);
   *s = NULL;
   return PKRYLOV_SUCCESS;
@@ -174,6 +183,29 @@ int pkrylov_solver_set_true_residual_interval(pkrylov_solver s, int32_t k) {
 
 int pkrylov_solver_set_residual_replacement(pkrylov_solver s, int32_t k) {
   return pk_set_int(s, __func__, "k", k, 0, INT32_MAX, s ? &s->replace_interval : NULL);
+}
+
+int pkrylov_solver_set_stop_rule(pkrylov_solver s, int32_t rule) {
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK(rule == PKRYLOV_STOP_CONFIRMED || rule == PKRYLOV_STOP_RECURRENCE, s->ctx,
+           PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'rule' = %d is not a pkrylov_stop_rule (CONFIRMED %d, RECURRENCE %d)", rule,
+           PKRYLOV_STOP_CONFIRMED, PKRYLOV_STOP_RECURRENCE);
+  s->stop_rule = rule;
+  return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_min_residual(pkrylov_solver s, int32_t flag) {
+  int32_t v = 0;
+  PK_CALL(pk_set_int(s, __func__, "flag", flag, 0, 1, &v));
+  PK_CHECK(!v || s->type == PKRYLOV_SOLVER_CG || s->type == PKRYLOV_SOLVER_PIPECG ||
+               s->type == PKRYLOV_SOLVER_SRCG,
+           s->ctx, PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'flag' = 1: the minimum-residual iterate is implemented for CG (%d), pipelined CG (%d) and "
+           "single-reduction CG (%d), not for solver type %d", PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG,
+           PKRYLOV_SOLVER_SRCG, s->type);
+  s->min_res = v;
+  return PKRYLOV_SUCCESS;
 }
 
 int pkrylov_solver_set_stagnation_window(pkrylov_solver s, int32_t window) {
@@ -252,6 +284,11 @@ typedef struct {
   int32_t restarts;  /* pipelined CG: restarts after a suspicious recurrence scalar */
   double final_res;  /* ||b - A x|| of the returned x when have_final */
   int32_t have_final;
+  double cur_rr;     /* recurrence (r, r) of the iterate x holds (-1: none yet) */
+  /* minimum-residual iterate (s->min_res): the smallest recurrence (r, r) seen, its iteration, its x */
+  double min_rr;
+  int32_t min_it;
+  double *xmin;
 } pk_run;
 
 /** Restarts of pipelined CG after its recurrence (p, A p) lost the sign the true one has, before the solve
@@ -278,6 +315,19 @@ int pk_solver_record(pkrylov_solver s, double *best, int32_t *stalled, int32_t i
 int pk_solver_converged(pkrylov_solver s, double tol, double res) {
   if (!(res <= tol)) return 0;
   return res <= s->atol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
+}
+
+int pk_solver_min_result(pkrylov_result *res, int tracked, double min_rr, int32_t min_it, double last_rr) {
+  if (!tracked) return 0;
+  res->min_residual = sqrt(min_rr);
+  res->min_residual_iteration = min_it;
+  return last_rr > min_rr || last_rr != last_rr; /* a NaN last residual: the kept iterate */
+}
+
+int pk_solver_converged_rr(pkrylov_solver s, double tol, double rr) {
+  if (!pk_solver_recurrence(s)) return pk_solver_converged(s, tol, sqrt(rr));
+  if (!(rr < tol * tol || rr == 0.0)) return 0;
+  return s->atol >= tol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
 }
 
 /** Make room for the history of a solve (when on); an error names func. */
@@ -322,8 +372,49 @@ static int pk_record(pk_run *R, int32_t it, double res) {
   return pk_solver_record(R->s, &R->best, &R->stalled, it, res);
 }
 
-/** Converged reason for residual res, or 0. */
-static int pk_converged(const pk_run *R, double res) { return pk_solver_converged(R->s, R->tol, res); }
+/** Converged reason for the recurrence residual of squared sum rr (the solver's stop rule), or 0. */
+static int pk_converged(const pk_run *R, double rr) { return pk_solver_converged_rr(R->s, R->tol, rr); }
+
+/** x_it = x + a p (a = 0: x) into R->xmin: the minimum-residual iterate, at iteration it with sum rr. */
+static void pk_min_keep(pk_run *R, int32_t it, double rr, const double *x, double a, const double *p) {
+  const int64_t n = R->s->n;
+  R->min_rr = rr;
+  R->min_it = it;
+  if (a == 0.0) {
+    memcpy(R->xmin, x, sizeof(double) * (size_t)n);
+    return;
+  }
+  double *xm = R->xmin;
+  const int nt = pk_num_threads(R->s->ctx);
+  (void)nt; /* read by the OpenMP pragma only */
+#pragma omp parallel for schedule(static) num_threads(nt) if (n > 65536)
+  for (int64_t i = 0; i < n; i++) xm[i] = x[i] + a * p[i]; /* the arithmetic of the x update */
+}
+
+/**
+ * Minimum-residual tracking (MITgcm's cg2dUseMinResSol) of iterate it = x + a p with recurrence sum rr, every
+ * iterate the last included: reset (iteration 0 and restarts) keeps it unconditionally, otherwise only when
+ * rr < the minimum so far.
+ */
+static void pk_min_track(pk_run *R, int reset, int32_t it, double rr, const double *x, double a,
+                         const double *p) {
+  if (!R->xmin) return;
+  if (reset || rr < R->min_rr) pk_min_keep(R, it, rr, x, a, p);
+}
+
+/**
+ * The outcome of an accepted convergence: confirmed mode checks the true residual (pk_confirm);
+ * the recurrence rule accepts at once (*accept = 1, *stagnated = 0).
+ */
+static int pk_confirm(pk_run *R, pkrylov_result *res, int *accept, int *stagnated);
+static int pk_accept(pk_run *R, pkrylov_result *res, int *accept, int *stagnated) {
+  if (pk_solver_recurrence(R->s)) {
+    *accept = 1;
+    *stagnated = 0;
+    return PKRYLOV_SUCCESS;
+  }
+  return pk_confirm(R, res, accept, stagnated);
+}
 
 /** Sign bookkeeping for a curvature-like scalar: 0 on breakdown (zero, non-finite or sign change). */
 static int pk_sign_ok(double v, double *sign) {
@@ -355,7 +446,7 @@ static int pk_confirm(pk_run *R, pkrylov_result *res, int *accept, int *stagnate
   res->true_residual_checks++;
   R->final_res = tr;
   R->have_final = 1;
-  *accept = pk_converged(R, tr) != 0;
+  *accept = pk_solver_converged(s, R->tol, tr) != 0;
   *stagnated = !*accept && ++R->confirm_failures > PK_MAX_CONFIRM_FAILURES;
   return PKRYLOV_SUCCESS;
 }
@@ -395,12 +486,14 @@ restart:
     res->breakdown_iteration = it + 1;
     return PKRYLOV_SUCCESS;
   }
+  R->cur_rr = d[1];
   if (it == 0) {
     int stop = pk_record(R, 0, rnorm);
-    if ((res->reason = pk_converged(R, rnorm))) return PKRYLOV_SUCCESS;
+    if ((res->reason = pk_converged(R, d[1]))) return PKRYLOV_SUCCESS;
     if (stop) return res->reason = stop, PKRYLOV_SUCCESS;
     if (s->maxit == 0) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
   }
+  pk_min_track(R, 1, it, d[1], x, 0.0, NULL); /* iteration 0, or a restart from x */
   if (!pk_sign_ok(rho, &rho_sign)) {
     res->reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND;
     res->breakdown_iteration = it + 1;
@@ -431,15 +524,17 @@ restart:
     it++;
     res->iterations = it;
     rnorm = sqrt(d[1]);
+    R->cur_rr = d[1];
     /* x_it = x + alpha p is due; it is applied in the operator loop or below when stopping */
+    pk_min_track(R, 0, it, d[1], x, alpha, p);
     int stop = pk_record(R, it, rnorm);
-    int conv = pk_converged(R, rnorm);
+    int conv = pk_converged(R, d[1]);
     int brk = !conv && !pk_sign_ok(d[0], &rho_sign);
     if (conv || stop || brk || it >= s->maxit) {
       for (int64_t i = 0; i < n; i++) x[i] += alpha * p[i];
       if (conv) {
         int accept, stagnated;
-        PK_CALL(pk_confirm(R, res, &accept, &stagnated));
+        PK_CALL(pk_accept(R, res, &accept, &stagnated));
         if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
         if (!accept && it < s->maxit) {
           rho_sign = sigma_sign = 0.0; /* restart the recurrences from the current x */
@@ -531,17 +626,19 @@ restart:
       res->breakdown_iteration = it + 1;
       return PKRYLOV_SUCCESS;
     }
+    R->cur_rr = d[2];
+    pk_min_track(R, first, it, d[2], x, 0.0, NULL); /* x is iterate it (a (re)start: kept unconditionally) */
     if (it == 0 && first) {
       int stop = pk_record(R, 0, rnorm);
-      if ((res->reason = pk_converged(R, rnorm))) return PKRYLOV_SUCCESS;
+      if ((res->reason = pk_converged(R, d[2]))) return PKRYLOV_SUCCESS;
       if (stop) return res->reason = stop, PKRYLOV_SUCCESS;
     } else if (!first) {
       res->iterations = it;
       int stop = pk_record(R, it, rnorm);
-      int conv = pk_converged(R, rnorm);
+      int conv = pk_converged(R, d[2]);
       if (conv) {
         int accept, stagnated;
-        PK_CALL(pk_confirm(R, res, &accept, &stagnated));
+        PK_CALL(pk_accept(R, res, &accept, &stagnated));
         if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
         if (!accept && it < s->maxit) {
           rho_sign = sigma_sign = 0.0;
@@ -630,10 +727,14 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   s->hist_len = 0;
   pk_user_reset(s->A, s->M); /* forget callback failures of earlier calls */
 
+  if (s->min_res && !s->xmin) {
+    s->xmin = malloc(sizeof(double) * (size_t)n);
+    PK_CHECK(s->xmin != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY,
+             "cannot allocate the minimum-residual iterate (%lld values)", (long long)n);
+  }
   const double t0 = pk_wtime();
   pkrylov_result res;
-  memset(&res, 0, sizeof res);
-  res.breakdown_iteration = -1;
+  pk_result_init(&res);
   const uint8_t *wet = s->A->wet;
   /* ||b|| over the wet cells */
   double bb = 0.0;
@@ -660,14 +761,21 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   int ierr = pk_true_residual(s, b, x, s->v[V_R], &res.initial_residual);
   if (ierr) goto failed;
 
-  pk_run R = {.s = s, .b = b, .x = x, .best = INFINITY};
+  pk_run R = {.s = s, .b = b, .x = x, .best = INFINITY, .cur_rr = -1.0, .min_it = -1,
+             .xmin = s->min_res ? s->xmin : NULL};
   R.tol = s->rtol * res.rhs_norm;
   if (s->atol > R.tol) R.tol = s->atol;
   ierr = s->type == PKRYLOV_SOLVER_CG ? pk_solve_cg(&R, &res) : pk_solve_pipecg(&R, &res);
   if (ierr) goto failed;
+  const int tracked = R.xmin != NULL && R.min_it >= 0;
+  const int replaced = pk_solver_min_result(&res, tracked, R.min_rr, R.min_it, R.cur_rr);
+  if (replaced) memcpy(x, R.xmin, sizeof(double) * (size_t)n);
 
-  /* the true residual of the returned x (already known when convergence was confirmed) */
-  if (R.have_final && res.reason > 0)
+  /* the recurrence rule: the last recurrence residual; else the true residual of the returned x (already
+     known when convergence was confirmed) */
+  if (pk_solver_recurrence(s) && res.reason != PKRYLOV_DIVERGED_NAN && R.cur_rr >= 0)
+    res.final_residual = sqrt(R.cur_rr);
+  else if (R.have_final && res.reason > 0 && !replaced)
     res.final_residual = R.final_res;
   else if ((ierr = pk_true_residual(s, b, x, s->v[V_R], &res.final_residual)) != PKRYLOV_SUCCESS)
     goto failed;

@@ -180,11 +180,18 @@ typedef struct {
   double rnorm;      /* recurrence residual 2-norm of the current iteration */
   double tol;        /* max(rtol ||b||, atol) */
   double rho_sign, sigma_sign; /* 0 until fixed by the first value, then +-1 */
+  double rr;         /* (r, r) of the current iteration (rnorm^2 as summed) */
+  double min_rr;     /* minimum-residual iterate (min_on): the smallest rr so far */
   int32_t it;        /* iterations done */
   int32_t maxit;
   int32_t status;    /* PK_ST_* */
   int32_t first;     /* pipelined CG: 1 right after a (re)start: beta = 0, sigma = delta */
   int32_t breakdown_it; /* iteration at which status became a breakdown, else -1 */
+  int32_t recur;     /* 1: the recurrence stop rule, rr < tol^2 (PKRYLOV_STOP_RECURRENCE); 0: rnorm <= tol,
+                        the host confirms */
+  int32_t min_on;    /* 1: track the minimum-residual iterate (pkrylov_solver_set_min_residual) */
+  int32_t min_it;    /* its iteration (-1: none yet) */
+  int32_t improved;  /* 1: the current iterate is the new minimum; pk_cuda_copy_improved copies it */
   int32_t pad;
 } pk_cuda_state;
 
@@ -239,6 +246,13 @@ int pk_cuda_dots(void *stream, int64_t n, int nv, const double *const *x, const 
 int pk_cuda_sum_partials(void *stream, const double *part, int64_t nblocks, int nvals, double *out);
 /** y += a x with the scalar a read from device memory (e.g. &st->alpha); always runs. */
 int pk_cuda_axpy_dev(void *stream, int64_t n, const double *a, const double *x, double *y);
+/**
+ * Minimum-residual iterate: dst = src (n values) when st->improved and st->status is RUNNING, else nothing
+ * (the device decides: no host synchronisation, capturable in a graph). The solve driver launches it where
+ * src holds the iterate whose residual the scalar step just tested (CG after the operator loop, pipelined CG
+ * after the scalar step), only when the option is on.
+ */
+int pk_cuda_copy_improved(void *stream, const pk_cuda_state *st, int64_t n, const double *src, double *dst);
 /** x[i] = 0 where wet[i] == 0 (wet may be NULL: nothing). */
 int pk_cuda_zero_dry(void *stream, int64_t n, const uint8_t *wet, double *x);
 /** Halo-exchange stencil (op->halo): op->xh = x in the interior, 0 in the halo (the corners included). */
@@ -278,10 +292,13 @@ int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, const pk_cuda_s
  * is lane 0's. A state that is not RUNNING is copied unchanged. */
 
 /** CG, after the preconditioner loop (2 values (r, z), (r, r)), as solver.c: NaN check (NAN, breakdown_it =
- *  it + 1), it++, rnorm, hist[it] = rnorm (hist may be NULL), convergence (CONVERGED), rho sign check
- *  (BREAKDOWN_PRECOND, breakdown_it = it + 1), it == maxit (MAXIT), else beta = rho_new / rho, rho = rho_new.
- *  init = 1: the call of a (re)start (it stays, hist[0] / convergence / maxit 0 only when it == 0, rho set,
- *  sign check, no beta). */
+ *  it + 1), it++, rnorm, rr, hist[it] = rnorm (hist may be NULL), convergence (CONVERGED; st->recur: rr <
+ *  tol^2 or rr == 0, else rnorm <= tol), rho sign check (BREAKDOWN_PRECOND, breakdown_it = it + 1), it ==
+ *  maxit (MAXIT), else beta = rho_new / rho, rho = rho_new; before the test the minimum-residual
+ *  bookkeeping (min_on: improved = rr < min_rr, then min_rr, min_it; every iterate, the last included).
+ *  init = 1: the call of a (re)start (it stays, hist[0] /
+ *  convergence / maxit 0 only when it == 0, rho set, sign check, no beta; min_on: min_rr = rr, min_it = it,
+ *  improved = 1: a (re)start keeps its x). */
 int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
                           int64_t nblocks, double *hist, int init);
 /** CG, after the operator loop (1 value (p, A p)): sigma sign check (BREAKDOWN_MATRIX, or NAN when not
@@ -289,9 +306,11 @@ int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_cuda_state *
 int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
                             int64_t nblocks);
 /** Pipelined CG (3 values (r,u), (w,u), (r,r)); the first call after a (re)start has st->first = 1. As
- *  solver.c: NaN check, record (hist[it] = rnorm) and convergence unless first-after-restart with it > 0,
- *  maxit, gamma sign (BREAKDOWN_PRECOND), sigma = first ? delta : delta - beta gamma / alpha_old with sign
- *  check (first: BREAKDOWN_MATRIX; else SUSPECT; NAN when not finite), alpha = gamma / sigma; then
+ *  solver.c: NaN check, record (hist[it] = rnorm) and convergence (the rule as for CG) unless
+ *  first-after-restart with it > 0 (before it the minimum-residual bookkeeping: min_on; a (re)start keeps
+ *  its x), maxit, gamma sign (BREAKDOWN_PRECOND), sigma = first ? delta : delta - beta gamma / alpha_old
+ *  with sign check (first: BREAKDOWN_MATRIX; else SUSPECT; NAN when not finite), alpha = gamma / sigma;
+ *  then
  *  rho_old = gamma, alpha_old = alpha, first = 0, it++ (the iteration the following step completes). */
 int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
                           int64_t nblocks, double *hist);

@@ -415,6 +415,22 @@ __device__ __forceinline__ bool sign_ok(double v, double &sign) {
   return sg == sign;
 }
 
+/** The stopping test of a recurrence residual: rr (its sum of squares) and rnorm = sqrt(rr) (pk_cuda.h). */
+__device__ __forceinline__ bool converged_rr(const pk_cuda_state &s, double rr, double rnorm) {
+  return s.recur ? rr < s.tol * s.tol || rr == 0.0 : rnorm <= s.tol;
+}
+
+/** Minimum-residual bookkeeping of iterate it with sum rr: reset (a (re)start) keeps it unconditionally. */
+__device__ __forceinline__ void track_min(pk_cuda_state &s, double rr, int reset) {
+  s.improved = 0;
+  if (!s.min_on) return;
+  if (reset || rr < s.min_rr) {
+    s.min_rr = rr;
+    s.min_it = s.it;
+    s.improved = 1;
+  }
+}
+
 /** CG after the operator loop (pk_solve_cg): sigma = (p, A p) sign check, alpha = rho / sigma. */
 __device__ __forceinline__ void cg_sigma_update(pk_cuda_state &s, double sigma) {
   if (s.status != PK_ST_RUNNING) return;
@@ -438,11 +454,12 @@ __device__ __forceinline__ void cg_rho_update(pk_cuda_state &s, double rz, doubl
   }
   const double rnorm = sqrt(rr);
   s.rnorm = rnorm;
+  s.rr = rr;
   if (init) { /* r = b - A x, z = M^-1 r of a (re)start */
     s.rho = rz;
     if (s.it == 0) {
       if (hist) hist[0] = rnorm;
-      if (rnorm <= s.tol) {
+      if (converged_rr(s, rr, rnorm)) {
         s.status = PK_ST_CONVERGED;
         return;
       }
@@ -451,6 +468,7 @@ __device__ __forceinline__ void cg_rho_update(pk_cuda_state &s, double rz, doubl
         return;
       }
     }
+    track_min(s, rr, 1);
     if (!sign_ok(rz, s.rho_sign)) {
       s.status = PK_ST_BREAKDOWN_PRECOND;
       s.breakdown_it = s.it + 1;
@@ -459,7 +477,8 @@ __device__ __forceinline__ void cg_rho_update(pk_cuda_state &s, double rz, doubl
   }
   const int it = ++s.it; /* x_it = x + alpha p is due (the operator loop or the host applies it) */
   if (hist) hist[it] = rnorm;
-  if (rnorm <= s.tol) {
+  track_min(s, rr, 0); /* every iterate, the last included (a stopped state copies nothing) */
+  if (converged_rr(s, rr, rnorm)) {
     s.status = PK_ST_CONVERGED;
     return;
   }
@@ -487,9 +506,11 @@ __device__ __forceinline__ void pipe_update(pk_cuda_state &s, double gamma, doub
     return;
   }
   s.rnorm = rnorm;
+  s.rr = rr;
+  track_min(s, rr, s.first); /* x is iterate it (a (re)start keeps its x; a stopped state copies nothing) */
   if ((s.it == 0 && s.first) || !s.first) { /* a restart (first, it > 0) records nothing */
     if (hist) hist[s.it] = rnorm;
-    if (rnorm <= s.tol) {
+    if (converged_rr(s, rr, rnorm)) {
       s.status = PK_ST_CONVERGED;
       return;
     }
@@ -2383,6 +2404,16 @@ __global__ void __launch_bounds__(PKC_BLOCK) k_zero_dry(int64_t n, const uint8_t
     if (!wet[i]) x[i] = 0.0;
 }
 
+/** dst = src when the state says the current iterate improved the minimum residual (pk_cuda_copy_improved) */
+__global__ void __launch_bounds__(PKC_BLOCK) k_copy_improved(const pk_cuda_state *st, int64_t n,
+                                                             const double *__restrict__ src,
+                                                             double *__restrict__ dst) {
+  step_wait();
+  if (!st->improved || st->status != PK_ST_RUNNING) return;
+  const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t i = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; i < n; i += stride) dst[i] = src[i];
+}
+
 /** Halo-exchange stencil: xh (hx = nx+2, hy = ny+2, nz planes) = x in the interior, 0 in the halo. */
 __global__ void __launch_bounds__(PKC_BLOCK)
     k_halo_fill(int nx, int ny, int64_t m, const double *__restrict__ x, double *__restrict__ xh) {
@@ -2554,6 +2585,12 @@ extern "C" int pk_cuda_axpy_dev(void *stream, int64_t n, const double *a, const 
 extern "C" int pk_cuda_zero_dry(void *stream, int64_t n, const uint8_t *wet, double *x) {
   if (!wet) return (int)cudaGetLastError();
   k_zero_dry<<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(n, wet, x);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_copy_improved(void *stream, const pk_cuda_state *st, int64_t n, const double *src,
+                                     double *dst) {
+  k_copy_improved<<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(st, n, src, dst);
   return (int)cudaGetLastError();
 }
 

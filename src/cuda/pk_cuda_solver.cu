@@ -76,6 +76,8 @@ struct SolverDev {
   const double *graph_alt_w;
   const double *graph_hist; /* the history the graph records into (its kernels hold the pointer) */
   double *ax;             /* user operator: A x from the caller's routine (n), allocated on first use */
+  double *xmin;           /* minimum-residual iterate (n), allocated on the first solve that tracks it */
+  int graph_minres;       /* the graph's blocks copy the improved iterate */
   int fold_mode;          /* -1 auto, 0 off, 1 on (pk_cuda_solver_set_launch, PKRYLOV_CUDA_FOLD) */
   int pdl;                /* 1: programmatic dependent launches on the folded path (PKRYLOV_CUDA_PDL) */
   int pipe_none;          /* 1: pipelined CG without a preconditioner uses the specialised update where it
@@ -157,6 +159,7 @@ struct Run {
      v[D_M] (w_old in one, w_new into the other), and after a block of odd length run_block swaps the two
      host pointers, so v[D_W] holds the current w between blocks */
   int pnone;
+  int minres;            /* the minimum-residual iterate (s->min_res): copy kernels after the scalar steps */
 };
 
 int state_to_host(Run &R);
@@ -241,6 +244,14 @@ void tl_report(pkrylov_context ctx, const char *what) {
 
 /** Distributed operator: exchange the halo of x (blocking) before a launch that applies it to x. */
 int halo(Run &R, const double *x) { return R.dop ? pk_cuda_dist_halo(R.dop, x, R.nccl) : PKRYLOV_SUCCESS; }
+
+/** Minimum-residual iterate (R.minres): x_min = x on stream st when state sp says x improved. */
+int keep_min(Run &R, void *st, const pk_cuda_state *sp) {
+  pkrylov_context ctx = R.ctx;
+  if (!R.minres) return PKRYLOV_SUCCESS;
+  CU(pk_cuda_copy_improved(st, sp, R.n, R.d->v[D_X], R.d->xmin), "minimum-residual iterate");
+  return PKRYLOV_SUCCESS;
+}
 
 /* ---- user callbacks (pkrylov_operator_create_user, pkrylov_precond_create_user) -----------------------
  * The routine gets DEVICE pointers after the stream has been synchronised (pk_cuda_user_call); the driver
@@ -584,13 +595,20 @@ int host_record(Run &R, int32_t upto) {
   return 0;
 }
 
-/** Converged reason for the recurrence norm, as pk_converged in solver.c. */
-int converged_reason(const Run &R, double rnorm) {
-  return rnorm <= R.s->atol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
+/** Converged reason of a CONVERGED device state, as pk_converged in solver.c (the solver's stop rule). */
+int converged_reason(const Run &R) {
+  const int r = pk_solver_converged_rr(R.s, R.tol, R.d->hst->rr);
+  return r ? r : PKRYLOV_CONVERGED_RTOL;
 }
 
-/** Check the true residual of x; *accept / *stagnated as pk_confirm in solver.c. */
+/** Check the true residual of x; *accept / *stagnated as pk_confirm in solver.c (the recurrence stop rule
+ *  accepts at once, no true residual). */
 int confirm(Run &R, int *accept, int *stagnated) {
+  if (pk_solver_recurrence(R.s)) {
+    *accept = 1;
+    *stagnated = 0;
+    return PKRYLOV_SUCCESS;
+  }
   double tr;
   PK_CALL(true_residual(R, R.d->v[D_T], &tr));
   R.res->true_residual_checks++;
@@ -633,6 +651,7 @@ int dist_cg_enqueue(Run &R, int count) {
     CU(pk_cuda_cg_operator_step(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part + nb1,
                                 &nb2),
        "CG operator loop (tile edges)");
+    PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
     if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
     if (R.repro) {
       PK_CALL(exact_cg_sigma(R, &gp, &gnb));
@@ -686,6 +705,7 @@ int dist_pipecg_enqueue(Run &R, int count) {
       PK_CALL(sums_end(R, 3, &gp, &gnb));
     }
     CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
+    PK_CALL(keep_min(R, R.stream, d->st));
     tl_mark(R.stream, 6);
     void *ecomm = NULL; /* the edge update's stream when it runs on the communication stream */
     if (R.edge_comm) {
@@ -736,6 +756,7 @@ int cg_enqueue(Run &R, int count) {
       PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nbp) : global_part(R, &pp, &nbp, 2));
       CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, pp, nbp, R.hist, 0), "CG scalar step");
       PK_CALL(cg_operator(R, 0, &nbo));
+      PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
       pp = d->part;
       PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nbo) : global_part(R, &pp, &nbo, 1));
       CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, pp, nbo), "CG scalar step");
@@ -756,6 +777,7 @@ int cg_enqueue(Run &R, int count) {
     const pk_cuda_fold g = {A, B, ppc, nbp, R.hist, R.pdl};
     CU(pk_cuda_cg_operator_step_fold(R.stream, &R.op, &g, v[D_X], v[D_P], v[D_Z], v[D_Q], pop, &nbo),
        "CG operator loop (folded)");
+    PK_CALL(keep_min(R, R.stream, B)); /* the folded rho step's state */
   }
   CU(pk_cuda_cg_scalar_sigma(R.stream, B, A, pop, nbo), "CG scalar step");
   return PKRYLOV_SUCCESS;
@@ -780,6 +802,7 @@ int pipecg_enqueue(Run &R, int count) {
       const double *wo = v[i % 2 ? D_M : D_W];
       double *wn = v[i % 2 ? D_W : D_M];
       CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist), "pipelined CG scalar step");
+      PK_CALL(keep_min(R, R.stream, d->st));
       CU(pk_cuda_pipecg_none_step(R.stream, &R.op, d->st, wo, v[D_Z], v[D_S], v[D_P], v[D_X], v[D_R], wn,
                                   d->part, &nb),
          "pipelined CG update (no preconditioner)");
@@ -803,6 +826,7 @@ int pipecg_enqueue(Run &R, int count) {
         PK_CALL(global_part(R, &gp, &gnb, 3));
       }
       CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
+      PK_CALL(keep_min(R, R.stream, d->st));
       tl_mark(R.stream, 6);
       if (R.uop) {
         int running;
@@ -828,6 +852,7 @@ int pipecg_enqueue(Run &R, int count) {
     if (count % 2 == 1 && i < 2) next = i == 0 ? 2 : 1; /* odd count: 0 -> 2 -> 1, then alternate to 0 */
     const pk_cuda_fold f = {d->st + cur, d->st + next, d->part, nbu, R.hist, R.pdl};
     CU(pk_cuda_pc_apply_fold(R.stream, R.pcp, &f, v[D_W], v[D_M]), "m = M^-1 w (folded)");
+    PK_CALL(keep_min(R, R.stream, d->st + next));
     CU(pk_cuda_pipecg_step_pdl(R.stream, &R.op, d->st + next, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X],
                                v[D_R], v[D_U], v[D_W], d->part, &nb, R.pdl),
        "pipelined CG update");
@@ -872,7 +897,7 @@ int run_block(Run &R, int count, int type) {
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
         d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist ||
         d->graph_nccl != R.nccl || d->graph_repro != R.repro || d->graph_pnone != R.pnone ||
-        d->graph_edge != R.edge_comm) {
+        d->graph_edge != R.edge_comm || d->graph_minres != R.minres) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
       if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt), d->graph_alt = NULL;
     } else if (d->graph_w != w) { /* the other parity of v[D_W] / v[D_M]: its graph, kept or captured */
@@ -905,6 +930,7 @@ int run_block(Run &R, int count, int type) {
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
       d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
       d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_edge = R.edge_comm;
+      d->graph_minres = R.minres;
       d->graph_w = w;
     }
     CU(cudaGraphLaunch(d->graph, R.stream), "graph launch");
@@ -937,6 +963,9 @@ void reset_state(Run &R, int32_t it, int first) {
   h->first = first;
   h->status = PK_ST_RUNNING;
   h->breakdown_it = -1;
+  h->recur = pk_solver_recurrence(R.s);
+  h->min_on = R.minres;
+  h->min_it = -1;
 }
 
 /** Reason and breakdown iteration from a stopped device state (CONVERGED is handled by the caller). */
@@ -981,6 +1010,7 @@ restart:
     CU(pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, pp, nb, R.hist, 1), "CG scalar step");
     CU(cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
     PK_CALL(cg_operator(R, 1, &nb));
+    PK_CALL(keep_min(R, R.stream, R.d->st)); /* a (re)start keeps its x */
     pp = R.d->part;
     PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nb) : global_part(R, &pp, &nb, 1));
     CU(pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, pp, nb), "CG scalar step");
@@ -989,7 +1019,7 @@ restart:
   if (it == 0) {
     int stop = host_record(R, 0);
     if (R.d->hst->status == PK_ST_CONVERGED) {
-      R.res->reason = converged_reason(R, R.d->hst->rnorm);
+      R.res->reason = converged_reason(R);
       return PKRYLOV_SUCCESS;
     }
     if (stop) return R.res->reason = stop, PKRYLOV_SUCCESS;
@@ -1028,7 +1058,7 @@ restart:
       PK_CALL(confirm(R, &accept, &stagnated));
       if (stagnated) return R.res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
       if (!accept && it < s->maxit) goto restart;
-      if (accept) return R.res->reason = converged_reason(R, h->rnorm), PKRYLOV_SUCCESS;
+      if (accept) return R.res->reason = converged_reason(R), PKRYLOV_SUCCESS;
       R.res->reason = stop ? stop : PKRYLOV_DIVERGED_MAX_ITERATIONS;
       return PKRYLOV_SUCCESS;
     }
@@ -1097,6 +1127,7 @@ restart:
         PK_CALL(global_part(R, &gp, &gnb, 3));
       }
       CU(pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, gp, gnb, R.hist), "pipelined CG scalar step");
+      PK_CALL(keep_min(R, R.stream, R.d->st));
       PK_CALL(state_to_host(R));
       const int32_t recorded = h->status == PK_ST_RUNNING ? h->it - 1 : h->it;
       const int stop = host_record(R, recorded);
@@ -1138,7 +1169,7 @@ restart:
       int accept, stagnated;
       PK_CALL(confirm(R, &accept, &stagnated));
       if (stagnated) return R.res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
-      if (accept) return R.res->reason = converged_reason(R, h->rnorm), PKRYLOV_SUCCESS;
+      if (accept) return R.res->reason = converged_reason(R), PKRYLOV_SUCCESS;
       if (it < s->maxit) goto restart;
       return R.res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
     }
@@ -1249,6 +1280,7 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   cudaFree(d->part);
   cudaFree(d->hist);
   cudaFree(d->ax);
+  cudaFree(d->xmin);
   cudaFree(d->st);
   cudaFreeHost(d->hst);
   cudaFree(d->dsum);
@@ -1319,6 +1351,15 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     }
   }
   R.repro = ctx->reproducible != 0;
+  R.minres = s->min_res != 0;
+  if (R.minres && !d->xmin) { /* before any graph capture */
+    if (cudaMalloc(&d->xmin, sizeof(double) * (size_t)n) != cudaSuccess) {
+      cudaGetLastError();
+      d->xmin = NULL;
+      return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_solver_solve",
+                      "cannot allocate the minimum-residual iterate (%lld values)", (long long)n);
+    }
+  }
   if (R.nccl && R.dop && !R.repro) {
     const char *env = getenv("PKRYLOV_DIST_EDGE_COMM");
     R.edge_comm = !(env && env[0] == '0');
@@ -1396,8 +1437,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     return pk_error(ctx, PKRYLOV_ERR_NOT_FINITE, "pkrylov_solver_solve",
                     "argument 'x' (initial guess) has NaN or Inf values");
   pkrylov_result res;
-  memset(&res, 0, sizeof res);
-  res.breakdown_iteration = -1;
+  pk_result_init(&res);
   R.res = &res;
   if (s->A->wet) { /* b is ignored at dry cells */
     int64_t nb;
@@ -1424,7 +1464,13 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     tl_report(ctx, R.dop ? (R.nccl ? (R.edge_comm ? "pipecg nccl edge-comm" : "pipecg nccl") : "pipecg host")
                          : "pipecg");
   if (rc) return rc;
-  if (R.have_final && res.reason > 0)
+  const pk_cuda_state *h = d->hst; /* the state the solve stopped in */
+  const int replaced = pk_solver_min_result(&res, R.minres && h->min_it >= 0, h->min_rr, h->min_it, h->rr);
+  if (replaced) CU(cudaMemcpyAsync(v[D_X], d->xmin, bytes, cudaMemcpyDeviceToDevice, R.stream), "x = x_min");
+  /* the recurrence rule: the last recurrence residual; else the true residual of the returned x */
+  if (pk_solver_recurrence(s) && res.reason != PKRYLOV_DIVERGED_NAN)
+    res.final_residual = h->rnorm;
+  else if (R.have_final && res.reason > 0 && !replaced)
     res.final_residual = R.final_res;
   else
     PK_CALL(true_residual(R, v[D_T], &res.final_residual));
