@@ -326,7 +326,7 @@ contains
     call exch_xy_rl(pS)
     ! pkrylov: the model's tiles on its communicator, the operator and preconditioner from its arrays, CG
     ! with CG2D's stopping test
-    call pk_context_create(pkCtx)
+    call pk_context_create(pkCtx, PKRYLOV_BACKEND_AUTO)
     call pk_context_set_comm(pkCtx, MPI_COMM_WORLD)
     call pk_grid_create_rect(pkCtx, pkGrid, sNx, sNy, OLx, OLy, NX / sNx, NY / sNy, PKRYLOV_PERIODIC_XY, &
                              myPx * nSx + 1, myPy * nSy + 1, nSx, nSy)
