@@ -178,8 +178,8 @@ static inline int64_t pk_grid_ecell(const struct pkrylov_grid_s *g, int64_t t, i
 /** The buffers and requests of one object's halo exchanges on a grid (nz levels). */
 typedef struct {
   int32_t nz;
-  double *halo;            /* nhalo * nz: received values, slot h level k at h + nhalo*k */
-  double *sbuf;            /* send_off[nnb] * nz: packed values, per neighbour rank a block */
+  double *halo;            /* nhalo * nz: received values, slot h level k at h*nz + k */
+  double *sbuf;            /* send_off[nnb] * nz: packed values, entry s level k at s*nz + k */
   void *req;               /* MPI requests (2 nnb) and receive datatypes (nnb), grid.c */
   int32_t inflight;
 } pk_grid_xchg;
@@ -192,6 +192,9 @@ void pk_grid_xchg_free(pk_grid_xchg *X);
 int pk_grid_xchg_begin(const struct pkrylov_grid_s *g, const double *x, pk_grid_xchg *X);
 /** Wait for the exchange begun by pk_grid_xchg_begin (X->halo then holds the neighbours' values). */
 int pk_grid_xchg_end(const struct pkrylov_grid_s *g, pk_grid_xchg *X);
+/** One blocking exchange of packed buffers in the layout of pk_grid_xchg (sbuf: send_off[nnb] * nz values
+ *  in, halo: nhalo * nz out; the CUDA backend's host-staged path). Collective among neighbours. */
+int pk_grid_exchange_bufs(const struct pkrylov_grid_s *g, int32_t nz, const double *sbuf, double *halo);
 /**
  * Per edge cell values across the edges (set-up: coefficients, masks): theirs[ecell + nedge*k] := the value
  * mine[] holds at the neighbour's edge cell that faces this one (0 at walls), for nz levels. Collective.
