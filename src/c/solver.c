@@ -321,14 +321,6 @@ static int pk_record(pk_run *R, int32_t it, double res) {
 /** Converged reason for residual res, or 0. */
 static int pk_converged(const pk_run *R, double res) { return pk_solver_converged(R->s, R->tol, res); }
 
-/** Sign bookkeeping for a curvature-like scalar: 0 on breakdown (zero, non-finite or sign change). */
-static int pk_sign_ok(double v, double *sign) {
-  if (!isfinite(v) || v == 0.0) return 0;
-  const double sg = v > 0 ? 1.0 : -1.0;
-  if (*sign == 0.0) *sign = sg;
-  return sg == *sign;
-}
-
 /** r = b - A x; returns ||r|| (global). */
 static int pk_true_residual(pkrylov_solver s, const double *b, const double *x, double *r, double *res) {
   double rr;
