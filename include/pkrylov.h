@@ -310,7 +310,12 @@ PKRYLOV_EXTERN int pkrylov_thinshell_stencil_coefficients(const pkrylov_thinshel
                                                           double *aW, double *aS, double *aV,
                                                           double *aC);
 
-/** Read a square sparse matrix from a Matrix Market file into a CSR operator. */
+/**
+ * Read a square sparse matrix from a Matrix Market file ("coordinate", real/integer/pattern, general or
+ * symmetric) into a CSR operator. A malformed file is ::PKRYLOV_ERR_FILE_FORMAT with "PATH:LINE:" in the
+ * message; so is a size line whose entry count cannot give every row an entry (NNZ < M, or NNZ < M/2 in a
+ * symmetric file), refused before anything of size M is allocated.
+ */
 PKRYLOV_EXTERN int pkrylov_operator_create_from_mtx(pkrylov_context ctx, const char *path,
                                                     pkrylov_operator *A);
 

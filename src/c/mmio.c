@@ -10,7 +10,9 @@
  * except NaN/Inf values (::PKRYLOV_ERR_NOT_FINITE), repeated entries (::PKRYLOV_ERR_DUPLICATE_ENTRY,
  * naming both lines), qualifiers the library does not handle (complex, hermitian, skew-symmetric, dense
  * matrices: ::PKRYLOV_ERR_UNSUPPORTED) and size disagreements with the caller (non-square operator, vector
- * capacity: ::PKRYLOV_ERR_SIZE_MISMATCH). Every error path frees what it allocated.
+ * capacity: ::PKRYLOV_ERR_SIZE_MISMATCH). Every error path frees what it allocated. A matrix whose size line
+ * declares fewer entries than can give every row one is refused there (::PKRYLOV_ERR_FILE_FORMAT), before
+ * anything of size M is allocated, so memory follows the length of the file, not what its header claims.
  *
  * Speed: entries are kept in a growing array (doubling, bounded by the declared count), bucketed into
  * rows by a counting sort and sorted by column within each row (insertion sort for short or almost
@@ -591,6 +593,15 @@ int pkrylov_operator_create_from_mtx(pkrylov_context ctx, const char *path, pkry
     st = mm_fail(&r, PKRYLOV_ERR_SIZE_MISMATCH, r.size_line,
                  "an operator must be square, but the matrix is %lld x %lld (M x N)", (long long)r.m,
                  (long long)r.ncols);
+    goto done;
+  }
+  /* a matrix to be solved needs an entry in every row (a stored symmetric entry covers two): refuse a header
+     that cannot give it one before anything of size n is allocated (a short file declaring a huge n) */
+  if (r.nnz < (r.symmetric ? r.m - r.m / 2 : r.m)) {
+    st = mm_fail(&r, PKRYLOV_ERR_FILE_FORMAT, r.size_line,
+                 "NNZ = %lld entries cannot give each of the M = %lld rows one%s: a matrix to be solved needs "
+                 "an entry in every row",
+                 (long long)r.nnz, (long long)r.m, r.symmetric ? " (a symmetric file needs at least M/2)" : "");
     goto done;
   }
   if ((st = mm_read_coord_entries(&r, &entries, &ne)) != PKRYLOV_SUCCESS) goto done;
