@@ -620,7 +620,10 @@ PKRYLOV_EXTERN int pkrylov_solver_set_step(pkrylov_solver s, int32_t step);
 PKRYLOV_EXTERN int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user);
 /**
  * Solve A x = b. b and x: n values in memory space mem, distinct. On return x holds the solution, or the
- * last good iterate if the solve did not converge; the outcome is in pkrylov_solver_get_result().
+ * last good iterate if the solve did not converge; the outcome is in pkrylov_solver_get_result(). The
+ * BiCGStab and GMRES families never return an x with a larger true residual than an iterate whose true
+ * residual the solve computed (the initial guess, a restart of a GMRES cycle, a confirmation): when the
+ * last one is worse (GMRES on a singular inconsistent system), that best one is returned.
  * Errors (status < 0) are reserved for invalid input (NULL, NaN/Inf in b or in an initial guess, aliasing,
  * memory type) and backend failures; then x is unchanged.
  */
