@@ -805,7 +805,13 @@ static int huge_header_child(const char *path, int limit) {
   pkrylov_operator A = NULL;
   if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx)) return 2;
   const int got = pkrylov_operator_create_from_mtx(ctx, path, &A);
-  const int ok = error_ok(ctx, got, PKRYLOV_ERR_FILE_FORMAT, path, 2, "M = 200000000 rows") && A == NULL;
+  int ok = error_ok(ctx, got, PKRYLOV_ERR_FILE_FORMAT, path, 2, "M = 200000000 rows") && A == NULL;
+  /* a coordinate vector of 1e10 rows with two entries (missing entries are zero): its length, read without
+     allocating anything of that length (found by fuzzing: the reader allocated 80 GB to find repeats) */
+  char vpath[4096];
+  int64_t n = 0;
+  ok = ok && put_file("r_hugevec.mtx", BANNER "10000000000 1 2\n7 1 1.5\n9999999999 1 -2\n", vpath) == 0 &&
+       pkrylov_mtx_read_vector(ctx, vpath, 0, NULL, &n) == PKRYLOV_SUCCESS && n == 10000000000LL;
   pkrylov_context_destroy(&ctx);
   return ok ? 0 : 1;
 }
@@ -813,7 +819,8 @@ static int huge_header_child(const char *path, int limit) {
 /**
  * Issue 14 item 16 as found by fuzzing: an 80-byte file declaring a 2e8 x 2e8 matrix with two entries drove
  * the reader to 3.1 GB before it failed. Now it fails at the size line within 256 MB more than the process
- * already maps and within a few seconds (a forked child under RLIMIT_AS and alarm).
+ * already maps and within a few seconds (a forked child under RLIMIT_AS and alarm); so does the length of a
+ * coordinate vector declaring 1e10 rows with two entries (the fuzzer's find: 80 GB asked for).
  */
 PK_TEST_CASE(huge_header_small_memory) {
   char path[4096];
