@@ -108,4 +108,13 @@ static inline void fz_matrix(fz_in *in, int64_t n, int sym, double *A) {
   }
 }
 
+/**
+ * The system of a harness: A by fz_matrix, its diagonal D (the Jacobi preconditioner the harness applies),
+ * and two vectors u, v of n values (x and b, in the order the harness passes them), read u_i, v_i by i.
+ */
+static inline void fz_system(fz_in *in, int64_t n, int sym, double *A, double *D, double *u, double *v) {
+  fz_matrix(in, n, sym, A);
+  for (int64_t i = 0; i < n; i++) D[i] = A[i * n + i], u[i] = fz_f64(in), v[i] = fz_f64(in);
+}
+
 #endif

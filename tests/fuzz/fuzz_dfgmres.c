@@ -31,8 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int32_t ipar[128], req = 0, it = 0;
   double dpar[128];
   FZ_ASSERT(tmp, "allocation");
-  fz_matrix(&in, n, 0, A);
-  for (int i = 0; i < n; i++) D[i] = A[i * n + i], x[i] = fz_f64(&in), b[i] = fz_f64(&in);
+  fz_system(&in, n, 0, A, D, x, b);
   int32_t nn = n;
   if (pkrylov_dfgmres_init(&nn, x, b, &req, ipar, dpar, tmp) != PKRYLOV_SUCCESS) goto done;
   ipar[5] = ipar[6] = 0; /* no messages */

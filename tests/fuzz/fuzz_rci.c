@@ -20,8 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const int64_t n = 1 + fz_u8(&in) % 12;
   const int pc = fz_u8(&in) & 1, by_caller = fz_u8(&in) & 1;
   double A[144], D[12], b[12], x[12];
-  fz_matrix(&in, n, type <= PKRYLOV_SOLVER_PIPECG, A);
-  for (int64_t i = 0; i < n; i++) D[i] = A[i * n + i], b[i] = fz_f64(&in), x[i] = fz_f64(&in);
+  fz_system(&in, n, type <= PKRYLOV_SOLVER_PIPECG, A, D, b, x);
   pkrylov_rci r = NULL;
   if (pkrylov_rci_create(ctx, type, n, pc, by_caller, &r) != PKRYLOV_SUCCESS) return 0;
   /* settings before the first solve: any value (bad ones are refused) */
