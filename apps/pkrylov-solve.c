@@ -347,8 +347,10 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (strcmp(name, "--step") == 0 && strcmp(val, "auto") == 0) {
       o->step = 0, o->set_step = 1;
     } else {
-      /* the integer options: --levels, --monitor (> 0), --maxit, --replace, --true-residual, --threads (>= 0) */
-      const int is_levels = strcmp(name, "--levels") == 0, positive = is_levels || strcmp(name, "--monitor") == 0;
+      /* the integer options: --levels, --monitor (> 0), --maxit, --replace, --true-residual, --threads
+         (>= 0) */
+      const int is_levels = strcmp(name, "--levels") == 0,
+                positive = is_levels || strcmp(name, "--monitor") == 0;
       int32_t v = 0;
       if (parse_int(val, &v) || v < 0 || (positive && v == 0)) {
         usage_error("invalid value '%s' for option '%s': expected an integer %s", val, name,
@@ -491,11 +493,12 @@ static void warn_if_not_symmetric(const options *o, int64_t n, const int64_t *rp
   int64_t i, j;
   double vij, vji;
   if (!csr_asymmetry(n, rp, ci, v, &i, &j, &vij, &vji)) return;
-  fprintf(stderr,
-          "%s: warning: '--solver %s' assumes a symmetric matrix, but '%s' is not: A(%lld,%lld) = %.17g and "
-          "A(%lld,%lld) = %.17g; CG may break down or stop at a wrong answer (use --solver gmres or bicgstab)\n",
-          PROG, o->solver == PKRYLOV_SOLVER_CG ? "cg" : "pipecg", o->matrix, (long long)i + 1, (long long)j + 1,
-          vij, (long long)j + 1, (long long)i + 1, vji);
+  fprintf(
+      stderr,
+      "%s: warning: '--solver %s' assumes a symmetric matrix, but '%s' is not: A(%lld,%lld) = %.17g and "
+      "A(%lld,%lld) = %.17g; CG may break down or stop at a wrong answer (use --solver gmres or bicgstab)\n",
+      PROG, o->solver == PKRYLOV_SOLVER_CG ? "cg" : "pipecg", o->matrix, (long long)i + 1, (long long)j + 1,
+      vij, (long long)j + 1, (long long)i + 1, vji);
 }
 
 /** 1 when the options ask for CG or pipelined CG on a matrix file (whose symmetry is then checked). */
@@ -975,7 +978,8 @@ static int run(int argc, char **argv) {
     goto done;
   }
   if (needs_symmetry_check(&o) && !dcsr) { /* (a distributed matrix is checked by rank 0 as it reads it) */
-    int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int64_t) * (size_t)(nnz + 1));
+    int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)),
+            *ci = malloc(sizeof(int64_t) * (size_t)(nnz + 1));
     double *v = malloc(sizeof(double) * (size_t)(nnz + 1));
     if (rp && ci && v && pkrylov_operator_get_csr(A, rp, ci, v) == PKRYLOV_SUCCESS)
       warn_if_not_symmetric(&o, n, rp, ci, v);

@@ -9,7 +9,8 @@
  * divided by K, so the set-up, the initial and the final residual do not count: (least t(10+K) - least
  * t(10)) / K over R repetitions of each (pkb_timing.h). A figure that is not positive or above the copy or
  * triad bandwidth measured in the same run is flagged (a "!" in the table, "flag" in the JSON): timing
- * noise, or a problem that fits in cache. Bytes per iteration are those the fused loops must move (docs/performance.md):
+ * noise, or a problem that fits in cache. Bytes per iteration are those the fused loops must move
+ * (docs/performance.md):
  *   CG (two loops):  preconditioner loop r,q,l,dinv read, r,z written (6 words); operator loop z,p,q,x
  *                    read, x,p,q written (7 words): 13 words = 104 B per unknown.
  *   pipelined CG:    m = M^-1 w: w,l,dinv read, m written (4 words); fused update: m,z,q,s,p,x,r,u,w
@@ -181,9 +182,10 @@ int main(int argc, char **argv) {
   printf("pkrylov CPU benchmark: %d threads, copy bandwidth %.2f GB/s, triad %.2f GB/s (256 MiB arrays, best "
          "of 5)\n",
          threads, copy_bw / 1e9, bw / 1e9);
-  printf("thin shell, gnomonic, fp64, column preconditioner, time per iteration (least t(10+%d) - least t(10)) "
-         "/ %d of %d runs each; '!': not positive or above the measured bandwidth\n\n",
-         K, K, R);
+  printf(
+      "thin shell, gnomonic, fp64, column preconditioner, time per iteration (least t(10+%d) - least t(10)) "
+      "/ %d of %d runs each; '!': not positive or above the measured bandwidth\n\n",
+      K, K, R);
   printf("%-14s %-7s %10s %12s %10s %9s %8s\n", "problem", "solver", "unknowns", "time/it [ms]", "GB/s",
          "of triad", "its@1e-8");
   pkrylov_context ctx;
@@ -224,13 +226,14 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nres; i++)
       for (int t = 0; t < 2; t++) {
         result_t *o = &res[i][t];
-        fprintf(f,
-                "%s{\"nx\":%d,\"ny\":%d,\"nz\":%d,\"solver\":\"%s\",\"time_per_iteration_s\":%.6e,"
-                "\"bytes_per_iteration\":%.0f,\"GBs\":%.4f,\"fraction_of_triad\":%.4f,\"iterations_to_1e-8\":%d,"
-                "\"flag\":%s%s%s}",
-                (i || t) ? "," : "", o->nx, o->ny, o->nz, t ? "pipecg" : "cg", o->t_iter, o->bytes_per_iter,
-                o->gbs, o->fraction, o->iters_to_1e8, o->flag ? "\"" : "", o->flag ? o->flag : "null",
-                o->flag ? "\"" : "");
+        fprintf(
+            f,
+            "%s{\"nx\":%d,\"ny\":%d,\"nz\":%d,\"solver\":\"%s\",\"time_per_iteration_s\":%.6e,"
+            "\"bytes_per_iteration\":%.0f,\"GBs\":%.4f,\"fraction_of_triad\":%.4f,\"iterations_to_1e-8\":%d,"
+            "\"flag\":%s%s%s}",
+            (i || t) ? "," : "", o->nx, o->ny, o->nz, t ? "pipecg" : "cg", o->t_iter, o->bytes_per_iter,
+            o->gbs, o->fraction, o->iters_to_1e8, o->flag ? "\"" : "", o->flag ? o->flag : "null",
+            o->flag ? "\"" : "");
       }
     fprintf(f, "]}\n");
     fclose(f);

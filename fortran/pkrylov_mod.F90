@@ -1213,8 +1213,8 @@ contains
         type(pk_solver), intent(out) :: s !! the new solver
         integer(c_int32_t), intent(in) :: stype !! PKRYLOV_SOLVER_*
         type(pk_operator), intent(in) :: A !! the operator, from ctx
-        type(pk_precond), intent(in), optional :: M !! the preconditioner; omit it for none (a type(pk_precond)
-                                                    !! never created or destroyed is PKRYLOV_ERR_NULL_POINTER)
+        type(pk_precond), intent(in), optional :: M !! the preconditioner; omit it for none (one never
+                                                    !! created or destroyed: PKRYLOV_ERR_NULL_POINTER)
         integer, intent(out), optional :: ierr !! status
         type(c_ptr), target :: h
         type(c_ptr) :: hM
@@ -1224,9 +1224,9 @@ contains
             if (.not. c_associated(M%h)) then ! forgotten pk_precond_create: not "no preconditioner"
                 s%h = c_null_ptr
                 call raise(PKRYLOV_ERR_NULL_POINTER, ctx%h, 'pk_solver_create', &
-                           "argument 'M' is a type(pk_precond) that was never created by pk_precond_create "// &
-                           "(or was destroyed): create it (type PKRYLOV_PRECOND_NONE for the identity), or "// &
-                           "omit M for no preconditioner", ierr)
+                           "argument 'M' is a type(pk_precond) that was never created by "// &
+                           "pk_precond_create (or was destroyed): create it (type PKRYLOV_PRECOND_NONE "// &
+                           "for the identity), or omit M for no preconditioner", ierr)
                 return
             end if
             hM = M%h

@@ -210,7 +210,8 @@ PK_TEST_CASE(bad_input) {
   PK_EXPECT(pk_test_msg_has(ctx, "'nz' = 0"), "nz = 0");
   /* issue 14 item 13: the halo'ed size (nx + 2) (ny + 2) was added in int before the cast (signed overflow,
      UBSan) for nx or ny near 2^31: too many cells, nothing read */
-  const int32_t big[3][3] = {{INT32_MAX, INT32_MAX, 1}, {INT32_MAX - 1, INT32_MAX - 1, 1}, {INT32_MAX, 4, INT32_MAX}};
+  const int32_t big[3][3] = {
+      {INT32_MAX, INT32_MAX, 1}, {INT32_MAX - 1, INT32_MAX - 1, 1}, {INT32_MAX, 4, INT32_MAX}};
   for (int k = 0; k < 3; k++) {
     PK_EXPECT_CODE(ctx, MK(ctx, big[k][0], big[k][1], big[k][2], c.aW, c.aWe, NULL, xch_periodic, &A),
                    PKRYLOV_ERR_INVALID_SIZE);

@@ -862,10 +862,12 @@ PK_TEST_CASE(negative_definite) {
               pkrylov_last_error_message());
     PK_EXPECT(pk_test_rel_diff(n, x, xref) < 1e-7, "pc %d: error %.3e against the dense solve", pc,
               pk_test_rel_diff(n, x, xref));
-    const int lib = library_cg_iterations(ctx, Aneg, pc == PC_JACOBI ? PKRYLOV_PRECOND_JACOBI : PKRYLOV_PRECOND_NONE,
-                                          1e-10, b, xlib);
-    PK_EXPECT(lib > 0 && abs(ipar[3] - lib) <= 1, "pc %d: %d iterations, the library's CG %d", pc, ipar[3], lib);
-    /* (r, z) > 0 and (p, A p) < 0 without preconditioner; both < 0 with the Jacobi of the negative operator */
+    const int lib = library_cg_iterations(
+        ctx, Aneg, pc == PC_JACOBI ? PKRYLOV_PRECOND_JACOBI : PKRYLOV_PRECOND_NONE, 1e-10, b, xlib);
+    PK_EXPECT(lib > 0 && abs(ipar[3] - lib) <= 1, "pc %d: %d iterations, the library's CG %d", pc, ipar[3],
+              lib);
+    /* (r, z) > 0 and (p, A p) < 0 without preconditioner; both < 0 with the Jacobi of the negative operator
+     */
     dpar_ok &= pc == PC_NONE ? dpar[6] < 0 : dpar[6] > 0;
     PK_EXPECT(dpar_ok, "pc %d: alpha = dpar(7) = %g", pc, dpar[6]);
   }
@@ -900,10 +902,12 @@ PK_TEST_CASE(sign_change_breakdown) {
         break;
     }
     PK_EXPECT(req == -2 && ipar[3] == 1 && pk_test_msg_has(NULL, which == 0 ? "(p, A p)" : "(r, M^-1 r)"),
-              "case %d: RCI_request %d at iteration %d: %s", which, req, ipar[3], pkrylov_last_error_message());
+              "case %d: RCI_request %d at iteration %d: %s", which, req, ipar[3],
+              pkrylov_last_error_message());
     /* the first iterate: alpha = 1 (case 0), 3/5 (case 1) times p = b (case 0), z = (2, -1) (case 1) */
     const double xe[2] = {which == 0 ? 1.0 : 1.2, which == 0 ? 1.0 : -0.6};
-    PK_EXPECT(fabs(x[0] - xe[0]) < 1e-15 && fabs(x[1] - xe[1]) < 1e-15, "case %d: x = %g %g", which, x[0], x[1]);
+    PK_EXPECT(fabs(x[0] - xe[0]) < 1e-15 && fabs(x[1] - xe[1]) < 1e-15, "case %d: x = %g %g", which, x[0],
+              x[1]);
   }
   PK_TEST_END();
 }
@@ -942,7 +946,8 @@ PK_TEST_CASE(iteration_count_limit) {
     else
       break;
   }
-  PK_EXPECT(req == 0 && seen == (1 << 1 | 1 << 2 | 1 << 3 | 1 << 4), "outcome %d, stages seen %#x", req, seen);
+  PK_EXPECT(req == 0 && seen == (1 << 1 | 1 << 2 | 1 << 3 | 1 << 4), "outcome %d, stages seen %#x", req,
+            seen);
   /* dcg_get only reads: the count at its limit is reported */
   int32_t it = 0;
   ipar[3] = INT32_MAX;

@@ -1040,7 +1040,15 @@ static int snap_same(const fg_snapshot *c, const solve_state *S, int64_t len) {
 }
 
 /** Stages of ipar(3) (internal, rci_fgmres.c) and the entry that mirrors it (ipar(125), internal). */
-enum { FG_AX0 = 2, FG_RESTART_AX = 3, FG_PRECOND = 4, FG_MATVEC = 5, FG_ZERO = 6, FG_USER = 7, FG_STOPPED = 8 };
+enum {
+  FG_AX0 = 2,
+  FG_RESTART_AX = 3,
+  FG_PRECOND = 4,
+  FG_MATVEC = 5,
+  FG_ZERO = 6,
+  FG_USER = 7,
+  FG_STOPPED = 8
+};
 #define FG_STAGE_COPY 124
 
 /**

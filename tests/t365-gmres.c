@@ -620,5 +620,6 @@ PK_TEST_MAIN(PK_TEST_ENTRY(ani1_nonsymm_none), PK_TEST_ENTRY(ani1_nonsymm_jacobi
              PK_TEST_ENTRY(convdiff_jacobi), PK_TEST_ENTRY(convdiff_column),
              PK_TEST_ENTRY(thinshell_against_cg), PK_TEST_ENTRY(full_space_n_iterations),
              PK_TEST_ENTRY(fgmres_variable_preconditioner), PK_TEST_ENTRY(zero_rhs_and_exact_guess),
-             PK_TEST_ENTRY(lucky_breakdown), PK_TEST_ENTRY(singular_inconsistent_never_worse), PK_TEST_ENTRY(monitor_history),
-             PK_TEST_ENTRY(nan_and_callback_failure), PK_TEST_ENTRY(bad_options))
+             PK_TEST_ENTRY(lucky_breakdown), PK_TEST_ENTRY(singular_inconsistent_never_worse),
+             PK_TEST_ENTRY(monitor_history), PK_TEST_ENTRY(nan_and_callback_failure),
+             PK_TEST_ENTRY(bad_options))

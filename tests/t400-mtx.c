@@ -775,13 +775,15 @@ PK_TEST_CASE(bad_rows_without_entries) {
   PK_EXPECT(mtx_fails("r_gen.mtx", BANNER "5 5 4\n1 1 1\n2 2 1\n3 3 1\n4 4 1\n", PKRYLOV_ERR_FILE_FORMAT, 2,
                       "each of the M = 5 rows"),
             "general: 4 entries for 5 rows");
-  PK_EXPECT(mtx_fails("r_sym.mtx", "%%MatrixMarket matrix coordinate real symmetric\n% c\n5 5 2\n2 1 1\n4 3 1\n",
+  PK_EXPECT(mtx_fails("r_sym.mtx",
+                      "%%MatrixMarket matrix coordinate real symmetric\n% c\n5 5 2\n2 1 1\n4 3 1\n",
                       PKRYLOV_ERR_FILE_FORMAT, 3, "M/2"),
             "symmetric: 2 entries for 5 rows");
   const int64_t ti[] = {2, 4, 5}, tj[] = {1, 3, 5};
   const double tv[] = {1, -2, 3};
-  PK_EXPECT(mtx_reads("r_sym3.mtx", "%%MatrixMarket matrix coordinate real symmetric\n5 5 3\n2 1 1\n4 3 -2\n5 5 3\n",
-                      5, 3, ti, tj, tv, 1),
+  PK_EXPECT(mtx_reads("r_sym3.mtx",
+                      "%%MatrixMarket matrix coordinate real symmetric\n5 5 3\n2 1 1\n4 3 -2\n5 5 3\n", 5, 3,
+                      ti, tj, tv, 1),
             "symmetric: 3 entries cover 5 rows");
   PK_TEST_END();
 }
@@ -835,7 +837,8 @@ PK_TEST_CASE(huge_header_small_memory) {
   int status = 0;
   PK_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
   PK_EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %s %d",
-            WIFEXITED(status) ? "exit status" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+            WIFEXITED(status) ? "exit status" : "signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
   PK_TEST_END();
 }
 

@@ -767,8 +767,8 @@ PK_TEST_CASE(monitor_lines) {
   int rc = solve("monitor", args, out, err);
   PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
   double its = -1, bnorm = -1;
-  PK_REQUIRE(json_num(out, "iterations", &its) == 0 && json_num(out, "rhs_norm", &bnorm) == 0 && its > 8, "%s",
-             out);
+  PK_REQUIRE(json_num(out, "iterations", &its) == 0 && json_num(out, "rhs_norm", &bnorm) == 0 && its > 8,
+             "%s", out);
   double h[1024];
   int rows = 0;
   FILE *f = fopen(ph, "r");
@@ -786,12 +786,14 @@ PK_TEST_CASE(monitor_lines) {
   for (const char *p = strstr(err, "monitor: iteration "); p; p = strstr(p + 1, "monitor: iteration ")) {
     int it = -1;
     double res = -1, red = -1, rate = -1, left = -1;
-    PK_EXPECT(sscanf(p, "monitor: iteration %d, residual %lf, reduction %lf, %lf it/s", &it, &res, &red, &rate) == 4,
+    PK_EXPECT(sscanf(p, "monitor: iteration %d, residual %lf, reduction %lf, %lf it/s", &it, &res, &red,
+                     &rate) == 4,
               "line: %.120s", p);
     nlines++;
     PK_EXPECT(it == 4 * nlines && it <= its, "line %d at iteration %d", nlines, it);
     if (it < 0 || it > (int)its) break;
-    PK_EXPECT(fabs(res - h[it]) <= 1e-3 * h[it] && fabs(red - h[it] / h[0]) <= 1e-3 * h[it] / h[0] && rate > 0,
+    PK_EXPECT(fabs(res - h[it]) <= 1e-3 * h[it] && fabs(red - h[it] / h[0]) <= 1e-3 * h[it] / h[0] &&
+                  rate > 0,
               "iteration %d: residual %g (history %g), reduction %g (%g), rate %g", it, res, h[it], red,
               h[it] / h[0], rate);
     const char *eol = strchr(p, '\n'), *more = strstr(p, "about ");
@@ -802,7 +804,8 @@ PK_TEST_CASE(monitor_lines) {
       PK_EXPECT(at && at < eol, "iteration %d: below the tolerance: %.160s", it, p);
     } else if (factor < 1.0) {
       const double want = ceil(log(target / h[it]) / log(factor));
-      PK_EXPECT(more && more < eol && sscanf(more, "about %lf more iterations", &left) == 1 && fabs(left - want) <= 1,
+      PK_EXPECT(more && more < eol && sscanf(more, "about %lf more iterations", &left) == 1 &&
+                    fabs(left - want) <= 1,
                 "iteration %d: %g iterations left printed, %g recomputed: %.160s", it, left, want, p);
     } else {
       const char *no = strstr(p, "no estimate");
@@ -817,18 +820,19 @@ PK_TEST_CASE(monitor_lines) {
 /**
  * --monitor with a K larger than the iterations: the lines come from the clock, at most one per second, so a
  * solve of T seconds prints floor(T) lines give or take one (solve time from the JSON report); a solve of
- * more than 2 s (CG without preconditioner on a 64 x 64 x 32 thin shell, 400 iterations: about 3 s on 2 cores)
- * prints at least one.
+ * more than 2 s (CG without preconditioner on a 64 x 64 x 32 thin shell, 400 iterations: about 3 s on 2
+ * cores) prints at least one.
  */
 PK_TEST_CASE(monitor_every_second) {
   char out[PK_CAP], err[PK_CAP];
-  int rc = solve("monitor_time", "--problem thinshell:64,64,32 --precond none --maxit 400 --monitor 100000 --json",
-                 out, err);
+  int rc = solve("monitor_time",
+                 "--problem thinshell:64,64,32 --precond none --maxit 400 --monitor 100000 --json", out, err);
   PK_EXPECT(rc == 1, "exit %d: %s", rc, err);
   double t = -1;
   PK_REQUIRE(json_num(out, "time_s", &t) == 0 && t > 0, "%s", out);
   int nlines = 0;
-  for (const char *p = strstr(err, "monitor: iteration "); p; p = strstr(p + 1, "monitor: iteration ")) nlines++;
+  for (const char *p = strstr(err, "monitor: iteration "); p; p = strstr(p + 1, "monitor: iteration "))
+    nlines++;
   printf("solve %.2f s, %d monitor lines\n", t, nlines);
   PK_EXPECT(nlines <= (int)t + 1 && (t < 2.0 || nlines >= (int)t - 1), "%d lines in %.2f s", nlines, t);
   PK_TEST_END();
@@ -857,7 +861,8 @@ PK_TEST_CASE(usage_outputs_first) {
   remove(pdir);
   snprintf(pmiss, sizeof pmiss, "%s/x.mtx", pdir);
   remove(pa), remove(px);
-  snprintf(args, sizeof args, "--problem thinshell:8,8,6 --json --save-system \"%s\" --out \"%s\"", pp, pmiss);
+  snprintf(args, sizeof args, "--problem thinshell:8,8,6 --json --save-system \"%s\" --out \"%s\"", pp,
+           pmiss);
   expect_usage("u_out_dir", args, "--out", "No such file or directory");
   PK_EXPECT(access(pa, F_OK) != 0, "--save-system wrote %s before --out was found unwritable", pa);
   snprintf(args, sizeof args, "--problem thinshell:8,8,6 --json --out \"%s\" --history \"%s\"", px, pmiss);

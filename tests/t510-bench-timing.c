@@ -20,7 +20,8 @@ PK_TEST_CASE(least_times_not_least_difference) {
   PK_EXPECT(least_diff < 0, "construction: the least difference %g is not negative", least_diff);
   const double t = pkb_time_per_iteration(t10, tk, 3, 10, 30);
   PK_EXPECT(fabs(t - (0.0135 - 0.0120) / 20) <= 1e-18, "time per iteration %.17g", t);
-  PK_EXPECT(t > 0 && pkb_flag(t, 1e6, 1e12) == NULL, "a plausible figure is flagged: %s", pkb_flag(t, 1e6, 1e12));
+  PK_EXPECT(t > 0 && pkb_flag(t, 1e6, 1e12) == NULL, "a plausible figure is flagged: %s",
+            pkb_flag(t, 1e6, 1e12));
   /* one repetition: the plain difference */
   PK_EXPECT(pkb_time_per_iteration(t10 + 2, tk + 2, 1, 10, 30) == (0.0139 - 0.0125) / 20, "R = 1");
   PK_TEST_END();
@@ -30,8 +31,8 @@ PK_TEST_CASE(least_times_not_least_difference) {
 PK_TEST_CASE(flags) {
   const double t10[2] = {0.020, 0.021}, tk[2] = {0.0201, 0.019}; /* noise larger than the iterations */
   const double t = pkb_time_per_iteration(t10, tk, 2, 10, 12);
-  PK_EXPECT(t < 0 && pkb_flag(t, 1e6, 1e12) && strstr(pkb_flag(t, 1e6, 1e12), "not positive"), "t = %g: %s", t,
-            pkb_flag(t, 1e6, 1e12));
+  PK_EXPECT(t < 0 && pkb_flag(t, 1e6, 1e12) && strstr(pkb_flag(t, 1e6, 1e12), "not positive"), "t = %g: %s",
+            t, pkb_flag(t, 1e6, 1e12));
   PK_EXPECT(pkb_flag(0.0, 1e6, 1e12) != NULL && pkb_flag(NAN, 1e6, 1e12) != NULL, "zero or NaN time");
   /* 1 MB in 10 us is 100 GB/s: above a measured 45 GB/s, not above 120 GB/s, not checked without one */
   const char *f = pkb_flag(1e-5, 1e6, 45e9);

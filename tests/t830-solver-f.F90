@@ -152,7 +152,8 @@ program t830_solver_f
     ! a preconditioner never created (a forgotten pk_precond_create), or destroyed, is not "none"
     call pk_solver_create(ctx, sbad, PKRYLOV_SOLVER_CG, A, Mnone, ierr)
     call expect_error(ierr, PKRYLOV_ERR_NULL_POINTER, "'M'", 'a preconditioner never created')
-    call expect_error(ierr, PKRYLOV_ERR_NULL_POINTER, 'pk_precond_create', 'the message says how to create it')
+    call expect_error(ierr, PKRYLOV_ERR_NULL_POINTER, 'pk_precond_create', &
+                      'the message says how to create it')
     call expect(.not. c_associated(sbad%h), 'no solver with a preconditioner never created')
     call pk_precond_create(ctx, M2, A, PKRYLOV_PRECOND_JACOBI)
     call pk_precond_destroy(M2)

@@ -201,7 +201,8 @@ PK_TEST_CASE(serial_other_solvers) {
  */
 PK_TEST_CASE(serial_outputs_warning_monitor) {
   char fmt[1024], cmd[2048], log[512], mtx[512], js[512];
-  snprintf(fmt, sizeof fmt, "3 %%s --problem thinshell:16,16,8 --out %s", pk_test_tmp_path("t950_nodir/x.mtx"));
+  snprintf(fmt, sizeof fmt, "3 %%s --problem thinshell:16,16,8 --out %s",
+           pk_test_tmp_path("t950_nodir/x.mtx"));
   expect_all_ranks_fail(fmt, 3, "cannot write '--out");
   snprintf(mtx, sizeof mtx, "%s", pk_test_tmp_path("t950_nonsym.mtx"));
   FILE *f = fopen(mtx, "w");
@@ -214,22 +215,24 @@ PK_TEST_CASE(serial_outputs_warning_monitor) {
   pk_test_system(cmd);
   char *s = slurp(log);
   const char *w = s ? strstr(s, "warning:") : NULL;
-  PK_EXPECT(w && !strstr(w + 1, "warning:") && strstr(w, "A(1,2) = -1.5"), "one warning expected:\n%s", s ? s : "");
+  PK_EXPECT(w && !strstr(w + 1, "warning:") && strstr(w, "A(1,2) = -1.5"), "one warning expected:\n%s",
+            s ? s : "");
   free(s);
   snprintf(js, sizeof js, "%s", pk_test_tmp_path("t950_mon.json"));
-  snprintf(cmd, sizeof cmd, MPIRUN " 2 %s --problem thinshell:16,16,8 --monitor 2 --json > %s 2> %s", PK_SOLVE_EXE,
-           js, log);
+  snprintf(cmd, sizeof cmd, MPIRUN " 2 %s --problem thinshell:16,16,8 --monitor 2 --json > %s 2> %s",
+           PK_SOLVE_EXE, js, log);
   PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
   const int its = json_iterations(js);
   s = slurp(log);
   int lines = 0;
-  for (const char *p = s ? strstr(s, "monitor: iteration") : NULL; p; p = strstr(p + 1, "monitor: iteration")) lines++;
-  PK_EXPECT(its > 4 && lines == its / 2 && (!s || !strstr(s, "rank 1")), "%d lines for %d iterations:\n%s", lines,
-            its, s ? s : "");
+  for (const char *p = s ? strstr(s, "monitor: iteration") : NULL; p; p = strstr(p + 1, "monitor: iteration"))
+    lines++;
+  PK_EXPECT(its > 4 && lines == its / 2 && (!s || !strstr(s, "rank 1")), "%d lines for %d iterations:\n%s",
+            lines, its, s ? s : "");
   free(s);
   PK_TEST_END();
 }
 
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(serial_ranks_same_solution), PK_TEST_ENTRY(serial_reproducible_bitwise),
-                 PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank), PK_TEST_ENTRY(serial_other_solvers),
-                 PK_TEST_ENTRY(serial_outputs_warning_monitor))
+                 PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank),
+                 PK_TEST_ENTRY(serial_other_solvers), PK_TEST_ENTRY(serial_outputs_warning_monitor))

@@ -598,10 +598,11 @@ int pkrylov_operator_create_from_mtx(pkrylov_context ctx, const char *path, pkry
   /* a matrix to be solved needs an entry in every row (a stored symmetric entry covers two): refuse a header
      that cannot give it one before anything of size n is allocated (a short file declaring a huge n) */
   if (r.nnz < (r.symmetric ? r.m - r.m / 2 : r.m)) {
-    st = mm_fail(&r, PKRYLOV_ERR_FILE_FORMAT, r.size_line,
-                 "NNZ = %lld entries cannot give each of the M = %lld rows one%s: a matrix to be solved needs "
-                 "an entry in every row",
-                 (long long)r.nnz, (long long)r.m, r.symmetric ? " (a symmetric file needs at least M/2)" : "");
+    st = mm_fail(
+        &r, PKRYLOV_ERR_FILE_FORMAT, r.size_line,
+        "NNZ = %lld entries cannot give each of the M = %lld rows one%s: a matrix to be solved needs "
+        "an entry in every row",
+        (long long)r.nnz, (long long)r.m, r.symmetric ? " (a symmetric file needs at least M/2)" : "");
     goto done;
   }
   if ((st = mm_read_coord_entries(&r, &entries, &ne)) != PKRYLOV_SUCCESS) goto done;
@@ -636,16 +637,20 @@ static int mm_read_array_values(mm_reader *r, int keep, double **out) {
     double x;
     if ((st = mm_next_entry_line(r, k, "values")) != PKRYLOV_SUCCESS) goto fail;
     if (r->ntok != 1) {
-      st = mm_fail(r, PKRYLOV_ERR_FILE_FORMAT, r->line, "the line holds %d tokens, expected 1 value", r->ntok);
+      st =
+          mm_fail(r, PKRYLOV_ERR_FILE_FORMAT, r->line, "the line holds %d tokens, expected 1 value", r->ntok);
       goto fail;
     }
     if ((st = mm_parse_value(r, r->tok[0], &x)) != PKRYLOV_SUCCESS) goto fail;
     if (!keep) continue;
     if (k == cap) { /* grow geometrically, never beyond the declared length */
-      const int64_t ncap = cap == 0 ? (r->m < (1 << 16) ? r->m : (1 << 16)) : (cap <= r->m / 2 ? 2 * cap : r->m);
-      double *nv = (uint64_t)ncap <= SIZE_MAX / sizeof *vals ? realloc(vals, (size_t)ncap * sizeof *vals) : NULL;
+      const int64_t ncap =
+          cap == 0 ? (r->m < (1 << 16) ? r->m : (1 << 16)) : (cap <= r->m / 2 ? 2 * cap : r->m);
+      double *nv =
+          (uint64_t)ncap <= SIZE_MAX / sizeof *vals ? realloc(vals, (size_t)ncap * sizeof *vals) : NULL;
       if (!nv) {
-        st = pk_error(r->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, r->func, "cannot allocate %lld values", (long long)ncap);
+        st = pk_error(r->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, r->func, "cannot allocate %lld values",
+                      (long long)ncap);
         goto fail;
       }
       vals = nv;
@@ -712,8 +717,10 @@ int pkrylov_mtx_read_vector(pkrylov_context ctx, const char *path, int64_t capac
     for (int64_t k = 1; k < ne; k++)
       if (e[k].i == e[k - 1].i && (dup < 0 || e[k].line < e[dup].line)) dup = k;
     if (dup >= 0) {
-      st = mm_fail(&r, PKRYLOV_ERR_DUPLICATE_ENTRY, e[dup].line, "entry (%lld, 1) appears twice: lines %lld and "
-                   "%lld", (long long)e[dup].i, (long long)e[dup - 1].line, (long long)e[dup].line);
+      st = mm_fail(&r, PKRYLOV_ERR_DUPLICATE_ENTRY, e[dup].line,
+                   "entry (%lld, 1) appears twice: lines %lld and "
+                   "%lld",
+                   (long long)e[dup].i, (long long)e[dup - 1].line, (long long)e[dup].line);
       goto done;
     }
     if (v) {

@@ -54,11 +54,11 @@ enum {
   IP_OFF_G = 18,
   IP_OFF_Y = 19,
   IP_OFF_Z = 20,
-  IP_IN = 21,        /* ipar(22): offset of the operand of requests 1 and 3 */
-  IP_OUT = 22,       /* ipar(23): offset of their result */
-  IP_STAGE_COPY = 124, /* ipar(125): the stage the computation is in, so a changed ipar(3) is seen (internal) */
-  IP_CYCLE_PC = 125, /* ipar(126): preconditioned flag of the running cycle (internal) */
-  IP_CYCLE_M = 126   /* ipar(127): restart length of the running cycle (internal) */
+  IP_IN = 21,          /* ipar(22): offset of the operand of requests 1 and 3 */
+  IP_OUT = 22,         /* ipar(23): offset of their result */
+  IP_STAGE_COPY = 124, /* ipar(125): the stage the machine is in, so a changed ipar(3) is seen (internal) */
+  IP_CYCLE_PC = 125,   /* ipar(126): preconditioned flag of the running cycle (internal) */
+  IP_CYCLE_M = 126     /* ipar(127): restart length of the running cycle (internal) */
 };
 enum {
   DP_HNEXT = 6, /* dpar(7): norm of the generated vector, h(j+1,j) */
@@ -256,10 +256,11 @@ static int fg_validate(const char *func, int mode, const int32_t *n, const doubl
   PK_CALL(pk_mkl_check_counters(&FG, func, rci, bad, ipar, ST_START, ST_BREAKDOWN, mode != FOR_GET));
   const int32_t stage = ipar[IP_STAGE];
   if (stage != ST_START && stage != ipar[IP_STAGE_COPY])
-    return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
-                       "ipar(3) = %d is not the stage the computation is in (%d): it is internal; set it to 1 "
-                       "to restart from x",
-                       (int)stage, (int)ipar[IP_STAGE_COPY]);
+    return pk_mkl_fail(
+        &FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
+        "ipar(3) = %d is not the stage the computation is in (%d): it is internal; set it to 1 "
+        "to restart from x",
+        (int)stage, (int)ipar[IP_STAGE_COPY]);
   const int32_t m = ipar[IP_RESTART];
   if (m < 1)
     return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
@@ -291,10 +292,11 @@ static int fg_validate(const char *func, int mode, const int32_t *n, const doubl
   else if (stage == ST_ZERO || stage == ST_USER)
     lo = 1;
   if (inner < 0 || (stage != ST_START && (inner < lo || inner > hi)))
-    return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
-                       "ipar(14) = %d (iterations of the restart cycle) is outside %d..%d at stage ipar(3) = %d "
-                       "(internal; do not modify)",
-                       (int)inner, (int)(stage == ST_START ? 0 : lo), (int)hi, (int)stage);
+    return pk_mkl_fail(
+        &FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
+        "ipar(14) = %d (iterations of the restart cycle) is outside %d..%d at stage ipar(3) = %d "
+        "(internal; do not modify)",
+        (int)inner, (int)(stage == ST_START ? 0 : lo), (int)hi, (int)stage);
   if (mode != FOR_CHECK && stage != ST_START && !fg_layout_consistent(ipar))
     return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
                        "ipar(16..21) (offsets into tmp) do not match ipar(1) = %d and ipar(15) = %d: call "

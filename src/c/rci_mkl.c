@@ -138,10 +138,11 @@ static int rci_validate(const char *func, int mode, const int32_t *n, const doub
                            idx[k] + 1, dpar[idx[k]]);
     if (!isfinite(dpar[DP_RZ]) ||
         (dpar[DP_PQ_SIGN] != 0.0 && dpar[DP_PQ_SIGN] != 1.0 && dpar[DP_PQ_SIGN] != -1.0))
-      return pk_mkl_fail(&CG, rci, bad_dpar, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
-                         "dpar(128) = %g or dpar(127) = %g was altered: they hold (r, M^-1 r) and the sign of "
-                         "(p, A p) of the running solve (internal)",
-                         dpar[DP_RZ], dpar[DP_PQ_SIGN]);
+      return pk_mkl_fail(
+          &CG, rci, bad_dpar, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
+          "dpar(128) = %g or dpar(127) = %g was altered: they hold (r, M^-1 r) and the sign of "
+          "(p, A p) of the running solve (internal)",
+          dpar[DP_RZ], dpar[DP_PQ_SIGN]);
   }
   return PKRYLOV_SUCCESS;
 }

@@ -69,14 +69,14 @@ static inline int32_t fz_int(fz_in *in, int64_t n, int64_t m, int64_t len) {
 }
 
 /** Stop the fuzzer with a message: a promise of the library was broken (the harness found a bug). */
-#define FZ_ASSERT(cond, ...)                                                                                  \
-  do {                                                                                                        \
-    if (!(cond)) {                                                                                            \
+#define FZ_ASSERT(cond, ...)                                                                                 \
+  do {                                                                                                       \
+    if (!(cond)) {                                                                                           \
       fprintf(stderr, "fuzz harness: %s:%d: %s: ", __FILE__, __LINE__, #cond);                               \
-      fprintf(stderr, __VA_ARGS__);                                                                           \
-      fprintf(stderr, "\n");                                                                                  \
-      abort();                                                                                                \
-    }                                                                                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                          \
+      fprintf(stderr, "\n");                                                                                 \
+      abort();                                                                                               \
+    }                                                                                                        \
   } while (0)
 
 /** y = A x for the dense n x n matrix A (row major) the harness made from its bytes. */

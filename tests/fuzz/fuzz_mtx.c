@@ -35,7 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* every row has an entry (issue 14 item 16): n <= 2 nnz, and nnz entries took > 4 bytes each */
     FZ_ASSERT(n <= 2 * nnz && nnz <= (int64_t)size, "n %lld, nnz %lld from %zu bytes", (long long)n,
               (long long)nnz, size);
-    int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int64_t) * (size_t)(nnz + 1));
+    int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)),
+            *ci = malloc(sizeof(int64_t) * (size_t)(nnz + 1));
     double *v = malloc(sizeof(double) * (size_t)(nnz + 1)), *x = malloc(sizeof(double) * (size_t)n),
            *y = malloc(sizeof(double) * (size_t)n);
     FZ_ASSERT(rp && ci && v && x && y, "allocation");
@@ -61,8 +62,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FZ_ASSERT(v && pkrylov_mtx_read_vector(ctx, path, len, v, &got) == PKRYLOV_SUCCESS && got == len,
                 "the values of a vector whose length was read");
       /* one value less of room: refused, nothing written */
-      if (len > 1) FZ_ASSERT(pkrylov_mtx_read_vector(ctx, path, len - 1, v, &got) == PKRYLOV_ERR_SIZE_MISMATCH,
-                             "capacity len - 1");
+      if (len > 1)
+        FZ_ASSERT(pkrylov_mtx_read_vector(ctx, path, len - 1, v, &got) == PKRYLOV_ERR_SIZE_MISMATCH,
+                  "capacity len - 1");
       free(v);
     }
   } else {
