@@ -22,6 +22,7 @@
 
 #include "pkrylov.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -551,6 +552,19 @@ static inline int pk_solver_recurrence(const struct pkrylov_solver_s *s) {
 }
 /** A result before a solve: zeros, breakdown_iteration -1, min_residual -1, min_residual_iteration -1. */
 void pk_result_init(pkrylov_result *res);
+/**
+ * Sign bookkeeping of a curvature-like scalar of CG ((p, A p), (r, M^-1 r)): the first value fixes *sign
+ * (0 before it), so negative definite operators, as ocean models store them, solve. 0 on breakdown: zero,
+ * non-finite or a change of sign.
+ */
+static inline int pk_sign_ok(double v, double *sign) {
+  if (!isfinite(v) || v == 0.0)
+    return 0;
+  const double sg = v > 0 ? 1.0 : -1.0;
+  if (*sign == 0.0)
+    *sign = sg;
+  return sg == *sign;
+}
 /** Make room for the history of a solve (when on) and empty it. */
 int pk_solver_history_reserve(pkrylov_solver s);
 /** The solve's host b (and x with a nonzero initial guess) are finite; PKRYLOV_ERR_NOT_FINITE naming func. */
