@@ -8,6 +8,14 @@
  *                                 [--ranks 1,2,4] [--iters N] [--reps R] [--json FILE] [--no-instrument]
  *                                 [--reproducible] [--modes weak,strong] [--nccl-only] [--strips]
  *                                 [--solvers cg,pipecg,pipebicgstab,pipegmres]
+ *                                 [--operator dist|grid|cube] [--tiles TX,TY] [--cube N,NZ]
+ *
+ * --operator: the thin shell as a distributed operator of one tile per rank (dist, the default:
+ * pkrylov_operator_create_thinshell_dist), as a grid stencil of TX x TY tiles per rank (grid, --tiles,
+ * default 2,2: pkrylov_grid_create and pkrylov_operator_create_grid_stencil from the model's halo'd
+ * arrays, walls, the same coefficients as pkrylov_thinshell_stencil_coefficients), or the cube sphere of
+ * N x N columns per face and NZ levels (cube, --cube, default 256,64: pkrylov_cubesphere_stencil_coefficients,
+ * one tile per face, 6 / P faces per rank; its mode is "cube", strong scaling over --ranks, default 1,2,3).
  *
  * --solvers: the methods measured (default cg,pipecg). pipebicgstab and pipegmres (restart 30) run on the
  * BiCGStab/GMRES vector engine (on CUDA: the device halo exchange and the gathered global sums, their
@@ -83,6 +91,34 @@ static double now(void) {
   return MPI_Wtime();
 }
 
+/** The column-stencil coefficients of the whole problem (global order), on every rank. */
+typedef struct {
+  int nx, ny, nf, nz; /* nf = 1: an nx x ny rectangle; 6: the cube, nx = ny = N per face */
+  double *c[4];       /* aW, aS, aV, aC */
+} global_stencil;
+
+/**
+ * The halo'd arrays (snx + 2) x (sny + 2) x nz x nt (halo 1) of the nt tiles `tiles` (tile t: face
+ * t / (ntx nty), position (t mod ntx, (t / ntx) mod nty) of the face's ntx x nty tiles) of coefficient c.
+ */
+static double *halo_tiles(const global_stencil *G, const double *c, int snx, int sny, int ntx, int nty, int nt,
+                          const int32_t *tiles) {
+  const int64_t hx = snx + 2, hy = sny + 2, per = hx * hy * G->nz;
+  double *a = calloc((size_t)(per * nt), sizeof(double));
+  if (!a) return NULL;
+  for (int l = 0; l < nt; l++) {
+    const int t = tiles[l], f = t / (ntx * nty), tx = t % ntx, ty = (t / ntx) % nty;
+    for (int64_t k = 0; k < G->nz; k++)
+      for (int64_t j = 0; j < sny; j++)
+        for (int64_t i = 0; i < snx; i++) {
+          const int64_t gi = (int64_t)tx * snx + i, gj = (int64_t)ty * sny + j;
+          a[per * l + (i + 1) + hx * ((j + 1) + hy * k)] =
+              c[gi + (int64_t)G->nx * (gj + (int64_t)G->ny * (f + (int64_t)G->nf * k))];
+        }
+  }
+  return a;
+}
+
 static int die(int rank, const char *what, int rc) {
   fprintf(stderr, "rank %d: %s failed: %d (%s): %s\n", rank, what, rc, pkrylov_error_string(rc),
           pkrylov_last_error_message());
@@ -127,6 +163,46 @@ static double timed_solve(MPI_Comm comm, pkrylov_solver s, int32_t maxit, const 
   return tmax;
 }
 
+/**
+ * The grid stencil of G on this rank (comm rank r of P): the tiles of nf faces of ntx x nty tiles of
+ * snx x sny columns each; rank r owns the block given by owner_of (a rank's tiles in increasing order).
+ */
+static int grid_operator(pkrylov_context ctx, const global_stencil *G, int snx, int sny, int ntx, int nty,
+                         int nt, const int32_t *tiles, pkrylov_grid *g, pkrylov_operator *A) {
+  const int ntiles = G->nf * ntx * nty;
+  int32_t *conn = malloc(sizeof(int32_t) * 12 * (size_t)ntiles);
+  if (!conn) return PKRYLOV_ERR_OUT_OF_MEMORY;
+  int rc = G->nf == 6 ? pkrylov_grid_connect_cubesphere(ntx, conn)
+                      : pkrylov_grid_connect_rect(ntx, nty, PKRYLOV_PERIODIC_NONE, conn);
+  if (!rc) rc = pkrylov_grid_create(ctx, snx, sny, 1, 1, ntiles, conn, nt, tiles, g);
+  free(conn);
+  double *h[4] = {NULL, NULL, NULL, NULL};
+  for (int q = 0; q < 4 && !rc; q++)
+    if (!(h[q] = halo_tiles(G, G->c[q], snx, sny, ntx, nty, nt, tiles))) rc = PKRYLOV_ERR_OUT_OF_MEMORY;
+  if (!rc) rc = pkrylov_operator_create_grid_stencil(*g, G->nz, h[0], h[1], h[2], h[3], NULL, A);
+  for (int q = 0; q < 4; q++) free(h[q]);
+  return rc;
+}
+
+static void global_free(global_stencil *G) {
+  for (int q = 0; q < 4; q++) free(G->c[q]), G->c[q] = NULL;
+}
+
+/** The thin shell (nf = 1) or the cube sphere (nf = 6) coefficients; 0 or an error code. */
+static int global_make(global_stencil *G, int nf, int nx, int ny, int nz) {
+  G->nx = nx, G->ny = ny, G->nf = nf, G->nz = nz;
+  const size_t n = (size_t)nx * ny * nf * nz;
+  for (int q = 0; q < 4; q++)
+    if (!(G->c[q] = malloc(sizeof(double) * n))) return global_free(G), PKRYLOV_ERR_OUT_OF_MEMORY;
+  pkrylov_thinshell_params p;
+  int rc = pkrylov_thinshell_params_default(nx, ny, nz, &p);
+  if (!rc)
+    rc = nf == 6 ? pkrylov_cubesphere_stencil_coefficients(&p, G->c[0], G->c[1], G->c[2], G->c[3])
+                 : pkrylov_thinshell_stencil_coefficients(&p, G->c[0], G->c[1], G->c[2], G->c[3]);
+  if (rc) global_free(G);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int wrank, wsize;
@@ -135,6 +211,7 @@ int main(int argc, char **argv) {
   int backend = PKRYLOV_BACKEND_CUDA, weak[3] = {256, 256, 128}, strong[3] = {512, 512, 128};
   int iters = 100, reps = 3, instrument = 1, nranks = 0, rlist[16], reproducible = 0, nccl_only = 0, strips = 0;
   int mode_on[2] = {1, 1}; /* weak, strong (--modes) */
+  int opkind = 0, tiles_pr[2] = {2, 2}, cube[2] = {256, 64}; /* --operator dist / grid / cube */
   const char *json = "bench-mpi.json";
   static const int32_t all_types[4] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG, PKRYLOV_SOLVER_PIPEBICGSTAB,
                                        PKRYLOV_SOLVER_PIPEGMRES};
@@ -188,6 +265,26 @@ int main(int argc, char **argv) {
         if (*p == ',')
           p++;
       }
+    } else if (!strcmp(argv[a], "--operator") && a + 1 < argc) {
+      a++;
+      opkind = !strcmp(argv[a], "grid") ? 1 : !strcmp(argv[a], "cube") ? 2 : !strcmp(argv[a], "dist") ? 0 : -1;
+      if (opkind < 0) {
+        if (wrank == 0) fprintf(stderr, "--operator: '%s' is none of dist, grid, cube\n", argv[a]);
+        MPI_Finalize();
+        return 2;
+      }
+    } else if (!strcmp(argv[a], "--tiles") && a + 1 < argc) {
+      if (sscanf(argv[++a], "%d,%d", &tiles_pr[0], &tiles_pr[1]) != 2 || tiles_pr[0] < 1 || tiles_pr[1] < 1) {
+        if (wrank == 0) fprintf(stderr, "--tiles: bad '%s' (TX,TY)\n", argv[a]);
+        MPI_Finalize();
+        return 2;
+      }
+    } else if (!strcmp(argv[a], "--cube") && a + 1 < argc) {
+      if (sscanf(argv[++a], "%d,%d", &cube[0], &cube[1]) != 2 || cube[0] < 2 || cube[1] < 1) {
+        if (wrank == 0) fprintf(stderr, "--cube: bad '%s' (N,NZ)\n", argv[a]);
+        MPI_Finalize();
+        return 2;
+      }
     } else if (!strcmp(argv[a], "--no-instrument")) {
       instrument = 0;
     } else if (!strcmp(argv[a], "--nccl-only")) {
@@ -210,6 +307,11 @@ int main(int argc, char **argv) {
   }
   if (iters < 1 || reps < 1)
     iters = iters < 1 ? 1 : iters, reps = reps < 1 ? 1 : reps;
+  if (opkind == 2) { /* the cube: strong scaling over ranks dividing the six faces */
+    mode_on[0] = 0, mode_on[1] = 1;
+    if (nranks == 0)
+      for (int p = 1; p <= wsize && p <= 3; p++) rlist[nranks++] = p;
+  }
   if (nranks == 0)
     for (int p = 1; p <= wsize && nranks < 16; p *= 2)
       rlist[nranks++] = p;
@@ -238,14 +340,21 @@ int main(int argc, char **argv) {
   if (wrank == 0) {
     printf("pkrylov-bench-mpi: %d ranks launched, backend %s, device %s\n", wsize,
            backend == PKRYLOV_BACKEND_CUDA ? "CUDA" : "CPU", device);
-    printf("thin shell, column preconditioner; weak %d x %d x %d per rank, strong %d x %d x %d; time per "
-           "iteration "
-           "from solves of 10 and %d iterations (least of %d), slowest rank\n",
-           weak[0], weak[1], weak[2], strong[0], strong[1], strong[2], 10 + iters, reps);
+    if (opkind == 2)
+      printf("cube sphere %d x %d x 6 faces x %d levels, one tile per face, column preconditioner", cube[0], cube[0],
+             cube[1]);
+    else
+      printf("thin shell (%s), column preconditioner; weak %d x %d x %d per rank, strong %d x %d x %d",
+             opkind ? "grid stencil" : "distributed operator", weak[0], weak[1], weak[2], strong[0], strong[1],
+             strong[2]);
+    if (opkind == 1) printf(", %d x %d tiles per rank", tiles_pr[0], tiles_pr[1]);
+    printf("; time per iteration from solves of 10 and %d iterations (least of %d), slowest rank\n", 10 + iters,
+           reps);
   }
   record recs[256];
   int nrec = 0;
-  static const char *const modes[2] = {"weak", "strong"};
+  const char *const mode_names[2] = {opkind == 1 ? "weak-grid" : "weak", opkind == 2 ? "cube" : opkind == 1 ? "strong-grid" : "strong"};
+  global_stencil G = {0};
   int32_t types[4];
   const char *tnames[4];
   for (int t = 0; t < ntypes; t++)
@@ -262,19 +371,47 @@ int main(int argc, char **argv) {
       if (strips)
         py = P;
       const int px = P / py;
-      const int gnx = m == 0 ? weak[0] * px : strong[0], gny = m == 0 ? weak[1] * py : strong[1];
-      const int nz = m == 0 ? weak[2] : strong[2];
+      if (opkind == 2 && 6 % P) continue; /* whole faces per rank */
+      const int gnx = opkind == 2 ? cube[0] : m == 0 ? weak[0] * px : strong[0];
+      const int gny = opkind == 2 ? cube[0] : m == 0 ? weak[1] * py : strong[1];
+      const int nz = opkind == 2 ? cube[1] : m == 0 ? weak[2] : strong[2];
       MPI_Comm comm;
       MPI_Comm_split(MPI_COMM_WORLD, wrank < P ? 0 : MPI_UNDEFINED, wrank, &comm);
       if (wrank < P) {
         pkrylov_context ctx;
         CHECK(pkrylov_context_create(backend, &ctx));
         CHECK(pkrylov_context_set_comm(ctx, comm));
-        pkrylov_thinshell_params p;
-        CHECK(pkrylov_thinshell_params_default(gnx, gny, nz, &p));
         pkrylov_operator A;
         pkrylov_precond M;
-        CHECK(pkrylov_operator_create_thinshell_dist(ctx, &p, px, py, &A));
+        pkrylov_grid g = NULL;
+        if (opkind == 0) {
+          pkrylov_thinshell_params p;
+          CHECK(pkrylov_thinshell_params_default(gnx, gny, nz, &p));
+          CHECK(pkrylov_operator_create_thinshell_dist(ctx, &p, px, py, &A));
+        } else {
+          /* the tiles of rank r: grid: the block (r mod px, r / px) of TX x TY tiles of the px TX x py TY
+             tiles; cube: faces r (6/P) ... (r+1) (6/P) - 1, one tile each */
+          const int cubeop = opkind == 2;
+          const int ntx = cubeop ? 1 : px * tiles_pr[0], nty = cubeop ? 1 : py * tiles_pr[1];
+          const int snx = gnx / ntx, sny = gny / nty;
+          if (!cubeop && (gnx % ntx || gny % nty)) die(wrank, "the grid is not a whole number of tiles", 2);
+          if (!G.c[0] || G.nx != gnx || G.ny != gny || G.nz != nz || G.nf != (cubeop ? 6 : 1))
+          {
+            global_free(&G);
+            CHECK(global_make(&G, cubeop ? 6 : 1, gnx, gny, nz));
+          }
+          int32_t tl[64];
+          int nt = 0;
+          if (cubeop) {
+            for (int f = wrank * (6 / P); f < (wrank + 1) * (6 / P); f++) tl[nt++] = f;
+          } else {
+            const int bx = wrank % px, by = wrank / px;
+            for (int ty = 0; ty < tiles_pr[1] && nt < 64; ty++)
+              for (int tx = 0; tx < tiles_pr[0] && nt < 64; tx++)
+                tl[nt++] = (bx * tiles_pr[0] + tx) + ntx * (by * tiles_pr[1] + ty);
+          }
+          CHECK(grid_operator(ctx, &G, snx, sny, ntx, nty, nt, tl, &g, &A));
+        }
         CHECK(pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
         int64_t n;
         CHECK(pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
@@ -313,7 +450,7 @@ int main(int argc, char **argv) {
               t1 = fmin(t1, timed_solve(comm, s, 10, b, x, wrank, &its));
               t2 = fmin(t2, timed_solve(comm, s, 10 + iters, b, x, wrank, &its2));
             }
-            record R = {modes[m], tnames[t], paths[pa], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0, rp, 0};
+            record R = {mode_names[m], tnames[t], paths[pa], P, px, py, gnx, gny, nz, its2 - its, 0, 0, 0, 0, 0, rp, 0};
             R.t_iter = (t2 - t1) / (double)(its2 - its > 0 ? its2 - its : 1);
             if (its != 10 || its2 != 10 + iters) { /* a breakdown or stagnation stop: no valid difference */
               if (wrank == 0)
@@ -344,7 +481,7 @@ int main(int argc, char **argv) {
               for (int j = 0; j < nrec; j++) {
                 if (recs[j].ranks == 1 && recs[j].repro == R.repro && !strcmp(recs[j].mode, R.mode) &&
                     !strcmp(recs[j].solver, R.solver))
-                  e = !strcmp(R.mode, "weak") ? recs[j].t_iter / R.t_iter : recs[j].t_iter / (P * R.t_iter);
+                  e = !strncmp(R.mode, "weak", 4) ? recs[j].t_iter / R.t_iter : recs[j].t_iter / (P * R.t_iter);
                 if (R.repro && !recs[j].repro && recs[j].ranks == P && !strcmp(recs[j].mode, R.mode) &&
                     !strcmp(recs[j].solver, R.solver) && !strcmp(recs[j].path, R.path))
                   R.repro_ratio = R.t_iter / recs[j].t_iter;
@@ -367,11 +504,13 @@ int main(int argc, char **argv) {
         free(b), free(x);
         pkrylov_precond_destroy(&M);
         pkrylov_operator_destroy(&A);
+        pkrylov_grid_destroy(&g);
         pkrylov_context_destroy(&ctx);
         MPI_Comm_free(&comm);
       }
       MPI_Barrier(MPI_COMM_WORLD);
     }
+  global_free(&G);
   if (wrank == 0) {
     /* efficiencies against the one-rank run of the same mode and solver */
     for (int i = 0; i < nrec; i++) {
@@ -379,7 +518,7 @@ int main(int argc, char **argv) {
       for (int j = 0; j < nrec; j++)
         if (recs[j].ranks == 1 && recs[j].repro == recs[i].repro && !strcmp(recs[j].mode, recs[i].mode) &&
             !strcmp(recs[j].solver, recs[i].solver))
-          recs[i].eff = !strcmp(recs[i].mode, "weak") ? recs[j].t_iter / recs[i].t_iter
+          recs[i].eff = !strncmp(recs[i].mode, "weak", 4) ? recs[j].t_iter / recs[i].t_iter
                                                       : recs[j].t_iter / (recs[i].ranks * recs[i].t_iter);
     }
     printf("\n%-6s %-13s %-6s %5s %5s %5s %16s %10s %7s %11s %9s %9s %7s %7s\n", "mode", "solver", "path",

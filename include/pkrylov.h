@@ -685,7 +685,9 @@ PKRYLOV_EXTERN int pkrylov_grid_unpack(pkrylov_grid g, int32_t nz, int32_t mem, 
  * tiling and number of ranks. pkrylov_operator_get_info() reports ::PKRYLOV_OPERATOR_STENCIL7, nx = snx,
  * ny = sny * nlocal (the compact order) and nz; nnz of the local CSR form on a single rank (its columns in
  * the compact order), -1 on several ranks (pkrylov_operator_get_csr() is then ::PKRYLOV_ERR_UNSUPPORTED).
- * The Jacobi, column and AINV preconditioners work on it. Collective.
+ * The Jacobi, column and AINV preconditioners work on it. On a CUDA context the product, the halo
+ * exchange between ranks (one GPU per rank: NCCL or staged through the host) and every solver run on the
+ * device, bitwise the CPU's product. Collective.
  */
 PKRYLOV_EXTERN int pkrylov_operator_create_grid_stencil(pkrylov_grid g, int32_t nz, const double *aW,
                                                         const double *aS, const double *aV, const double *aC,
@@ -709,7 +711,8 @@ PKRYLOV_EXTERN int pkrylov_operator_update_grid_stencil(pkrylov_operator A, cons
  * 2-D column stencil (pkrylov_operator_create_stencil7() with nz = 1); the couplings across tile edges
  * come from the neighbour tiles, so the preconditioner is symmetric like A. A non-finite value is
  * ::PKRYLOV_ERR_SINGULAR naming the cell; nz > 1 ::PKRYLOV_ERR_UNSUPPORTED. Applied it needs the neighbours
- * of r: a grid exchanges them as for a product. Collective on a grid.
+ * of r: a grid exchanges them as for a product. Collective on a grid. On a CUDA context with several ranks
+ * not implemented yet (::PKRYLOV_ERR_UNSUPPORTED on every rank; one GPU or the CPU backend runs it).
  */
 PKRYLOV_EXTERN int pkrylov_precond_create_ainv(pkrylov_context ctx, pkrylov_operator A, double offdiag,
                                                pkrylov_precond *M);

@@ -587,6 +587,7 @@ static void ref_cg_rho(pk_cuda_state *s, double rz, double rr, double *hist, int
   }
   const double rnorm = sqrt(rr);
   s->rnorm = rnorm;
+  s->rr = rr; /* the sum as the stop rule tests it (min_on, recur 0 here: t713 tests those) */
   if (init) {
     s->rho = rz;
     if (s->it == 0) {
@@ -624,6 +625,7 @@ static void ref_pipe(pk_cuda_state *s, double g, double dl, double rr, double *h
     return;
   }
   s->rnorm = rnorm;
+  s->rr = rr;
   if (!s->first || s->it == 0) {
     hist[s->it] = rnorm;
     if (rnorm <= s->tol) {

@@ -360,7 +360,7 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
     pk_cuda_operator_free(A);
     return cuda_error(ctx, "pkrylov_operator_create", e, "uploading the operator");
   }
-  if (A->dist) { /* distributed grid operator: halo buffers (pk_cuda_dist.cu) */
+  if (A->dist || (A->grid && pk_distributed(ctx))) { /* distributed: halo buffers (pk_cuda_dist.cu) */
     const int rc = pk_cuda_dist_attach(A, v);
     if (rc) {
       pk_cuda_operator_free(A);
@@ -490,7 +490,7 @@ extern "C" int pk_cuda_precond_upload(struct pkrylov_precond_s *M) {
     if (e == cudaSuccess && M->A->grid) {
       double *ge;
       e = upload(d->owned, &d->nowned, c->edge, sizeof(double) * (size_t)M->A->grid->nedge, &ge, st);
-      o->gsny = av->gsny, o->gnedge = av->gnedge, o->gnb = av->gnb, o->gnhalo = av->gnhalo, o->ghalo = av->ghalo;
+      o->gsny = av->gsny, o->gnedge = av->gnedge, o->gnb = av->gnb, o->ghalo = av->ghalo;
       o->gedge = ge;
     }
   }
@@ -785,7 +785,8 @@ extern "C" int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x,
 
 extern "C" int pk_cuda_operator_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x,
                                              double *y) {
-  if (A->dist) return pk_cuda_dist_apply_public(A, mem, x, y); /* halo exchange first (collective) */
+  if (A->dist || (A->grid && pk_distributed(A->ctx)))
+    return pk_cuda_dist_apply_public(A, mem, x, y); /* halo exchange first (collective) */
   if (A->halo.exchange) { /* as a user routine: y = NaN and PKRYLOV_ERR_CALLBACK when the exchange fails */
     int hrc = 0;
     const size_t bytes = sizeof(double) * (size_t)A->n;

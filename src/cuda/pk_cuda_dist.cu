@@ -11,6 +11,13 @@
  * kernels (pk_cuda_kernels.cu, Halo) evaluate a tile-edge row with the single-rank expression of its global
  * row: the distributed product is bitwise the single-rank one (test t930).
  *
+ * A grid stencil on several ranks (grid.c's plan; pk_cuda_dist_attach through grid_attach) uses the same
+ * machinery with one direction per neighbour rank: the pack kernel gathers the plan's send list (all levels
+ * of an entry together), each neighbour rank's block travels as one message (NCCL or host-staged MPI
+ * through pk_grid_exchange_bufs) into the slot-major halo area the grid kernel reads (pk_cuda_op.ghalo),
+ * and the split launches run the columns that read no halo slot (cols = 1) while the halos travel, then
+ * the rest (cols = 2, the list grcols): bitwise grid.c's product.
+ *
  * Two paths, chosen per solve / product (pk_mpi_nccl: NCCL when it was built in, the ranks have GPUs of
  * their own and PKRYLOV_DIST_NCCL is not 0):
  *
@@ -65,11 +72,22 @@ constexpr int PKD_BLOCK = 256;
 
 /** Device and host buffers of one distributed operator (pk_cuda_op.dist). */
 struct DistDev {
+  int grid;               /* 0: a distributed tile (dist.c); 1: a grid stencil on several ranks (grid.c) */
   int nx, ny, nz;
-  int has[4];             /* W, E, S, N */
-  int64_t off[4], len[4]; /* offsets and lengths of the four directions in a halo / send block */
-  int64_t total;          /* 2 (ny + nx) nz */
-  double *dbuf;           /* device: halos (total) then the packed edges (total) */
+  /* the directions: a tile's four (W, E, S, N; has[] says which have a neighbour), a grid's neighbour ranks
+     (every one has); per direction its received block in the halo area (roff, rlen) and its sent block in
+     the send area (soff, slen) */
+  int ndir;
+  int *has, *nb;
+  int64_t *roff, *rlen, *soff, *slen;
+  int64_t rtotal, stotal; /* tile: 2 (ny + nx) nz each; grid: nhalo nz, send_off[nnb] nz */
+  double *dbuf;           /* device: halos (rtotal) then the packed edges (stotal) */
+  /* grid: the compact column of every sent entry (nsend; slot-major blocks, grid.c), the columns that read
+     a halo slot (rcols, nrc) and their flags (rmask, per column) */
+  const struct pkrylov_grid_s *g;
+  int64_t nsend, ncol, nrc;
+  int64_t *dsidx, *drcols;
+  uint8_t *drmask;
   double *dcoef;          /* device, stencil: aWe (ny*nz) then aSn (nx*nz) */
   double *hrcv, *hsnd;    /* pinned host: halos, packed edges (total each) */
   cudaStream_t copy;      /* the copies, so that they overlap the kernels of the context's stream */
@@ -77,7 +95,6 @@ struct DistDev {
   cudaEvent_t packed;     /* on the copy stream: the edges are on the host */
   cudaEvent_t arrived;    /* on the copy stream: the halos are on the device */
   cudaEvent_t fork, join; /* NCCL sums: the communication stream waits for / is waited for by the context's */
-  int nb[4];              /* neighbour ranks (-1: none) */
   int pending;            /* _begin done, _end not yet */
   int any;                /* some neighbour exists */
 };
@@ -106,9 +123,52 @@ __global__ void __launch_bounds__(PKD_BLOCK)
   }
 }
 
+/** Grid: the values other ranks need into snd, slot-major (entry s level k at s nz + k, as grid.c packs). */
+__global__ void __launch_bounds__(PKD_BLOCK)
+    k_gpack(int64_t nsend, int nz, int64_t ncol, const int64_t *__restrict__ sidx, const double *__restrict__ x,
+            double *__restrict__ snd) {
+  const int64_t m = nsend * nz, stride = (int64_t)gridDim.x * PKD_BLOCK;
+  for (int64_t t = (int64_t)blockIdx.x * PKD_BLOCK + threadIdx.x; t < m; t += stride) {
+    const int64_t s = t / nz, k = t - s * nz;
+    snd[t] = x[sidx[s] + ncol * k];
+  }
+}
+
 /** The directions of d with a neighbour (k_pack's mask). */
 int pack_mask(const DistDev *d) {
   return (d->has[0] ? 1 : 0) | (d->has[1] ? 2 : 0) | (d->has[2] ? 4 : 0) | (d->has[3] ? 8 : 0);
+}
+
+/** Pack x's values the neighbours need into the send area, on stream st. */
+cudaError_t pack(DistDev *d, const double *x, cudaStream_t st) {
+  double *snd = d->dbuf + d->rtotal;
+  int64_t nb = (d->stotal + PKD_BLOCK - 1) / PKD_BLOCK;
+  if (nb > 4096) nb = 4096;
+  if (nb < 1) nb = 1;
+  if (d->grid)
+    k_gpack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nsend, d->nz, d->ncol, d->dsidx, x, snd);
+  else
+    k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, pack_mask(d), x, snd);
+  return cudaGetLastError();
+}
+
+/** The host side of the host-staged exchange: hsnd out, hrcv in (MPI through dist.c or grid.c). */
+int host_exchange(struct pkrylov_operator_s *A, DistDev *d) {
+  if (d->grid) return pk_grid_exchange_bufs(d->g, d->nz, d->hsnd, d->hrcv);
+  const int rc = pk_dist_exchange_begin(A, d->hrcv, d->hsnd);
+  const int rc2 = pk_dist_exchange_end(A);
+  return rc ? rc : rc2;
+}
+
+/** Allocate the per-direction arrays of d (n directions). */
+int alloc_dirs(DistDev *d, int n) {
+  d->ndir = n;
+  d->has = (int *)calloc((size_t)(2 * n + 1), sizeof(int));
+  d->roff = (int64_t *)calloc((size_t)(4 * n + 1), sizeof(int64_t));
+  if (!d->has || !d->roff) return 1;
+  d->nb = d->has + n;
+  d->rlen = d->roff + n, d->soff = d->roff + 2 * n, d->slen = d->roff + 3 * n;
+  return 0;
 }
 
 cudaStream_t stream_of(pkrylov_context ctx) {
@@ -130,50 +190,105 @@ int cuda_err(pkrylov_context ctx, cudaError_t e, const char *what) {
 
 DistDev *dist_of(struct pkrylov_operator_s *A) {
   pk_cuda_op v;
-  if (!A->dist || !A->dev || pk_cuda_operator_view(A, 0, &v))
+  if (!(A->dist || A->grid) || !A->dev || pk_cuda_operator_view(A, 0, &v))
     return NULL;
   return (DistDev *)v.dist;
 }
 
 } // namespace
 
+namespace {
+/** The buffers, streams and events every distributed operator has (d's sizes set); 0 or a CUDA error. */
+cudaError_t alloc_common(DistDev *d, cudaStream_t st) {
+  const size_t tot = (size_t)(d->rtotal + d->stotal);
+  cudaError_t e = cudaMalloc(&d->dbuf, sizeof(double) * (tot ? tot : 1));
+  if (e == cudaSuccess) e = cudaMemsetAsync(d->dbuf, 0, sizeof(double) * tot, st);
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hrcv, sizeof(double) * (size_t)(d->rtotal ? d->rtotal : 1));
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hsnd, sizeof(double) * (size_t)(d->stotal ? d->stotal : 1));
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->packed, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->packed_dev, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->arrived, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->fork, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->join, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking);
+  return e;
+}
+
+/** A grid stencil on several ranks: the plan's send list, halo blocks and remote-reading columns. */
+int grid_attach(struct pkrylov_operator_s *A, DistDev *d, pk_cuda_op *view) {
+  pkrylov_context ctx = A->ctx;
+  const struct pkrylov_grid_s *g = A->grid;
+  const int64_t nz = A->nz;
+  d->grid = 1, d->g = g;
+  d->nx = A->nx, d->ny = A->ny, d->nz = A->nz;
+  d->ncol = g->ncol, d->nsend = g->send_off[g->nnb];
+  if (alloc_dirs(d, g->nnb))
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_operator_create", "cannot allocate");
+  for (int q = 0; q < g->nnb; q++) {
+    d->has[q] = 1, d->nb[q] = g->nb_rank[q];
+    d->roff[q] = g->recv_off[q] * nz, d->rlen[q] = (g->recv_off[q + 1] - g->recv_off[q]) * nz;
+    d->soff[q] = g->send_off[q] * nz, d->slen[q] = (g->send_off[q + 1] - g->send_off[q]) * nz;
+  }
+  d->any = g->nnb > 0;
+  d->rtotal = g->nhalo * nz, d->stotal = d->nsend * nz;
+  /* the host lists: sent columns, the columns that read a slot (ascending) and their flags */
+  int64_t *sidx = (int64_t *)malloc(sizeof(int64_t) * (size_t)(d->nsend + 1));
+  uint8_t *rmask = (uint8_t *)calloc((size_t)g->ncol + 1, 1);
+  int64_t *rcols = NULL;
+  if (sidx && rmask) {
+    for (int64_t s = 0; s < d->nsend; s++) sidx[s] = g->ecol[g->send_ecell[s]];
+    for (int64_t ec = 0; ec < g->nedge; ec++)
+      if (g->nbr[ec] <= -2) rmask[g->ecol[ec]] = 1;
+    for (int64_t c = 0; c < g->ncol; c++) d->nrc += rmask[c];
+    rcols = (int64_t *)malloc(sizeof(int64_t) * (size_t)(d->nrc + 1));
+    if (rcols)
+      for (int64_t c = 0, m = 0; c < g->ncol; c++)
+        if (rmask[c]) rcols[m++] = c;
+  }
+  cudaStream_t st = stream_of(ctx);
+  cudaError_t e = sidx && rmask && rcols ? cudaSuccess : cudaErrorMemoryAllocation;
+  if (e == cudaSuccess) e = alloc_common(d, st);
+  if (e == cudaSuccess) e = cudaMalloc(&d->dsidx, sizeof(int64_t) * (size_t)(d->nsend + 1));
+  if (e == cudaSuccess) e = cudaMalloc(&d->drcols, sizeof(int64_t) * (size_t)(d->nrc + 1));
+  if (e == cudaSuccess) e = cudaMalloc(&d->drmask, (size_t)g->ncol + 1);
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(d->dsidx, sidx, sizeof(int64_t) * (size_t)d->nsend, cudaMemcpyHostToDevice, st);
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(d->drcols, rcols, sizeof(int64_t) * (size_t)d->nrc, cudaMemcpyHostToDevice, st);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(d->drmask, rmask, (size_t)g->ncol, cudaMemcpyHostToDevice, st);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  free(sidx), free(rmask), free(rcols);
+  if (e != cudaSuccess) return cuda_err(ctx, e, "allocating the halo buffers");
+  view->ghalo = d->dbuf;
+  view->grcols = d->drcols, view->grmask = d->drmask, view->gnrc = d->nrc;
+  view->cols = 0;
+  return PKRYLOV_SUCCESS;
+}
+} // namespace
+
 extern "C" int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *view) {
   pkrylov_context ctx = A->ctx;
+  DistDev *d = (DistDev *)calloc(1, sizeof(DistDev));
+  if (!d) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_operator_create", "cannot allocate");
+  view->dist = d;
+  if (A->grid) return grid_attach(A, d, view);
   pk_dist_tile t;
   PK_CALL(pk_dist_get_tile(A, &t));
-  DistDev *d = (DistDev *)calloc(1, sizeof(DistDev));
-  if (!d) {
+  d->nx = t.nx, d->ny = t.ny, d->nz = t.nz;
+  const int64_t ex = (int64_t)t.ny * t.nz, ey = (int64_t)t.nx * t.nz;
+  if (alloc_dirs(d, 4)) {
     free(t.aWe), free(t.aSn);
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_operator_create", "cannot allocate");
   }
-  view->dist = d;
-  d->nx = t.nx, d->ny = t.ny, d->nz = t.nz;
-  const int64_t ex = (int64_t)t.ny * t.nz, ey = (int64_t)t.nx * t.nz;
-  d->len[0] = d->len[1] = ex, d->len[2] = d->len[3] = ey;
-  d->off[0] = 0, d->off[1] = ex, d->off[2] = 2 * ex, d->off[3] = 2 * ex + ey;
-  d->total = 2 * (ex + ey);
-  for (int k = 0; k < 4; k++)
+  d->rlen[0] = d->rlen[1] = ex, d->rlen[2] = d->rlen[3] = ey;
+  d->roff[0] = 0, d->roff[1] = ex, d->roff[2] = 2 * ex, d->roff[3] = 2 * ex + ey;
+  for (int k = 0; k < 4; k++) {
+    d->soff[k] = d->roff[k], d->slen[k] = d->rlen[k];
     d->has[k] = t.has[k], d->any |= t.has[k], d->nb[k] = t.nb[k];
+  }
+  d->rtotal = d->stotal = 2 * (ex + ey);
   cudaStream_t st = stream_of(ctx);
-  cudaError_t e = cudaMalloc(&d->dbuf, sizeof(double) * 2 * (size_t)d->total);
-  if (e == cudaSuccess)
-    e = cudaMemsetAsync(d->dbuf, 0, sizeof(double) * 2 * (size_t)d->total, st);
-  if (e == cudaSuccess)
-    e = cudaMallocHost(&d->hrcv, sizeof(double) * (size_t)d->total);
-  if (e == cudaSuccess)
-    e = cudaMallocHost(&d->hsnd, sizeof(double) * (size_t)d->total);
-  if (e == cudaSuccess)
-    e = cudaEventCreateWithFlags(&d->packed, cudaEventDisableTiming);
-  if (e == cudaSuccess)
-    e = cudaEventCreateWithFlags(&d->packed_dev, cudaEventDisableTiming);
-  if (e == cudaSuccess)
-    e = cudaEventCreateWithFlags(&d->arrived, cudaEventDisableTiming);
-  if (e == cudaSuccess)
-    e = cudaEventCreateWithFlags(&d->fork, cudaEventDisableTiming);
-  if (e == cudaSuccess)
-    e = cudaEventCreateWithFlags(&d->join, cudaEventDisableTiming);
-  if (e == cudaSuccess)
-    e = cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking);
+  cudaError_t e = alloc_common(d, st);
   if (e == cudaSuccess && t.aWe) {
     e = cudaMalloc(&d->dcoef, sizeof(double) * (size_t)(ex + ey));
     if (e == cudaSuccess)
@@ -186,10 +301,10 @@ extern "C" int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *vie
   free(t.aWe), free(t.aSn);
   if (e != cudaSuccess)
     return cuda_err(ctx, e, "allocating the halo buffers");
-  view->dhw = d->has[0] ? d->dbuf + d->off[0] : NULL;
-  view->dhe = d->has[1] ? d->dbuf + d->off[1] : NULL;
-  view->dhs = d->has[2] ? d->dbuf + d->off[2] : NULL;
-  view->dhn = d->has[3] ? d->dbuf + d->off[3] : NULL;
+  view->dhw = d->has[0] ? d->dbuf + d->roff[0] : NULL;
+  view->dhe = d->has[1] ? d->dbuf + d->roff[1] : NULL;
+  view->dhs = d->has[2] ? d->dbuf + d->roff[2] : NULL;
+  view->dhn = d->has[3] ? d->dbuf + d->roff[3] : NULL;
   view->dWe = d->dcoef;
   view->dSn = d->dcoef ? d->dcoef + ex : NULL;
   view->cols = 0;
@@ -202,6 +317,11 @@ extern "C" void pk_cuda_dist_detach(pk_cuda_op *view) {
     return;
   cudaFree(d->dbuf);
   cudaFree(d->dcoef);
+  cudaFree(d->dsidx);
+  cudaFree(d->drcols);
+  cudaFree(d->drmask);
+  free(d->has);
+  free(d->roff);
   cudaFreeHost(d->hrcv);
   cudaFreeHost(d->hsnd);
   if (d->packed)
@@ -238,26 +358,21 @@ int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t
       return cuda_err(ctx, e, "synchronising");
     t0 = pk_wtime();
   }
-  double *snd = d->dbuf + d->total;
-  int64_t nb = (d->total + PKD_BLOCK - 1) / PKD_BLOCK;
-  if (nb > 4096)
-    nb = 4096;
+  double *snd = d->dbuf + d->rtotal;
   /* x is complete at this point of the context's stream; the pack runs on the communication stream, off
      the context's (whose next kernels only read x) */
   cudaError_t e = comm_after(d, d->packed_dev, st);
-  if (e == cudaSuccess) {
-    k_pack<<<(unsigned)nb, PKD_BLOCK, 0, d->copy>>>(d->nx, d->ny, d->nz, pack_mask(d), x, snd);
-    e = cudaGetLastError();
-  }
+  if (e == cudaSuccess)
+    e = pack(d, x, d->copy);
   if (e != cudaSuccess)
     return cuda_err(ctx, e, "packing the tile edges");
   ncclResult_t r = ncclGroupStart();
-  for (int k = 0; k < 4 && r == ncclSuccess; k++) {
+  for (int k = 0; k < d->ndir && r == ncclSuccess; k++) {
     if (!d->has[k])
       continue;
-    r = ncclSend(snd + d->off[k], (size_t)d->len[k], ncclDouble, d->nb[k], comm, d->copy);
+    r = ncclSend(snd + d->soff[k], (size_t)d->slen[k], ncclDouble, d->nb[k], comm, d->copy);
     if (r == ncclSuccess)
-      r = ncclRecv(d->dbuf + d->off[k], (size_t)d->len[k], ncclDouble, d->nb[k], comm, d->copy);
+      r = ncclRecv(d->dbuf + d->roff[k], (size_t)d->rlen[k], ncclDouble, d->nb[k], comm, d->copy);
   }
   const ncclResult_t r2 = ncclGroupEnd();
   if (r != ncclSuccess || r2 != ncclSuccess)
@@ -299,18 +414,14 @@ extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const doubl
       return cuda_err(ctx, e, "synchronising");
     t0 = pk_wtime();
   }
-  double *snd = d->dbuf + d->total;
-  int64_t nb = (d->total + PKD_BLOCK - 1) / PKD_BLOCK;
-  if (nb > 4096)
-    nb = 4096;
-  k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, pack_mask(d), x, snd);
-  cudaError_t e = cudaGetLastError();
+  double *snd = d->dbuf + d->rtotal;
+  cudaError_t e = pack(d, x, st);
   /* the copies on the copy stream after the pack: the context's stream goes on with the next kernels */
   if (e == cudaSuccess)
     e = comm_after(d, d->packed_dev, st);
-  for (int k = 0; k < 4 && e == cudaSuccess; k++)
+  for (int k = 0; k < d->ndir && e == cudaSuccess; k++)
     if (d->has[k])
-      e = cudaMemcpyAsync(d->hsnd + d->off[k], snd + d->off[k], sizeof(double) * (size_t)d->len[k],
+      e = cudaMemcpyAsync(d->hsnd + d->soff[k], snd + d->soff[k], sizeof(double) * (size_t)d->slen[k],
                           cudaMemcpyDeviceToHost, d->copy);
   if (e == cudaSuccess)
     e = cudaEventRecord(d->packed, d->copy);
@@ -344,16 +455,13 @@ extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl) {
   if (e != cudaSuccess)
     return cuda_err(ctx, e, "waiting for the packed edges");
   const double t0 = pk_wtime();
-  int rc = pk_dist_exchange_begin(A, d->hrcv, d->hsnd);
-  const int rc2 = pk_dist_exchange_end(A);
-  if (rc || rc2)
-    return rc ? rc : rc2;
+  PK_CALL(host_exchange(A, d));
   cudaStream_t st = stream_of(ctx);
   /* the copies on the copy stream (they overlap the kernels queued on the context's stream, which waits
      for them before the next launch); instrumented: waited for here, so that the timer holds them */
-  for (int k = 0; k < 4 && e == cudaSuccess; k++)
+  for (int k = 0; k < d->ndir && e == cudaSuccess; k++)
     if (d->has[k])
-      e = cudaMemcpyAsync(d->dbuf + d->off[k], d->hrcv + d->off[k], sizeof(double) * (size_t)d->len[k],
+      e = cudaMemcpyAsync(d->dbuf + d->roff[k], d->hrcv + d->roff[k], sizeof(double) * (size_t)d->rlen[k],
                           cudaMemcpyHostToDevice, d->copy);
   if (e == cudaSuccess)
     e = cudaEventRecord(d->arrived, d->copy);

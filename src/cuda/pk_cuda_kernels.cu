@@ -197,9 +197,11 @@ int halo_mask(const pk_cuda_op *op) {
   return (op->dhw ? 1 : 0) | (op->dhe ? 2 : 0) | (op->dhs ? 4 : 0) | (op->dhn ? 8 : 0);
 }
 
-/** Columns a grid launch over op runs threads for (pk_cuda_op.cols). */
+/** Columns a grid launch over op runs threads for (pk_cuda_op.cols; a grid stencil's edge launch: the
+ *  columns that read another rank's values, gnrc of them). */
 int64_t launch_cols(const pk_cuda_op *op) {
-  return op->cols == 2 ? edge_cols(op->nx, op->ny, halo_mask(op)) : (int64_t)op->nx * op->ny;
+  if (op->cols == 2) return op->gsny > 0 ? op->gnrc : edge_cols(op->nx, op->ny, halo_mask(op));
+  return (int64_t)op->nx * op->ny;
 }
 
 /** Number of partial-sum slots a launch over op writes. */
@@ -1034,9 +1036,11 @@ struct GHalo {
   const int64_t *nb;       /* per edge cell: the cell across (>= 0 column, -1 wall, <= -2 halo slot) */
   const double *edge;      /* couplings across the edges, nedge * nz */
   const float *edgef;      /* ... their fp32 copy (fp32 views) */
-  const double *halo;      /* received values of other ranks' cells, nhalo * nz */
-  int64_t nedge, nhalo;
-  int sny;
+  const double *halo;      /* received values of other ranks' cells, slot h level k at h * nz + k */
+  const int64_t *rcols;    /* cols = 2: the columns that read a halo slot (nrc) */
+  const uint8_t *rmask;    /* cols = 1: 1 for those columns (skipped), per column */
+  int64_t nedge, nrc;
+  int sny, cols;           /* cols: pk_cuda_op.cols (0 all, 1 all but the rcols, 2 the rcols) */
   /** Coupling of edge cell e at level k, in the view's precision. */
   template <typename T> __device__ __forceinline__ double coef(int64_t e, int k) const {
     if constexpr (sizeof(T) == sizeof(float)) return (double)edgef[e + nedge * k];
@@ -1045,7 +1049,8 @@ struct GHalo {
 };
 
 GHalo ghalo_of(const pk_cuda_op *op) {
-  return GHalo{op->gnb, op->gedge, op->gedgef, op->ghalo, op->gnedge, op->gnhalo, op->gsny};
+  return GHalo{op->gnb, op->gedge, op->gedgef, op->ghalo, op->grcols, op->grmask, op->gnedge, op->gnrc, op->gsny,
+               op->grmask ? op->cols : 0};
 }
 
 /** act.l2pf(c) when the action has one (the vectors it reads at cell c), else nothing. */
@@ -1299,9 +1304,11 @@ __device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T 
   if (!act.begin()) return;
   Acc<Act> acc = {};
   const int64_t ncols = (int64_t)nx * ny;
-  const int64_t col = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
+  const int64_t t0 = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
   const int k0 = blockIdx.y * kc, k1 = min(nz, k0 + kc);
-  if (col < ncols) {
+  /* several ranks: an interior launch skips the columns that read a halo slot, an edge launch runs them */
+  const int64_t col = g.cols == 2 ? (t0 < g.nrc ? g.rcols[t0] : ncols) : t0;
+  if (col < ncols && !(g.cols == 1 && g.rmask[col])) {
     const int64_t jv = col / nx, i = col - jv * nx, t = jv / g.sny, j = jv - t * g.sny;
     const int64_t base = t * 2 * ((int64_t)nx + g.sny);
     /* the edge cells of this column (-1: not on that edge) and the cells across them */
@@ -1319,7 +1326,7 @@ __device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T 
       const double xu = has_u ? x[c + ncols] : xc;
       const double cu = has_u ? (double)aV[c + ncols] : 0.0;
       /* the value across edge cell e whose neighbour reference is r (own value at a wall) */
-#define PKC_ACROSS(r) ((r) >= 0 ? x[(r) + ncols * k] : (r) == -1 ? xc : g.halo[-2 - (r) + g.nhalo * k])
+#define PKC_ACROSS(r) ((r) >= 0 ? x[(r) + ncols * k] : (r) == -1 ? xc : g.halo[(-2 - (r)) * nz + k])
       const double cs = es < 0 ? (double)aS[c] : g.coef<T>(es, k), xs = es < 0 ? x[c - nx] : PKC_ACROSS(ns);
       const double cn = en < 0 ? (double)aS[c + nx] : g.coef<T>(en, k), xn = en < 0 ? x[c + nx] : PKC_ACROSS(nn);
       const double ac = (double)aC[c];

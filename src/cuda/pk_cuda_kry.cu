@@ -1337,7 +1337,7 @@ int kd_create(pk_kry *E) {
   D->prof = env_flag("PKRYLOV_KRY_PROFILE", 0);
   D->dist = pk_distributed(ctx);
   D->nranks = D->dist ? ctx->size : 1;
-  D->dop = D->dist && s->A->dist ? s->A : NULL; /* one rank: no neighbour, the single-GPU products */
+  D->dop = D->dist && (s->A->dist || s->A->grid) ? s->A : NULL; /* one rank: the single-GPU products */
   const int64_t n = E->n;
   E->ld = (n + 31) / 32 * 32;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &D->op64));

@@ -1340,7 +1340,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.upc = s->M && s->M->type == PKRYLOV_PRECOND_USER ? s->M : NULL;
   if (R.uop || R.upc) R.k = 1, R.fold = 0; /* host calls: one iteration per block, no graph, no fold */
   R.distributed = pk_distributed(ctx);
-  R.dop = R.distributed && s->A->dist ? s->A : NULL;
+  R.dop = R.distributed && (s->A->dist || s->A->grid) ? s->A : NULL;
   if (R.distributed) R.fold = 0; /* MPI / NCCL calls between the kernels: no folded launchers */
   if (R.dop) PK_CALL(pk_mpi_nccl(ctx, &R.nccl)); /* collective on its first call; NULL: host-staged */
   if (R.distributed) { /* before any graph capture: no allocation and no first NCCL call inside one */
