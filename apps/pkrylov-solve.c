@@ -66,6 +66,7 @@ static void usage_error(const char *fmt, ...) {
 }
 
 /** The usage text. */
+_Static_assert(PKRYLOV_MAX_THREADS == 4096, "the usage text and the --threads message say 4096");
 static void print_help(FILE *f) {
   fprintf(f,
           "usage: " PROG " [MATRIX.mtx | --problem thinshell:NX,NY,NZ] [options]\n"
@@ -99,7 +100,8 @@ static void print_help(FILE *f) {
           "  --precision P              fp64 (default), mixed-precond (fp32 preconditioner factors) or\n"
           "                             mixed (fp32 factors and operator coefficients); CUDA only\n"
           "  --true-residual K          recompute the true residual every K iterations\n"
-          "  --threads T                CPU threads (0 = default)\n"
+          "  --threads T                CPU threads, 1 to 4096 (0 = the default: the cores available to the\n"
+          "                             process; under mpirun, this rank's share of its node's cores)\n"
           "  --reproducible             exact global sums: bitwise the same solution for any number of\n"
           "                             ranks and threads (every solver, CPU and CUDA)\n"
           "\n"
@@ -338,12 +340,12 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (strcmp(name, "--step") == 0 && strcmp(val, "auto") == 0) {
       o->step = 0, o->set_step = 1;
     } else {
-      /* the integer options: --levels (> 0), --maxit, --replace, --true-residual, --threads (>= 0) */
-      int is_levels = strcmp(name, "--levels") == 0;
+      /* the integer options: --levels (> 0), --maxit, --replace, --true-residual, --threads (0 to 4096) */
+      int is_levels = strcmp(name, "--levels") == 0, is_threads = strcmp(name, "--threads") == 0;
       int32_t v = 0;
-      if (parse_int(val, &v) || v < 0 || (is_levels && v == 0)) {
+      if (parse_int(val, &v) || v < 0 || (is_levels && v == 0) || (is_threads && v > PKRYLOV_MAX_THREADS)) {
         usage_error("invalid value '%s' for option '%s': expected an integer %s", val, name,
-                    is_levels ? "> 0" : ">= 0");
+                    is_levels ? "> 0" : is_threads ? "from 0 (the default) to 4096" : ">= 0");
         return 1;
       }
       if (is_levels) {
@@ -779,6 +781,8 @@ static int run(int argc, char **argv) {
     lib_error(ctx, st, "cannot set '--threads'");
     goto done;
   }
+  int32_t threads = 1; /* the CPU threads the library uses (on rank 0 for the report) */
+  pkrylov_context_get_num_threads(ctx, &threads);
 
   /* ---- the operator ---- */
   if (o.problem) {
@@ -1072,6 +1076,7 @@ static int run(int argc, char **argv) {
     else
       fprintf(rep, "precond       %s\n", enum_name(o.precond));
     fprintf(rep, "backend       %s\n", enum_name(backend));
+    if (backend == PKRYLOV_BACKEND_CPU) fprintf(rep, "threads       %d\n", (int)threads);
     fprintf(rep, "n             %lld\n", (long long)n_global);
     if (dcsr)
       fprintf(rep, "ranks         %d (blocks of rows)\n", g_size);
@@ -1092,6 +1097,7 @@ static int run(int argc, char **argv) {
     json_string(stdout, "solver", enum_name(o.solver), 1);
     json_string(stdout, "precond", enum_name(o.precond), 1);
     json_string(stdout, "backend", enum_name(backend), 1);
+    printf("\"threads\":%d,", (int)threads);
     if (o.problem) {
       char prob[96];
       snprintf(prob, sizeof prob, "thinshell:%d,%d,%d", (int)o.nx, (int)o.ny, (int)o.nz);
