@@ -290,9 +290,10 @@ static int idle(int argc, char **argv) {
   cpu_times(&total_p1, &total_t1);
   int32_t nt = 0;
   pkrylov_context_get_num_threads(P.ctx, &nt);
-  printf("n %lld, %d threads, %s%s: solve %.2f ms, model work %.2f ms (asked %.1f), other threads' CPU "
+  printf("n %lld, %d threads%s, %s%s: solve %.2f ms, model work %.2f ms (asked %.1f), other threads' CPU "
          "during the work %.3f ms per step; whole run %.3f s wall, %.3f s CPU (%.3f s the calling thread)\n",
-         (long long)P.n, (int)nt, pause_after ? "pause after each solve" : "no pause",
+         (long long)P.n, (int)nt, threads > 0 ? "" : " (the default count: the solver's measured choice)",
+         pause_after ? "pause after each solve" : "no pause",
          busy ? ", one competing busy process" : "", 1e3 * median(ts, steps), 1e3 * median(tw, steps),
          work_ms, 1e3 * median(burn, steps), wall, total_p1 - total_p0, total_t1 - total_t0);
   pkrylov_solver_destroy(&s);

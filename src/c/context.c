@@ -381,7 +381,9 @@ void pk_threads_end(pkrylov_solver s, int ok) {
                            : PK_THREADS_PROBE_MIN;
     T->one = one;
     T->next_probe = T->solves + T->gap;
-  } else if (before > 0 && t > 2 * before) { /* the machine changed: probe at the next solve */
+  } else if (!was_one && before > 0 && t > 2 * before) {
+    /* the threads slowed down (processes arrived on the node): probe one thread at the next solve. One
+       thread's solves slowing down says nothing in favour of the threads: they wait for the next probe */
     T->next_probe = T->solves;
   }
 }

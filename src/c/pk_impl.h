@@ -475,8 +475,8 @@ void pk_use_end(pkrylov_context ctx, struct pkrylov_operator_s *A, struct pkrylo
  * (and its idle threads spin meanwhile, against those processes), and one thread is then many times faster
  * (docs/performance.md, "Threads"). Each solve is timed (seconds per iteration); now and then a solve runs
  * with the other choice (a probe) and the faster one is kept; the probes grow rarer while the choice holds
- * (every PK_THREADS_PROBE_MIN to PK_THREADS_PROBE_MAX solves), and a solve more than twice as slow as the
- * last measurement of its choice probes at once. Results do not depend on it (chunk-ordered sums).
+ * (every PK_THREADS_PROBE_MIN to PK_THREADS_PROBE_MAX solves), and a solve on the default count more than
+ * twice as slow as the last one probes at once. Results do not depend on it (chunk-ordered sums).
  */
 typedef struct {
   int32_t one;        /* 1: this solver's solves run on one thread */
