@@ -36,13 +36,9 @@
 #include <omp.h>
 #endif
 
+#define PKB_NAME "pkrylov-bench-threads"
+#include "pkb_cpu_common.h"
 #include "pkrylov.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double tv(struct timeval t) {
   return (double)t.tv_sec + 1e-6 * (double)t.tv_usec;
@@ -67,13 +63,6 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static void die(pkrylov_context ctx, const char *what) {
-  const char *msg = "";
-  if (ctx) pkrylov_context_get_last_error(ctx, NULL, &msg);
-  fprintf(stderr, "pkrylov-bench-threads: %s failed: %s %s\n", what, msg, pkrylov_last_error_message());
-  exit(2);
-}
-
 typedef struct {
   pkrylov_context ctx;
   pkrylov_operator A;
@@ -94,11 +83,7 @@ static void make_problem(problem *P, int64_t n, int precond) {
   P->b = malloc(sizeof(double) * (size_t)P->n);
   P->x = malloc(sizeof(double) * (size_t)P->n);
   if (!P->b || !P->x) die(NULL, "malloc");
-  uint64_t st = 12345;
-  for (int64_t i = 0; i < P->n; i++) { /* pseudo-random right-hand side, fixed seed */
-    st = st * 6364136223846793005ULL + 1442695040888963407ULL;
-    P->b[i] = (double)(st >> 11) / 9007199254740992.0 - 0.5;
-  }
+  random_rhs(P->b, P->n);
 }
 
 static void free_problem(problem *P) {
@@ -118,22 +103,6 @@ static int stamp(void *user, int32_t it, double res) {
   stamps *S = user;
   if (it >= 0 && it < S->cap) S->t[it] = now(), S->count = it + 1;
   return 0;
-}
-
-/** Seconds for a solve of exactly its iterations. */
-static double timed_solve(pkrylov_context ctx, pkrylov_solver s, int its, const double *b, double *x) {
-  if (pkrylov_solver_set_max_iterations(s, its)) die(ctx, "set_max_iterations");
-  const double t0 = now();
-  if (pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x)) die(ctx, "solve");
-  const double t = now() - t0;
-  pkrylov_result r;
-  pkrylov_solver_get_result(s, &r);
-  if (r.iterations != its) {
-    fprintf(stderr, "pkrylov-bench-threads: expected %d iterations, did %d (%s)\n", its, r.iterations,
-            pkrylov_reason_string(r.reason));
-    exit(2);
-  }
-  return t;
 }
 
 static int crossover(int argc, char **argv) {

@@ -1801,14 +1801,10 @@ contains
     !> called inside an active OpenMP parallel region of the model.
     subroutine pk_context_get_num_threads(ctx, n, ierr)
         type(pk_context), intent(in) :: ctx !! the context
-        integer(c_int32_t), intent(out) :: n !! the count
+        integer(c_int32_t), intent(out), target :: n !! the count
         integer, intent(out), optional :: ierr !! status
-        integer(c_int32_t), target :: t
-        integer(c_int) :: rc
-        t = 0
-        rc = pkrylov_context_get_num_threads(ctx%h, c_loc(t))
-        n = t
-        call check(rc, ctx%h, 'pk_context_get_num_threads', ierr)
+        n = 0
+        call check(pkrylov_context_get_num_threads(ctx%h, c_loc(n)), ctx%h, 'pk_context_get_num_threads', ierr)
     end subroutine pk_context_get_num_threads
 
     !> Forget the last error of the context (pk_error_message then gives "").

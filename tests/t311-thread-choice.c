@@ -33,6 +33,13 @@ static int make_rig(rig *R, int nx, int ny, int nz) {
   return e;
 }
 
+/** The cases choose between counts the library has only with OpenMP. */
+#ifdef _OPENMP
+#define NEED_OPENMP() ((void)0)
+#else
+#define NEED_OPENMP() return PK_SKIP
+#endif
+
 static void free_rig(rig *R) {
   pkrylov_solver_destroy(&R->s);
   pkrylov_precond_destroy(&R->M);
@@ -73,9 +80,7 @@ static int expect_run(rig *R, const char *want_spaced, double t2, double t1, con
 }
 
 PK_TEST_CASE(threads_keep_paying) {
-#ifndef _OPENMP
-  return PK_SKIP; /* the library's counts are 1 without OpenMP */
-#endif
+  NEED_OPENMP();
   rig R;
   PK_REQUIRE_OK(NULL, make_rig(&R, 64, 32, 24)); /* 49152 unknowns */
   PK_REQUIRE(pk_par(R.s->n), "the rig must lie above PK_PAR_MIN_ROWS = %d", (int)PK_PAR_MIN_ROWS);
@@ -92,9 +97,7 @@ PK_TEST_CASE(threads_keep_paying) {
 }
 
 PK_TEST_CASE(starved_threads_fall_back_to_one) {
-#ifndef _OPENMP
-  return PK_SKIP;
-#endif
+  NEED_OPENMP();
   rig R;
   PK_REQUIRE_OK(NULL, make_rig(&R, 64, 32, 24));
   /* a busy node: two threads 20 times slower than one. The probe at the 3rd solve switches to one thread; the
@@ -109,9 +112,7 @@ PK_TEST_CASE(starved_threads_fall_back_to_one) {
 }
 
 PK_TEST_CASE(a_slower_solve_probes_at_once) {
-#ifndef _OPENMP
-  return PK_SKIP;
-#endif
+  NEED_OPENMP();
   rig R;
   PK_REQUIRE_OK(NULL, make_rig(&R, 64, 32, 24));
   PK_EXPECT(!expect_run(&R, "221 222", 1e-3, 2e-3, "threads pay"), "run"); /* next probe: solve 12 */
@@ -126,9 +127,7 @@ PK_TEST_CASE(a_slower_solve_probes_at_once) {
 }
 
 PK_TEST_CASE(no_choice_where_it_does_not_apply) {
-#ifndef _OPENMP
-  return PK_SKIP;
-#endif
+  NEED_OPENMP();
   rig R;
   PK_REQUIRE_OK(NULL, make_rig(&R, 64, 32, 24));
   /* a count the caller set is kept, however slow */
@@ -160,9 +159,7 @@ static int count_monitor(void *user, int32_t it, double res) {
 
 /** The override lives only during the solve, on the solving thread. */
 PK_TEST_CASE(override_undone_after_the_solve) {
-#ifndef _OPENMP
-  return PK_SKIP;
-#endif
+  NEED_OPENMP();
   rig R;
   PK_REQUIRE_OK(NULL, make_rig(&R, 64, 32, 24));
   PK_EXPECT(!expect_run(&R, "221", 20e-3, 1e-3, "starved"), "run"); /* the solver now chooses one thread */

@@ -7,6 +7,7 @@ program t890_threads_f
     use, intrinsic :: iso_c_binding, only: c_int, c_int32_t, c_int64_t, c_size_t
     use, intrinsic :: iso_fortran_env, only: error_unit
     use pkrylov_mod
+    use pk_test_f, only: pk_expect, pk_test_name
     implicit none
     interface
         !> int sched_getaffinity(pid_t pid, size_t cpusetsize, cpu_set_t *mask) (glibc)
@@ -25,14 +26,15 @@ program t890_threads_f
     character(len=64) :: env
     character(len=1024) :: msg
 
+    pk_test_name = 't890-threads-f'
     ! ---- the default, computed here ----
     mask = 0
-    call expect(sched_getaffinity(0_c_int, int(8*size(mask), c_size_t), mask) == 0, 'sched_getaffinity')
+    call pk_expect(sched_getaffinity(0_c_int, int(8*size(mask), c_size_t), mask) == 0, 'sched_getaffinity')
     cpus = 0
     do i = 1, size(mask)
         cpus = cpus + popcnt(mask(i))
     end do
-    call expect(cpus >= 1, 'CPUs in the mask')
+    call pk_expect(cpus >= 1, 'CPUs in the mask')
     cap = 0
     call get_environment_variable('OMP_NUM_THREADS', env, elen)
     if (elen > 0) then
@@ -49,7 +51,7 @@ program t890_threads_f
 #endif
     call pk_context_create(ctx, PKRYLOV_BACKEND_CPU)
     call pk_context_get_num_threads(ctx, def, ierr)
-    call expect(ierr == 0, 'get_num_threads')
+    call pk_expect(ierr == 0, 'get_num_threads')
     if (def /= expected) then
         write (error_unit, '(a,i0,a,i0,a,i0,a)') 't890-threads-f: FAILED: default ', def, &
             ' threads, expected ', expected, ' (', cpus, ' CPUs in the mask)'
@@ -60,42 +62,31 @@ program t890_threads_f
     call pk_context_set_num_threads(ctx, 3_c_int32_t)
     call pk_context_get_num_threads(ctx, n)
 #ifdef PK_TEST_HAVE_OPENMP
-    call expect(n == 3, 'set 3, get 3')
+    call pk_expect(n == 3, 'set 3, get 3')
 #else
-    call expect(n == 1, 'without OpenMP: 1')
+    call pk_expect(n == 1, 'without OpenMP: 1')
 #endif
     call pk_context_set_num_threads(ctx, 0_c_int32_t)
     call pk_context_get_num_threads(ctx, n)
-    call expect(n == def, '0 restores the default')
+    call pk_expect(n == def, '0 restores the default')
 
     ! ---- errors ----
     call pk_context_set_num_threads(ctx, 2_c_int32_t)
     call pk_context_set_num_threads(ctx, PKRYLOV_MAX_THREADS + 1_c_int32_t, ierr)
-    call expect(ierr == PKRYLOV_ERR_INVALID_VALUE, 'more than PKRYLOV_MAX_THREADS: INVALID_VALUE')
+    call pk_expect(ierr == PKRYLOV_ERR_INVALID_VALUE, 'more than PKRYLOV_MAX_THREADS: INVALID_VALUE')
     call pk_error_message(ctx, msg)
-    call expect(index(msg, "'n'") > 0, 'the message names n: '//trim(msg))
+    call pk_expect(index(msg, "'n'") > 0, 'the message names n: '//trim(msg))
     call pk_context_get_num_threads(ctx, n)
 #ifdef PK_TEST_HAVE_OPENMP
-    call expect(n == 2, 'a refused count leaves the count')
+    call pk_expect(n == 2, 'a refused count leaves the count')
 #endif
     call pk_context_get_num_threads(nullctx, n, ierr)
-    call expect(ierr == PKRYLOV_ERR_NULL_POINTER, 'get_num_threads on a null context: NULL_POINTER')
-    call expect(PKRYLOV_ERR_BUSY == -22, 'PKRYLOV_ERR_BUSY = -22')
-    call expect(index(pk_error_string(PKRYLOV_ERR_BUSY), 'in use') > 0, &
+    call pk_expect(ierr == PKRYLOV_ERR_NULL_POINTER, 'get_num_threads on a null context: NULL_POINTER')
+    call pk_expect(PKRYLOV_ERR_BUSY == -22, 'PKRYLOV_ERR_BUSY = -22')
+    call pk_expect(index(pk_error_string(PKRYLOV_ERR_BUSY), 'in use') > 0, &
                 'BUSY: '//pk_error_string(PKRYLOV_ERR_BUSY))
-    call expect(pk_error_string(PKRYLOV_ERR_BUSY) /= pk_error_string(PKRYLOV_ERR_CALLBACK), &
+    call pk_expect(pk_error_string(PKRYLOV_ERR_BUSY) /= pk_error_string(PKRYLOV_ERR_CALLBACK), &
                 'BUSY has its own text')
     call pk_context_destroy(ctx)
-
-contains
-
-    subroutine expect(cond, what)
-        logical, intent(in) :: cond
-        character(len=*), intent(in) :: what
-        if (.not. cond) then
-            write (error_unit, '(a)') 't890-threads-f: FAILED: '//what
-            error stop 1
-        end if
-    end subroutine expect
 
 end program t890_threads_f
