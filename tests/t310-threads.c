@@ -193,13 +193,13 @@ static int make_system(system_t *S, pkrylov_context shared, pkrylov_operator A, 
   if (!e && S->own_ops) e = make_ops(S->ctx, nx, ny, nz, &A, &M);
   S->A = A, S->M = M;
   if (!e) e = pkrylov_solver_create(S->ctx, type, A, M, &S->s);
-  if (!e) e = pkrylov_solver_set_tolerances(S->s, 1e-10, 0);
+  if (!e) e = pkrylov_solver_set_tolerances(S->s, 1e-8, 0);
   S->n = (int64_t)nx * ny * nz;
   S->b = malloc(sizeof(double) * (size_t)S->n);
   S->x = calloc((size_t)S->n, sizeof(double));
   if (!S->b || !S->x) return PKRYLOV_ERR_OUT_OF_MEMORY;
   for (int64_t i = 0; i < S->n; i++) S->b[i] = pk_test_rand(&seed);
-  S->rounds = 3;
+  S->rounds = 2;
   return e;
 }
 
@@ -236,7 +236,7 @@ static int concurrent_vs_sequential(system_t *sys, int count) {
               pkrylov_reason_string(sys[k].res.reason));
     /* the reference itself is right: its residual recomputed from the CSR export of the operator */
     const double rel = pk_test_true_relres(sys[k].A, sys[k].b, sys[k].x);
-    PK_EXPECT(rel <= 1e-9, "sequential solve %d: true relative residual %.3g", k, rel);
+    PK_EXPECT(rel <= 1e-7, "sequential solve %d: true relative residual %.3g", k, rel);
     ref[k] = malloc(sizeof(double) * (size_t)sys[k].n);
     PK_REQUIRE(ref[k], "malloc");
     memcpy(ref[k], sys[k].x, sizeof(double) * (size_t)sys[k].n);
@@ -259,14 +259,14 @@ static int concurrent_vs_sequential(system_t *sys, int count) {
   return pk_test_failures ? PK_FAIL : PK_PASS;
 }
 
-/* Systems above the library's one-thread threshold (so each solve runs OpenMP teams of its own while
-   the others do), of different sizes and solver types. */
+/* Systems above the library's one-thread threshold (PK_PAR_MIN_ROWS = 8192: each solve runs OpenMP teams of
+   its own while the others do), of different sizes and solver types. */
 static const struct {
   int nx, ny, nz, type;
-} cases[4] = {{48, 40, 24, PKRYLOV_SOLVER_CG},
-              {40, 40, 32, PKRYLOV_SOLVER_PIPECG},
-              {44, 36, 28, PKRYLOV_SOLVER_BICGSTAB},
-              {36, 36, 30, PKRYLOV_SOLVER_GMRES}};
+} cases[4] = {{32, 24, 16, PKRYLOV_SOLVER_CG},
+              {28, 28, 16, PKRYLOV_SOLVER_PIPECG},
+              {30, 24, 18, PKRYLOV_SOLVER_BICGSTAB},
+              {26, 26, 20, PKRYLOV_SOLVER_GMRES}};
 
 PK_TEST_CASE(concurrent_separate_contexts) {
   system_t sys[4];
@@ -284,10 +284,10 @@ PK_TEST_CASE(concurrent_solvers_one_context) {
   pkrylov_operator A;
   pkrylov_precond M;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
-  PK_REQUIRE_OK(ctx, make_ops(ctx, 48, 40, 24, &A, &M));
+  PK_REQUIRE_OK(ctx, make_ops(ctx, 32, 24, 16, &A, &M));
   system_t sys[4];
   for (int k = 0; k < 4; k++)
-    PK_REQUIRE_OK(ctx, make_system(&sys[k], ctx, A, M, 48, 40, 24, cases[k].type, 200 + (uint64_t)k));
+    PK_REQUIRE_OK(ctx, make_system(&sys[k], ctx, A, M, 32, 24, 16, cases[k].type, 200 + (uint64_t)k));
   const int rc = concurrent_vs_sequential(sys, 4);
   for (int k = 0; k < 4; k++) free_system(&sys[k]);
   pkrylov_precond_destroy(&M);

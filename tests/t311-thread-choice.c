@@ -149,11 +149,15 @@ PK_TEST_CASE(no_choice_where_it_does_not_apply) {
 
 /** The count the solve's loops got, seen by count_monitor. */
 static int seen_threads = -1;
+/** Another context (default count 2), and the count its loops get during the solve. */
+static pkrylov_context other_ctx;
+static int seen_other = -1;
 
 /** A monitor that records the count the solve's loops get (pk_num_threads on the solving thread). */
 static int count_monitor(void *user, int32_t it, double res) {
   (void)it, (void)res;
   seen_threads = pk_num_threads(((rig *)user)->ctx);
+  seen_other = pk_num_threads(other_ctx);
   return 0;
 }
 
@@ -174,14 +178,19 @@ PK_TEST_CASE(override_undone_after_the_solve) {
   for (int64_t i = 0; i < R.s->n; i++) b[i] = pk_test_rand(&seed);
   PK_REQUIRE_OK(R.ctx, pkrylov_solver_set_tolerances(R.s, 1e-8, 0));
   PK_REQUIRE_OK(R.ctx, pkrylov_solver_set_monitor(R.s, count_monitor, &R));
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &other_ctx));
+  other_ctx->default_threads = 2; /* the choice is the solver's, for its own context only */
   PK_REQUIRE_OK(R.ctx, pkrylov_solver_solve(R.s, PKRYLOV_MEM_HOST, b, x));
   PK_EXPECT(seen_threads == 1, "the solve's loops got %d threads, the solver chose one", seen_threads);
+  PK_EXPECT(seen_other == 2, "another context's loops during the solve got %d threads, its default is 2",
+            seen_other);
   PK_EXPECT(pk_num_threads(R.ctx) == 2, "after a solve the context's count is %d", pk_num_threads(R.ctx));
   pkrylov_result res;
   PK_REQUIRE_OK(R.ctx, pkrylov_solver_get_result(R.s, &res));
   PK_EXPECT(res.converged && pk_test_true_relres(R.A, b, x) <= 1e-7, "solve: %s",
             pkrylov_reason_string(res.reason));
   free(b), free(x);
+  pkrylov_context_destroy(&other_ctx);
   free_rig(&R);
   PK_TEST_END();
 }

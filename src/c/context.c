@@ -272,14 +272,15 @@ int pk_threads_cap(int n) {
 
 int pk_default_threads(void) { return pk_threads_cap(pk_cores_available()); }
 
-/** The count a solve on this thread chose (pk_threads_begin), 0 = none: the context's default. */
+/** The count a solve on this thread chose for its context (pk_threads_begin), 0 = none: the default. */
 static _Thread_local int32_t pk_thread_override;
+static _Thread_local pkrylov_context pk_thread_override_ctx; /* the context it applies to */
 
 int pk_num_threads(pkrylov_context ctx) {
 #ifdef _OPENMP
   if (ctx && ctx->num_threads > 0) return ctx->num_threads;
   if (omp_in_parallel()) return 1; /* inside the caller's parallel region: its threads hold the cores */
-  if (pk_thread_override > 0) return pk_thread_override;
+  if (pk_thread_override > 0 && ctx == pk_thread_override_ctx) return pk_thread_override;
   return ctx ? ctx->default_threads : pk_default_threads();
 #else
   (void)ctx;
@@ -353,6 +354,7 @@ static int threads_adapt(pkrylov_solver s) {
 void pk_threads_begin(pkrylov_solver s) {
   pk_thread_choice *T = &s->threads;
   T->saved = pk_thread_override;
+  T->saved_ctx = pk_thread_override_ctx;
   T->probing = 0;
   if (!threads_adapt(s)) return;
   if (T->gap == 0) { /* the first solves: the default count (the first one, not timed, pays for first
@@ -363,12 +365,14 @@ void pk_threads_begin(pkrylov_solver s) {
   T->probing = T->solves == T->next_probe;
   const int one = T->probing ? !T->one : T->one;
   pk_thread_override = one ? 1 : 0;
+  pk_thread_override_ctx = s->ctx;
 }
 
 void pk_threads_end(pkrylov_solver s, int ok) {
   pk_thread_choice *T = &s->threads;
-  const int was_one = pk_thread_override == 1;
+  const int was_one = pk_thread_override == 1 && pk_thread_override_ctx == s->ctx;
   pk_thread_override = T->saved;
+  pk_thread_override_ctx = T->saved_ctx;
   if (!threads_adapt(s) || !ok || s->res.iterations < 1) return;
   if (T->solves++ == 0) return; /* the first solve, a warm-up: not timed */
   const double t = s->res.solve_time_s / s->res.iterations;

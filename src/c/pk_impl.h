@@ -485,7 +485,8 @@ typedef struct {
   int32_t gap;        /* solves between probes now */
   double t[2];        /* seconds per iteration last measured: [0] the default count, [1] one thread */
   int32_t probing;    /* the solve in progress is a probe */
-  int32_t saved;      /* pk_threads_begin: the calling thread's override before this solve */
+  int32_t saved;      /* pk_threads_begin: the calling thread's override before this solve, */
+  void *saved_ctx;    /* and the context it applied to */
 } pk_thread_choice;
 
 #define PK_THREADS_PROBE_MIN 4
@@ -493,8 +494,8 @@ typedef struct {
 
 /**
  * Before a solve of s: when the choice applies (CPU backend, the context's default count above one, n at
- * least PK_PAR_MIN_ROWS), make the calling thread's loops use the chosen count (a thread-local override that
- * pk_num_threads reads; nested solves restore it).
+ * least PK_PAR_MIN_ROWS), make the calling thread's loops on s's context use the chosen count (a
+ * thread-local override that pk_num_threads reads for that context; nested solves restore it).
  */
 void pk_threads_begin(pkrylov_solver s);
 /** After the solve begun with pk_threads_begin(): undo the override; a successful solve's time per iteration
