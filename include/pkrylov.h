@@ -669,7 +669,10 @@ PKRYLOV_EXTERN int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_
  * Solve A x = b. b and x: n values in memory space mem, distinct. On return x holds the solution, or the
  * last good iterate if the solve did not converge; the outcome is in pkrylov_solver_get_result().
  * Errors (status < 0) are reserved for invalid input (NULL, NaN/Inf in b or in an initial guess, aliasing,
- * memory type) and backend failures; then x is unchanged.
+ * memory type), backend failures and ::PKRYLOV_ERR_BUSY (s, its stateful operator or preconditioner, or its
+ * CUDA / distributed context in use by another thread: see "Threads" above); then x is unchanged. On the
+ * CPU backend with the default thread count the solver may run on one thread (see
+ * pkrylov_context_get_num_threads()).
  */
 PKRYLOV_EXTERN int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x);
 /** Outcome of the last solve (::PKRYLOV_ERR_INVALID_STATE before the first). */
