@@ -70,6 +70,7 @@ static void usage_error(const char *fmt, ...) {
 }
 
 /** The usage text. */
+_Static_assert(PKRYLOV_MAX_THREADS == 4096, "the usage text and the --threads message say 4096");
 static void print_help(FILE *f) {
   fprintf(f,
           "usage: " PROG " [MATRIX.mtx | --problem thinshell:NX,NY,NZ] [options]\n"
@@ -108,7 +109,8 @@ static void print_help(FILE *f) {
           "                             own CG rule (sum r^2 < tol^2 on the recurrence residual alone)\n"
           "  --min-residual             return the iterate of the smallest recurrence residual (cg,\n"
           "                             pipecg, srcg)\n"
-          "  --threads T                CPU threads (0 = default)\n"
+          "  --threads T                CPU threads, 1 to 4096 (0 = the default: the cores available to the\n"
+          "                             process; under mpirun, this rank's share of its node's cores)\n"
           "  --reproducible             exact global sums: bitwise the same solution for any number of\n"
           "                             ranks and threads (every solver, CPU and CUDA)\n"
           "\n"
@@ -382,13 +384,13 @@ static int parse_args(int argc, char **argv, options *o) {
       o->step = 0, o->set_step = 1;
     } else {
       /* the integer options: --levels, --monitor (> 0), --maxit, --replace, --true-residual, --threads
-         (>= 0) */
-      const int is_levels = strcmp(name, "--levels") == 0,
+         (0 to 4096) */
+      const int is_levels = strcmp(name, "--levels") == 0, is_threads = strcmp(name, "--threads") == 0,
                 positive = is_levels || strcmp(name, "--monitor") == 0;
       int32_t v = 0;
-      if (parse_int(val, &v) || v < 0 || (positive && v == 0)) {
+      if (parse_int(val, &v) || v < 0 || (positive && v == 0) || (is_threads && v > PKRYLOV_MAX_THREADS)) {
         usage_error("invalid value '%s' for option '%s': expected an integer %s", val, name,
-                    positive ? "> 0" : ">= 0");
+                    positive ? "> 0" : is_threads ? "from 0 (the default) to 4096" : ">= 0");
         return 1;
       }
       if (is_levels) {
@@ -984,6 +986,8 @@ static int run(int argc, char **argv) {
     lib_error(ctx, st, "cannot set '--threads'");
     goto done;
   }
+  int32_t threads = 1; /* the CPU threads the library uses (on rank 0 for the report) */
+  pkrylov_context_get_num_threads(ctx, &threads);
 
   /* ---- the operator ---- */
   if (o.problem) {
@@ -1309,6 +1313,7 @@ static int run(int argc, char **argv) {
     else
       fprintf(rep, "precond       %s\n", enum_name(o.precond));
     fprintf(rep, "backend       %s\n", enum_name(backend));
+    if (backend == PKRYLOV_BACKEND_CPU) fprintf(rep, "threads       %d\n", (int)threads);
     fprintf(rep, "n             %lld\n", (long long)n_global);
     if (dcsr)
       fprintf(rep, "ranks         %d (blocks of rows)\n", g_size);
@@ -1338,6 +1343,7 @@ static int run(int argc, char **argv) {
     json_string(stdout, "solver", enum_name(o.solver), 1);
     json_string(stdout, "precond", enum_name(o.precond), 1);
     json_string(stdout, "backend", enum_name(backend), 1);
+    printf("\"threads\":%d,", (int)threads);
     if (o.problem) {
       char prob[96];
       snprintf(prob, sizeof prob, "thinshell:%d,%d,%d", (int)o.nx, (int)o.ny, (int)o.nz);

@@ -29,14 +29,10 @@
 #include <omp.h>
 #endif
 
+#define PKB_NAME "pkrylov-bench-cpu"
+#include "pkb_cpu_common.h"
 #include "pkb_timing.h"
 #include "pkrylov.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /**
  * Copy a = b and triad a = b + s c over n doubles, best of `reps` each: bytes counted 16 and 24 per element
@@ -81,29 +77,6 @@ typedef struct {
   const char *flag; /* why the figure is implausible (pkb_flag), or NULL */
 } result_t;
 
-static int die(pkrylov_context ctx, const char *what) {
-  const char *msg = "";
-  if (ctx) pkrylov_context_get_last_error(ctx, NULL, &msg);
-  fprintf(stderr, "pkrylov-bench-cpu: %s failed: %s %s\n", what, msg, pkrylov_last_error_message());
-  exit(2);
-}
-
-/** Seconds for a solve of exactly `its` iterations. */
-static double timed_solve(pkrylov_context ctx, pkrylov_solver s, int its, const double *b, double *x) {
-  if (pkrylov_solver_set_max_iterations(s, its)) die(ctx, "set_max_iterations");
-  const double t0 = now();
-  if (pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x)) die(ctx, "solve");
-  const double t = now() - t0;
-  pkrylov_result r;
-  pkrylov_solver_get_result(s, &r);
-  if (r.iterations != its) {
-    fprintf(stderr, "pkrylov-bench-cpu: expected %d iterations, did %d (%s)\n", its, r.iterations,
-            pkrylov_reason_string(r.reason));
-    exit(2);
-  }
-  return t;
-}
-
 static void bench_size(pkrylov_context ctx, int nx, int ny, int nz, int K, int R, double bw, double bw_max,
                        result_t *out) {
   pkrylov_thinshell_params p;
@@ -114,11 +87,7 @@ static void bench_size(pkrylov_context ctx, int nx, int ny, int nz, int K, int R
     die(ctx, "thin-shell operator");
   if (pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M)) die(ctx, "precond");
   double *b = malloc(sizeof(double) * (size_t)n), *x = malloc(sizeof(double) * (size_t)n);
-  uint64_t st = 12345;
-  for (int64_t i = 0; i < n; i++) { /* pseudo-random right-hand side, fixed seed */
-    st = st * 6364136223846793005ULL + 1442695040888963407ULL;
-    b[i] = (double)(st >> 11) / 9007199254740992.0 - 0.5;
-  }
+  random_rhs(b, n);
   const int types[2] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
   for (int t = 0; t < 2; t++) {
     pkrylov_solver s;

@@ -180,8 +180,8 @@ module pkrylov_mod
     public :: pk_solver_set_stagnation_window, pk_solver_set_precision, pk_solver_set_sync_interval
     public :: pk_solver_set_restart, pk_solver_set_step
     public :: pk_solver_set_history, pk_solver_get_history, pk_solver_set_monitor
-    public :: pk_context_set_num_threads, pk_context_clear_error, pk_get_version, pk_has_cuda
-    public :: pk_has_nccl, pk_has_openmp, pk_context_describe
+    public :: pk_context_set_num_threads, pk_context_get_num_threads, pk_context_clear_error, pk_get_version
+    public :: pk_has_cuda, pk_has_nccl, pk_has_openmp, pk_context_describe
     public :: pk_operator_get_info, pk_operator_get_csr, pk_operator_create_from_mtx, pk_operator_write_mtx
     public :: pk_mtx_read_vector, pk_mtx_write_vector, pk_precond_apply, pk_precond_get_info
     ! distributed solves (MPI): the module itself needs no MPI (handles are integers)
@@ -1849,13 +1849,27 @@ contains
         call check(pkrylov_solver_set_monitor(s%h, pf, pu), s%ctx, 'pk_solver_set_monitor', ierr)
     end subroutine pk_solver_set_monitor
 
-    !> Number of OpenMP threads the CPU backend uses for this context; n <= 0 restores the default.
+    !> Number of OpenMP threads the CPU backend uses for this context, at most PKRYLOV_MAX_THREADS
+    !> (PKRYLOV_ERR_INVALID_VALUE above); n <= 0 restores the default (see pk_context_get_num_threads).
     subroutine pk_context_set_num_threads(ctx, n, ierr)
         type(pk_context), intent(in) :: ctx !! the context
         integer(c_int32_t), intent(in) :: n !! threads (<= 0: default)
         integer, intent(out), optional :: ierr !! status
         call check(pkrylov_context_set_num_threads(ctx%h, n), ctx%h, 'pk_context_set_num_threads', ierr)
     end subroutine pk_context_set_num_threads
+
+    !> The number of OpenMP threads the context's loops use now: the count set, or the default, which
+    !> never oversubscribes: the cores available to the process (its affinity mask, capped by
+    !> OMP_NUM_THREADS when set); after pk_context_set_comm, this rank's share of its node's cores (those
+    !> cores divided by the ranks of the communicator on the node that share them, at least 1); 1 when
+    !> called inside an active OpenMP parallel region of the model.
+    subroutine pk_context_get_num_threads(ctx, n, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        integer(c_int32_t), intent(out), target :: n !! the count
+        integer, intent(out), optional :: ierr !! status
+        n = 0
+        call check(pkrylov_context_get_num_threads(ctx%h, c_loc(n)), ctx%h, 'pk_context_get_num_threads', ierr)
+    end subroutine pk_context_get_num_threads
 
     !> Forget the last error of the context (pk_error_message then gives "").
     subroutine pk_context_clear_error(ctx, ierr)

@@ -37,7 +37,32 @@
  *   the interface (Fortran interoperability): flags are int32_t 0/1.
  * - Enumerations use disjoint value ranges so that a swapped argument is detected.
  * - Destroy functions take the address of the handle, set it to NULL, and accept NULL.
- * - A context and its objects may be used by one thread at a time; different contexts are independent.
+ *
+ * Threads
+ * - Different contexts are independent: each may be used from its own thread while the others are (a
+ *   model's threads each solving their own systems).
+ * - On one CPU context without a communicator, different solvers may solve at the same time from
+ *   different threads, also when they share an operator or a preconditioner of the built-in kinds (CSR,
+ *   column stencil, thin shell; Jacobi, column), whose products only read them; the results are bitwise
+ *   those of the same solves done one after another. An operator or preconditioner that keeps state during
+ *   a product (a user routine, a stencil with the caller's halo exchange, a distributed operator) serves
+ *   one solve or product at a time, and so do a CUDA context (one stream) and a context with a
+ *   communicator (one sequence of collective calls), which the thread that holds it may use again inside
+ *   (a product with another operator of the context in a callback of its own solve).
+ * - One object is used by one thread at a time. A call that finds its object in use by another call (a
+ *   second thread solving with the same solver, changing its settings, reading its result or destroying
+ *   it meanwhile; a second solve or product on a CUDA context or one with a communicator; a second solve
+ *   or product with a stateful operator or preconditioner) does nothing and returns ::PKRYLOV_ERR_BUSY with
+ *   a message naming the argument; the call in progress goes on unharmed. So does a call on a solver from
+ *   a callback of that solver's own solve. With a communicator, make the same calls on every rank: a call
+ *   refused on one rank only leaves the others waiting in it. Creating and destroying the objects of one
+ *   context, and its settings (pkrylov_context_set_num_threads(), set_comm, set_reproducible), are for one
+ *   thread at a time.
+ * - The last error of a context that several threads use is the last one raised by any of them.
+ * - The CPU backend's loops use OpenMP (pkrylov_context_get_num_threads() says how many threads). Idle
+ *   OpenMP threads wait as the OpenMP runtime decides (OMP_WAIT_POLICY, read by the runtime when the
+ *   program starts; GCC's libgomp spins about 3 ms by default): a model that shares its cores with other
+ *   work should run with OMP_WAIT_POLICY=passive (docs/design.md, "Threads").
  */
 #ifndef PKRYLOV_H
 #define PKRYLOV_H
@@ -94,6 +119,7 @@ typedef enum {
   PKRYLOV_ERR_BACKEND = -19,           /**< a backend library (LAPACK, CUDA) reported a failure */
   PKRYLOV_ERR_INTERNAL = -20,          /**< a bug in pkrylov: please report it */
   PKRYLOV_ERR_CALLBACK = -21,          /**< a user callback (pkrylov_apply_fn) returned nonzero */
+  PKRYLOV_ERR_BUSY = -22,              /**< the object is in use by another thread (see "Threads" above) */
   PKRYLOV_ERR_TOPOLOGY = -23           /**< a tile connectivity that cannot be: an asymmetric neighbour table,
                                             an edge joined to itself, a tile owned by no rank or by two */
 } pkrylov_error;
@@ -234,7 +260,13 @@ PKRYLOV_EXTERN int pkrylov_context_create(int backend, pkrylov_context *ctx);
 PKRYLOV_EXTERN int pkrylov_context_destroy(pkrylov_context *ctx);
 /** The backend the context resolved to (CPU or CUDA, never AUTO). */
 PKRYLOV_EXTERN int pkrylov_context_get_backend(pkrylov_context ctx, int32_t *backend);
-/** Number of CPU threads the CPU backend uses (OpenMP). n <= 0 restores the default. */
+/** Most threads pkrylov_context_set_num_threads() accepts. */
+#define PKRYLOV_MAX_THREADS 4096
+/**
+ * Number of CPU threads the CPU backend's loops use (OpenMP), 1 <= n <= ::PKRYLOV_MAX_THREADS (more is
+ * ::PKRYLOV_ERR_INVALID_VALUE naming 'n'); n <= 0 restores the default (pkrylov_context_get_num_threads()
+ * says how it is chosen). The results do not depend on it: every sum is added in a fixed order of chunks.
+ */
 PKRYLOV_EXTERN int pkrylov_context_set_num_threads(pkrylov_context ctx, int32_t n);
 /**
  * One line that says what the context runs on, for a model's log: "CPU backend, 8 OpenMP threads" (the
@@ -245,6 +277,26 @@ PKRYLOV_EXTERN int pkrylov_context_set_num_threads(pkrylov_context ctx, int32_t 
  * for buflen <= 0.
  */
 PKRYLOV_EXTERN int pkrylov_context_describe(pkrylov_context ctx, char *buf, int32_t buflen);
+/**
+ * The number of CPU threads the context's loops use now: the count set with
+ * pkrylov_context_set_num_threads(), or the default, which never oversubscribes the cores:
+ * - without a communicator, the cores available to the process: the CPUs of its affinity mask
+ *   (sched_getaffinity; with OpenMP thread binding on, OMP_PROC_BIND, the union of the runtime's places),
+ *   taken when the context is created;
+ * - on a context with a communicator (taken by pkrylov_context_set_comm()), those cores divided by the
+ *   number of ranks of the communicator on this node that share them (MPI_Comm_split_type
+ *   MPI_COMM_TYPE_SHARED; the ranks whose affinity masks overlap this rank's: all of the node's when the
+ *   ranks are not bound, this one only when each is bound to cores of its own), at least 1;
+ * - either capped by the number of threads OpenMP would use (omp_get_max_threads(): OMP_NUM_THREADS or
+ *   omp_set_num_threads() when the program set them);
+ * - 1 when called from inside an active OpenMP parallel region of the caller (its threads hold the cores).
+ * Loops over fewer values than the library's threshold run on one thread whatever the count (a parallel
+ * region costs more than it saves there), and a solver on the default count runs on one thread while it
+ * measures one thread faster (on a node where other processes hold the cores: docs/design.md, "Threads").
+ * Without OpenMP: 1.
+ * @param[out] n  the count
+ */
+PKRYLOV_EXTERN int pkrylov_context_get_num_threads(pkrylov_context ctx, int32_t *n);
 /**
  * Last error raised through this context: its code and message. The message is valid until the next
  * call on the context. Both outputs may be NULL. A context with no error gives ::PKRYLOV_SUCCESS and "".
@@ -895,7 +947,10 @@ PKRYLOV_EXTERN int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_
  * residual the solve computed (the initial guess, a restart of a GMRES cycle, a confirmation): when the
  * last one is worse (GMRES on a singular inconsistent system), that best one is returned.
  * Errors (status < 0) are reserved for invalid input (NULL, NaN/Inf in b or in an initial guess, aliasing,
- * memory type) and backend failures; then x is unchanged.
+ * memory type), backend failures and ::PKRYLOV_ERR_BUSY (s, its stateful operator or preconditioner, or its
+ * CUDA / distributed context in use by another thread: see "Threads" above); then x is unchanged. On the
+ * CPU backend with the default thread count the solver may run on one thread (see
+ * pkrylov_context_get_num_threads()).
  */
 PKRYLOV_EXTERN int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x);
 /** Outcome of the last solve (::PKRYLOV_ERR_INVALID_STATE before the first). */

@@ -26,7 +26,9 @@ extern "C" {
  * context on more than one rank moves to GPU (node-local rank mod visible devices; the node-local rank from
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)), which becomes the calling thread's current device; set the
  * environment variable PKRYLOV_CUDA_BIND=none to keep the device that was current when the context was
- * created. A library built without MPI answers ::PKRYLOV_ERR_UNSUPPORTED.
+ * created. The default CPU thread count becomes this rank's share of the cores of its node (the cores
+ * available to the process divided by the ranks of comm on the node that share them, at least 1; see
+ * pkrylov_context_get_num_threads()). A library built without MPI answers ::PKRYLOV_ERR_UNSUPPORTED.
  */
 PKRYLOV_EXTERN int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm);
 

@@ -6,14 +6,17 @@
 !! - stencil_dense: the dense matrix of an all-wet stencil, cell (i,j,k) at i + nx*(j-1 + ny*(k-1));
 !! - ts_default, ts_coefficients: the C functions pkrylov_thinshell_params_default and
 !!   pkrylov_thinshell_stencil_coefficients through interfaces written here (a route to the thin-shell
-!!   matrix that does not go through pkrylov_mod's operator wrappers).
+!!   matrix that does not go through pkrylov_mod's operator wrappers);
+!! - pk_expect: a check that ends the program with error stop 1 and "<pk_test_name>: FAILED: <what>" (t890).
 !! Array sizes come from the arguments: (nx, ny, nz) = shape(aW).
 module pk_test_f
     use, intrinsic :: iso_c_binding, only: c_double, c_int, c_int32_t
     use pkrylov_mod, only: pkrylov_thinshell_params
     implicit none
     private
-    public :: make_stencil, stencil_apply, stencil_dense, ts_default, ts_coefficients
+    public :: make_stencil, stencil_apply, stencil_dense, ts_default, ts_coefficients, pk_expect
+    !> The program's name in pk_expect's failure message (set it first).
+    character(len=64), public :: pk_test_name = 'test'
 
     interface
         !> pkrylov_thinshell_params_default.
@@ -133,4 +136,15 @@ contains
             end do
         end do
     end subroutine stencil_dense
+
+    !> When cond is false: "<pk_test_name>: FAILED: <what>" on the error unit, then error stop 1.
+    subroutine pk_expect(cond, what)
+        use, intrinsic :: iso_fortran_env, only: error_unit
+        logical, intent(in) :: cond
+        character(len=*), intent(in) :: what
+        if (.not. cond) then
+            write (error_unit, '(a)') trim(pk_test_name)//': FAILED: '//what
+            error stop 1
+        end if
+    end subroutine pk_expect
 end module pk_test_f

@@ -6,8 +6,10 @@
  * (--save-system) and the solution it wrote (--out) are read back and the residual is recomputed here
  * with a plain CSR loop (pk_test_csr_matvec), or the solution is compared with a dense LAPACK solve.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "pk_test.h"
 
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -770,6 +772,46 @@ PK_TEST_CASE(usage_numbers) {
   PK_TEST_END();
 }
 
+/**
+ * --threads: the count the library uses is "threads" in --json (the default computed here: the CPUs of this
+ * process's affinity mask, which the child inherits, capped by OMP_NUM_THREADS when it is set; the CPU
+ * backend); a value out of 0..PKRYLOV_MAX_THREADS or not an integer is a usage error (exit 2) naming it.
+ */
+PK_TEST_CASE(threads_option) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  PK_REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity");
+  int want = CPU_COUNT(&set);
+  const char *env = getenv("OMP_NUM_THREADS");
+  const long cap = env ? strtol(env, NULL, 10) : 0;
+  if (cap > 0 && cap < want) want = (int)cap;
+  char out[PK_CAP], err[PK_CAP];
+  double t = -1;
+  static const char base[] = "--problem thinshell:6,6,4 --backend cpu";
+  char args0[256];
+  snprintf(args0, sizeof args0, "%s --json", base);
+  PK_EXPECT(solve("threads_default", args0, out, err) == 0, "%s", err);
+  PK_EXPECT(json_num(out, "threads", &t) == 0 && t == want, "default: \"threads\" %g, expected %d", t, want);
+  snprintf(args0, sizeof args0, "%s --threads 3 --json", base);
+  PK_EXPECT(solve("threads_3", args0, out, err) == 0, "%s", err);
+  PK_EXPECT(json_num(out, "threads", &t) == 0 && t == 3, "--threads 3: \"threads\" %g", t);
+  snprintf(args0, sizeof args0, "%s --threads 0 --json", base);
+  PK_EXPECT(solve("threads_0", args0, out, err) == 0, "%s", err);
+  PK_EXPECT(json_num(out, "threads", &t) == 0 && t == want, "--threads 0: \"threads\" %g, expected %d", t,
+            want);
+  snprintf(args0, sizeof args0, "%s --threads 2", base);
+  PK_EXPECT(solve("threads_text", args0, out, err) == 0, "%s", err);
+  PK_EXPECT(strstr(out, "threads       2") != NULL, "the text report shows the threads: %s", out);
+  expect_usage("u_threads_neg", "--problem thinshell:4,4,4 --json --threads -1", "--threads", "-1");
+  char args[128], big[32];
+  snprintf(big, sizeof big, "%d", PKRYLOV_MAX_THREADS + 1);
+  snprintf(args, sizeof args, "--problem thinshell:4,4,4 --json --threads %s", big);
+  expect_usage("u_threads_big", args, "--threads", big);
+  expect_usage("u_threads_word", "--problem thinshell:4,4,4 --json --threads many", "--threads", "many");
+  expect_usage("u_threads_none", "--problem thinshell:4,4,4 --json --threads", "--threads", "value");
+  PK_TEST_END();
+}
+
 PK_TEST_CASE(usage_problem) {
   expect_usage("u_p1", "--problem thinshell:0,4,4 --json", "--problem", "thinshell:0,4,4");
   expect_usage("u_p2", "--problem thinshell:4,4 --json", "--problem", "thinshell:4,4");
@@ -1079,6 +1121,7 @@ PK_TEST_MAIN(PK_TEST_ENTRY(stop_rule_srcg_min_residual), PK_TEST_ENTRY(usage_sto
              PK_TEST_ENTRY(rhs_option), PK_TEST_ENTRY(x0_exact_zero_iterations),
              PK_TEST_ENTRY(x0_returned_with_maxit0), PK_TEST_ENTRY(maxit_not_converged),
              PK_TEST_ENTRY(history_lines), PK_TEST_ENTRY(usage_options), PK_TEST_ENTRY(usage_numbers),
+             PK_TEST_ENTRY(threads_option),
              PK_TEST_ENTRY(usage_problem), PK_TEST_ENTRY(usage_names), PK_TEST_ENTRY(usage_column_levels),
              PK_TEST_ENTRY(usage_files), PK_TEST_ENTRY(usage_cuda_unavailable), PK_TEST_ENTRY(demo_small),
              PK_TEST_ENTRY(version_option), PK_TEST_ENTRY(monitor_lines), PK_TEST_ENTRY(monitor_every_second),

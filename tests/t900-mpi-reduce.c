@@ -4,9 +4,16 @@
  *        queries on a split communicator (never MPI_COMM_WORLD by itself), the errors of
  *        pkrylov_context_set_comm, blocking and split-phase global sums against closed forms, and the
  *        exact sums of reproducible mode: bitwise the same for every split of the vectors over the ranks
- *        and threads, and within one rounding of an independent exact reference (__int128 fixed point).
+ *        and threads, and within one rounding of an independent exact reference (__int128 fixed point); the
+ *        default thread count of a rank: its share of its node's cores, computed here from the ranks'
+ *        affinity masks.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_* */
+#include <sched.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "pk_impl.h"
 #include "pk_mpi_test.h"
@@ -188,5 +195,65 @@ PK_TEST_CASE(exact_dots_bitwise) {
   PK_TEST_END();
 }
 
+/**
+ * The default thread count on a communicator: the CPUs of this rank's affinity mask divided by the ranks of
+ * the communicator on this node whose masks overlap it (gathered here over MPI_COMM_TYPE_SHARED), at least 1.
+ * OpenMP's count, which caps the default, is lifted for the test (omp_set_num_threads); a count set before
+ * the communicator is kept.
+ */
+PK_TEST_CASE(default_threads_node_share) {
+#ifndef _OPENMP
+  return PK_SKIP;
+#else
+  const int omp_before = omp_get_max_threads();
+  omp_set_num_threads(PKRYLOV_MAX_THREADS);
+  int rank, size;
+  pk_mpi_world(&rank, &size);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int nlocal = 1;
+  MPI_Comm_size(node, &nlocal);
+  cpu_set_t mine, *all = malloc(sizeof(cpu_set_t) * (size_t)nlocal);
+  PK_REQUIRE(all != NULL, "malloc");
+  CPU_ZERO(&mine);
+  PK_REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0, "sched_getaffinity");
+  MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, node);
+  MPI_Comm_free(&node);
+  int sharing = 0, unbound = 1;
+  for (int r = 0; r < nlocal; r++) {
+    cpu_set_t both;
+    CPU_AND(&both, &mine, &all[r]);
+    sharing += CPU_COUNT(&both) > 0;
+    unbound = unbound && CPU_EQUAL(&mine, &all[r]);
+  }
+  free(all);
+  const int cpus = CPU_COUNT(&mine), expected = cpus / sharing > 1 ? cpus / sharing : 1;
+  if (unbound) /* ranks that are not bound: the node's cores divided by its ranks, as the header says */
+    PK_EXPECT(expected == (cpus / nlocal > 1 ? cpus / nlocal : 1), "%d CPUs, %d ranks", cpus, nlocal);
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  int32_t n = -1;
+  PK_REQUIRE_OK(ctx, pkrylov_context_get_num_threads(ctx, &n));
+  PK_EXPECT(n == cpus, "no communicator yet: %d threads, %d CPUs in the mask", (int)n, cpus);
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_comm(ctx, MPI_COMM_WORLD));
+  PK_REQUIRE_OK(ctx, pkrylov_context_get_num_threads(ctx, &n));
+  PK_EXPECT(n == expected, "rank %d: %d threads, expected %d (%d CPUs shared with %d of the node's %d ranks)",
+            rank, (int)n, expected, cpus, sharing, nlocal);
+  pkrylov_context_destroy(&ctx);
+  /* a count set before the communicator stays */
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_num_threads(ctx, 3));
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_comm(ctx, MPI_COMM_WORLD));
+  PK_REQUIRE_OK(ctx, pkrylov_context_get_num_threads(ctx, &n));
+  PK_EXPECT(n == 3, "set 3 before the communicator: %d", (int)n);
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_num_threads(ctx, 0)); /* back to the rank's share */
+  PK_REQUIRE_OK(ctx, pkrylov_context_get_num_threads(ctx, &n));
+  PK_EXPECT(n == expected, "default again: %d, expected %d", (int)n, expected);
+  pkrylov_context_destroy(&ctx);
+  omp_set_num_threads(omp_before);
+  PK_TEST_END();
+#endif
+}
+
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(comm_and_rank_info), PK_TEST_ENTRY(set_comm_errors), PK_TEST_ENTRY(allreduce_sums),
-                 PK_TEST_ENTRY(exact_dots_bitwise))
+                 PK_TEST_ENTRY(exact_dots_bitwise), PK_TEST_ENTRY(default_threads_node_share))

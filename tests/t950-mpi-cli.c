@@ -5,8 +5,11 @@
  *        identical solutions with --reproducible, --save-system writing the global system as on one rank,
  *        and bad input on many ranks (blocks that do not match the ranks, a rank with no columns, options
  *        that differ between ranks, a matrix file whose columns span ranks) ending with exit status 2 and a message from every rank,
- *        and the BiCGStab and GMRES families on distributed operators (the one-rank iterations, no hang).
+ *        and the BiCGStab and GMRES families on distributed operators (the one-rank iterations, no hang); the
+ *        default thread count under mpirun (ranks not bound: the cores divided by the ranks).
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
 #include <string.h>
 
 #include "pk_mpi_test.h"
@@ -38,14 +41,18 @@ static char *slurp(const char *path) {
   return s;
 }
 
-/** "iterations":N from the JSON output file. */
-static int json_iterations(const char *path) {
-  char *s = slurp(path);
-  const char *p = s ? strstr(s, "\"iterations\":") : NULL;
-  int it = p ? atoi(p + 13) : -1;
+/** "key":N from the JSON output file (-1 when missing). */
+static int json_int(const char *path, const char *key) {
+  char *s = slurp(path), pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = s ? strstr(s, pat) : NULL;
+  int v = p ? atoi(p + strlen(pat)) : -1;
   free(s);
-  return it;
+  return v;
 }
+
+/** "iterations":N from the JSON output file. */
+static int json_iterations(const char *path) { return json_int(path, "iterations"); }
 
 PK_TEST_CASE(serial_ranks_same_solution) {
   char cmd[2048], out[512], js[512];
@@ -233,6 +240,33 @@ PK_TEST_CASE(serial_outputs_warning_monitor) {
   PK_TEST_END();
 }
 
+/**
+ * The "threads" of --json under mpirun with the ranks not bound (Open MPI reads the binding policy from the
+ * environment; others do not bind by default) and OMP_NUM_THREADS unset: the CPUs of this process's mask
+ * (which the ranks inherit) divided by the ranks, at least 1; --threads is kept.
+ */
+PK_TEST_CASE(serial_threads_node_share) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  PK_REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity");
+  const int cpus = CPU_COUNT(&set);
+  char cmd[2048], js[512];
+  snprintf(js, sizeof js, "%s", pk_test_tmp_path("t950_threads.json"));
+  for (int np = 1; np <= 2; np++)
+    for (int set_one = 0; set_one < 2; set_one++) {
+      snprintf(cmd, sizeof cmd,
+               "env -u OMP_NUM_THREADS OMPI_MCA_hwloc_base_binding_policy=none " MPIRUN
+               " %d %s --problem thinshell:8,8,4 %s --json --quiet > %s",
+               np, PK_SOLVE_EXE, set_one ? "--threads 1" : "", js);
+      PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
+      const int want = set_one ? 1 : cpus / np > 1 ? cpus / np : 1, got = json_int(js, "threads");
+      PK_EXPECT(got == want, "%d ranks%s: \"threads\":%d, expected %d (%d CPUs)", np,
+                set_one ? ", --threads 1" : "", got, want, cpus);
+    }
+  PK_TEST_END();
+}
+
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(serial_ranks_same_solution), PK_TEST_ENTRY(serial_reproducible_bitwise),
                  PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank),
-                 PK_TEST_ENTRY(serial_other_solvers), PK_TEST_ENTRY(serial_outputs_warning_monitor))
+                 PK_TEST_ENTRY(serial_other_solvers), PK_TEST_ENTRY(serial_outputs_warning_monitor),
+                 PK_TEST_ENTRY(serial_threads_node_share))

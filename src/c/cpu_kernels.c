@@ -43,7 +43,7 @@ void pk_cpu_dot(pkrylov_context ctx, int64_t n, const double *x, const double *y
   const int nt = pk_num_threads(ctx);
   (void)nt; /* read by the OpenMP pragmas only */
   const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
   for (int64_t c = 0; c < nch; c++) {
     int64_t i0, i1;
     pk_row_chunk(c, n, &i0, &i1);
@@ -81,7 +81,7 @@ void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const 
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
   const double *ax = pk_whole_product(A, x, r); /* r = A x once, for whole-vector operators */
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
   for (int64_t c = 0; c < nch; c++) {
     int64_t i0, i1;
     pk_row_chunk(c, n, &i0, &i1);
@@ -120,7 +120,7 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
   (void)nt; /* read by the OpenMP pragmas only */
   if (!M || M->type == PKRYLOV_PRECOND_NONE) {
     const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
     for (int64_t c = 0; c < nch; c++) {
       int64_t i0, i1;
       pk_row_chunk(c, n, &i0, &i1);
@@ -142,14 +142,14 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
        vectors: r -= alpha q; z = M^-1 r; then the dots, by row chunks (the chunks of NONE and JACOBI,
        whose column chunks are these row chunks) */
     const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
     for (int64_t c = 0; c < nch; c++) {
       int64_t i0, i1;
       pk_row_chunk(c, n, &i0, &i1);
       for (int64_t i = i0; i < i1; i++) r[i] -= alpha * q[i];
     }
     pk_pc_apply_all(M, r, z);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
     for (int64_t c = 0; c < nch; c++) {
       int64_t i0, i1;
       pk_row_chunk(c, n, &i0, &i1);
@@ -166,7 +166,7 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
   }
   /* Column chunks: r -= alpha q on the chunk's cells, z = M^-1 r on those columns, partial dots. */
   const int64_t cw = pk_pc_chunk_cols(M), nch = (M->ncols + cw - 1) / cw;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
   for (int64_t c = 0; c < nch; c++) {
     const int64_t c0 = c * cw, c1 = c0 + cw < M->ncols ? c0 + cw : M->ncols;
     if (pk_pc_cg_step_cols(M, alpha, r, q, z, c0, c1, part + 2 * c)) continue; /* one sweep pair */
@@ -189,7 +189,7 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
   const double *az = pk_whole_product(A, z, A->user.scratch);
-#pragma omp parallel num_threads(nt) if (nch > 1)
+#pragma omp parallel num_threads(nt) if (pk_par(n))
   {
     double qold[PK_ROW_CHUNK];
 #pragma omp for schedule(static)
@@ -222,7 +222,7 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am_rea
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
   const double *am = am_ready ? am_ready : pk_whole_product(A, m, A->user.scratch);
-#pragma omp parallel num_threads(nt) if (nch > 1)
+#pragma omp parallel num_threads(nt) if (pk_par(n))
   {
     double zold[PK_ROW_CHUNK];
 #pragma omp for schedule(static)

@@ -298,7 +298,7 @@ void pk_dist_apply(const struct pkrylov_operator_s *A, const double *x, double *
     const int64_t nj = jhi > jlo ? jhi - jlo : 0, nlines = nj * nz;
     if (!e) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt) if (n > PK_ROW_CHUNK)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
 #endif
       for (int64_t l = 0; l < nlines; l++) dist_line(A, D, x, y, jlo + l % nj, l / nj, ilo, ihi);
     }
@@ -307,7 +307,7 @@ void pk_dist_apply(const struct pkrylov_operator_s *A, const double *x, double *
       /* the rest: the edge lines whole, the edge cells of the other lines */
       const int64_t ia = ilo < nx ? ilo : nx, ib = ihi > ia ? ihi : ia;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt) if (n > PK_ROW_CHUNK)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
 #endif
       for (int64_t k = 0; k < nz; k++)
         for (int64_t j = 0; j < ny; j++) {

@@ -94,7 +94,7 @@ static void rows_apply(const struct pkrylov_operator_s *A, const pk_dist_csr *D,
   const double *xe = D->xext;
   const int64_t *rows = D->rows;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt) if (b - a > PK_ROW_CHUNK)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(b - a))
 #endif
   for (int64_t q = a; q < b; q++)
     y[rows[q]] = row_sum(A, xe, rows[q]);

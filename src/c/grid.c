@@ -463,7 +463,7 @@ static void grid_copy(const struct pkrylov_grid_s *g, int64_t nz, const double *
   const int64_t hy = sny + 2 * (int64_t)g->oly, nlines = sny * nt * nz;
   const int nth = pk_num_threads(g->ctx);
   (void)nth; /* read by the OpenMP pragmas only */
-#pragma omp parallel for schedule(static) num_threads(nth) if (nlines * snx > PK_ROW_CHUNK)
+#pragma omp parallel for schedule(static) num_threads(nth) if (pk_par(nlines * snx))
   for (int64_t l = 0; l < nlines; l++) {
     const int64_t j = l % sny, t = (l / sny) % nt, k = l / (sny * nt);
     const int64_t c = snx * l, h = g->olx + hx * ((j + g->oly) + hy * (k + nz * t));
@@ -764,7 +764,7 @@ int pk_grid_stencil_apply(const struct pkrylov_grid_s *g, int32_t nz, const pk_s
   if (e) return e;
   const double *halo = X->halo;
   /* phase 1: every line and cell that reads nothing of another rank */
-#pragma omp parallel for schedule(static) num_threads(nth) if (nlines * nx > PK_ROW_CHUNK)
+#pragma omp parallel for schedule(static) num_threads(nth) if (pk_par(nlines * nx))
   for (int64_t l = 0; l < nlines; l++) {
     const int64_t j = l % sny, t = (l / sny) % nt, k = l / (sny * nt);
     const uint8_t *rem = g->remote + 4 * t;
@@ -774,7 +774,7 @@ int pk_grid_stencil_apply(const struct pkrylov_grid_s *g, int32_t nz, const pk_s
   e = pk_grid_xchg_end(g, X);
   if (e || g->nnb == 0) return e;
   /* phase 2: the rest */
-#pragma omp parallel for schedule(static) num_threads(nth) if (nlines * nx > PK_ROW_CHUNK)
+#pragma omp parallel for schedule(static) num_threads(nth) if (pk_par(nlines * nx))
   for (int64_t l = 0; l < nlines; l++) {
     const int64_t j = l % sny, t = (l / sny) % nt, k = l / (sny * nt);
     const uint8_t *rem = g->remote + 4 * t;

@@ -574,7 +574,7 @@ void pk_ainv_apply(const struct pkrylov_precond_s *M, const double *r, double *z
     return;
   }
   const int64_t n = M->n, nchunks = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(pk_num_threads(M->ctx)) if (nchunks > 1)
+#pragma omp parallel for schedule(static) num_threads(pk_num_threads(M->ctx)) if (pk_par(n))
   for (int64_t ch = 0; ch < nchunks; ch++) {
     const int64_t r0 = ch * PK_ROW_CHUNK, r1 = r0 + PK_ROW_CHUNK < n ? r0 + PK_ROW_CHUNK : n;
     pk_st_apply_rows(&M->ainv.c, A->nx, A->ny, A->nz, r, z, r0, r1);

@@ -245,7 +245,7 @@ static int cpu_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs,
   const int repro = E->ctx->reproducible; /* the exact sums below replace the chunk partials */
   const int nt = pk_num_threads(E->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
   for (int64_t ch = 0; ch < nch; ch++) {
     int64_t i0, i1;
     chunk_rows(ch, n, &i0, &i1);
@@ -323,7 +323,7 @@ static int cpu_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t
   double *part = P->part;
   const int nt = pk_num_threads(E->ctx);
   (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
   for (int64_t ch = 0; ch < nch; ch++) {
     int64_t i0, i1;
     chunk_rows(ch, n, &i0, &i1);
@@ -385,7 +385,7 @@ static int cpu_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t wi
   double *part = P->part;
   const int nt = pk_num_threads(E->ctx);
   (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
   for (int64_t ch = 0; ch < nch; ch++) {
     int64_t i0, i1;
     chunk_rows(ch, n, &i0, &i1);
@@ -414,7 +414,7 @@ static int cpu_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k
   const double sg = neg ? -1.0 : 1.0;
   const int nt = pk_num_threads(E->ctx);
   (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
   for (int64_t ch = 0; ch < nch; ch++) {
     int64_t i0, i1;
     chunk_rows(ch, n, &i0, &i1);
@@ -449,7 +449,7 @@ static int cpu_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_
   const int inplace = b1 == a0;
   const int nt = pk_num_threads(E->ctx);
   (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nch > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
   for (int64_t ch = 0; ch < nch; ch++) {
     int64_t i0, i1;
     chunk_rows(ch, n, &i0, &i1);

@@ -4,7 +4,9 @@
  *        the collective helpers that keep every rank's outcome the same (pk_mpi_agree, the checks before
  *        a distributed solve); the NCCL communicator of a distributed CUDA context (pk_mpi_nccl). Without MPI (or without a communicator) everything here works on one rank.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_* */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,51 @@ int pk_mpi_error(pkrylov_context ctx, const char *func, const char *what, int rc
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
   msg[len] = '\0';
   return pk_error(ctx, PKRYLOV_ERR_BACKEND, func, "%s failed: MPI error %d (%s)", what, rc, msg);
+}
+
+/**
+ * The default thread count of a rank of comm (pkrylov_context_get_num_threads): this process's cores
+ * (pk_cores_available) divided by the number of ranks of comm on this node (MPI_Comm_split_type
+ * MPI_COMM_TYPE_SHARED) whose affinity masks overlap this rank's (itself included; a mask that cannot be
+ * read overlaps every other), capped by OpenMP's count (pk_threads_cap), at least 1. Collective over comm.
+ */
+static int node_threads(pkrylov_context ctx, MPI_Comm comm, int rank, int *threads) {
+  typedef struct {
+    int32_t valid;
+    unsigned char mask[sizeof(cpu_set_t)];
+  } aff;
+  MPI_Comm node;
+  int nlocal = 1, rc;
+  if ((rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node)) != MPI_SUCCESS)
+    return pk_mpi_error(ctx, __func__, "MPI_Comm_split_type", rc);
+  MPI_Comm_size(node, &nlocal);
+  aff mine;
+  memset(&mine, 0, sizeof mine);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  mine.valid = sched_getaffinity(0, sizeof set, &set) == 0;
+  memcpy(mine.mask, &set, sizeof set);
+  aff *all = malloc(sizeof(aff) * (size_t)nlocal);
+  if (!all) {
+    MPI_Comm_free(&node);
+    return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate %d affinity masks", nlocal);
+  }
+  rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, node);
+  MPI_Comm_free(&node);
+  if (rc != MPI_SUCCESS) {
+    free(all);
+    return pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
+  }
+  int sharing = 0;
+  for (int r = 0; r < nlocal; r++) {
+    int overlap = !mine.valid || !all[r].valid;
+    for (size_t b = 0; b < sizeof mine.mask && !overlap; b++) overlap = (mine.mask[b] & all[r].mask[b]) != 0;
+    sharing += overlap;
+  }
+  free(all);
+  const int cores = pk_cores_available();
+  *threads = pk_threads_cap(sharing > 0 ? cores / sharing : 1); /* OMP_NUM_THREADS caps the share */
+  return PKRYLOV_SUCCESS;
 }
 
 int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
@@ -103,6 +150,12 @@ int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
                : pk_error(ctx, PKRYLOV_ERR_BACKEND, __func__, "another rank could not select its CUDA device");
   }
 #endif
+  /* the default thread count: this rank's share of the cores of its node (every rank calls: collective) */
+  int threads = 1, e = node_threads(ctx, comm, rank, &threads), anybad = 0;
+  if ((rc = MPI_Allreduce(&e, &anybad, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
+    return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+  if (anybad != PKRYLOV_SUCCESS)
+    return e ? e : pk_error(ctx, anybad, __func__, "another rank could not count the cores of its node");
   pk_mpi_state *st = calloc(1, sizeof *st);
   PK_CHECK(st != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the MPI state");
   if ((rc = MPI_Comm_dup(comm, &st->comm)) != MPI_SUCCESS) {
@@ -113,6 +166,7 @@ int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
   ctx->mpi = st;
   ctx->rank = rank;
   ctx->size = size;
+  ctx->default_threads = threads;
   return PKRYLOV_SUCCESS;
 }
 

@@ -547,8 +547,10 @@ void pk_pc_user_apply(const struct pkrylov_precond_s *M, const double *r, double
 }
 
 void pk_user_reset(struct pkrylov_operator_s *A, struct pkrylov_precond_s *M) {
-  if (A) A->user.failed = 0;
-  if (M) M->user.failed = 0;
+  /* written only when set: the flag of an operator without state (never set) is only read, so solves that
+     share it in several threads do not race on it */
+  if (A && A->user.failed) A->user.failed = 0;
+  if (M && M->user.failed) M->user.failed = 0;
 }
 
 int pk_user_check(const struct pkrylov_operator_s *A, const struct pkrylov_precond_s *M) {
@@ -795,7 +797,7 @@ static void halo_apply(const struct pkrylov_operator_s *A, const double *x, doub
   if (!A->user.failed) {
     double *xh = A->halo.xh;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt) if (n > PK_ROW_CHUNK)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
 #endif
     for (int64_t k = 0; k < nz; k++) {
       double *pl = xh + hxy * k;
@@ -811,7 +813,7 @@ static void halo_apply(const struct pkrylov_operator_s *A, const double *x, doub
     if (rc == 0) {
       const int64_t nchunks = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt) if (nchunks > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
 #endif
       for (int64_t ch = 0; ch < nchunks; ch++) {
         const int64_t r0 = ch * PK_ROW_CHUNK, r1 = r0 + PK_ROW_CHUNK < n ? r0 + PK_ROW_CHUNK : n;
@@ -878,7 +880,7 @@ void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double
   }
   const int64_t n = A->n, nchunks = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(pk_num_threads(A->ctx)) if (nchunks > 1)
+#pragma omp parallel for schedule(static) num_threads(pk_num_threads(A->ctx)) if (pk_par(n))
 #endif
   for (int64_t ch = 0; ch < nchunks; ch++) {
     const int64_t r0 = ch * PK_ROW_CHUNK, r1 = r0 + PK_ROW_CHUNK < n ? r0 + PK_ROW_CHUNK : n;
@@ -886,16 +888,23 @@ void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double
   }
 }
 
-int pkrylov_operator_apply(pkrylov_operator A, int32_t mem, const double *x, double *y) {
-  PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
+static int operator_apply(pkrylov_operator A, int32_t mem, const double *x, double *y) {
   pkrylov_context ctx = A->ctx;
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_operator_apply_public(A, mem, x, y);
 #endif
-  PK_CALL(pk_check_vectors(ctx, __func__, mem, x, "x", y, "y", A->n));
+  PK_CALL(pk_check_vectors(ctx, "pkrylov_operator_apply", mem, x, "x", y, "y", A->n));
   pk_user_reset(A, NULL);
   pk_op_apply_all(A, x, y);
   return pk_user_check(A, NULL);
+}
+
+int pkrylov_operator_apply(pkrylov_operator A, int32_t mem, const double *x, double *y) {
+  PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
+  PK_CALL(pk_use_begin(A->ctx, __func__, "A", A, NULL)); /* a stateful operator: one product at a time */
+  const int ierr = operator_apply(A, mem, x, y);
+  pk_use_end(A->ctx, A, NULL);
+  return ierr;
 }
 
 /* ------------------------------------------------------------------------------------------------ */

@@ -45,6 +45,12 @@ int pk_error(pkrylov_context ctx, int code, const char *func, const char *fmt, .
     if (!(cond)) return pk_error((ctx), (code), __func__, __VA_ARGS__);                           \
   } while (0)
 
+/** PK_CHECK in a helper whose errors read as raised by the public call func. */
+#define PK_CHECK_AS(func, cond, ctx, code, ...)                                                    \
+  do {                                                                                             \
+    if (!(cond)) return pk_error((ctx), (code), (func), __VA_ARGS__);                             \
+  } while (0)
+
 /** Check a pointer argument by name. */
 #define PK_CHECK_PTR(ptr, ctx)                                                                     \
   PK_CHECK((ptr) != NULL, (ctx), PKRYLOV_ERR_NULL_POINTER, "argument '%s' is NULL", #ptr)
@@ -67,13 +73,64 @@ int pk_error(pkrylov_context ctx, int code, const char *func, const char *fmt, .
   } while (0)
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Busy flags: an object in use by one thread's call is refused to another's (PKRYLOV_ERR_BUSY).     */
+
+#ifdef __cplusplus
+/* The C++ (CUDA) sources see the structures below but never touch a flag: plain integers of the same
+   size and alignment keep the layout. */
+typedef int32_t pk_busy_flag;
+typedef uintptr_t pk_owner_flag;
+#else
+#include <stdatomic.h>
+typedef _Atomic int32_t pk_busy_flag;
+/** The thread that holds an object which the same thread may take again (nested calls): 0 = nobody. */
+typedef _Atomic uintptr_t pk_owner_flag;
+_Static_assert(sizeof(pk_busy_flag) == sizeof(int32_t) && _Alignof(pk_busy_flag) == _Alignof(int32_t),
+               "pk_busy_flag must have the layout of int32_t (the CUDA sources see it as one)");
+_Static_assert(sizeof(pk_owner_flag) == sizeof(uintptr_t) && _Alignof(pk_owner_flag) == _Alignof(uintptr_t),
+               "pk_owner_flag must have the layout of uintptr_t (the CUDA sources see it as one)");
+/** Take the flag: 1 when it was free (the caller now holds it), 0 when another call holds it. */
+static inline int pk_busy_take(pk_busy_flag *f) {
+  return atomic_exchange_explicit(f, 1, memory_order_acquire) == 0;
+}
+/** Give back a flag taken with pk_busy_take(). */
+static inline void pk_busy_drop(pk_busy_flag *f) { atomic_store_explicit(f, 0, memory_order_release); }
+#endif
+
+/* ------------------------------------------------------------------------------------------------ */
 /* Context                                                                                           */
+
+#include <pthread.h>
+
+/**
+ * Loops over fewer values than this run on one thread: below it a parallel region costs more than the
+ * second thread saves (measured with bench/pkrylov-bench-threads: docs/performance.md, "Threads"; with
+ * OpenMP's default waits the crossover lies between 4096 and 8192 values; passive waits, whose wake-ups
+ * cost more, moved it to about 65536 on the loaded test machine, a range a solver's measured choice of one
+ * thread covers, pk_thread_choice). Every OpenMP loop of the library takes its if clause from here (pk_par); the
+ * chunking, and so every result, does not depend on it. Defined at build time (-DPK_PAR_MIN_ROWS=0) only
+ * to measure below it.
+ */
+#ifndef PK_PAR_MIN_ROWS
+#define PK_PAR_MIN_ROWS 8192
+#endif
+
+/** 1 when a loop over n values (rows, cells) should run in parallel (the if clause of every loop). */
+static inline int pk_par(int64_t n) { return n >= PK_PAR_MIN_ROWS; }
 
 struct pkrylov_context_s {
   int32_t backend;        /* resolved: PKRYLOV_BACKEND_CPU or PKRYLOV_BACKEND_CUDA */
-  int32_t num_threads;    /* 0 = OpenMP default */
+  int32_t num_threads;    /* the caller's count (pkrylov_context_set_num_threads), 0 = the default */
+  int32_t default_threads; /* the default: pk_default_threads() at creation, the share of this rank's node
+                              at pkrylov_context_set_comm (pk_mpi_node_threads) */
   int32_t last_code;      /* last error code raised through this context */
   char last_message[1024];
+  pthread_mutex_t err_lock; /* serialises the writers of last_code / last_message (threads sharing the
+                               context, e.g. a call refused with PKRYLOV_ERR_BUSY during another's solve) */
+  pk_owner_flag owner;    /* CUDA contexts and contexts with a communicator: the thread whose solve or
+                             product holds it (their stream and communicator serve one at a time; the
+                             same thread may nest, e.g. a product inside a callback of its solve) */
+  int32_t owner_depth;    /* nesting depth of the owner's calls (touched by the owner only) */
   int64_t live_objects;   /* operators + preconditioners + solvers not yet destroyed */
   void *cuda;             /* CUDA backend state (device, stream), NULL on the CPU */
   const struct pk_reduce_hook *reduce_hook; /* reduce.c: override of the global sums, NULL = none (set
@@ -128,8 +185,26 @@ int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const dou
 int pk_check_vectors(pkrylov_context ctx, const char *func, int32_t mem, const double *in, const char *in_name,
                      const double *out, const char *out_name, int64_t n);
 
-/** Number of threads for a parallel region of the CPU backend. */
+/**
+ * Number of threads for a parallel region of the CPU backend: the caller's count (set_num_threads), else 1
+ * when called inside an active parallel region of the caller (its threads hold the cores), else the
+ * context's default (ctx NULL: pk_default_threads()).
+ */
 int pk_num_threads(pkrylov_context ctx);
+/**
+ * The cores available to this process: with OpenMP thread binding on (OMP_PROC_BIND) the runtime's count,
+ * the union of its places (it has narrowed the calling thread's own mask to one place); otherwise the
+ * calling thread's affinity mask (sched_getaffinity, CPU_COUNT); at least 1.
+ */
+int pk_cores_available(void);
+/**
+ * n capped by the number of threads OpenMP would use (omp_get_max_threads: OMP_NUM_THREADS or
+ * omp_set_num_threads when the caller set them, else the CPUs OpenMP found at start) and by
+ * PKRYLOV_MAX_THREADS, at least 1; 1 without OpenMP.
+ */
+int pk_threads_cap(int n);
+/** The default thread count of a context without a communicator: pk_threads_cap(pk_cores_available()). */
+int pk_default_threads(void);
 /** Wall clock in seconds. */
 double pk_wtime(void);
 
@@ -285,6 +360,8 @@ struct pkrylov_operator_s {
   void *dist;              /* dist.c: a distributed grid operator's block, halo buffers and neighbours
                               (type THINSHELL or STENCIL7, nx/ny/n local; ts holds the local geometry, st
                               the local aV/aC/wet), NULL otherwise */
+  pk_busy_flag busy;       /* operators with state during a product (pk_op_whole_vector: user.scratch,
+                              halo.xh, the distributed halo buffers): held by a solve or product with it */
 };
 
 /**
@@ -431,6 +508,7 @@ struct pkrylov_precond_s {
     pk_grid_xchg gx;       /* a grid's exchange buffers */
   } ainv;
   void *dev;               /* CUDA: device copies (pk_cuda_backend.cu), NULL on the CPU */
+  pk_busy_flag busy;       /* USER: held by a solve or product with it (user.failed is its state) */
 };
 
 /** 1 when M is applied on whole vectors only (a user routine; AINV, which reads the neighbours of r). */
@@ -483,6 +561,66 @@ int pk_user_check(const struct pkrylov_operator_s *A, const struct pkrylov_preco
 int64_t pk_pc_chunk_cols(const struct pkrylov_precond_s *M);
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Use by threads (context.c)                                                                        */
+
+/** 1 when the context serves one solve at a time: a CUDA context (one stream) or one with a communicator. */
+static inline int pk_context_exclusive(pkrylov_context ctx) {
+  return ctx->backend == PKRYLOV_BACKEND_CUDA || ctx->mpi != NULL;
+}
+/** 1 when a product with A changes state in A (A->busy guards it): pk_op_whole_vector(). */
+static inline int pk_op_stateful(const struct pkrylov_operator_s *A) { return A && pk_op_whole_vector(A); }
+/** 1 when M is a preconditioner whose use changes state in it (a user routine: user.failed). */
+static inline int pk_pc_stateful(const struct pkrylov_precond_s *M) {
+  return M && M->type == PKRYLOV_PRECOND_USER;
+}
+/**
+ * Take the busy flags a solve or product of the call func needs: the context's when it is exclusive, A's
+ * and M's when they are stateful (either may be NULL); arg names the caller's argument that brought them
+ * ("s", "A", "M"). When another call holds one: PKRYLOV_ERR_BUSY with a message naming arg, nothing held.
+ * Release with pk_use_end().
+ */
+int pk_use_begin(pkrylov_context ctx, const char *func, const char *arg, struct pkrylov_operator_s *A,
+                 struct pkrylov_precond_s *M);
+/** Release what pk_use_begin() took (the same arguments). */
+void pk_use_end(pkrylov_context ctx, struct pkrylov_operator_s *A, struct pkrylov_precond_s *M);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Starved threads (context.c)                                                                       */
+
+/**
+ * A solver on a context with the default thread count chooses, solve by solve, between that count and one
+ * thread: on a node where other processes hold the cores, an OpenMP team waits for its descheduled members
+ * (and its idle threads spin meanwhile, against those processes), and one thread is then many times faster
+ * (docs/performance.md, "Threads"). Each solve is timed (seconds per iteration); now and then a solve runs
+ * with the other choice (a probe) and the faster one is kept; the probes grow rarer while the choice holds
+ * (every PK_THREADS_PROBE_MIN to PK_THREADS_PROBE_MAX solves), and a solve on the default count more than
+ * twice as slow as the last one probes at once. Results do not depend on it (chunk-ordered sums).
+ */
+typedef struct {
+  int32_t one;        /* 1: this solver's solves run on one thread */
+  int32_t solves;     /* solves timed so far */
+  int32_t next_probe; /* the solve (count) that runs the other choice */
+  int32_t gap;        /* solves between probes now */
+  double t[2];        /* seconds per iteration last measured: [0] the default count, [1] one thread */
+  int32_t probing;    /* the solve in progress is a probe */
+  int32_t saved;      /* pk_threads_begin: the calling thread's override before this solve, */
+  void *saved_ctx;    /* and the context it applied to */
+} pk_thread_choice;
+
+#define PK_THREADS_PROBE_MIN 4
+#define PK_THREADS_PROBE_MAX 64
+
+/**
+ * Before a solve of s: when the choice applies (CPU backend, the context's default count above one, n at
+ * least PK_PAR_MIN_ROWS), make the calling thread's loops on s's context use the chosen count (a
+ * thread-local override that pk_num_threads reads for that context; nested solves restore it).
+ */
+void pk_threads_begin(pkrylov_solver s);
+/** After the solve begun with pk_threads_begin(): undo the override; a successful solve's time per iteration
+ *  updates the choice. */
+void pk_threads_end(pkrylov_solver s, int ok);
+
+/* ------------------------------------------------------------------------------------------------ */
 /* Solvers                                                                                           */
 
 /* Work vectors */
@@ -517,6 +655,8 @@ struct pkrylov_solver_s {
   double *halo_bx;        /* pkrylov_solver_solve_halo: compact copies of b and x (2 n), made at first use */
   void *halo_bx_dev;      /* ... the same on the device (CUDA, device arrays) */
   void *dev;              /* CUDA: device work area (pk_cuda_solver.cu), NULL on the CPU */
+  pk_busy_flag busy;      /* held by every call on the solver (a solve for its whole length) */
+  pk_thread_choice threads; /* the default count or one thread, measured solve by solve (context.c) */
 };
 
 /* Residual bookkeeping shared by the drivers of solver.c and kry.c */

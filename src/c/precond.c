@@ -654,7 +654,7 @@ void pk_pc_apply_all(const struct pkrylov_precond_s *M, const double *r, double 
   }
   const int64_t chunk = pk_pc_chunk_cols(M);
   const int64_t nchunks = (M->ncols + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(pk_num_threads(M->ctx)) if (nchunks > 1)
+#pragma omp parallel for schedule(static) num_threads(pk_num_threads(M->ctx)) if (pk_par(M->n))
   for (int64_t ic = 0; ic < nchunks; ic++) {
     const int64_t c0 = ic * chunk, c1 = c0 + chunk < M->ncols ? c0 + chunk : M->ncols;
     pk_pc_apply_cols(M, r, z, c0, c1);
@@ -832,16 +832,23 @@ int pk_pc_refactor(struct pkrylov_precond_s *M, const char *func) {
   return PKRYLOV_SUCCESS;
 }
 
-int pkrylov_precond_apply(pkrylov_precond M, int32_t mem, const double *r, double *z) {
-  PK_CHECK(M != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'M' is NULL");
+static int precond_apply(pkrylov_precond M, int32_t mem, const double *r, double *z) {
   pkrylov_context ctx = M->ctx;
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_precond_apply_public(M, mem, r, z);
 #endif
-  PK_CALL(pk_check_vectors(ctx, __func__, mem, r, "r", z, "z", M->n));
+  PK_CALL(pk_check_vectors(ctx, "pkrylov_precond_apply", mem, r, "r", z, "z", M->n));
   pk_user_reset(NULL, M);
   pk_pc_apply_all(M, r, z);
   return pk_user_check(NULL, M);
+}
+
+int pkrylov_precond_apply(pkrylov_precond M, int32_t mem, const double *r, double *z) {
+  PK_CHECK(M != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'M' is NULL");
+  PK_CALL(pk_use_begin(M->ctx, __func__, "M", NULL, M)); /* a user preconditioner: one at a time */
+  const int ierr = precond_apply(M, mem, r, z);
+  pk_use_end(M->ctx, NULL, M);
+  return ierr;
 }
 
 int pkrylov_precond_create_user(pkrylov_context ctx, int64_t n, pkrylov_apply_fn apply, void *user,

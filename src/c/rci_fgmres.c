@@ -176,7 +176,7 @@ static void fg_request_offsets(int64_t n, const int32_t *ipar, int32_t stage, in
 /** y += a x */
 static void fg_axpy(int64_t n, double a, const double *x, double *y) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n > PK_MKL_MIN_CHUNK)
+#pragma omp parallel for schedule(static) if (pk_par(n))
 #endif
   for (int64_t i = 0; i < n; i++)
     y[i] += a * x[i];
@@ -185,7 +185,7 @@ static void fg_axpy(int64_t n, double a, const double *x, double *y) {
 /** x = x / d */
 static void fg_divide(int64_t n, double d, double *x) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n > PK_MKL_MIN_CHUNK)
+#pragma omp parallel for schedule(static) if (pk_par(n))
 #endif
   for (int64_t i = 0; i < n; i++)
     x[i] /= d;
@@ -219,7 +219,7 @@ static void fg_combine(int64_t n, const int32_t *ipar, const double *tmp, int64_
   const double *y = tmp + ipar[IP_OFF_Y] - 1;
   const double *u = ipar[IP_CYCLE_PC] ? tmp + ipar[IP_OFF_Z] - 1 : tmp;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n > PK_MKL_MIN_CHUNK)
+#pragma omp parallel for schedule(static) if (pk_par(n))
 #endif
   for (int64_t i = 0; i < n; i++) {
     double s = base[i];

@@ -278,8 +278,9 @@ int pk_rci_kry_start(pk_rci_kry *K, const pk_rci_kry_settings *set, const double
     ierr = pkrylov_solver_set_step(s, set->step);
   if (!ierr)
     ierr = pkrylov_solver_set_initial_guess_nonzero(s, x_nonzero);
-  if (!ierr)
+  if (!ierr) /* the caller's context's count: its setting, else its default (a rank's share of its node) */
     ierr = pkrylov_context_set_num_threads(K->pctx, K->ctx->num_threads);
+  K->pctx->default_threads = K->ctx->default_threads;
   if (ierr)
     return rk_forward(K, ierr, func);
   K->b = b;

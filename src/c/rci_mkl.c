@@ -93,7 +93,7 @@ static double rci_update(int64_t n, double alpha, const double *p, const double 
 /** p = z + beta p */
 static void rci_direction(int64_t n, double beta, const double *z, double *p) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n > PK_MKL_MIN_CHUNK)
+#pragma omp parallel for schedule(static) if (pk_par(n))
 #endif
   for (int64_t i = 0; i < n; i++) p[i] = z[i] + beta * p[i];
 }

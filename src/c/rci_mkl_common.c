@@ -5,6 +5,7 @@
  *        deterministic vector kernels (see rci_mkl_common.h). No static or global state.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "pk_impl.h"
 #include "rci_mkl_common.h"
 
 #include <math.h>
@@ -207,7 +208,7 @@ double pk_mkl_reduce(int64_t n, pk_mkl_range_fn f, void *arg) {
     len = PK_MKL_MIN_CHUNK;
   const int nc = (int)((n + len - 1) / len);
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (nc > 1)
+#pragma omp parallel for schedule(static) if (pk_par(n))
 #endif
   for (int c = 0; c < nc; c++) {
     const int64_t i0 = (int64_t)c * len;

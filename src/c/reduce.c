@@ -50,7 +50,7 @@ static void xacc_dots(pkrylov_context ctx, int count, int64_t n, const double *c
   for (int g0 = 0; g0 < count; g0 += PK_XACC_MAX) {
     const int gn = count - g0 < PK_XACC_MAX ? count - g0 : PK_XACC_MAX;
     int64_t *gacc = acc + (int64_t)g0 * PK_XACC_LEN;
-#pragma omp parallel num_threads(nt) if (nch > 1)
+#pragma omp parallel num_threads(nt) if (pk_par(n))
     {
       int64_t loc[PK_XACC_MAX * PK_XACC_LEN];
       memset(loc, 0, sizeof loc);

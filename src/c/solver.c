@@ -114,10 +114,28 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   return PKRYLOV_SUCCESS;
 }
 
+/**
+ * Take the solver for the call func: every call on a solver holds its flag (a solve for its whole length),
+ * so a second thread's call is refused instead of racing the first (PKRYLOV_ERR_BUSY naming 's').
+ */
+static int solver_take(pkrylov_solver s, const char *func) {
+  if (pk_busy_take(&s->busy)) return PKRYLOV_SUCCESS;
+  return pk_error(s->ctx, PKRYLOV_ERR_BUSY, func,
+                  "argument 's' is in use by another thread (a solver serves one call at a time, and a "
+                  "callback of its solve may not call back into it)");
+}
+
+/** Give back the solver taken by solver_take() and pass the call's status on. */
+static int solver_give(pkrylov_solver s, int ierr) {
+  pk_busy_drop(&s->busy);
+  return ierr;
+}
+
 int pkrylov_solver_destroy(pkrylov_solver *s) {
   PK_CHECK(s != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 's' is NULL");
   pkrylov_solver S = *s;
   if (!S) return PKRYLOV_SUCCESS;
+  PK_CALL(solver_take(S, __func__)); /* never free a solver another thread is solving with */
   S->A->refs--;
   if (S->Mobj) S->Mobj->refs--;
   S->ctx->live_objects--;
@@ -141,17 +159,28 @@ int pkrylov_solver_destroy(pkrylov_solver *s) {
 #define PK_SOLVER_BEGIN(s)                                                                         \
   PK_CHECK((s) != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 's' is NULL")
 
-int pkrylov_solver_set_tolerances(pkrylov_solver s, double rtol, double atol) {
-  PK_SOLVER_BEGIN(s);
-  PK_CHECK(isfinite(rtol) && rtol >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'rtol' = %g must be finite and >= 0", rtol);
-  PK_CHECK(isfinite(atol) && atol >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'atol' = %g must be finite and >= 0", atol);
-  PK_CHECK(rtol > 0 || atol > 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
-           "arguments 'rtol' and 'atol' are both 0: the solve could never stop on its own");
+/** The body of a public call on a solver: s is checked, taken for the call, given back after body. */
+#define PK_SOLVER_CALL(s, body)                                                                    \
+  do {                                                                                             \
+    PK_SOLVER_BEGIN(s);                                                                            \
+    PK_CALL(solver_take((s), __func__));                                                           \
+    return solver_give((s), (body));                                                               \
+  } while (0)
+
+static int set_tolerances(pkrylov_solver s, const char *func, double rtol, double atol) {
+  PK_CHECK_AS(func, isfinite(rtol) && rtol >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+              "argument 'rtol' = %g must be finite and >= 0", rtol);
+  PK_CHECK_AS(func, isfinite(atol) && atol >= 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+              "argument 'atol' = %g must be finite and >= 0", atol);
+  PK_CHECK_AS(func, rtol > 0 || atol > 0, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+              "arguments 'rtol' and 'atol' are both 0: the solve could never stop on its own");
   s->rtol = rtol;
   s->atol = atol;
   return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_tolerances(pkrylov_solver s, double rtol, double atol) {
+  PK_SOLVER_CALL(s, set_tolerances(s, __func__, rtol, atol));
 }
 
 /** Shared body of the integer setters: value in [lo, hi] (the message names the argument) into *field. */
@@ -165,8 +194,9 @@ static int pk_set_int(pkrylov_solver s, const char *func, const char *name, int3
       return pk_error(s->ctx, PKRYLOV_ERR_INVALID_VALUE, func, "argument '%s' = %d must be >= %d", name, v, lo);
     return pk_error(s->ctx, PKRYLOV_ERR_INVALID_VALUE, func, "argument '%s' = %d must be in %d..%d", name, v, lo, hi);
   }
+  PK_CALL(solver_take(s, func));
   *field = v;
-  return PKRYLOV_SUCCESS;
+  return solver_give(s, PKRYLOV_SUCCESS);
 }
 
 int pkrylov_solver_set_max_iterations(pkrylov_solver s, int32_t maxit) {
@@ -216,17 +246,21 @@ int pkrylov_solver_set_history(pkrylov_solver s, int32_t flag) {
   return pk_set_int(s, __func__, "flag", flag, 0, 1, s ? &s->history_on : NULL);
 }
 
-int pkrylov_solver_set_precision(pkrylov_solver s, int32_t precision) {
-  PK_SOLVER_BEGIN(s);
-  PK_CHECK(precision >= PKRYLOV_PRECISION_FP64 && precision <= PKRYLOV_PRECISION_MIXED, s->ctx,
-           PKRYLOV_ERR_INVALID_VALUE,
-           "argument 'precision' = %d is not a pkrylov_precision (FP64 %d, MIXED_PRECOND %d, MIXED %d)", precision,
-           PKRYLOV_PRECISION_FP64, PKRYLOV_PRECISION_MIXED_PRECOND, PKRYLOV_PRECISION_MIXED);
-  PK_CHECK(precision == PKRYLOV_PRECISION_FP64 || s->ctx->backend == PKRYLOV_BACKEND_CUDA, s->ctx,
-           PKRYLOV_ERR_UNSUPPORTED, "argument 'precision' = %d: mixed precision is implemented by the CUDA "
-           "backend only", precision);
+static int set_precision(pkrylov_solver s, const char *func, int32_t precision) {
+  PK_CHECK_AS(func, precision >= PKRYLOV_PRECISION_FP64 && precision <= PKRYLOV_PRECISION_MIXED, s->ctx,
+              PKRYLOV_ERR_INVALID_VALUE,
+              "argument 'precision' = %d is not a pkrylov_precision (FP64 %d, MIXED_PRECOND %d, MIXED %d)",
+              precision, PKRYLOV_PRECISION_FP64, PKRYLOV_PRECISION_MIXED_PRECOND, PKRYLOV_PRECISION_MIXED);
+  PK_CHECK_AS(func, precision == PKRYLOV_PRECISION_FP64 || s->ctx->backend == PKRYLOV_BACKEND_CUDA, s->ctx,
+              PKRYLOV_ERR_UNSUPPORTED,
+              "argument 'precision' = %d: mixed precision is implemented by the CUDA backend only",
+              precision);
   s->mixed = precision - PKRYLOV_PRECISION_FP64; /* 0 fp64, 1 fp32 factors, 2 fp32 factors and operator */
   return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_set_precision(pkrylov_solver s, int32_t precision) {
+  PK_SOLVER_CALL(s, set_precision(s, __func__, precision));
 }
 
 int pkrylov_solver_set_sync_interval(pkrylov_solver s, int32_t k) {
@@ -241,32 +275,43 @@ int pkrylov_solver_set_step(pkrylov_solver s, int32_t step) {
   return pk_set_int(s, __func__, "step", step, 0, 16, s ? &s->step : NULL);
 }
 
-int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user) {
-  PK_SOLVER_BEGIN(s);
+static int set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user) {
   s->monitor = fn;
   s->monitor_user = user;
   return PKRYLOV_SUCCESS;
 }
 
-int pkrylov_solver_get_result(pkrylov_solver s, pkrylov_result *result) {
-  PK_SOLVER_BEGIN(s);
-  PK_CHECK_PTR(result, s->ctx);
-  PK_CHECK(s->has_result, s->ctx, PKRYLOV_ERR_INVALID_STATE, "no solve has been done with this solver");
+int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user) {
+  PK_SOLVER_CALL(s, set_monitor(s, fn, user));
+}
+
+static int get_result(pkrylov_solver s, const char *func, pkrylov_result *result) {
+  PK_CHECK_AS(func, result != NULL, s->ctx, PKRYLOV_ERR_NULL_POINTER, "argument 'result' is NULL");
+  PK_CHECK_AS(func, s->has_result, s->ctx, PKRYLOV_ERR_INVALID_STATE,
+              "no solve has been done with this solver");
   *result = s->res;
   return PKRYLOV_SUCCESS;
 }
 
-int pkrylov_solver_get_history(pkrylov_solver s, int32_t capacity, double *hist, int32_t *length) {
-  PK_SOLVER_BEGIN(s);
-  PK_CHECK_PTR(length, s->ctx);
-  PK_CHECK(capacity >= 0, s->ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'capacity' = %d must be >= 0",
-           capacity);
-  PK_CHECK(s->has_result, s->ctx, PKRYLOV_ERR_INVALID_STATE, "no solve has been done with this solver");
-  PK_CHECK(s->history_on, s->ctx, PKRYLOV_ERR_INVALID_STATE,
-           "history was not enabled (pkrylov_solver_set_history) for the last solve");
+int pkrylov_solver_get_result(pkrylov_solver s, pkrylov_result *result) {
+  PK_SOLVER_CALL(s, get_result(s, __func__, result));
+}
+
+static int get_history(pkrylov_solver s, const char *func, int32_t capacity, double *hist, int32_t *length) {
+  PK_CHECK_AS(func, length != NULL, s->ctx, PKRYLOV_ERR_NULL_POINTER, "argument 'length' is NULL");
+  PK_CHECK_AS(func, capacity >= 0, s->ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'capacity' = %d must be >= 0",
+              capacity);
+  PK_CHECK_AS(func, s->has_result, s->ctx, PKRYLOV_ERR_INVALID_STATE,
+              "no solve has been done with this solver");
+  PK_CHECK_AS(func, s->history_on, s->ctx, PKRYLOV_ERR_INVALID_STATE,
+              "history was not enabled (pkrylov_solver_set_history) for the last solve");
   *length = s->hist_len;
   if (hist) memcpy(hist, s->hist, sizeof(double) * (size_t)(capacity < s->hist_len ? capacity : s->hist_len));
   return PKRYLOV_SUCCESS;
+}
+
+int pkrylov_solver_get_history(pkrylov_solver s, int32_t capacity, double *hist, int32_t *length) {
+  PK_SOLVER_CALL(s, get_history(s, __func__, capacity, hist, length));
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -700,22 +745,21 @@ restart:
   }
 }
 
-int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
-  PK_SOLVER_BEGIN(s);
+static int solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   pkrylov_context ctx = s->ctx;
   const int64_t n = s->n;
   /* distributed: the argument checks and the settings agree on every rank (else the same error on each) */
   PK_CALL(pk_mpi_solve_check(s, mem, b, x));
-  PK_CALL(pk_check_vectors(ctx, __func__, mem, b, "b", x, "x", n));
+  PK_CALL(pk_check_vectors(ctx, "pkrylov_solver_solve", mem, b, "b", x, "x", n));
   if (pk_kry_is_kry_type(s->type)) return pk_kry_solve(s, mem, b, x);
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
-    PK_CALL(history_grow(s, __func__)); /* the CUDA solve empties the history itself */
+    PK_CALL(history_grow(s, "pkrylov_solver_solve")); /* the CUDA solve empties the history itself */
     return pk_cuda_solver_solve(s, mem, b, x);
   }
 #endif
-  PK_CALL(pk_solver_check_finite(s, __func__, b, x));
-  PK_CALL(history_grow(s, __func__));
+  PK_CALL(pk_solver_check_finite(s, "pkrylov_solver_solve", b, x));
+  PK_CALL(history_grow(s, "pkrylov_solver_solve"));
   s->hist_len = 0;
   pk_user_reset(s->A, s->M); /* forget callback failures of earlier calls */
 
@@ -738,15 +782,15 @@ int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double 
   }
   PK_CALL(pk_allreduce_dots(ctx, &bb, 1, n, (const double *[]){b}, (const double *[]){b}, wet));
   res.rhs_norm = sqrt(bb);
-  PK_CHECK(isfinite(res.rhs_norm), ctx, PKRYLOV_ERR_NOT_FINITE,
-           "argument 'b': its 2-norm overflows (scale the system)");
+  PK_CHECK_AS("pkrylov_solver_solve", isfinite(res.rhs_norm), ctx, PKRYLOV_ERR_NOT_FINITE,
+              "argument 'b': its 2-norm overflows (scale the system)");
   /* user callbacks may fail in the middle of the iteration: keep the entry x to restore it then, so that an
      error leaves x unchanged as everywhere else */
   double *x_entry = NULL;
   if (pk_op_whole_vector(s->A) || (s->Mobj && s->Mobj->type == PKRYLOV_PRECOND_USER)) {
     x_entry = malloc(sizeof(double) * (size_t)n);
-    PK_CHECK(x_entry != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate a copy of 'x' (%lld values)",
-             (long long)n);
+    PK_CHECK_AS("pkrylov_solver_solve", x_entry != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY,
+                "cannot allocate a copy of 'x' (%lld values)", (long long)n);
     memcpy(x_entry, x, sizeof(double) * (size_t)n);
   }
   if (!s->nonzero_guess) memset(x, 0, sizeof(double) * (size_t)n);
@@ -783,4 +827,17 @@ failed: /* only user callbacks fail after the arguments were checked: give x bac
   if (x_entry) memcpy(x, x_entry, sizeof(double) * (size_t)n);
   free(x_entry);
   return ierr;
+}
+
+int pkrylov_solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
+  PK_SOLVER_BEGIN(s);
+  PK_CALL(solver_take(s, __func__));
+  /* what the solve uses with it: an exclusive context, a stateful operator or preconditioner */
+  int ierr = pk_use_begin(s->ctx, __func__, "s", s->A, s->Mobj);
+  if (ierr) return solver_give(s, ierr);
+  pk_threads_begin(s); /* the default count or one thread, as the solver measured them */
+  ierr = solver_solve(s, mem, b, x);
+  pk_threads_end(s, ierr == PKRYLOV_SUCCESS);
+  pk_use_end(s->ctx, s->A, s->Mobj);
+  return solver_give(s, ierr);
 }
