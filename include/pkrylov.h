@@ -763,8 +763,7 @@ PKRYLOV_EXTERN int pkrylov_operator_update_grid_stencil(pkrylov_operator A, cons
  * 2-D column stencil (pkrylov_operator_create_stencil7() with nz = 1); the couplings across tile edges
  * come from the neighbour tiles, so the preconditioner is symmetric like A. A non-finite value is
  * ::PKRYLOV_ERR_SINGULAR naming the cell; nz > 1 ::PKRYLOV_ERR_UNSUPPORTED. Applied it needs the neighbours
- * of r: a grid exchanges them as for a product. Collective on a grid. On a CUDA context with several ranks
- * not implemented yet (::PKRYLOV_ERR_UNSUPPORTED on every rank; one GPU or the CPU backend runs it).
+ * of r: a grid exchanges them as for a product (on CUDA contexts too). Collective on a grid.
  */
 PKRYLOV_EXTERN int pkrylov_precond_create_ainv(pkrylov_context ctx, pkrylov_operator A, double offdiag,
                                                pkrylov_precond *M);

@@ -506,10 +506,6 @@ static int ainv_create(pkrylov_context ctx, pkrylov_operator A, double offdiag, 
     e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
                  "argument 'A': the approximate inverse needs a 2-D grid stencil (pkrylov_operator_create_grid_stencil) "
                  "or a 2-D column stencil (pkrylov_operator_create_stencil7)");
-  else if (ctx->backend == PKRYLOV_BACKEND_CUDA && ctx->size > 1)
-    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
-                 "the approximate inverse on CUDA contexts with several ranks is not implemented yet (one GPU: "
-                 "yes; several ranks: the CPU backend)");
   else if (A->nz != 1)
     e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
                  "argument 'A' has nz = %d levels: the approximate inverse is the 2-D free-surface "

@@ -282,6 +282,16 @@ int pk_cuda_xpay(void *stream, int64_t n, const double *x, double a, const doubl
  */
 int pk_cuda_cg_precond_step(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
                             int64_t n, double *r, const double *q, double *z, double *part, int64_t *nblocks);
+/**
+ * CG's preconditioner loop in two halves for a preconditioner that reads the neighbours of r (AINV) on
+ * several ranks, the halo exchange of r between them: pk_cuda_cg_rupdate, r -= alpha q (nothing with
+ * alpha_zero or a stopped state); pk_cuda_cg_precond_after, z = M^-1 r with (r, z), (r, r) in the partial
+ * sums (2 per block), as the second half of pk_cuda_cg_precond_step.
+ */
+int pk_cuda_cg_rupdate(void *stream, const pk_cuda_state *st, int alpha_zero, int64_t n, double *r,
+                       const double *q);
+int pk_cuda_cg_precond_after(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, double *r, double *z,
+                             double *part, int64_t *nblocks);
 /** CG operator loop: x += alpha p; p = z + beta p; q = A z + beta q; partial (p, q) (1 per block).
  *  init = 1: alpha = beta = 0 (p = z, q = A z, x unchanged). */
 int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init, double *x,
@@ -537,6 +547,9 @@ void pk_cuda_nccl_comm_destroy(void *comm);
 int pk_cuda_device_uuid(unsigned char uuid[16]);
 /** pkrylov_operator_apply of a distributed operator on a CUDA context (host or device arrays). */
 int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x, double *y);
+/** pkrylov_precond_apply of a preconditioner that reads the neighbours of r (AINV) on a grid stencil A of
+ *  several ranks: r's halo exchanged through A first. Collective. */
+int pk_cuda_dist_precond_apply_public(struct pkrylov_precond_s *M, int32_t mem, const double *r, double *z);
 /** Timers of the distributed solve (seconds, accumulated since the last reset; benchmarks): host time in
  *  the halo exchanges (from the packed edges on the host to the halos enqueued) and in the global sums
  *  (from the local sums on the host to the global ones enqueued). In the instrumented mode the timers

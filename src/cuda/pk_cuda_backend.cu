@@ -814,6 +814,8 @@ extern "C" int pk_cuda_precond_apply_public(struct pkrylov_precond_s *M, int32_t
   if (M->type == PKRYLOV_PRECOND_USER)
     return public_user_apply(M->ctx, "pkrylov_precond_apply", "preconditioner", M->user.apply, M->user.data, M->n,
                              mem, r, "r", z, "z");
+  if (M->type == PKRYLOV_PRECOND_AINV && M->A && M->A->grid && pk_distributed(M->ctx))
+    return pk_cuda_dist_precond_apply_public(M, mem, r, z); /* r's halo first (collective) */
   pk_cuda_pc v;
   PK_CALL(pk_cuda_precond_view(M, 0, &v));
   return public_apply(M->ctx, "pkrylov_precond_apply", M->n, mem, r, "r", z, "z",

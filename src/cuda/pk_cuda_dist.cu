@@ -640,13 +640,17 @@ extern "C" int pk_cuda_device_uuid(unsigned char uuid[16]) {
   return 0;
 }
 
-extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x,
-                                         double *y) {
+namespace {
+/** y = A x (pc NULL) or y = M^-1 x (pc: a view of M, which reads x's neighbours) on the public path, with
+ *  x's halo exchanged through the distributed operator A first. Collective. */
+int dist_public(struct pkrylov_operator_s *A, const pk_cuda_pc *pc, const char *func, int32_t mem,
+                const double *x, double *y) {
   pkrylov_context ctx = A->ctx;
-  const char *func = "pkrylov_operator_apply";
-  int e = pk_cuda_check_pointer(ctx, func, mem, x, "x");
+  int e = pk_check_vectors(ctx, func, mem, x, pc ? "r" : "x", y, pc ? "z" : "y", A->n);
   if (!e)
-    e = pk_cuda_check_pointer(ctx, func, mem, y, "y");
+    e = pk_cuda_check_pointer(ctx, func, mem, x, pc ? "r" : "x");
+  if (!e)
+    e = pk_cuda_check_pointer(ctx, func, mem, y, pc ? "z" : "y");
   const size_t bytes = sizeof(double) * (size_t)A->n;
   double *dx = NULL, *dy = NULL;
   cudaStream_t st = stream_of(ctx);
@@ -668,21 +672,34 @@ extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t m
     double *out = mem == PKRYLOV_MEM_HOST ? dy : y;
     pk_cuda_op v;
     e = pk_cuda_dist_halo(A, in, nccl);
-    if (!e)
+    if (!e && !pc)
       e = pk_cuda_operator_view(A, 0, &v);
     if (!e) {
-      cudaError_t ce = (cudaError_t)pk_cuda_op_apply(st, &v, in, out);
+      cudaError_t ce = (cudaError_t)(pc ? pk_cuda_pc_apply(st, pc, NULL, in, out) : pk_cuda_op_apply(st, &v, in, out));
       if (ce == cudaSuccess && mem == PKRYLOV_MEM_HOST)
         ce = cudaMemcpyAsync(y, dy, bytes, cudaMemcpyDeviceToHost, st);
       if (ce == cudaSuccess)
         ce = cudaStreamSynchronize(st);
       if (ce != cudaSuccess)
-        e = cuda_err(ctx, ce, "applying the operator");
+        e = cuda_err(ctx, ce, pc ? "applying the preconditioner" : "applying the operator");
     }
   }
   cudaFree(dx);
   cudaFree(dy);
   return e;
+}
+} // namespace
+
+extern "C" int pk_cuda_dist_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x,
+                                         double *y) {
+  return dist_public(A, NULL, "pkrylov_operator_apply", mem, x, y);
+}
+
+extern "C" int pk_cuda_dist_precond_apply_public(struct pkrylov_precond_s *M, int32_t mem, const double *r,
+                                                 double *z) {
+  pk_cuda_pc v;
+  PK_CALL(pk_cuda_precond_view(M, 0, &v));
+  return dist_public(M->A, &v, "pkrylov_precond_apply", mem, r, z);
 }
 
 extern "C" void pk_cuda_dist_timers(double *halo_s, double *reduce_s, int reset) {

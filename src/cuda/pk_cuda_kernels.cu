@@ -2608,6 +2608,20 @@ extern "C" int pk_cuda_cg_precond_step(void *stream, const pk_cuda_pc *pc, const
                                  nblocks);
 }
 
+extern "C" int pk_cuda_cg_rupdate(void *stream, const pk_cuda_state *st, int alpha_zero, int64_t n, double *r,
+                                  const double *q) {
+  k_rupdate<FOLD_NONE><<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(n, step_in(st), alpha_zero,
+                                                                                     r, q);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_cg_precond_after(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, double *r,
+                                        double *z, double *part, int64_t *nblocks) {
+  if (!pc || pc->type != PKRYLOV_PRECOND_AINV) return (int)cudaErrorInvalidValue;
+  ActPcCg act{st, z};
+  return launch_op((cudaStream_t)stream, &pc->op, r, act, part, nblocks, false);
+}
+
 extern "C" int pk_cuda_cg_precond_step_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold,
                                             int64_t n, double *r, const double *q, double *z, double *part,
                                             int64_t *nblocks) {

@@ -1004,6 +1004,8 @@ int do_precond(pk_kry *E, pk_vid x, pk_vid y) {
       KCU(cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, D->st), "copy");
     return PKRYLOV_SUCCESS;
   }
+  if (D->dop && D->pc.type == PKRYLOV_PRECOND_AINV) /* it reads a's neighbours: their halo first */
+    PK_CALL(pk_cuda_dist_halo(D->dop, a, D->nccl));
   KCU(pk_cuda_pc_apply(D->st, &D->pc, NULL, a, b), "preconditioner");
   return PKRYLOV_SUCCESS;
 }

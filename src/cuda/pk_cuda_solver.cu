@@ -287,9 +287,13 @@ int user_ax(Run &R, const double *x) {
   return uop_apply(R, x, R.d->ax);
 }
 
+/** Several ranks and a preconditioner that reads the neighbours of its input (AINV): exchange them first. */
+bool pc_reads_halo(const Run &R) { return R.dop && R.pcp->type == PKRYLOV_PRECOND_AINV; }
+
 /** z = M^-1 r on whole vectors: the launcher (st may be NULL), or the caller's routine (when running). */
 int apply_pc(Run &R, const pk_cuda_state *st, const double *r, double *z) {
   pkrylov_context ctx = R.ctx;
+  if (pc_reads_halo(R)) PK_CALL(halo(R, r));
   if (R.upc) {
     if (st) {
       int running;
@@ -308,6 +312,12 @@ int cg_precond(Run &R, int alpha_zero, int64_t *nb) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
   double **v = d->v;
+  if (pc_reads_halo(R)) { /* r -= alpha q, r's halo, then z = M^-1 r with the sums */
+    CU(pk_cuda_cg_rupdate(R.stream, d->st, alpha_zero, R.n, v[D_R], v[D_Q]), "CG preconditioner loop");
+    PK_CALL(halo(R, v[D_R]));
+    CU(pk_cuda_cg_precond_after(R.stream, R.pcp, d->st, v[D_R], v[D_Z], d->part, nb), "CG preconditioner loop");
+    return PKRYLOV_SUCCESS;
+  }
   CU(pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, alpha_zero, R.n, v[D_R], v[D_Q], v[D_Z], d->part, nb),
      "CG preconditioner loop");
   if (!R.upc) return PKRYLOV_SUCCESS;
@@ -634,8 +644,7 @@ int dist_cg_enqueue(Run &R, int count) {
   for (int i = 0; i < count; i++) {
     int64_t nbp = 0, nb1 = 0, nb2 = 0, gnb;
     const double *gp;
-    CU(pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, 0, R.n, v[D_R], v[D_Q], v[D_Z], d->part, &nbp),
-       "CG preconditioner loop");
+    PK_CALL(cg_precond(R, 0, &nbp));
     if (R.repro) {
       PK_CALL(exact_cg_rho(R, &gp, &gnb));
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z], R.nccl));
@@ -691,13 +700,13 @@ int dist_pipecg_enqueue(Run &R, int count) {
     tl_mark(R.stream, 0);
     if (R.repro) { /* the exact sums of r, u, w first (not overlapped) */
       PK_CALL(exact_pipecg(R, &gp, &gnb));
-      CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
+      PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
     } else {
       PK_CALL(sums_begin(R, d->part, d->nslots, 3));
       tl_mark(R.stream, 1);
       if (R.nccl) tl_mark(comm, 2);
-      CU(pk_cuda_pc_apply(R.stream, R.pcp, d->st, v[D_W], v[D_M]), "m = M^-1 w");
+      PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
       tl_mark(R.stream, 3);
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
       tl_mark(R.stream, 4);
