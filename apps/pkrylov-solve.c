@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "pkrylov.h"
@@ -47,6 +48,7 @@ typedef struct {
   int32_t maxit, replace, true_residual, threads, restart, step;
   int set_restart, set_step;
   int set_replace, set_true_residual, set_threads;
+  int32_t monitor;         /* --monitor K: a progress line every K iterations (0 = none) */
   int json, quiet, help, version;
   int reproducible;        /* --reproducible */
   int32_t stop_rule;       /* --stop: PKRYLOV_STOP_* */
@@ -121,10 +123,16 @@ static void print_help(FILE *f) {
           "  --out X.mtx                write the solution (also when not converged)\n"
           "  --history H.csv            write the residual history as iteration,residual lines\n"
           "  --save-system PREFIX       write PREFIX_A.mtx and PREFIX_b.mtx before solving\n"
+          "  --monitor K                a progress line on stderr every K iterations and at least every\n"
+          "                             second: residual, reduction so far, iterations per second and an\n"
+          "                             estimate of the iterations and time left from the convergence rate\n"
           "  --json                     print one JSON object on stdout (text report goes to stderr)\n"
           "  --quiet                    no text report\n"
           "  --help                     this text\n"
           "  --version                  the version and the parts compiled in (CUDA, MPI, NCCL, OpenMP)\n"
+          "\n"
+          "Every output (--out, --history, --save-system) is checked to be writable before any work.\n"
+          "CG and pipelined CG on a matrix file that is not symmetric give a warning on stderr.\n"
           "\n"
           "exit status: 0 converged, 1 not converged or breakdown, 2 bad input or usage\n");
 }
@@ -258,7 +266,7 @@ static int parse_args(int argc, char **argv, options *o) {
         "--problem", "--geometry", "--rhs", "--x0", "--solver", "--precond", "--levels",
         "--layout", "--backend", "--rtol", "--atol", "--maxit", "--replace", "--true-residual",
         "--out", "--history", "--save-system", "--threads", "--precision", "--restart", "--step", "--decomp",
-        "--stop", NULL};
+        "--stop", "--monitor", NULL};
     char name[64];
     const char *val = NULL;
     const char *eq = strchr(arg, '=');
@@ -373,16 +381,20 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (strcmp(name, "--step") == 0 && strcmp(val, "auto") == 0) {
       o->step = 0, o->set_step = 1;
     } else {
-      /* the integer options: --levels (> 0), --maxit, --replace, --true-residual, --threads (>= 0) */
-      int is_levels = strcmp(name, "--levels") == 0;
+      /* the integer options: --levels, --monitor (> 0), --maxit, --replace, --true-residual, --threads
+         (>= 0) */
+      const int is_levels = strcmp(name, "--levels") == 0,
+                positive = is_levels || strcmp(name, "--monitor") == 0;
       int32_t v = 0;
-      if (parse_int(val, &v) || v < 0 || (is_levels && v == 0)) {
+      if (parse_int(val, &v) || v < 0 || (positive && v == 0)) {
         usage_error("invalid value '%s' for option '%s': expected an integer %s", val, name,
-                    is_levels ? "> 0" : ">= 0");
+                    positive ? "> 0" : ">= 0");
         return 1;
       }
       if (is_levels) {
         o->levels = v;
+      } else if (strcmp(name, "--monitor") == 0) {
+        o->monitor = v;
       } else if (strcmp(name, "--maxit") == 0) {
         o->maxit = v;
       } else if (strcmp(name, "--replace") == 0) {
@@ -433,6 +445,149 @@ static double wall_time(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/**
+ * Before any work: can `path`, the value of `option`, be written? It is opened for appending (which creates
+ * it) and closed again; a file that did not exist is removed, so nothing is left behind when the run fails
+ * later. Returns 0, or 1 after printing the reason.
+ */
+static int check_writable(const char *option, const char *path) {
+  struct stat sb;
+  const int existed = stat(path, &sb) == 0;
+  if (existed && S_ISDIR(sb.st_mode)) {
+    usage_error("cannot write '%s %s': it is a directory", option, path);
+    return 1;
+  }
+  errno = 0;
+  FILE *f = fopen(path, "a");
+  if (!f) {
+    usage_error("cannot write '%s %s': %s", option, path, strerror(errno));
+    return 1;
+  }
+  fclose(f);
+  if (!existed) remove(path);
+  return 0;
+}
+
+/** Every output of the command line writable (--out, --history, --save-system's two files)? 0 or 1. */
+static int check_outputs(const options *o) {
+  if (o->out && check_writable("--out", o->out)) return 1;
+  if (o->history && check_writable("--history", o->history)) return 1;
+  if (o->save_system) {
+    const size_t len = strlen(o->save_system) + 8;
+    char *path = malloc(len);
+    if (!path) {
+      usage_error("out of memory");
+      return 1;
+    }
+    int bad = 0;
+    for (int k = 0; k < 2 && !bad; k++) {
+      snprintf(path, len, "%s_%s.mtx", o->save_system, k ? "b" : "A");
+      bad = check_writable("--save-system", path);
+    }
+    free(path);
+    return bad;
+  }
+  return 0;
+}
+
+/**
+ * The first pair (i, j), i != j, of a CSR matrix with sorted columns where A(i, j) and A(j, i) differ by
+ * more than 1e-12 of the larger plus 1e-13 of the largest entry of A (a missing entry is 0; assembled
+ * matrices stored "general" are often symmetric only to rounding): 1 and the pair in *pi, *pj, *vij, *vji,
+ * or 0 when the matrix is symmetric.
+ */
+static int csr_asymmetry(int64_t n, const int64_t *rp, const int64_t *ci, const double *v, int64_t *pi,
+                         int64_t *pj, double *vij, double *vji) {
+  double amax = 0.0;
+  for (int64_t k = 0; k < rp[n]; k++) amax = fmax(amax, fabs(v[k]));
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = rp[i]; k < rp[i + 1]; k++) {
+      const int64_t j = ci[k];
+      if (j == i) continue;
+      int64_t lo = rp[j], hi = rp[j + 1]; /* binary search of column i in row j */
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (ci[mid] < i) lo = mid + 1;
+        else hi = mid;
+      }
+      const double a = v[k], b = lo < rp[j + 1] && ci[lo] == i ? v[lo] : 0.0;
+      if (fabs(a - b) > 1e-12 * fmax(fabs(a), fabs(b)) + 1e-13 * amax) {
+        *pi = i, *pj = j, *vij = a, *vji = b;
+        return 1;
+      }
+    }
+  return 0;
+}
+
+/** CG or pipelined CG on the matrix file: warn (once, on stderr) when the CSR arrays are not symmetric. */
+static void warn_if_not_symmetric(const options *o, int64_t n, const int64_t *rp, const int64_t *ci,
+                                  const double *v) {
+  int64_t i, j;
+  double vij, vji;
+  if (!csr_asymmetry(n, rp, ci, v, &i, &j, &vij, &vji)) return;
+  fprintf(
+      stderr,
+      "%s: warning: '--solver %s' assumes a symmetric matrix, but '%s' is not: A(%lld,%lld) = %.17g and "
+      "A(%lld,%lld) = %.17g; CG may break down or stop at a wrong answer (use --solver gmres or bicgstab)\n",
+      PROG, o->solver == PKRYLOV_SOLVER_CG ? "cg" : "pipecg", o->matrix, (long long)i + 1, (long long)j + 1,
+      vij, (long long)j + 1, (long long)i + 1, vji);
+}
+
+/** 1 when the options ask for CG or pipelined CG on a matrix file (whose symmetry is then checked). */
+static int needs_symmetry_check(const options *o) {
+  return o->matrix && (o->solver == PKRYLOV_SOLVER_CG || o->solver == PKRYLOV_SOLVER_PIPECG);
+}
+
+/** State of the --monitor callback. */
+typedef struct {
+  int32_t every;       /* a line every `every` iterations */
+  int32_t maxit;       /* the iteration cap */
+  double target;       /* the residual the solve stops at: max(rtol ||b||, atol) */
+  double t0;           /* wall time at the start of the solve */
+  double r0;           /* residual of iteration 0 */
+  double t_last, r_last; /* time and residual of the last line */
+  int32_t it_last;     /* its iteration */
+  int rank0;           /* this rank prints */
+} progress;
+
+/**
+ * The --monitor callback: a line on stderr every p->every iterations, and whenever a second has passed
+ * since the last one. The convergence factor per iteration is taken over the iterations since the last
+ * line (over all of them for the first, or when the residual rose since the last line), and gives the
+ * iterations (and, at the rate so far, the time) left to reach the tolerance, capped by --maxit.
+ */
+static int progress_monitor(void *user, int32_t it, double res) {
+  progress *p = user;
+  const double now = wall_time();
+  if (it == 0) {
+    p->r0 = res, p->r_last = res, p->it_last = 0, p->t_last = now;
+    return 0;
+  }
+  if (it % p->every != 0 && now - p->t_last < 1.0) return 0;
+  const double elapsed = now - p->t0, rate = elapsed > 0 ? it / elapsed : INFINITY;
+  const int32_t span = it > p->it_last ? it - p->it_last : it;
+  const double base = it > p->it_last ? p->r_last : p->r0;
+  double factor = base > 0 && res > 0 ? pow(res / base, 1.0 / span) : NAN;
+  if (!(factor < 1.0) && p->r0 > 0 && res > 0) factor = pow(res / p->r0, 1.0 / it); /* the whole solve's */
+  if (p->rank0) {
+    fprintf(stderr, "%s: monitor: iteration %d, residual %.3e, reduction %.3e, %.4g it/s", PROG, (int)it, res,
+            p->r0 > 0 ? res / p->r0 : 0.0, rate);
+    if (res <= p->target) {
+      fprintf(stderr, ", at the tolerance %.3e\n", p->target);
+    } else if (factor < 1.0) {
+      double left = ceil(log(p->target / res) / log(factor));
+      const int capped = left > (double)p->maxit - it;
+      if (capped) left = (double)p->maxit - it;
+      fprintf(stderr, ", about %.0f more iterations (%.3g s)%s at %.4f per iteration\n", left, left / rate,
+              capped ? " to --maxit" : " to the tolerance", factor);
+    } else {
+      fprintf(stderr, ", no estimate: the residual is not below the initial one\n");
+    }
+  }
+  p->t_last = now, p->r_last = res, p->it_last = it;
+  return 0;
 }
 
 /** The context's last error message (or the thread-local one when ctx is NULL). */
@@ -680,6 +835,7 @@ static int distribute_matrix(pkrylov_context ctx, const options *o, pkrylov_cont
       ci = malloc(sizeof(int64_t) * (size_t)(hdr[1] + 1));
       v = malloc(sizeof(double) * (size_t)(hdr[1] + 1));
       st = rp && ci && v ? pkrylov_operator_get_csr(*A0, rp, ci, v) : PKRYLOV_ERR_OUT_OF_MEMORY;
+      if (!st && needs_symmetry_check(o)) warn_if_not_symmetric(o, hdr[0], rp, ci, v);
     }
     if (st) {
       snprintf(what, sizeof what, "cannot read matrix file '%s'", o->matrix);
@@ -781,6 +937,13 @@ static int run(int argc, char **argv) {
     return EXIT_USAGE;
   }
 
+  /* every output writable before any work (rank 0 writes them under MPI): a finished solve is not lost */
+  const int outputs_ok = g_rank != 0 || check_outputs(&o) == 0;
+  if (!all_ok(outputs_ok)) {
+    if (outputs_ok) usage_error("rank 0 cannot write an output (see its message)");
+    return EXIT_USAGE;
+  }
+
   int rc = EXIT_USAGE, st;
   pkrylov_context ctx = NULL;
   pkrylov_operator A = NULL;
@@ -854,6 +1017,14 @@ static int run(int argc, char **argv) {
   if ((st = pkrylov_operator_get_info(A, &n, &nnz, NULL, NULL, NULL, NULL)) != PKRYLOV_SUCCESS) {
     lib_error(ctx, st, "cannot query the operator");
     goto done;
+  }
+  if (needs_symmetry_check(&o) && !dcsr) { /* (a distributed matrix is checked by rank 0 as it reads it) */
+    int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)),
+            *ci = malloc(sizeof(int64_t) * (size_t)(nnz + 1));
+    double *v = malloc(sizeof(double) * (size_t)(nnz + 1));
+    if (rp && ci && v && pkrylov_operator_get_csr(A, rp, ci, v) == PKRYLOV_SUCCESS)
+      warn_if_not_symmetric(&o, n, rp, ci, v);
+    free(rp), free(ci), free(v);
   }
   n_global = dist ? (int64_t)o.nx * o.ny * o.nz : n;
   if (dcsr) {
@@ -1058,8 +1229,23 @@ static int run(int argc, char **argv) {
     goto done;
   }
 
+  progress prog;
+  memset(&prog, 0, sizeof prog);
+  if (o.monitor > 0) { /* the tolerance the solve stops at: max(rtol ||b||, atol) */
+    double bb = 0.0;
+    for (int64_t i = 0; i < n; i++) bb += b[i] * b[i];
+    sum_over_ranks(&bb, 1);
+    prog.every = o.monitor, prog.maxit = o.maxit, prog.target = fmax(o.rtol * sqrt(bb), o.atol);
+    prog.rank0 = g_rank == 0;
+    if ((st = pkrylov_solver_set_monitor(s, progress_monitor, &prog)) != PKRYLOV_SUCCESS) {
+      lib_error(ctx, st, "cannot set '--monitor'");
+      goto done;
+    }
+  }
+
   /* ---- solve ---- */
   t0 = wall_time();
+  prog.t0 = t0;
   st = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);
   double solve_time = wall_time() - t0;
   if (st != PKRYLOV_SUCCESS) {

@@ -2,7 +2,8 @@
  * @file bench_gpu_common.cuh
  * @brief What the GPU benchmarks (pkrylov-bench-gpu.cu, pkrylov-bench-gpu-kry.cu) share: error checks of
  *        the vendor calls, the host clock, the fixed-seed right-hand side, the device copy bandwidth, the
- *        time per iteration from two fixed-count solves, host CSR set-up, error messages and JSON values.
+ *        time per iteration from two fixed-count solves (pkb_timing.h, shared with pkrylov-bench-cpu), host
+ *        CSR set-up, error messages and JSON values.
  *
  * Header-only (each benchmark is one translation unit): define PKB_PROG, the program name that starts every
  * error line, before including it.
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "pkb_timing.h"
 #include "pkrylov.h"
 
 #ifndef PKB_PROG
@@ -70,18 +72,18 @@ static void random_rhs(std::vector<double> &b) {
   }
 }
 
-/** Time per iteration: (t(i1) - t(i0)) / (i1 - i0), best of R; solve(its) returns seconds, < 0: failed. */
+/**
+ * Time per iteration: (least t(i1) - least t(i0)) / (i1 - i0) over R solves of each (pkb_timing.h);
+ * solve(its) returns seconds, < 0: failed (then -1).
+ */
 template <class F> static double time_per_iteration(F solve, int i0, int i1, int R) {
-  double best = INFINITY;
+  std::vector<double> lo(R), hi(R);
   for (int r = 0; r < R; r++) {
-    const double a = solve(i0), b = solve(i1);
-    if (a < 0 || b < 0)
+    lo[r] = solve(i0), hi[r] = solve(i1);
+    if (lo[r] < 0 || hi[r] < 0)
       return -1;
-    const double per = (b - a) / (i1 - i0);
-    if (per < best)
-      best = per;
   }
-  return best;
+  return pkb_time_per_iteration(lo.data(), hi.data(), R, i0, i1);
 }
 
 /* ---- copy bandwidth -------------------------------------------------------------------------------- */

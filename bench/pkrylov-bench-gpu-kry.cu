@@ -714,6 +714,9 @@ int main(int argc, char **argv) {
       Row &r = rows[i];
       if (r.status != "ok")
         continue;
+      /* a time that is not positive, or above the copy bandwidth, is flagged */
+      if (const char *flag = pkb_flag(r.t_iter, r.bytes, copy_bw))
+        r.message = r.message.empty() ? flag : r.message + "; " + flag;
       r.gbs = r.bytes / r.t_iter / 1e9;
       r.fraction = r.bytes / r.t_iter / copy_bw;
       const bool g = r.solver != "bicgstab" && r.solver != "pipebicgstab";

@@ -246,7 +246,11 @@ struct EnvSet {
 
 /** Fill the derived columns of a row from its time and bytes. */
 static void finish_row(Row &r, double copy_bw) {
-  if (r.status != "ok" || !(r.t_iter > 0)) return;
+  if (r.status != "ok") return;
+  /* a time that is not positive, or above the copy bandwidth, is flagged */
+  if (const char *flag = pkb_flag(r.t_iter, r.bytes, copy_bw))
+    r.message = r.message.empty() ? flag : r.message + "; " + flag;
+  if (!(r.t_iter > 0)) return;
   r.gbs = r.bytes / r.t_iter / 1e9;
   r.fraction = copy_bw > 0 ? r.bytes / r.t_iter / copy_bw : NAN;
 }

@@ -1243,13 +1243,24 @@ contains
         type(pk_solver), intent(out) :: s !! the new solver
         integer(c_int32_t), intent(in) :: stype !! PKRYLOV_SOLVER_*
         type(pk_operator), intent(in) :: A !! the operator, from ctx
-        type(pk_precond), intent(in), optional :: M !! the preconditioner (default none)
+        type(pk_precond), intent(in), optional :: M !! the preconditioner; omit it for none (one never
+                                                    !! created or destroyed: PKRYLOV_ERR_NULL_POINTER)
         integer, intent(out), optional :: ierr !! status
         type(c_ptr), target :: h
         type(c_ptr) :: hM
         integer(c_int) :: rc
         hM = c_null_ptr
-        if (present(M)) hM = M%h
+        if (present(M)) then
+            if (.not. c_associated(M%h)) then ! forgotten pk_precond_create: not "no preconditioner"
+                s%h = c_null_ptr
+                call raise(PKRYLOV_ERR_NULL_POINTER, ctx%h, 'pk_solver_create', &
+                           "argument 'M' is a type(pk_precond) that was never created by "// &
+                           "pk_precond_create (or was destroyed): create it (type PKRYLOV_PRECOND_NONE "// &
+                           "for the identity), or omit M for no preconditioner", ierr)
+                return
+            end if
+            hM = M%h
+        end if
         h = c_null_ptr
         rc = pkrylov_solver_create(ctx%h, stype, A%h, hM, c_loc(h))
         s%h = h

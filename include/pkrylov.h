@@ -365,7 +365,12 @@ PKRYLOV_EXTERN int pkrylov_barotropic_coefficients(int32_t nx, int32_t ny, int32
 PKRYLOV_EXTERN int pkrylov_cubesphere_stencil_coefficients(const pkrylov_thinshell_params *p, double *aW,
                                                            double *aS, double *aV, double *aC);
 
-/** Read a square sparse matrix from a Matrix Market file into a CSR operator. */
+/**
+ * Read a square sparse matrix from a Matrix Market file ("coordinate", real/integer/pattern, general or
+ * symmetric) into a CSR operator. A malformed file is ::PKRYLOV_ERR_FILE_FORMAT with "PATH:LINE:" in the
+ * message; so is a size line whose entry count cannot give every row an entry (NNZ < M, or NNZ < M/2 in a
+ * symmetric file), refused before anything of size M is allocated.
+ */
 PKRYLOV_EXTERN int pkrylov_operator_create_from_mtx(pkrylov_context ctx, const char *path,
                                                     pkrylov_operator *A);
 
@@ -882,7 +887,10 @@ PKRYLOV_EXTERN int pkrylov_solver_set_step(pkrylov_solver s, int32_t step);
 PKRYLOV_EXTERN int pkrylov_solver_set_monitor(pkrylov_solver s, pkrylov_monitor_fn fn, void *user);
 /**
  * Solve A x = b. b and x: n values in memory space mem, distinct. On return x holds the solution, or the
- * last good iterate if the solve did not converge; the outcome is in pkrylov_solver_get_result().
+ * last good iterate if the solve did not converge; the outcome is in pkrylov_solver_get_result(). The
+ * BiCGStab and GMRES families never return an x with a larger true residual than an iterate whose true
+ * residual the solve computed (the initial guess, a restart of a GMRES cycle, a confirmation): when the
+ * last one is worse (GMRES on a singular inconsistent system), that best one is returned.
  * Errors (status < 0) are reserved for invalid input (NULL, NaN/Inf in b or in an initial guess, aliasing,
  * memory type) and backend failures; then x is unchanged.
  */
@@ -916,10 +924,14 @@ PKRYLOV_EXTERN int pkrylov_solver_get_history(pkrylov_solver s, int32_t capacity
  * - 3: compute tmp(:,4) = M^-1 tmp(:,3) (preconditioned runs, ipar(11) != 0) and call again.
  * - 0: converged by the automatic residual test dpar(5) <= dpar(4) (or the residual is exactly 0).
  * - -1: ipar(4) reached ipar(5) (ipar(8) != 0) before the automatic residual test was met.
- * - -2: (p, A p) <= 0, (r, M^-1 r) <= 0 or NaN/Inf in a reduction: A or M is not SPD, or a degenerate x.
+ * - -2: (p, A p) or (r, M^-1 r) is zero, NaN/Inf, or of the other sign than its first value in the solve
+ *   (A or M is not symmetric definite, or x is degenerate); a NaN/Inf in another reduction. Negative definite
+ *   operators and preconditioners (as ocean models store them: (p, A p) < 0 throughout, and (r, M^-1 r) < 0
+ *   with a preconditioner built from such an A) solve as with the library's other CG paths.
  * - -10: dpar is invalid (negative or non-finite tolerance; a stored residual norm was altered).
  * - -11: ipar is invalid (not initialised by pkrylov_dcg_init, ipar(1) != n, an unknown ipar(3), no
- *   stopping test enabled, negative counts): the call did nothing.
+ *   stopping test enabled, negative counts, ipar(4) = 2^31 - 1: no further iteration can be counted): the
+ *   call did nothing.
  * The stopping tests run after every residual update, including the initial residual (ipar(4) = 0), in the
  * order: exact zero residual, automatic residual test (ipar(9)), user test (ipar(10), request 2), iteration
  * cap ipar(4) >= ipar(5) (ipar(8)). After 0 or -1 a further call continues the iteration (e.g. after
@@ -932,8 +944,8 @@ PKRYLOV_EXTERN int pkrylov_solver_get_history(pkrylov_solver s, int32_t capacity
  * 12..127 unused; 128 internal signature written by pkrylov_dcg_init (do not modify).
  * dpar: 1 relative tolerance (1e-6); 2 absolute tolerance (0); 3 ||r0||^2; 4 dpar(1)*dpar(3) + dpar(2);
  * 5 ||r||^2 (current, recurrence residual, 2-norm); 6 the previous ||r||^2; 7 alpha; 8 beta
- * (= dpar(5)/dpar(6) without preconditioner; (r, z)/(r_old, z_old) with one); 9..127 unused;
- * 128 internal: the current (r, z).
+ * (= dpar(5)/dpar(6) without preconditioner; (r, z)/(r_old, z_old) with one); 9..126 unused;
+ * 127, 128 internal: the sign of (p, A p) in this solve, the current (r, z).
  * Note that, as in MKL, the automatic test compares SQUARED norms: ||r|| <= rtol ||r0|| needs
  * dpar(1) = rtol^2.
  * tmp(n,4): columns p, A p, r, z = M^-1 r.
@@ -998,9 +1010,12 @@ PKRYLOV_EXTERN int pkrylov_dcg_get(const int32_t *n, const double *x, const doub
  *   is zero, or NaN/Inf in a product the caller wrote (A or M singular); dfgmres_get still gives the last
  *   good iterate; every further call answers -10.
  * - -11: no stopping test: ipar(8) = ipar(9) = ipar(10) = 0 (pkrylov_dfgmres_check() enables 8 and 9).
- * - -12: ipar or dpar invalid (not initialised by pkrylov_dfgmres_init, ipar(1) != n, unknown ipar(3),
- *   ipar(15) < 1, ipar(16..21) not matching ipar(15) in mid-solve, ipar(15) or ipar(11) changed in the
- *   middle of a restart cycle, a negative or non-finite dpar(1), dpar(2), dpar(8)): the call did nothing.
+ * - -12: ipar or dpar invalid (not initialised by pkrylov_dfgmres_init, ipar(1) != n, an ipar(3) other than
+ *   1 and the stage the computation is in, ipar(4) < 0 or = 2^31 - 1 (no further iteration can be counted),
+ *   ipar(14) not possible at that stage, ipar(15) < 1, ipar(16..21) not matching ipar(15) once the solve has
+ *   started, ipar(22) or ipar(23) changed while their request is out, ipar(15) or ipar(11) changed in the
+ *   middle of a restart cycle, a negative or non-finite dpar(1), dpar(2), dpar(8)): the call did nothing (no
+ *   input makes it write outside the documented tmp).
  * Tests after every step, in this order: dpar(7) = 0 or dpar(5) = 0 exactly -> 0; residual test (ipar(9))
  * -> 0; zero-norm test (ipar(12) != 0: dpar(7) <= dpar(8) -> 0; ipar(12) = 0: request 4); user test
  * (ipar(10): request 2); iteration cap (ipar(8)) -> -1; then the next step or, after ipar(15) steps, the
@@ -1017,8 +1032,9 @@ PKRYLOV_EXTERN int pkrylov_dcg_get(const int32_t *n, const double *x, const doub
  * the current restart cycle (0); 15 restart length m (min(150, n)); 16..21 1-based offsets in tmp of the
  * rotated Hessenberg matrix (packed upper triangle by columns, m(m+1)/2), the cosines (m), the sines (m),
  * the rotated residual (m+1), the least-squares solution (m), the preconditioned vectors z_1..z_m (m n);
- * 22/23 offsets of the operand and the result of requests 1 and 3; 24..125 unused; 126, 127, 128 internal
- * (the running cycle's preconditioning and restart length, a signature; do not modify).
+ * 22/23 offsets of the operand and the result of requests 1 and 3; 24..124 unused; 125..128 internal
+ * (a copy of the stage, the running cycle's preconditioning and restart length, a signature; do not
+ * modify).
  * dpar: 1 relative tolerance (1e-6); 2 absolute tolerance (0); 3 ||r0|| = ||b - A x0|| (2-norm, NOT squared
  * as in the CG); 4 dpar(1)*dpar(3) + dpar(2); 5 the current residual norm (the GMRES estimate |g(j+1)|,
  * after a restart the true ||b - A x||); 6 the previous dpar(5); 7 the norm of the vector generated by the

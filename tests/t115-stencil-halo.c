@@ -208,6 +208,15 @@ PK_TEST_CASE(bad_input) {
   PK_EXPECT(pk_test_msg_has(ctx, "'ny' = -2"), "ny = -2");
   PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 0, c.aW, c.aWe, NULL, xch_periodic, &A), PKRYLOV_ERR_INVALID_SIZE);
   PK_EXPECT(pk_test_msg_has(ctx, "'nz' = 0"), "nz = 0");
+  /* issue 14 item 13: the halo'ed size (nx + 2) (ny + 2) was added in int before the cast (signed overflow,
+     UBSan) for nx or ny near 2^31: too many cells, nothing read */
+  const int32_t big[3][3] = {
+      {INT32_MAX, INT32_MAX, 1}, {INT32_MAX - 1, INT32_MAX - 1, 1}, {INT32_MAX, 4, INT32_MAX}};
+  for (int k = 0; k < 3; k++) {
+    PK_EXPECT_CODE(ctx, MK(ctx, big[k][0], big[k][1], big[k][2], c.aW, c.aWe, NULL, xch_periodic, &A),
+                   PKRYLOV_ERR_INVALID_SIZE);
+    PK_EXPECT(pk_test_msg_has(ctx, "too many cells"), "%d x %d x %d", big[k][0], big[k][1], big[k][2]);
+  }
   PK_EXPECT_CODE(ctx, MK(ctx, 5, 4, 3, c.aW, c.aWe, NULL, xch_periodic, &A), PKRYLOV_SUCCESS);
   PK_REQUIRE_OK(ctx, pkrylov_operator_destroy(&A));
   /* non-finite values that enter A: an edge coupling (ignored by the plain stencil) and aW_east */

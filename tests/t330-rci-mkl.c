@@ -831,9 +831,136 @@ PK_TEST_CASE(breakdown_indefinite) {
   PK_TEST_END();
 }
 
+/**
+ * Issue 14 item 18: a negative definite operator, as ocean models store the pressure operator (here -A for a
+ * random SPD A): (p, A p) < 0 throughout, and with the Jacobi preconditioner of that operator (r, M^-1 r) < 0
+ * too. pk_dcg solves it as the library's CG does: converged (0), the solution against the dense solve, the
+ * iterations within one of pkrylov_solver_solve's CG with the same preconditioner on the same operator, and
+ * alpha = dpar(7) of the sign (r, z) / (p, A p) gives.
+ */
+PK_TEST_CASE(negative_definite) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator Apos, Aneg;
+  PK_REQUIRE_OK(ctx, make_spd_csr(ctx, 80, 23, &Apos));
+  problem P;
+  PK_REQUIRE(problem_init(&P, Apos, PC_NONE) == 0, "problem_init");
+  const int64_t n = P.n, nnz = P.rp[n];
+  for (int64_t k = 0; k < nnz; k++) P.v[k] = -P.v[k];
+  for (int64_t i = 0; i < n; i++) P.diag[i] = -P.diag[i];
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_csr64(ctx, n, 0, P.rp, P.ci, P.v, &Aneg));
+  double *b = rand_vec(n, 5), *x = vec(n), *xref = vec(n), *xlib = vec(n);
+  PK_REQUIRE(pk_test_dense_solve(Aneg, b, xref) == 0, "dense solve");
+  int32_t ipar[128], dpar_ok = 1;
+  double dpar[128], *tmp = vec(4 * n);
+  for (int pc = PC_NONE; pc <= PC_JACOBI; pc++) {
+    P.pc = pc;
+    memset(x, 0, sizeof(double) * (size_t)n);
+    PK_REQUIRE(setup(&P, x, b, 1e-10, ipar, dpar, tmp) == 0, "setup");
+    const int32_t req = run_to_end(&P, x, b, ipar, dpar, tmp);
+    PK_EXPECT(req == 0, "pc %d: RCI_request %d after %d iterations: %s", pc, req, ipar[3],
+              pkrylov_last_error_message());
+    PK_EXPECT(pk_test_rel_diff(n, x, xref) < 1e-7, "pc %d: error %.3e against the dense solve", pc,
+              pk_test_rel_diff(n, x, xref));
+    const int lib = library_cg_iterations(
+        ctx, Aneg, pc == PC_JACOBI ? PKRYLOV_PRECOND_JACOBI : PKRYLOV_PRECOND_NONE, 1e-10, b, xlib);
+    PK_EXPECT(lib > 0 && abs(ipar[3] - lib) <= 1, "pc %d: %d iterations, the library's CG %d", pc, ipar[3],
+              lib);
+    /* (r, z) > 0 and (p, A p) < 0 without preconditioner; both < 0 with the Jacobi of the negative operator
+     */
+    dpar_ok &= pc == PC_NONE ? dpar[6] < 0 : dpar[6] > 0;
+    PK_EXPECT(dpar_ok, "pc %d: alpha = dpar(7) = %g", pc, dpar[6]);
+  }
+  free(b), free(x), free(xref), free(xlib), free(tmp);
+  problem_free(&P);
+  pkrylov_operator_destroy(&Aneg);
+  pkrylov_operator_destroy(&Apos);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/**
+ * A sign that changes after the first iteration is still a breakdown (-2), for (p, A p) (A = diag(3, -1),
+ * b = (1, 1): (p, A p) = 2, then -24) and for (r, M^-1 r) (A = I, M^-1 = diag(1, -1), b = (2, 1): (r, z) = 3,
+ * then -1.92); x keeps the first iterate.
+ */
+PK_TEST_CASE(sign_change_breakdown) {
+  for (int which = 0; which < 2; which++) {
+    const double d[2] = {which == 0 ? 3.0 : 1.0, which == 0 ? -1.0 : 1.0}, minv[2] = {1.0, -1.0};
+    int32_t ipar[128], req, n = 2;
+    double dpar[128], x[2] = {0, 0}, b[2] = {which == 0 ? 1.0 : 2.0, 1.0}, tmp[8];
+    PK_EXPECT_CODE(NULL, pkrylov_dcg_init(&n, x, b, &req, ipar, dpar, tmp), PKRYLOV_SUCCESS);
+    ipar[5] = ipar[6] = 0;
+    ipar[8] = 1, ipar[9] = 0, ipar[10] = which, dpar[0] = 1e-20;
+    for (int k = 0; k < 20; k++) {
+      PK_EXPECT_CODE(NULL, pkrylov_dcg(&n, x, b, &req, ipar, dpar, tmp), PKRYLOV_SUCCESS);
+      if (req == 1)
+        diag2(d, tmp, tmp + 2);
+      else if (req == 3)
+        diag2(minv, tmp + 4, tmp + 6);
+      else
+        break;
+    }
+    PK_EXPECT(req == -2 && ipar[3] == 1 && pk_test_msg_has(NULL, which == 0 ? "(p, A p)" : "(r, M^-1 r)"),
+              "case %d: RCI_request %d at iteration %d: %s", which, req, ipar[3],
+              pkrylov_last_error_message());
+    /* the first iterate: alpha = 1 (case 0), 3/5 (case 1) times p = b (case 0), z = (2, -1) (case 1) */
+    const double xe[2] = {which == 0 ? 1.0 : 1.2, which == 0 ? 1.0 : -0.6};
+    PK_EXPECT(fabs(x[0] - xe[0]) < 1e-15 && fabs(x[1] - xe[1]) < 1e-15, "case %d: x = %g %g", which, x[0],
+              x[1]);
+  }
+  PK_TEST_END();
+}
+
+/**
+ * Issue 14 item 12: ipar(4) = 2^31 - 1 (the iteration count at its limit) at any request: the next
+ * iteration could not be counted (signed overflow, undefined behaviour): -11, nothing written.
+ */
+PK_TEST_CASE(iteration_count_limit) {
+  const double d[2] = {2.0, 3.0};
+  int32_t ipar[128], req, n = 2;
+  double dpar[128], x[2] = {0.5, -0.25}, b[2] = {1, 2}, tmp[8];
+  PK_EXPECT_CODE(NULL, pkrylov_dcg_init(&n, x, b, &req, ipar, dpar, tmp), PKRYLOV_SUCCESS);
+  ipar[5] = ipar[6] = 0;
+  ipar[4] = 100, ipar[9] = 0, ipar[10] = 1;
+  int seen = 0;
+  for (int k = 0; k < 40; k++) {
+    /* every stage the call is made in: start, A x0, M^-1 r, A p */
+    int32_t ipar1[128], r2 = 99;
+    double dpar1[128], x1[2], tmp1[8];
+    memcpy(ipar1, ipar, sizeof ipar), memcpy(dpar1, dpar, sizeof dpar), memcpy(x1, x, sizeof x);
+    memcpy(tmp1, tmp, sizeof tmp);
+    ipar[3] = INT32_MAX;
+    PK_EXPECT_CODE(NULL, pkrylov_dcg(&n, x, b, &r2, ipar, dpar, tmp), PKRYLOV_ERR_INVALID_VALUE);
+    PK_EXPECT(r2 == -11 && pk_test_msg_has(NULL, "ipar(4) = 2147483647"), "stage %d: %d", ipar1[2], r2);
+    PK_EXPECT(memcmp(dpar, dpar1, sizeof dpar) == 0 && memcmp(x, x1, sizeof x) == 0 &&
+                  memcmp(tmp, tmp1, sizeof tmp) == 0 && ipar[3] == INT32_MAX,
+              "stage %d: written", ipar1[2]);
+    memcpy(ipar, ipar1, sizeof ipar);
+    seen |= 1 << ipar[2];
+    PK_EXPECT_CODE(NULL, pkrylov_dcg(&n, x, b, &req, ipar, dpar, tmp), PKRYLOV_SUCCESS);
+    if (req == 1)
+      diag2(d, tmp, tmp + 2);
+    else if (req == 3)
+      memcpy(tmp + 6, tmp + 4, 2 * sizeof(double));
+    else
+      break;
+  }
+  PK_EXPECT(req == 0 && seen == (1 << 1 | 1 << 2 | 1 << 3 | 1 << 4), "outcome %d, stages seen %#x", req,
+            seen);
+  /* dcg_get only reads: the count at its limit is reported */
+  int32_t it = 0;
+  ipar[3] = INT32_MAX;
+  PK_EXPECT_CODE(NULL, pkrylov_dcg_get(&n, x, b, &req, ipar, dpar, tmp, &it), PKRYLOV_SUCCESS);
+  PK_EXPECT(it == INT32_MAX, "itercount %d", it);
+  PK_TEST_END();
+}
+
 PK_TEST_MAIN(PK_TEST_ENTRY(jacobi_spd_dense), PK_TEST_ENTRY(none_spd_dense),
              PK_TEST_ENTRY(column_thinshell_dense), PK_TEST_ENTRY(jacobi_large),
              PK_TEST_ENTRY(user_stopping_test), PK_TEST_ENTRY(max_iterations_then_resume),
              PK_TEST_ENTRY(reentrant_interleaved), PK_TEST_ENTRY(reentrant_threads),
              PK_TEST_ENTRY(init_errors), PK_TEST_ENTRY(dcg_errors), PK_TEST_ENTRY(check_codes),
-             PK_TEST_ENTRY(messages_to_log_file), PK_TEST_ENTRY(breakdown_indefinite))
+             PK_TEST_ENTRY(messages_to_log_file), PK_TEST_ENTRY(breakdown_indefinite),
+             PK_TEST_ENTRY(negative_definite), PK_TEST_ENTRY(sign_change_breakdown),
+             PK_TEST_ENTRY(iteration_count_limit))

@@ -807,8 +807,9 @@ PK_TEST_CASE(init_defaults_and_errors) {
             dpar[7]);
   for (int i = 2; i < 7; i++)
     PK_EXPECT(dpar[i] == 0, "dpar(%d) = %g", i + 1, dpar[i]);
-  for (int i = 23; i < 125; i++)
+  for (int i = 23; i < 124; i++)
     PK_EXPECT(ipar[i] == 0, "ipar(%d) = %d", i + 1, ipar[i]);
+  PK_EXPECT(ipar[124] == 1, "ipar(125) = %d: the internal copy of the stage ipar(3)", ipar[124]);
   /* tmp is not written: callers allocate it for the ipar(15) they set after dfgmres_init */
   int untouched = 1;
   for (int64_t i = 0; i <= len; i++)
@@ -1006,6 +1007,219 @@ PK_TEST_CASE(dfgmres_errors) {
   PK_TEST_END();
 }
 
+/* ---- ipar tampered with between calls: -12 and nothing written (issue 14, items 10 to 12) --------- */
+
+/** Everything a call of dfgmres may write, to compare after a call that must write nothing. */
+typedef struct {
+  int32_t ipar[128];
+  double dpar[128];
+  double *tmp, *x;
+} fg_snapshot;
+
+static void snap_take(fg_snapshot *c, const solve_state *S, int64_t len) {
+  memcpy(c->ipar, S->ipar, sizeof c->ipar);
+  memcpy(c->dpar, S->dpar, sizeof c->dpar);
+  c->tmp = vec(len + GUARD);
+  memcpy(c->tmp, S->tmp, sizeof(double) * (size_t)(len + GUARD));
+  c->x = vec(S->P->n);
+  memcpy(c->x, S->x, sizeof(double) * (size_t)S->P->n);
+}
+
+static void snap_restore(const fg_snapshot *c, solve_state *S, int64_t len) {
+  memcpy(S->ipar, c->ipar, sizeof c->ipar);
+  memcpy(S->dpar, c->dpar, sizeof c->dpar);
+  memcpy(S->tmp, c->tmp, sizeof(double) * (size_t)(len + GUARD));
+  memcpy(S->x, c->x, sizeof(double) * (size_t)S->P->n);
+}
+
+/** 1 when S holds exactly the snapshot (ipar, dpar, all of tmp and its guard, x). */
+static int snap_same(const fg_snapshot *c, const solve_state *S, int64_t len) {
+  return memcmp(S->ipar, c->ipar, sizeof c->ipar) == 0 && memcmp(S->dpar, c->dpar, sizeof c->dpar) == 0 &&
+         memcmp(S->tmp, c->tmp, sizeof(double) * (size_t)(len + GUARD)) == 0 &&
+         memcmp(S->x, c->x, sizeof(double) * (size_t)S->P->n) == 0;
+}
+
+/** Stages of ipar(3) (internal, rci_fgmres.c) and the entry that mirrors it (ipar(125), internal). */
+enum {
+  FG_AX0 = 2,
+  FG_RESTART_AX = 3,
+  FG_PRECOND = 4,
+  FG_MATVEC = 5,
+  FG_ZERO = 6,
+  FG_USER = 7,
+  FG_STOPPED = 8
+};
+#define FG_STAGE_COPY 124
+
+/**
+ * ipar[k] = v on the state S (a request answered, or a stop): the call must answer RCI_request = -12 with
+ * status `code` and write nothing (ipar, dpar, x, tmp and the guard behind it as they were). Restores S.
+ */
+static void tamper_rejected(solve_state *S, int k, int32_t v, int code) {
+  const int64_t len = tmp_len(S->P->n, S->o.m);
+  fg_snapshot c;
+  snap_take(&c, S, len);
+  const int32_t orig = S->ipar[k];
+  S->ipar[k] = c.ipar[k] = v; /* the tampered ipar itself must stay as the caller left it */
+  int32_t req = 99;
+  const int st = pkrylov_dfgmres(&S->n32, S->x, S->b, &req, S->ipar, S->dpar, S->tmp);
+  if (st != code || req != -12)
+    SFAIL(S, "stage %d: ipar(%d) = %d: status %d (expected %d), RCI_request %d (expected -12): %s",
+          c.ipar[2], k + 1, (int)v, st, code, req, pkrylov_last_error_message());
+  if (!snap_same(&c, S, len))
+    SFAIL(S, "stage %d: ipar(%d) = %d: the rejected call wrote to ipar, dpar, x or tmp", c.ipar[2], k + 1,
+          (int)v);
+  c.ipar[k] = orig;
+  snap_restore(&c, S, len);
+  free(c.tmp), free(c.x);
+}
+
+/**
+ * ipar(3) and its internal copy both forged to `stage`: whatever the call answers, neither it nor the next
+ * call (after answering a request 1 or 3, which must point into tmp) writes outside tmp. Restores S.
+ */
+static void tamper_forged_stage(solve_state *S, int32_t stage, int32_t extra_k, int32_t extra_v) {
+  const int64_t n = S->P->n, len = tmp_len(n, S->o.m);
+  fg_snapshot c;
+  snap_take(&c, S, len);
+  S->ipar[2] = S->ipar[FG_STAGE_COPY] = stage;
+  if (extra_k >= 0)
+    S->ipar[extra_k] = extra_v;
+  for (int call = 0; call < 2; call++) {
+    int32_t req = 99;
+    pkrylov_dfgmres(&S->n32, S->x, S->b, &req, S->ipar, S->dpar, S->tmp);
+    if (!guard_ok(S->tmp, n, S->o.m))
+      SFAIL(S, "forged stage %d (from %d, ipar(%d) = %d): call %d wrote beyond tmp", stage, c.ipar[2],
+            extra_k + 1, extra_v, call + 1);
+    if (req != 1 && req != 3)
+      break;
+    const int32_t in = S->ipar[21], out = S->ipar[22];
+    if (in < 1 || out < 1 || in > len - n + 1 || out > len - n + 1) {
+      SFAIL(S, "forged stage %d (from %d): request %d names tmp(%d) and tmp(%d), outside the %lld values",
+            stage, c.ipar[2], req, in, out, (long long)len);
+      break;
+    }
+    if (req == 1)
+      matvec(S->P, S->tmp + in - 1, S->tmp + out - 1);
+    else
+      apply_precond(S, S->tmp + in - 1, S->tmp + out - 1);
+  }
+  snap_restore(&c, S, len);
+  free(c.tmp), free(c.x);
+}
+
+/** Every tampering below at the current request of S (stage ipar(3)). */
+static void tamper_all(solve_state *S, int32_t *seen) {
+  const int32_t stage = S->ipar[2], m = S->o.m;
+  const int64_t n = S->P->n, len = tmp_len(n, m);
+  seen[stage] = 1;
+  const int request_out = stage >= FG_AX0 && stage <= FG_MATVEC;
+  const int in_cycle = (stage >= FG_PRECOND && stage <= FG_USER) || (stage == FG_STOPPED && S->ipar[13] > 0);
+  /* item 10: the offsets of the parts of tmp, and of a request's operand and result */
+  for (int k = 15; k <= 22; k++) {
+    if (k >= 21 && !request_out)
+      continue;
+    const int32_t vals[7] = {S->ipar[k] + 1, S->ipar[k] - 1, 0, -5, (int32_t)len, INT32_MAX, INT32_MIN};
+    for (int t = 0; t < 7; t++)
+      tamper_rejected(S, k, vals[t], PKRYLOV_ERR_INVALID_VALUE);
+  }
+  /* item 11: ipar(3) must be the stage the computation is in (1 restarts, tested elsewhere) */
+  for (int32_t s = 0; s <= 10; s++)
+    if (s != stage && s != 1)
+      tamper_rejected(S, 2, s, PKRYLOV_ERR_INVALID_STATE);
+  /* item 12: the iteration count at its limit */
+  tamper_rejected(S, 3, INT32_MAX, PKRYLOV_ERR_INVALID_VALUE);
+  /* ipar(14) outside what the stage allows; the restart length and its internal copy in mid-cycle */
+  const int32_t inner_bad[3] = {-1, request_out && !in_cycle ? 1 : m + 1, INT32_MAX};
+  for (int t = 0; t < 3; t++)
+    tamper_rejected(S, 13, inner_bad[t], PKRYLOV_ERR_INVALID_STATE);
+  if (stage == FG_PRECOND || stage == FG_MATVEC)
+    tamper_rejected(S, 13, m, PKRYLOV_ERR_INVALID_STATE); /* step m + 1 does not exist */
+  if (in_cycle) {
+    tamper_rejected(S, 14, m + 1, PKRYLOV_ERR_INVALID_STATE);
+    tamper_rejected(S, 14, m - 1, PKRYLOV_ERR_INVALID_STATE);
+    tamper_rejected(S, 126, m + 1, PKRYLOV_ERR_INVALID_STATE);
+  }
+  /* forged: ipar(3) and its copy changed together; the issue's case is stage 4 at the end of a cycle */
+  for (int32_t s = 2; s <= 9; s++) {
+    tamper_forged_stage(S, s, -1, 0);
+    tamper_forged_stage(S, s, 13, m);
+    tamper_forged_stage(S, s, 13, 0);
+  }
+}
+
+/**
+ * Items 10 to 12 of issue 14: at every request of a preconditioned solve with the user test, the zero-norm
+ * request and restarts (m = 3), and at the stop by the iteration cap in mid-cycle, ipar is tampered with
+ * entry by entry; pkrylov_dfgmres answers -12 with the specific status and writes nothing (tmp is followed by
+ * sentinels), and with ipar(3) forged together with its internal copy it still never writes outside tmp.
+ * Then the untouched solve finishes: the tampering left no trace.
+ */
+PK_TEST_CASE(tampered_ipar_rejected) {
+  problem P;
+  problem_convdiff(&P, 4, 3, 15.0, -5.0);
+  double *b = rhs_of_ones(&P), *x = vec(P.n), *xref = vec(P.n);
+  opts o = {.m = 3, .pc = PC_JACOBI, .res_test = 0, .user_test = 1, .zero_auto = 0, .rtol = 0, .maxit = 7};
+  solve_state S;
+  PK_REQUIRE(state_start(&S, &P, b, x, &o) == 0, "start");
+  S.ipar[5] = 0; /* no error lines on stderr */
+  int32_t seen[10] = {0};
+  int steps = 0;
+  while (state_step(&S) && steps++ < 1000)
+    tamper_all(&S, seen);
+  PK_EXPECT(S.res.outcome == -1 && S.ipar[2] == FG_STOPPED && S.ipar[13] == 1,
+            "stop by the cap in mid-cycle: outcome %d, stage %d, ipar(14) %d", S.res.outcome, S.ipar[2],
+            S.ipar[13]);
+  tamper_all(&S, seen);
+  for (int32_t s = FG_AX0; s <= FG_STOPPED; s++)
+    PK_EXPECT(seen[s], "stage %d was not reached", s);
+  PK_EXPECT(!S.failed, "tampering");
+  /* the same solve untouched gives the same iterate bitwise */
+  S.failed = 0;
+  state_finish(&S);
+  PK_EXPECT(!S.failed && S.res.iters == 7, "finish: %d iterations", S.res.iters);
+  state_free(&S);
+  solve_state R;
+  PK_REQUIRE(state_start(&R, &P, b, xref, &o) == 0, "reference start");
+  R.ipar[5] = 0;
+  while (state_step(&R)) {
+  }
+  state_finish(&R);
+  PK_EXPECT(memcmp(x, xref, sizeof(double) * (size_t)P.n) == 0, "tampered solve differs from the reference");
+  state_free(&R);
+  free(b), free(x), free(xref);
+  problem_free(&P);
+  PK_TEST_END();
+}
+
+/**
+ * Item 10 of issue 14 as found by fuzzing: ipar(19) (offset of the rotated residual) moved to the end of tmp
+ * while the request for A x0 is out wrote m + 1 values from there (ASan: heap-buffer-overflow in
+ * fg_cycle_start). -12, nothing written.
+ */
+PK_TEST_CASE(offset_changed_during_ax0) {
+  int32_t ipar[128], req = 0, n = 4;
+  double dpar[128], x[4] = {0}, b[4] = {1, 2, 3, 4};
+  const int64_t len = tmp_len(4, 4);
+  double *tmp = tmp_alloc(4, 4);
+  PK_EXPECT_CODE(NULL, pkrylov_dfgmres_init(&n, x, b, &req, ipar, dpar, tmp), PKRYLOV_SUCCESS);
+  ipar[5] = 0;
+  PK_EXPECT_CODE(NULL, pkrylov_dfgmres(&n, x, b, &req, ipar, dpar, tmp), PKRYLOV_SUCCESS);
+  PK_REQUIRE(req == 1 && ipar[21] == 1 && ipar[22] == 5, "A x0 request: %d", req);
+  for (int i = 0; i < 4; i++)
+    tmp[4 + i] = 2.0 * tmp[i]; /* A = 2 I */
+  ipar[18] = (int32_t)len - 1;
+  double *before = vec(len + GUARD);
+  memcpy(before, tmp, sizeof(double) * (size_t)(len + GUARD));
+  PK_EXPECT_CODE(NULL, pkrylov_dfgmres(&n, x, b, &req, ipar, dpar, tmp), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT(req == -12 && pk_test_msg_has(NULL, "ipar(16..21)"), "RCI_request %d: %s", req,
+            pkrylov_last_error_message());
+  PK_EXPECT(memcmp(before, tmp, sizeof(double) * (size_t)(len + GUARD)) == 0, "tmp written");
+  PK_EXPECT(guard_ok(tmp, 4, 4), "written beyond tmp");
+  free(before), free(tmp);
+  PK_TEST_END();
+}
+
 PK_TEST_CASE(messages_to_log_file) {
   int32_t ipar[128], req, n = 3, other = 4;
   double dpar[128], x[3] = {0}, b[3] = {1, 1, 1}, *tmp = vec(tmp_len(3, 3));
@@ -1034,4 +1248,5 @@ PK_TEST_MAIN(PK_TEST_ENTRY(convdiff_restarts), PK_TEST_ENTRY(shared_nonsymmetric
              PK_TEST_ENTRY(user_test_and_zero_check), PK_TEST_ENTRY(zero_norm_happy_breakdown),
              PK_TEST_ENTRY(get_modes), PK_TEST_ENTRY(max_iterations_then_resume),
              PK_TEST_ENTRY(reentrant_interleaved), PK_TEST_ENTRY(init_defaults_and_errors),
-             PK_TEST_ENTRY(check_codes), PK_TEST_ENTRY(dfgmres_errors), PK_TEST_ENTRY(messages_to_log_file))
+             PK_TEST_ENTRY(check_codes), PK_TEST_ENTRY(dfgmres_errors), PK_TEST_ENTRY(tampered_ipar_rejected),
+             PK_TEST_ENTRY(offset_changed_during_ax0), PK_TEST_ENTRY(messages_to_log_file))

@@ -417,6 +417,56 @@ PK_TEST_CASE(lucky_breakdown) {
   PK_TEST_END();
 }
 
+/**
+ * Issue 14 item 17: GMRES on a singular inconsistent system (the 1-D Laplacian with Neumann ends, null space
+ * the constants, b with a nonzero mean). With m > n the Krylov space becomes invariant, the least-squares
+ * problem of the cycle degenerates and its update made x far worse than x0 (relative residual 33 for GMRES,
+ * 1.5e10 for pipelined GMRES) before the solve stopped on stagnation. The returned x is never worse than the
+ * best iterate the solve saw (x0 included): its recomputed residual (plain CSR loop) is the reported final
+ * residual, at most the initial one, and at least the least-squares minimum |sum b| / sqrt(n). Every type,
+ * restart 10 and 60, from zero and from a nonzero initial guess.
+ */
+PK_TEST_CASE(singular_inconsistent_never_worse) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  enum { N = 50 };
+  int rp[N + 1], ci[3 * N], k = 0;
+  double v[3 * N], b[N], x[N], x0[N], sum = 0.0;
+  for (int i = 0; i < N; i++) {
+    rp[i] = k;
+    if (i > 0) ci[k] = i - 1, v[k++] = -1.0;
+    ci[k] = i, v[k++] = (i > 0) + (i < N - 1);
+    if (i < N - 1) ci[k] = i + 1, v[k++] = -1.0;
+    b[i] = sin(1.0 + i) + 0.3, sum += b[i];
+    x0[i] = 0.25 * cos(0.3 * i);
+  }
+  rp[N] = k;
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_csr(ctx, N, 0, rp, ci, v, &A));
+  const double bnorm = pk_test_norm(N, b), lsq = fabs(sum) / sqrt((double)N);
+  const int restarts[2] = {10, 60};
+  for (int t = 0; t < 4; t++)
+    for (int r = 0; r < 2; r++)
+      for (int guess = 0; guess < 2; guess++) {
+        solve_opts o = opts(gm_types[t], PKRYLOV_PRECOND_NONE, restarts[r]);
+        o.maxit = 400;
+        o.nonzero_guess = guess;
+        memcpy(x, x0, sizeof x);
+        pkrylov_result res;
+        PK_REQUIRE_OK(ctx, solve(ctx, A, &o, b, x, &res));
+        const double fin = pk_test_true_relres(A, b, x) * bnorm;
+        PK_EXPECT(!res.converged && fabs(fin - res.final_residual) <= 1e-12 * bnorm,
+                  "%s m %d guess %d: reason %d, final residual %.17g reported, %.17g recomputed", gm_names[t],
+                  restarts[r], guess, res.reason, res.final_residual, fin);
+        PK_EXPECT(fin <= res.initial_residual * (1 + 1e-14) && fin >= lsq * (1 - 1e-12),
+                  "%s m %d guess %d: residual %.6g, initial %.6g, least-squares minimum %.6g (reason %d)",
+                  gm_names[t], restarts[r], guess, fin, res.initial_residual, lsq, res.reason);
+      }
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
 typedef struct {
   int stop_at, calls;
 } mon_data;
@@ -570,5 +620,6 @@ PK_TEST_MAIN(PK_TEST_ENTRY(ani1_nonsymm_none), PK_TEST_ENTRY(ani1_nonsymm_jacobi
              PK_TEST_ENTRY(convdiff_jacobi), PK_TEST_ENTRY(convdiff_column),
              PK_TEST_ENTRY(thinshell_against_cg), PK_TEST_ENTRY(full_space_n_iterations),
              PK_TEST_ENTRY(fgmres_variable_preconditioner), PK_TEST_ENTRY(zero_rhs_and_exact_guess),
-             PK_TEST_ENTRY(lucky_breakdown), PK_TEST_ENTRY(monitor_history),
-             PK_TEST_ENTRY(nan_and_callback_failure), PK_TEST_ENTRY(bad_options))
+             PK_TEST_ENTRY(lucky_breakdown), PK_TEST_ENTRY(singular_inconsistent_never_worse),
+             PK_TEST_ENTRY(monitor_history), PK_TEST_ENTRY(nan_and_callback_failure),
+             PK_TEST_ENTRY(bad_options))

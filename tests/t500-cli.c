@@ -9,6 +9,7 @@
 #include "pk_test.h"
 
 #include <string.h>
+#include <unistd.h>
 
 /** Capacity of the captured stdout / stderr of one run. */
 #define PK_CAP 16384
@@ -847,6 +848,177 @@ PK_TEST_CASE(usage_files) {
   PK_TEST_END();
 }
 
+/* ---- issue 14: --monitor, outputs checked first, the symmetry warning ---------------------------- */
+
+/**
+ * --monitor 4 on a small thin shell (CG, column preconditioner, x0 = 0): a line on stderr at every 4th
+ * iteration and nowhere else (the solve takes far less than a second), each with the residual of the
+ * --history file at that iteration, the reduction history[I] / history[0], a positive rate and the estimate
+ * of the iterations left recomputed here from the history: the factor per iteration since the previous line
+ * (over the whole solve when the residual rose), ceil(log(rtol ||b|| / r) / log(factor)).
+ */
+PK_TEST_CASE(monitor_lines) {
+  char out[PK_CAP], err[PK_CAP], args[PK_ARGS], ph[PK_PATH];
+  tmp(ph, sizeof ph, "monitor", "h.csv");
+  remove(ph);
+  snprintf(args, sizeof args, "--problem thinshell:16,16,8 --monitor 4 --quiet --json --history \"%s\"", ph);
+  int rc = solve("monitor", args, out, err);
+  PK_EXPECT(rc == 0, "exit %d: %s", rc, err);
+  double its = -1, bnorm = -1;
+  PK_REQUIRE(json_num(out, "iterations", &its) == 0 && json_num(out, "rhs_norm", &bnorm) == 0 && its > 8,
+             "%s", out);
+  double h[1024];
+  int rows = 0;
+  FILE *f = fopen(ph, "r");
+  PK_REQUIRE(f != NULL, "history %s", ph);
+  char line[512];
+  while (fgets(line, sizeof line, f) && rows < 1024) {
+    int i;
+    double v;
+    if (sscanf(line, "%d,%lf", &i, &v) == 2 && i == rows) h[rows++] = v;
+  }
+  fclose(f);
+  PK_REQUIRE(rows == (int)its + 1, "%d history rows for %g iterations", rows, its);
+  const double target = 1e-8 * bnorm;
+  int nlines = 0, prev = 0;
+  for (const char *p = strstr(err, "monitor: iteration "); p; p = strstr(p + 1, "monitor: iteration ")) {
+    int it = -1;
+    double res = -1, red = -1, rate = -1, left = -1;
+    PK_EXPECT(sscanf(p, "monitor: iteration %d, residual %lf, reduction %lf, %lf it/s", &it, &res, &red,
+                     &rate) == 4,
+              "line: %.120s", p);
+    nlines++;
+    PK_EXPECT(it == 4 * nlines && it <= its, "line %d at iteration %d", nlines, it);
+    if (it < 0 || it > (int)its) break;
+    PK_EXPECT(fabs(res - h[it]) <= 1e-3 * h[it] && fabs(red - h[it] / h[0]) <= 1e-3 * h[it] / h[0] &&
+                  rate > 0,
+              "iteration %d: residual %g (history %g), reduction %g (%g), rate %g", it, res, h[it], red,
+              h[it] / h[0], rate);
+    const char *eol = strchr(p, '\n'), *more = strstr(p, "about ");
+    double factor = pow(h[it] / h[prev], 1.0 / (it - prev));
+    if (!(factor < 1.0)) factor = pow(h[it] / h[0], 1.0 / it);
+    if (h[it] <= target) {
+      const char *at = strstr(p, "at the tolerance");
+      PK_EXPECT(at && at < eol, "iteration %d: below the tolerance: %.160s", it, p);
+    } else if (factor < 1.0) {
+      const double want = ceil(log(target / h[it]) / log(factor));
+      PK_EXPECT(more && more < eol && sscanf(more, "about %lf more iterations", &left) == 1 &&
+                    fabs(left - want) <= 1,
+                "iteration %d: %g iterations left printed, %g recomputed: %.160s", it, left, want, p);
+    } else {
+      const char *no = strstr(p, "no estimate");
+      PK_EXPECT(no && no < eol, "iteration %d: residual above the initial one: %.160s", it, p);
+    }
+    prev = it;
+  }
+  PK_EXPECT(nlines == (int)its / 4, "%d monitor lines for %g iterations", nlines, its);
+  PK_TEST_END();
+}
+
+/**
+ * --monitor with a K larger than the iterations: the lines come from the clock, at most one per second, so a
+ * solve of T seconds prints floor(T) lines give or take one (solve time from the JSON report); a solve of
+ * more than 2 s (CG without preconditioner on a 64 x 64 x 32 thin shell, 400 iterations: about 3 s on 2
+ * cores) prints at least one.
+ */
+PK_TEST_CASE(monitor_every_second) {
+  char out[PK_CAP], err[PK_CAP];
+  int rc = solve("monitor_time",
+                 "--problem thinshell:64,64,32 --precond none --maxit 400 --monitor 100000 --json", out, err);
+  PK_EXPECT(rc == 1, "exit %d: %s", rc, err);
+  double t = -1;
+  PK_REQUIRE(json_num(out, "time_s", &t) == 0 && t > 0, "%s", out);
+  int nlines = 0;
+  for (const char *p = strstr(err, "monitor: iteration "); p; p = strstr(p + 1, "monitor: iteration "))
+    nlines++;
+  printf("solve %.2f s, %d monitor lines\n", t, nlines);
+  PK_EXPECT(nlines <= (int)t + 1 && (t < 2.0 || nlines >= (int)t - 1), "%d lines in %.2f s", nlines, t);
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(usage_monitor) {
+  expect_usage("u_mon0", "--problem thinshell:4,4,4 --json --monitor 0", "--monitor", "0");
+  expect_usage("u_mon1", "--problem thinshell:4,4,4 --json --monitor -2", "--monitor", "-2");
+  expect_usage("u_mon2", "--problem thinshell:4,4,4 --json --monitor often", "--monitor", "often");
+  expect_usage("u_mon3", "--problem thinshell:4,4,4 --json --monitor", "--monitor", "value");
+  PK_TEST_END();
+}
+
+/**
+ * Every output is checked before any work: an --out or --history in a folder that does not exist, or that is
+ * a folder, ends the run with exit status 2 and the reason before anything is read, saved or solved (the
+ * --save-system files of the same command line are not written, nothing on stdout), and a writable output of
+ * such a run is not left behind.
+ */
+PK_TEST_CASE(usage_outputs_first) {
+  char args[PK_ARGS], pp[PK_PATH], pa[PK_PATH + 16], px[PK_PATH], pdir[PK_PATH], pmiss[PK_PATH + 32];
+  tmp(pp, sizeof pp, "u_out", "sys");
+  snprintf(pa, sizeof pa, "%s_A.mtx", pp);
+  tmp(px, sizeof px, "u_out", "x.mtx");
+  tmp(pdir, sizeof pdir, "u_out", "nodir");
+  remove(pdir);
+  snprintf(pmiss, sizeof pmiss, "%s/x.mtx", pdir);
+  remove(pa), remove(px);
+  snprintf(args, sizeof args, "--problem thinshell:8,8,6 --json --save-system \"%s\" --out \"%s\"", pp,
+           pmiss);
+  expect_usage("u_out_dir", args, "--out", "No such file or directory");
+  PK_EXPECT(access(pa, F_OK) != 0, "--save-system wrote %s before --out was found unwritable", pa);
+  snprintf(args, sizeof args, "--problem thinshell:8,8,6 --json --out \"%s\" --history \"%s\"", px, pmiss);
+  expect_usage("u_hist_dir", args, "--history", "nodir");
+  PK_EXPECT(access(px, F_OK) != 0, "the writable --out %s was left behind by a run that wrote nothing", px);
+  snprintf(args, sizeof args, "--problem thinshell:8,8,6 --json --history \"%s\"", PK_TEST_TMPDIR);
+  expect_usage("u_hist_isdir", args, "--history", "directory");
+  snprintf(args, sizeof args, "--problem thinshell:8,8,6 --json --save-system \"%s/sys\"", pdir);
+  expect_usage("u_save_dir", args, "--save-system", "sys_A.mtx");
+  PK_TEST_END();
+}
+
+/** Write a small diagonally dominant matrix to path: symmetric values when sym, else A(1,2) != A(2,1). */
+static int write_small_matrix(const char *path, int sym, const char *symmetry) {
+  FILE *f = fopen(path, "w");
+  if (!f) return 1;
+  fprintf(f, "%%%%MatrixMarket matrix coordinate real %s\n4 4 %d\n", symmetry, sym == 2 ? 7 : 10);
+  fprintf(f, "1 1 4\n2 2 4\n3 3 4\n4 4 4\n2 1 -1\n3 2 -1\n4 3 -0.5\n");
+  if (sym != 2) fprintf(f, "1 2 %s\n2 3 -1\n3 4 -0.5\n", sym ? "-1" : "-1.5");
+  return fclose(f) != 0;
+}
+
+/**
+ * CG and pipelined CG on a matrix file that is not symmetric warn once on stderr, naming the pair of
+ * entries; a "general" file with symmetric entries (ani4: symmetric to rounding, 3e-15), a "symmetric"
+ * file, and the nonsymmetric matrix with GMRES do not.
+ */
+PK_TEST_CASE(nonsymmetric_warning) {
+  char out[PK_CAP], err[PK_CAP], args[PK_ARGS], pn[PK_PATH], ps[PK_PATH], pl[PK_PATH];
+  tmp(pn, sizeof pn, "nonsym", "a.mtx");
+  tmp(ps, sizeof ps, "nonsym", "s.mtx");
+  tmp(pl, sizeof pl, "nonsym", "l.mtx");
+  PK_REQUIRE(write_small_matrix(pn, 0, "general") == 0 && write_small_matrix(ps, 1, "general") == 0 &&
+                 write_small_matrix(pl, 2, "symmetric") == 0,
+             "write");
+  const char *solvers[2] = {"cg", "pipecg"};
+  for (int k = 0; k < 2; k++) {
+    snprintf(args, sizeof args, "\"%s\" --solver %s --json", pn, solvers[k]);
+    solve("nonsym_cg", args, out, err);
+    const char *w = strstr(err, "warning:");
+    PK_EXPECT(w && !strstr(w + 1, "warning:") && strstr(w, "assumes a symmetric matrix") &&
+                  strstr(w, "A(1,2) = -1.5") && strstr(w, "A(2,1) = -1"),
+              "--solver %s: one warning naming the entries expected: %s", solvers[k], err);
+    PK_EXPECT(json_one_object(out), "--solver %s: stdout %s", solvers[k], out);
+  }
+  const char *quiet[4] = {ps, pl, NULL, NULL};
+  const char *qsolver[4] = {"cg", "pipecg", "gmres", "cg"};
+  const char *ani4 = pk_test_matrix_path("ani4.mtx");
+  quiet[2] = pn, quiet[3] = ani4;
+  for (int k = 0; k < 4; k++) {
+    if (!quiet[k]) continue;
+    snprintf(args, sizeof args, "\"%s\" --solver %s --json --maxit 20", quiet[k], qsolver[k]);
+    solve("nonsym_ok", args, out, err);
+    PK_EXPECT(strstr(err, "warning") == NULL, "%s --solver %s: %s", quiet[k], qsolver[k], err);
+  }
+  PK_TEST_END();
+}
+
 PK_TEST_CASE(usage_cuda_unavailable) {
   if (pkrylov_has_cuda()) return PK_SKIP;
   expect_usage("u_cuda", "--problem thinshell:4,4,4 --backend cuda --json", "cuda", "CUDA");
@@ -909,4 +1081,5 @@ PK_TEST_MAIN(PK_TEST_ENTRY(stop_rule_srcg_min_residual), PK_TEST_ENTRY(usage_sto
              PK_TEST_ENTRY(history_lines), PK_TEST_ENTRY(usage_options), PK_TEST_ENTRY(usage_numbers),
              PK_TEST_ENTRY(usage_problem), PK_TEST_ENTRY(usage_names), PK_TEST_ENTRY(usage_column_levels),
              PK_TEST_ENTRY(usage_files), PK_TEST_ENTRY(usage_cuda_unavailable), PK_TEST_ENTRY(demo_small),
-             PK_TEST_ENTRY(version_option))
+             PK_TEST_ENTRY(version_option), PK_TEST_ENTRY(monitor_lines), PK_TEST_ENTRY(monitor_every_second),
+             PK_TEST_ENTRY(usage_monitor), PK_TEST_ENTRY(usage_outputs_first), PK_TEST_ENTRY(nonsymmetric_warning))

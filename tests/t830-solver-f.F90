@@ -11,7 +11,9 @@
 !! x needs 0 iterations; without the flag x is overwritten); errors: get_result before a solve
 !! (INVALID_STATE), NaN in b (NOT_FINITE, x unchanged), b/x of the wrong size (SIZE_MISMATCH from the
 !! module), operator or preconditioner of another context (INCOMPATIBLE), unknown type, bad tolerances
-!! and maxit (INVALID_VALUE naming them), device arrays on the CPU backend (MEMTYPE), a destroyed solver.
+!! and maxit (INVALID_VALUE naming them), device arrays on the CPU backend (MEMTYPE), a destroyed solver,
+!! a preconditioner never created or destroyed (NULL_POINTER naming M: forgetting pk_precond_create is not
+!! "no preconditioner"), and none said explicitly (M omitted, or type NONE: the same iterations).
 program t830_solver_f
     use, intrinsic :: iso_c_binding, only: c_associated, c_double, c_int, c_int32_t, c_loc
     use, intrinsic :: iso_fortran_env, only: error_unit
@@ -23,7 +25,7 @@ program t830_solver_f
     real(c_double), parameter :: rtol = 1e-6_c_double
     type(pk_context) :: ctx, ctx2
     type(pk_operator) :: A, A2
-    type(pk_precond) :: M, M2
+    type(pk_precond) :: M, M2, Mnone
     type(pk_solver) :: s, sp, sbad
     type(pkrylov_thinshell_params) :: p
     type(pkrylov_result) :: res, resp
@@ -147,6 +149,34 @@ program t830_solver_f
     call pk_precond_destroy(M2)
     call pk_operator_destroy(A2)
     call pk_context_destroy(ctx2)
+    ! a preconditioner never created (a forgotten pk_precond_create), or destroyed, is not "none"
+    call pk_solver_create(ctx, sbad, PKRYLOV_SOLVER_CG, A, Mnone, ierr)
+    call expect_error(ierr, PKRYLOV_ERR_NULL_POINTER, "'M'", 'a preconditioner never created')
+    call expect_error(ierr, PKRYLOV_ERR_NULL_POINTER, 'pk_precond_create', &
+                      'the message says how to create it')
+    call expect(.not. c_associated(sbad%h), 'no solver with a preconditioner never created')
+    call pk_precond_create(ctx, M2, A, PKRYLOV_PRECOND_JACOBI)
+    call pk_precond_destroy(M2)
+    call pk_solver_create(ctx, sbad, PKRYLOV_SOLVER_PIPECG, A, M2, ierr)
+    call expect_error(ierr, PKRYLOV_ERR_NULL_POINTER, "'M'", 'a destroyed preconditioner')
+    ! none, said explicitly: M omitted, or a NONE preconditioner; the same iterations
+    call pk_solver_create(ctx, sbad, PKRYLOV_SOLVER_CG, A, ierr=ierr)
+    call expect(ierr == 0, 'M omitted: no preconditioner')
+    call pk_solver_set_tolerances(sbad, rtol, 0.0_c_double)
+    x = 0
+    call pk_solver_solve(sbad, b, x)
+    call pk_solver_get_result(sbad, res)
+    call pk_solver_destroy(sbad)
+    call pk_precond_create(ctx, Mnone, A, PKRYLOV_PRECOND_NONE)
+    call pk_solver_create(ctx, sbad, PKRYLOV_SOLVER_CG, A, Mnone)
+    call pk_solver_set_tolerances(sbad, rtol, 0.0_c_double)
+    x = 0
+    call pk_solver_solve(sbad, b, x)
+    call pk_solver_get_result(sbad, resp)
+    call expect(res%converged == 1 .and. resp%iterations == res%iterations, &
+                'M omitted and M = PKRYLOV_PRECOND_NONE: the same solve')
+    call pk_solver_destroy(sbad)
+    call pk_precond_destroy(Mnone)
     ! device arrays on the CPU backend
     call pk_solver_solve_device(s, c_loc(b), c_loc(x), ierr)
     call expect(ierr == PKRYLOV_ERR_MEMTYPE, 'solve_device on the CPU backend: MEMTYPE')

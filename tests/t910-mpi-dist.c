@@ -377,6 +377,15 @@ PK_TEST_CASE(bad_input_every_rank) {
       expect_everywhere(ctx, pkrylov_operator_create_stencil7_dist(ctx, size, 1, nx, ny, nz, c, c, c, c, NULL, &A),
                         PKRYLOV_ERR_SIZE_MISMATCH, "ny");
   }
+  /* a tile of 2^31-1 x 2^31-1 columns (issue 14 item 13: nx + 1 overflowed int before the size check; UBSan)
+   */
+  {
+    double c[1] = {-1.0};
+    expect_everywhere(
+        ctx,
+        pkrylov_operator_create_stencil7_dist(ctx, size, 1, INT32_MAX, INT32_MAX, 1, c, c, c, c, NULL, &A),
+        PKRYLOV_ERR_INVALID_SIZE, "too many cells");
+  }
   PK_EXPECT(A == NULL, "no operator after the errors");
   /* solves: NaN in b on one rank, a different rtol on one rank */
   pkrylov_precond M;

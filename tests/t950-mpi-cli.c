@@ -194,5 +194,45 @@ PK_TEST_CASE(serial_other_solvers) {
   PK_TEST_END();
 }
 
+/**
+ * Issue 14 items 5, 7, 15 under mpirun: an unwritable --out ends every rank with exit status 2 before any
+ * work; the symmetry warning of CG on a nonsymmetric matrix file (read by rank 0) comes once; --monitor lines
+ * come from rank 0 only, one per 2 iterations.
+ */
+PK_TEST_CASE(serial_outputs_warning_monitor) {
+  char fmt[1024], cmd[2048], log[512], mtx[512], js[512];
+  snprintf(fmt, sizeof fmt, "3 %%s --problem thinshell:16,16,8 --out %s",
+           pk_test_tmp_path("t950_nodir/x.mtx"));
+  expect_all_ranks_fail(fmt, 3, "cannot write '--out");
+  snprintf(mtx, sizeof mtx, "%s", pk_test_tmp_path("t950_nonsym.mtx"));
+  FILE *f = fopen(mtx, "w");
+  PK_REQUIRE(f != NULL, "write %s", mtx);
+  fprintf(f, "%%%%MatrixMarket matrix coordinate real general\n4 4 10\n1 1 4\n2 2 4\n3 3 4\n4 4 4\n2 1 -1\n"
+             "1 2 -1.5\n3 2 -1\n2 3 -1\n4 3 -0.5\n3 4 -0.5\n");
+  fclose(f);
+  snprintf(log, sizeof log, "%s", pk_test_tmp_path("t950_warn.log"));
+  snprintf(cmd, sizeof cmd, MPIRUN " 2 %s %s --solver pipecg --quiet > %s 2>&1", PK_SOLVE_EXE, mtx, log);
+  pk_test_system(cmd);
+  char *s = slurp(log);
+  const char *w = s ? strstr(s, "warning:") : NULL;
+  PK_EXPECT(w && !strstr(w + 1, "warning:") && strstr(w, "A(1,2) = -1.5"), "one warning expected:\n%s",
+            s ? s : "");
+  free(s);
+  snprintf(js, sizeof js, "%s", pk_test_tmp_path("t950_mon.json"));
+  snprintf(cmd, sizeof cmd, MPIRUN " 2 %s --problem thinshell:16,16,8 --monitor 2 --json > %s 2> %s",
+           PK_SOLVE_EXE, js, log);
+  PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
+  const int its = json_iterations(js);
+  s = slurp(log);
+  int lines = 0;
+  for (const char *p = s ? strstr(s, "monitor: iteration") : NULL; p; p = strstr(p + 1, "monitor: iteration"))
+    lines++;
+  PK_EXPECT(its > 4 && lines == its / 2 && (!s || !strstr(s, "rank 1")), "%d lines for %d iterations:\n%s",
+            lines, its, s ? s : "");
+  free(s);
+  PK_TEST_END();
+}
+
 PK_MPI_TEST_MAIN(PK_TEST_ENTRY(serial_ranks_same_solution), PK_TEST_ENTRY(serial_reproducible_bitwise),
-                 PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank), PK_TEST_ENTRY(serial_other_solvers))
+                 PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank),
+                 PK_TEST_ENTRY(serial_other_solvers), PK_TEST_ENTRY(serial_outputs_warning_monitor))

@@ -242,6 +242,8 @@ int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res) {
         }
       }
     }
+    /* x is still the cycle's start, whose true residual is known: the best iterate so far? */
+    PK_CALL(pk_kry_keep_best(R, PK_GM_RR));
     const int nvalid = st.its - it0;
     if (st.code != PKRYLOV_DIVERGED_NAN && nvalid > 0) PK_CALL(update_x(R, &o, nvalid));
     if (scur == 0 && have_sigma) { /* auto: the candidate with the least time per vector */

@@ -519,7 +519,7 @@ int pkrylov_operator_create_stencil7_dist(pkrylov_context ctx, int32_t px, int32
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func,
                  "arguments 'nx' x 'ny' x 'nz' = %d x %d x %d: this rank's tile must have at least one cell", nx,
                  ny, nz);
-  else if ((int64_t)(nx + 1) * (ny + 1) > (INT64_MAX / 16) / nz)
+  else if (((int64_t)nx + 1) * ((int64_t)ny + 1) > (INT64_MAX / 16) / nz)
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "arguments 'nx' x 'ny' x 'nz' = %d x %d x %d: too many cells",
                  nx, ny, nz);
   PK_CALL(pk_mpi_agree(ctx, e));

@@ -188,6 +188,8 @@ static int gmres_solve(pk_kry_run *R, pkrylov_result *res) {
     }
     if (pending) PK_CALL(pk_kry_wait(E));
     /* x += M^-1 V y with the valid columns (none after a NaN: x stays the last good iterate) */
+    /* x is still the cycle's start, whose true residual is known: the best iterate so far? */
+    PK_CALL(pk_kry_keep_best(R, PK_GM_RR));
     const int nvalid = st.its - it0;
     if (st.code != PKRYLOV_DIVERGED_NAN && nvalid > 0) PK_CALL(update_x(R, m, nvalid));
     int done;

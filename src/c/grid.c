@@ -10,8 +10,9 @@
  * of a tile on another rank. The values a rank needs from rank q are numbered by (its tile, edge,
  * position) in increasing order; rank q lists its edge cells in the same order (it enumerates the joins
  * from the other side with the same table), so one message per neighbour rank and exchange carries them
- * without any index. The receiver keeps them level-major, slot h of level k at halo[h + nhalo*k] (an MPI
- * vector datatype receives rank q's block of slots at every level).
+ * without any index. Values travel slot-major, all levels of a slot together: the receiver keeps slot h of
+ * level k at halo[h*nz + k], so rank q's slots at every level are one contiguous block (the same layout on
+ * the GPU, whose pack kernel and NCCL or host-staged messages carry the same blocks: pk_cuda_dist.cu).
  *
  * The product (pk_grid_stencil_apply) is pkrylov_operator_create_stencil7()'s row expression with the
  * neighbour values across tile edges taken from the plan and the couplings from the stencil's edge array,
@@ -524,12 +525,10 @@ int pkrylov_grid_unpack(pkrylov_grid g, int32_t nz, int32_t mem, const double *c
 /* Exchanges                                                                                         */
 
 #ifdef PKRYLOV_HAVE_MPI
-/** MPI state of an exchange (X->req): 2 nnb requests, nnb receive datatypes. */
+/** MPI state of an exchange (X->req): 2 nnb requests. */
 typedef struct {
   MPI_Request *r;
-  MPI_Datatype *types;
   int nr;
-  int ntypes; /* committed */
 } xchg_mpi;
 #endif
 
@@ -542,26 +541,12 @@ int pk_grid_xchg_init(const struct pkrylov_grid_s *g, int32_t nz, pk_grid_xchg *
   X->halo = calloc((size_t)(g->nhalo * nz), sizeof(double));
   X->sbuf = calloc((size_t)(g->send_off[g->nnb] * nz), sizeof(double));
   xchg_mpi *M = calloc(1, sizeof *M);
-  if (M) {
-    M->r = calloc((size_t)(2 * g->nnb), sizeof(MPI_Request));
-    M->types = calloc((size_t)g->nnb, sizeof(MPI_Datatype));
-  }
+  if (M) M->r = calloc((size_t)(2 * g->nnb), sizeof(MPI_Request));
   X->req = M;
-  if (!X->halo || !X->sbuf || !M || !M->r || !M->types) {
+  if (!X->halo || !X->sbuf || !M || !M->r) {
     pk_grid_xchg_free(X);
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_operator_create",
                     "cannot allocate the halo buffers (%lld values)", (long long)(g->nhalo * nz));
-  }
-  for (int32_t q = 0; q < g->nnb; q++) {
-    const int64_t cnt = g->recv_off[q + 1] - g->recv_off[q];
-    /* rank q's slots at every level: nz blocks of cnt values, nhalo apart */
-    int rc = MPI_Type_vector(nz, (int)cnt, (int)g->nhalo, MPI_DOUBLE, &M->types[q]);
-    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&M->types[q]);
-    if (rc != MPI_SUCCESS) {
-      pk_grid_xchg_free(X);
-      return pk_mpi_error(ctx, "pkrylov_operator_create", "MPI_Type_vector", rc);
-    }
-    M->ntypes = q + 1;
   }
 #else
   (void)g;
@@ -574,11 +559,7 @@ void pk_grid_xchg_free(pk_grid_xchg *X) {
 #ifdef PKRYLOV_HAVE_MPI
   xchg_mpi *M = X->req;
   if (M) {
-    int fin = 0;
-    MPI_Finalized(&fin);
-    for (int q = 0; q < M->ntypes && !fin; q++) MPI_Type_free(&M->types[q]);
     free(M->r);
-    free(M->types);
     free(M);
   }
 #endif
@@ -587,25 +568,35 @@ void pk_grid_xchg_free(pk_grid_xchg *X) {
   memset(X, 0, sizeof *X);
 }
 
-/** Post the receives and the sends of a packed X->sbuf. */
-static int xchg_post(const struct pkrylov_grid_s *g, pk_grid_xchg *X) {
 #ifdef PKRYLOV_HAVE_MPI
+/** Post the receives into halo and the sends of sbuf (nz levels, slot-major blocks per neighbour rank). */
+static int xchg_post_bufs(const struct pkrylov_grid_s *g, int64_t nz, xchg_mpi *M, double *halo,
+                          const double *sbuf) {
   pkrylov_context ctx = g->ctx;
-  xchg_mpi *M = X->req;
   MPI_Comm comm = pk_mpi_comm(ctx);
   M->nr = 0;
   for (int32_t q = 0; q < g->nnb; q++) {
-    int rc = MPI_Irecv(X->halo + g->recv_off[q], 1, M->types[q], g->nb_rank[q], PK_GRID_TAG, comm, &M->r[M->nr]);
+    const int64_t cnt = (g->recv_off[q + 1] - g->recv_off[q]) * nz;
+    int rc = MPI_Irecv(halo + g->recv_off[q] * nz, (int)cnt, MPI_DOUBLE, g->nb_rank[q], PK_GRID_TAG, comm,
+                       &M->r[M->nr]);
     if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Irecv", rc);
     M->nr++;
   }
   for (int32_t q = 0; q < g->nnb; q++) {
-    const int64_t cnt = (g->send_off[q + 1] - g->send_off[q]) * X->nz;
-    int rc = MPI_Isend(X->sbuf + g->send_off[q] * X->nz, (int)cnt, MPI_DOUBLE, g->nb_rank[q], PK_GRID_TAG, comm,
+    const int64_t cnt = (g->send_off[q + 1] - g->send_off[q]) * nz;
+    int rc = MPI_Isend(sbuf + g->send_off[q] * nz, (int)cnt, MPI_DOUBLE, g->nb_rank[q], PK_GRID_TAG, comm,
                        &M->r[M->nr]);
     if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Isend", rc);
     M->nr++;
   }
+  return PKRYLOV_SUCCESS;
+}
+#endif
+
+/** Post the receives and the sends of a packed X->sbuf. */
+static int xchg_post(const struct pkrylov_grid_s *g, pk_grid_xchg *X) {
+#ifdef PKRYLOV_HAVE_MPI
+  PK_CALL(xchg_post_bufs(g, X->nz, X->req, X->halo, X->sbuf));
   X->inflight = 1;
 #else
   (void)g, (void)X;
@@ -613,20 +604,33 @@ static int xchg_post(const struct pkrylov_grid_s *g, pk_grid_xchg *X) {
   return PKRYLOV_SUCCESS;
 }
 
+int pk_grid_exchange_bufs(const struct pkrylov_grid_s *g, int32_t nz, const double *sbuf, double *halo) {
+#ifdef PKRYLOV_HAVE_MPI
+  if (g->nnb == 0) return PKRYLOV_SUCCESS;
+  MPI_Request *r = malloc(sizeof(MPI_Request) * (size_t)(2 * g->nnb));
+  if (!r) return pk_error(g->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "halo exchange", "cannot allocate the requests");
+  xchg_mpi M = {r, 0};
+  int e = xchg_post_bufs(g, nz, &M, halo, sbuf);
+  const int rc = M.nr ? MPI_Waitall(M.nr, M.r, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+  free(r);
+  if (!e && rc != MPI_SUCCESS) e = pk_mpi_error(g->ctx, "halo exchange", "MPI_Waitall", rc);
+  return e;
+#else
+  (void)g, (void)nz, (void)sbuf, (void)halo;
+  return PKRYLOV_SUCCESS;
+#endif
+}
+
 /**
- * Pack the values other ranks need into X->sbuf: per neighbour rank q a block of cnt * nz values, entry s
- * of level k at s + cnt*k; the value of entry s is v[idx(send_ecell) + stride*k].
+ * Pack the values other ranks need into X->sbuf, slot-major: entry s (of send_ecell, all neighbour ranks'
+ * blocks in a row) level k at s*nz + k, the value v[idx(send_ecell[s]) + stride*k].
  */
 static void xchg_pack(const struct pkrylov_grid_s *g, pk_grid_xchg *X, const double *v, int by_column,
                       int64_t stride) {
-  for (int32_t q = 0; q < g->nnb; q++) {
-    const int64_t s0 = g->send_off[q], cnt = g->send_off[q + 1] - s0;
-    double *buf = X->sbuf + s0 * X->nz;
-    for (int64_t k = 0; k < X->nz; k++)
-      for (int64_t s = 0; s < cnt; s++) {
-        const int64_t ec = g->send_ecell[s0 + s], idx = by_column ? g->ecol[ec] : ec;
-        buf[s + cnt * k] = v[idx + stride * k];
-      }
+  const int64_t nz = X->nz, ns = g->send_off[g->nnb];
+  for (int64_t s = 0; s < ns; s++) {
+    const int64_t ec = g->send_ecell[s], idx = by_column ? g->ecol[ec] : ec;
+    for (int64_t k = 0; k < nz; k++) X->sbuf[s * nz + k] = v[idx + stride * k];
   }
 }
 
@@ -664,7 +668,7 @@ int pk_grid_edge_swap(const struct pkrylov_grid_s *g, int32_t nz, const double *
     for (int64_t k = 0; k < nz; k++)
       for (int64_t ec = 0; ec < nedge; ec++) {
         const int64_t nb = g->nbr[ec];
-        theirs[ec + nedge * k] = nb == -1 ? 0.0 : nb >= 0 ? mine[g->nbe[ec] + nedge * k] : X.halo[-2 - nb + g->nhalo * k];
+        theirs[ec + nedge * k] = nb == -1 ? 0.0 : nb >= 0 ? mine[g->nbe[ec] + nedge * k] : X.halo[(-2 - nb) * nz + k];
       }
   pk_grid_xchg_free(&X);
   return e;
@@ -674,10 +678,10 @@ int pk_grid_edge_swap(const struct pkrylov_grid_s *g, int32_t nz, const double *
 /* The stencil product                                                                               */
 
 /** Value across edge cell ec at level k (own: the cell's own value, for walls). */
-static inline double nb_value(const struct pkrylov_grid_s *g, const double *x, const double *halo, int64_t ec,
-                              int64_t k, double own) {
+static inline double nb_value(const struct pkrylov_grid_s *g, int64_t nz, const double *x, const double *halo,
+                              int64_t ec, int64_t k, double own) {
   const int64_t nb = g->nbr[ec];
-  return nb >= 0 ? x[nb + g->ncol * k] : nb == -1 ? own : halo[-2 - nb + g->nhalo * k];
+  return nb >= 0 ? x[nb + g->ncol * k] : nb == -1 ? own : halo[(-2 - nb) * nz + k];
 }
 
 /**
@@ -704,8 +708,8 @@ static void gst_line(const struct pkrylov_grid_s *g, int64_t nz, const pk_stenci
   const int hasW = g->nbr[ew] != -1, hasE = g->nbr[ee] != -1;
   double *restrict yc = y + c0;
 /* the values across the south and north edges of cell i */
-#define XS(i) (s_edge ? nb_value(g, x, halo, es + (i), k, xc[i]) : xc[(i) - nx])
-#define XN(i) (n_edge ? nb_value(g, x, halo, en + (i), k, xc[i]) : xc[(i) + nx])
+#define XS(i) (s_edge ? nb_value(g, nz, x, halo, es + (i), k, xc[i]) : xc[(i) - nx])
+#define XN(i) (n_edge ? nb_value(g, nz, x, halo, en + (i), k, xc[i]) : xc[(i) + nx])
   int64_t lo = ia;
   const int64_t hi = ib < nx - 1 ? ib : nx - 1;
   if (lo == 0) { /* the west cell */
@@ -716,13 +720,13 @@ static void gst_line(const struct pkrylov_grid_s *g, int64_t nz, const pk_stenci
       if (nx > 1)
         s += aW[1] * xc[1];
       else if (hasE)
-        s += c->edge[ee + nedge * k] * nb_value(g, x, halo, ee, k, x0);
+        s += c->edge[ee + nedge * k] * nb_value(g, nz, x, halo, ee, k, x0);
     } else {
-      const double cw = c->edge[ew + nedge * k], xw = nb_value(g, x, halo, ew, k, x0);
+      const double cw = c->edge[ew + nedge * k], xw = nb_value(g, nz, x, halo, ew, k, x0);
       if (nx > 1)
         s = aC[0] * x0 + cw * xw + aW[1] * xc[1] + cs[0] * xs0 + cn[0] * xn0 + cd[0] * xd[0] + cu[0] * xu[0];
       else if (hasE)
-        s = aC[0] * x0 + cw * xw + c->edge[ee + nedge * k] * nb_value(g, x, halo, ee, k, x0) + cs[0] * xs0 +
+        s = aC[0] * x0 + cw * xw + c->edge[ee + nedge * k] * nb_value(g, nz, x, halo, ee, k, x0) + cs[0] * xs0 +
             cn[0] * xn0 + cd[0] * xd[0] + cu[0] * xu[0];
       else
         s = aC[0] * x0 + cw * xw + cs[0] * xs0 + cn[0] * xn0 + cd[0] * xd[0] + cu[0] * xu[0];
@@ -742,7 +746,7 @@ static void gst_line(const struct pkrylov_grid_s *g, int64_t nz, const pk_stenci
   if (ib == nx && nx - 1 >= lo) { /* the east cell (nx > 1) */
     const int64_t i = nx - 1;
     if (hasE)
-      yc[i] = aC[i] * xc[i] + aW[i] * xc[i - 1] + c->edge[ee + nedge * k] * nb_value(g, x, halo, ee, k, xc[i]) +
+      yc[i] = aC[i] * xc[i] + aW[i] * xc[i - 1] + c->edge[ee + nedge * k] * nb_value(g, nz, x, halo, ee, k, xc[i]) +
               cs[i] * XS(i) + cn[i] * XN(i) + cd[i] * xd[i] + cu[i] * xu[i];
     else
       yc[i] = aC[i] * xc[i] + aW[i] * xc[i - 1] + cs[i] * XS(i) + cn[i] * XN(i) + cd[i] * xd[i] + cu[i] * xu[i];

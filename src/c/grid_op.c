@@ -235,10 +235,6 @@ int pkrylov_operator_create_grid_stencil(pkrylov_grid g, int32_t nz, const doubl
     e = pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument 'aV' is NULL (allowed only for nz = 1)");
   else if (g->ncol > (INT64_MAX / 64) / nz)
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "argument 'nz' = %d: too many cells", nz);
-  else if (ctx->backend == PKRYLOV_BACKEND_CUDA && ctx->size > 1)
-    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
-                 "grid stencils on CUDA contexts with several ranks are not implemented yet (one GPU: yes; several "
-                 "ranks: the CPU backend)");
   PK_CALL(pk_mpi_agree(ctx, e));
   const int64_t ncol = g->ncol, n = ncol * nz;
   struct pkrylov_operator_s *B = calloc(1, sizeof *B);
@@ -510,6 +506,10 @@ static int ainv_create(pkrylov_context ctx, pkrylov_operator A, double offdiag, 
     e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
                  "argument 'A': the approximate inverse needs a 2-D grid stencil (pkrylov_operator_create_grid_stencil) "
                  "or a 2-D column stencil (pkrylov_operator_create_stencil7)");
+  else if (ctx->backend == PKRYLOV_BACKEND_CUDA && ctx->size > 1)
+    e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
+                 "the approximate inverse on CUDA contexts with several ranks is not implemented yet (one GPU: "
+                 "yes; several ranks: the CPU backend)");
   else if (A->nz != 1)
     e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
                  "argument 'A' has nz = %d levels: the approximate inverse is the 2-D free-surface "

@@ -358,6 +358,19 @@ int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st) {
   return PKRYLOV_SUCCESS;
 }
 
+/** norm is the true residual of the current x: keep x in R->xbest when it is the best seen. */
+static int kry_note_true(pk_kry_run *R, double norm) {
+  if (!(norm < R->best_true)) return PKRYLOV_SUCCESS;
+  R->best_true = norm;
+  return pk_kry_copy(R->E, PK_KV_X, R->xbest);
+}
+
+int pk_kry_keep_best(pk_kry_run *R, int32_t slot) {
+  double rr;
+  PK_CALL(pk_kry_get(R->E, slot, 1, &rr));
+  return kry_note_true(R, sqrt(rr));
+}
+
 /** r = b - A x into R->tmp; *norm = ||r||. */
 static int kry_true_residual(pk_kry_run *R, double *norm) {
   double rr;
@@ -378,6 +391,7 @@ int pk_kry_confirm(pk_kry_run *R, pkrylov_result *res, int *accept, int *stagnat
   res->true_residual_checks++;
   R->final_res = tr;
   R->have_final = 1;
+  PK_CALL(kry_note_true(R, tr));
   *accept = pk_kry_converged(R, tr);
   *stagnated = !*accept && ++R->confirm_failures > PK_MAX_CONFIRM_FAILURES;
   return PKRYLOV_SUCCESS;
@@ -530,7 +544,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   PK_CALL(sizes(s, &z));
   const int32_t interval = ctx->backend == PKRYLOV_BACKEND_CUDA ? s->sync_interval : 1;
   const int32_t ring = (z.poll_iters > interval ? z.poll_iters : interval) + 1;
-  const int32_t nwork = z.nwork + 1, nscal = z.nscalars + ring;
+  const int32_t nwork = z.nwork + 2, nscal = z.nscalars + ring; /* + R.tmp and R.xbest */
   pk_kry *E = (pk_kry *)s->kry;
   if (E && (E->nwork != nwork || E->nbasis != z.nbasis || E->nscalars != nscal)) {
     pk_kry_destroy(E);
@@ -566,6 +580,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   R.recorded = -1;
   R.ring = ring;
   R.tmp = PK_KV_W0 + z.nwork;
+  R.xbest = PK_KV_W0 + z.nwork + 1;
   if (!host) { /* device arrays: check them on the device; distributed: the first failing rank's error on
                   every rank (a rank alone in the error would leave the others waiting in a reduction) */
     if ((ierr = kry_check_device_inputs(s, E)) != PKRYLOV_SUCCESS) goto failed;
@@ -601,6 +616,9 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     goto failed;
   }
   if ((ierr = kry_true_residual(&R, &res.initial_residual)) != PKRYLOV_SUCCESS) goto failed;
+  /* x0 is the first iterate seen */
+  R.best_true = res.initial_residual;
+  if ((ierr = pk_kry_copy(E, PK_KV_X, R.xbest)) != PKRYLOV_SUCCESS) goto failed;
   R.tol = s->rtol * res.rhs_norm;
   if (s->atol > R.tol) R.tol = s->atol;
   {
@@ -623,6 +641,15 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     res.final_residual = R.final_res;
   } else if ((ierr = kry_true_residual(&R, &res.final_residual)) != PKRYLOV_SUCCESS) {
     goto failed;
+  }
+  /* never worse than an iterate seen (x0 included): e.g. GMRES on a singular inconsistent system, whose
+     least-squares problem degenerates, or a stagnating or diverging BiCGStab (a NaN final residual, from an
+     operator that went bad, says nothing about x: it stays the driver's last good iterate). Not under the
+     recurrence rule, which computes no true residual of the final x (the model's own CG returns its last
+     iterate) */
+  if (!pk_solver_recurrence(s) && res.final_residual > R.best_true) {
+    if ((ierr = pk_kry_copy(E, R.xbest, PK_KV_X)) != PKRYLOV_SUCCESS) goto failed;
+    res.final_residual = R.best_true;
   }
   if ((ierr = pk_kry_unbind(E)) != PKRYLOV_SUCCESS) goto failed;
   free(x_entry);

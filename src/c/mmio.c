@@ -10,7 +10,9 @@
  * except NaN/Inf values (::PKRYLOV_ERR_NOT_FINITE), repeated entries (::PKRYLOV_ERR_DUPLICATE_ENTRY,
  * naming both lines), qualifiers the library does not handle (complex, hermitian, skew-symmetric, dense
  * matrices: ::PKRYLOV_ERR_UNSUPPORTED) and size disagreements with the caller (non-square operator, vector
- * capacity: ::PKRYLOV_ERR_SIZE_MISMATCH). Every error path frees what it allocated.
+ * capacity: ::PKRYLOV_ERR_SIZE_MISMATCH). Every error path frees what it allocated. A matrix whose size line
+ * declares fewer entries than can give every row one is refused there (::PKRYLOV_ERR_FILE_FORMAT), before
+ * anything of size M is allocated, so memory follows the length of the file, not what its header claims.
  *
  * Speed: entries are kept in a growing array (doubling, bounded by the declared count), bucketed into
  * rows by a counting sort and sorted by column within each row (insertion sort for short or almost
@@ -394,7 +396,7 @@ static int mm_read_coord_entries(mm_reader *r, mm_entry **out, int64_t *count) {
   mm_entry *e = mm_calloc(r->ctx, r->func, cap, sizeof *e, "the entries", &st);
   if (!e) return st;
   for (int64_t k = 0; k < r->nnz; k++) {
-    int64_t i, j;
+    int64_t i = 0, j = 0;
     double v;
     if ((st = mm_next_entry_line(r, k, "entries")) != PKRYLOV_SUCCESS) goto fail;
     if ((st = mm_parse_coord_entry(r, &i, &j, &v)) != PKRYLOV_SUCCESS) goto fail;
@@ -593,6 +595,16 @@ int pkrylov_operator_create_from_mtx(pkrylov_context ctx, const char *path, pkry
                  (long long)r.ncols);
     goto done;
   }
+  /* a matrix to be solved needs an entry in every row (a stored symmetric entry covers two): refuse a header
+     that cannot give it one before anything of size n is allocated (a short file declaring a huge n) */
+  if (r.nnz < (r.symmetric ? r.m - r.m / 2 : r.m)) {
+    st = mm_fail(
+        &r, PKRYLOV_ERR_FILE_FORMAT, r.size_line,
+        "NNZ = %lld entries cannot give each of the M = %lld rows one%s: a matrix to be solved needs "
+        "an entry in every row",
+        (long long)r.nnz, (long long)r.m, r.symmetric ? " (a symmetric file needs at least M/2)" : "");
+    goto done;
+  }
   if ((st = mm_read_coord_entries(&r, &entries, &ne)) != PKRYLOV_SUCCESS) goto done;
   mm_close(&r);
   if ((st = mm_build_csr(&r, &entries, ne, &rowptr, &colind, &vals)) != PKRYLOV_SUCCESS) goto done;
@@ -606,17 +618,68 @@ done:
   return st;
 }
 
+/** qsort order of vector entries: index, then line (a repeated index names its first line first). */
+static int mm_entry_cmp(const void *a, const void *b) {
+  const mm_entry *x = a, *y = b;
+  if (x->i != y->i) return x->i < y->i ? -1 : 1;
+  return (x->line > y->line) - (x->line < y->line);
+}
+
+/**
+ * The values of an "array" vector file (one per line, r->m of them) into a growing array (*out), so that
+ * memory follows the lines read, not the length the size line declares.
+ */
+static int mm_read_array_values(mm_reader *r, int keep, double **out) {
+  int st = PKRYLOV_SUCCESS;
+  int64_t cap = 0;
+  double *vals = NULL;
+  for (int64_t k = 0; k < r->m; k++) {
+    double x;
+    if ((st = mm_next_entry_line(r, k, "values")) != PKRYLOV_SUCCESS) goto fail;
+    if (r->ntok != 1) {
+      st =
+          mm_fail(r, PKRYLOV_ERR_FILE_FORMAT, r->line, "the line holds %d tokens, expected 1 value", r->ntok);
+      goto fail;
+    }
+    if ((st = mm_parse_value(r, r->tok[0], &x)) != PKRYLOV_SUCCESS) goto fail;
+    if (!keep) continue;
+    if (k == cap) { /* grow geometrically, never beyond the declared length */
+      const int64_t ncap =
+          cap == 0 ? (r->m < (1 << 16) ? r->m : (1 << 16)) : (cap <= r->m / 2 ? 2 * cap : r->m);
+      double *nv =
+          (uint64_t)ncap <= SIZE_MAX / sizeof *vals ? realloc(vals, (size_t)ncap * sizeof *vals) : NULL;
+      if (!nv) {
+        st = pk_error(r->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, r->func, "cannot allocate %lld values",
+                      (long long)ncap);
+        goto fail;
+      }
+      vals = nv;
+      cap = ncap;
+    }
+    vals[k] = x;
+  }
+  if ((st = mm_check_trailing(r, "values")) != PKRYLOV_SUCCESS) goto fail;
+  *out = vals;
+  return PKRYLOV_SUCCESS;
+fail:
+  free(vals);
+  return st;
+}
+
 /**
  * "array" (one value per line) or "coordinate" ("I 1 V", missing entries 0) files with one column. The
- * whole file is checked even when v is NULL; v and *n are written only on success.
+ * whole file is checked even when v is NULL; v and *n are written only on success. Memory follows the
+ * length of the file: the entries of a coordinate file are kept as read (a huge declared length with few
+ * entries costs nothing) and sorted to find a repeated index; v itself is the caller's.
  */
 int pkrylov_mtx_read_vector(pkrylov_context ctx, const char *path, int64_t capacity, double *v,
                             int64_t *n) {
   PK_CHECK_PTR(path, ctx);
   PK_CHECK_PTR(n, ctx);
   mm_reader r;
-  double *tmp = NULL;
-  int64_t *seen = NULL;
+  double *vals = NULL;
+  mm_entry *e = NULL;
+  int64_t ne = 0;
   int st = mm_open(&r, ctx, __func__, path);
   if (st) return st;
   if ((st = mm_read_banner(&r)) != PKRYLOV_SUCCESS) goto done;
@@ -643,45 +706,33 @@ int pkrylov_mtx_read_vector(pkrylov_context ctx, const char *path, int64_t capac
                   (long long)capacity, (long long)r.m, path);
     goto done;
   }
-  if (v && !(tmp = mm_calloc(ctx, __func__, r.m, sizeof *tmp, "the vector", &st))) goto done;
   if (r.format == MM_ARRAY) {
-    /* one value per line, in order */
-    for (int64_t k = 0; k < r.m; k++) {
-      double x;
-      if ((st = mm_next_entry_line(&r, k, "values")) != PKRYLOV_SUCCESS) goto done;
-      if (r.ntok != 1) {
-        st = mm_fail(&r, PKRYLOV_ERR_FILE_FORMAT, r.line, "the line holds %d tokens, expected 1 value",
-                     r.ntok);
-        goto done;
-      }
-      if ((st = mm_parse_value(&r, r.tok[0], &x)) != PKRYLOV_SUCCESS) goto done;
-      if (tmp) tmp[k] = x;
-    }
-    if ((st = mm_check_trailing(&r, "values")) != PKRYLOV_SUCCESS) goto done;
+    if ((st = mm_read_array_values(&r, v != NULL, &vals)) != PKRYLOV_SUCCESS) goto done;
+    if (v) memcpy(v, vals, (size_t)r.m * sizeof *v);
   } else {
-    /* "I 1 V" entries; seen[i] = line of entry i (0 = missing, the value stays 0) */
-    if (!(seen = mm_calloc(ctx, __func__, r.m, sizeof *seen, "the entry lines", &st))) goto done;
-    for (int64_t k = 0; k < r.nnz; k++) {
-      int64_t i, j;
-      double x;
-      if ((st = mm_next_entry_line(&r, k, "entries")) != PKRYLOV_SUCCESS) goto done;
-      if ((st = mm_parse_coord_entry(&r, &i, &j, &x)) != PKRYLOV_SUCCESS) goto done;
-      if (seen[i - 1]) {
-        st = mm_fail(&r, PKRYLOV_ERR_DUPLICATE_ENTRY, r.line, "entry (%lld, 1) appears twice: lines %lld and "
-                     "%lld", (long long)i, (long long)seen[i - 1], (long long)r.line);
-        goto done;
-      }
-      seen[i - 1] = r.line;
-      if (tmp) tmp[i - 1] = x;
+    /* "I 1 V" entries as read (with their lines), then sorted by index: a repeated one names both lines */
+    if ((st = mm_read_coord_entries(&r, &e, &ne)) != PKRYLOV_SUCCESS) goto done;
+    qsort(e, (size_t)ne, sizeof *e, mm_entry_cmp);
+    int64_t dup = -1; /* the repeat found first in file order: the least second line */
+    for (int64_t k = 1; k < ne; k++)
+      if (e[k].i == e[k - 1].i && (dup < 0 || e[k].line < e[dup].line)) dup = k;
+    if (dup >= 0) {
+      st = mm_fail(&r, PKRYLOV_ERR_DUPLICATE_ENTRY, e[dup].line,
+                   "entry (%lld, 1) appears twice: lines %lld and "
+                   "%lld",
+                   (long long)e[dup].i, (long long)e[dup - 1].line, (long long)e[dup].line);
+      goto done;
     }
-    if ((st = mm_check_trailing(&r, "entries")) != PKRYLOV_SUCCESS) goto done;
+    if (v) {
+      memset(v, 0, (size_t)r.m * sizeof *v);
+      for (int64_t k = 0; k < ne; k++) v[e[k].i - 1] = e[k].v;
+    }
   }
-  if (v) memcpy(v, tmp, (size_t)r.m * sizeof *v);
   *n = r.m;
 done:
   mm_close(&r);
-  free(seen);
-  free(tmp);
+  free(e);
+  free(vals);
   return st;
 }
 

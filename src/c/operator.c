@@ -444,7 +444,7 @@ int pkrylov_operator_create_stencil7_exchange(pkrylov_context ctx, int32_t nx, i
   PK_CHECK(nx >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'nx' = %d must be >= 1", nx);
   PK_CHECK(ny >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'ny' = %d must be >= 1", ny);
   PK_CHECK(nz >= 1, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'nz' = %d must be >= 1", nz);
-  PK_CHECK((int64_t)(nx + 2) * (ny + 2) <= (INT64_MAX / 16) / nz, ctx, PKRYLOV_ERR_INVALID_SIZE,
+  PK_CHECK(((int64_t)nx + 2) * ((int64_t)ny + 2) <= (INT64_MAX / 16) / nz, ctx, PKRYLOV_ERR_INVALID_SIZE,
            "arguments 'nx' x 'ny' x 'nz' = %d x %d x %d: too many cells", nx, ny, nz);
   struct pkrylov_operator_s *B = NULL;
   PK_CALL(st_build(ctx, __func__, nx, ny, nz, aW, aS, aV, aC, mask, &B));

@@ -22,6 +22,7 @@
 
 #include "pkrylov.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -178,8 +179,8 @@ static inline int64_t pk_grid_ecell(const struct pkrylov_grid_s *g, int64_t t, i
 /** The buffers and requests of one object's halo exchanges on a grid (nz levels). */
 typedef struct {
   int32_t nz;
-  double *halo;            /* nhalo * nz: received values, slot h level k at h + nhalo*k */
-  double *sbuf;            /* send_off[nnb] * nz: packed values, per neighbour rank a block */
+  double *halo;            /* nhalo * nz: received values, slot h level k at h*nz + k */
+  double *sbuf;            /* send_off[nnb] * nz: packed values, entry s level k at s*nz + k */
   void *req;               /* MPI requests (2 nnb) and receive datatypes (nnb), grid.c */
   int32_t inflight;
 } pk_grid_xchg;
@@ -192,6 +193,9 @@ void pk_grid_xchg_free(pk_grid_xchg *X);
 int pk_grid_xchg_begin(const struct pkrylov_grid_s *g, const double *x, pk_grid_xchg *X);
 /** Wait for the exchange begun by pk_grid_xchg_begin (X->halo then holds the neighbours' values). */
 int pk_grid_xchg_end(const struct pkrylov_grid_s *g, pk_grid_xchg *X);
+/** One blocking exchange of packed buffers in the layout of pk_grid_xchg (sbuf: send_off[nnb] * nz values
+ *  in, halo: nhalo * nz out; the CUDA backend's host-staged path). Collective among neighbours. */
+int pk_grid_exchange_bufs(const struct pkrylov_grid_s *g, int32_t nz, const double *sbuf, double *halo);
 /**
  * Per edge cell values across the edges (set-up: coefficients, masks): theirs[ecell + nedge*k] := the value
  * mine[] holds at the neighbour's edge cell that faces this one (0 at walls), for nz levels. Collective.
@@ -548,6 +552,19 @@ static inline int pk_solver_recurrence(const struct pkrylov_solver_s *s) {
 }
 /** A result before a solve: zeros, breakdown_iteration -1, min_residual -1, min_residual_iteration -1. */
 void pk_result_init(pkrylov_result *res);
+/**
+ * Sign bookkeeping of a curvature-like scalar of CG ((p, A p), (r, M^-1 r)): the first value fixes *sign
+ * (0 before it), so negative definite operators, as ocean models store them, solve. 0 on breakdown: zero,
+ * non-finite or a change of sign.
+ */
+static inline int pk_sign_ok(double v, double *sign) {
+  if (!isfinite(v) || v == 0.0)
+    return 0;
+  const double sg = v > 0 ? 1.0 : -1.0;
+  if (*sign == 0.0)
+    *sign = sg;
+  return sg == *sign;
+}
 /** Make room for the history of a solve (when on) and empty it. */
 int pk_solver_history_reserve(pkrylov_solver s);
 /** The solve's host b (and x with a nonzero initial guess) are finite; PKRYLOV_ERR_NOT_FINITE naming func. */

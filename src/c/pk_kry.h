@@ -245,8 +245,11 @@ int pk_kry_is_kry_type(int32_t type);
  * stagnation test for the iterations done, and says whether and why the block stopped. A convergence
  * found by the steps is confirmed on the true residual with pk_kry_confirm().
  *
- * Work vectors: the driver asks for nwork; the frame adds one more, PK_KV_W0 + nwork (R->tmp), which it
- * uses for true residuals (drivers may use it as scratch between frame calls).
+ * Work vectors: the driver asks for nwork; the frame adds two more, PK_KV_W0 + nwork (R->tmp), which it
+ * uses for true residuals (drivers may use it as scratch between frame calls), and PK_KV_W0 + nwork + 1
+ * (R->xbest): the iterate with the smallest true residual the solve computed (x0, confirmations, the starts
+ * of GMRES cycles through pk_kry_keep_best()). The frame gives that iterate back when the final x is worse:
+ * a solve never returns an x worse than one it has seen (GMRES on a singular inconsistent system).
  */
 
 /** One solve of a driver. */
@@ -264,6 +267,8 @@ typedef struct pk_kry_run {
   pk_vid tmp;          /* the frame's work vector */
   double final_res;    /* ||b - A x|| of the returned x when have_final */
   int32_t have_final;
+  pk_vid xbest;        /* the frame's copy of the best iterate seen */
+  double best_true;    /* its true residual ||b - A x|| */
 } pk_kry_run;
 
 /** Sizes a driver needs for solver s (restart, step, sync interval read from s). */
@@ -298,6 +303,12 @@ int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st);
 int pk_kry_confirm(pk_kry_run *R, pkrylov_result *res, int *accept, int *stagnated);
 /** Converged reason for residual norm v, or 0. */
 int pk_kry_converged(const pk_kry_run *R, double v);
+/**
+ * S[slot] holds (r, r) of the true residual r = b - A x of the current x (a GMRES cycle start): when it is
+ * the smallest seen in the solve, x is copied to R->xbest. Reads S (a host sync on CUDA: call it where the
+ * driver syncs anyway, e.g. after the poll that ends a cycle, before x changes).
+ */
+int pk_kry_keep_best(pk_kry_run *R, int32_t slot);
 /**
  * The end of a restart cycle that the steps or the host stopped (st from pk_kry_poll(), after x got the
  * cycle's valid columns): a NaN ends the solve (reason and breakdown iteration), a converged estimate is

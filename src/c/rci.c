@@ -118,16 +118,6 @@ static int rci_converged(const struct pkrylov_rci_s *R, double res) {
   return res <= R->atol ? PKRYLOV_CONVERGED_ATOL : PKRYLOV_CONVERGED_RTOL;
 }
 
-/** Sign bookkeeping for a curvature-like scalar: 0 on breakdown (zero, non-finite or sign change). */
-static int rci_sign_ok(double v, double *sign) {
-  if (!isfinite(v) || v == 0.0)
-    return 0;
-  const double sg = v > 0 ? 1.0 : -1.0;
-  if (*sign == 0.0)
-    *sign = sg;
-  return sg == *sign;
-}
-
 /** (x, y) over n values, plain loop. */
 static double rci_dot(int64_t n, const double *x, const double *y) {
   double s = 0.0;
@@ -255,7 +245,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
         RCI_FINISH();
       }
     }
-    if (!rci_sign_ok(R->rho, &R->rho_sign)) {
+    if (!pk_sign_ok(R->rho, &R->rho_sign)) {
       R->res.reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND;
       R->res.breakdown_iteration = R->it + 1;
       RCI_FINISH();
@@ -271,7 +261,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
     RCI_REDUCE_START(R, 1);
     RCI_REDUCE_WAIT(R);
     R->sigma = d[0];
-    if (!rci_sign_ok(R->sigma, &R->sigma_sign)) {
+    if (!pk_sign_ok(R->sigma, &R->sigma_sign)) {
       R->res.reason =
           isfinite(R->sigma) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN;
       R->res.breakdown_iteration = R->it + 1;
@@ -302,7 +292,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
       R->res.iterations = R->it;
       R->rnorm = sqrt(d[1]);
       R->conv = rci_converged(R, R->rnorm);
-      R->brk = !R->conv && !rci_sign_ok(d[0], &R->rho_sign);
+      R->brk = !R->conv && !pk_sign_ok(d[0], &R->rho_sign);
       if (R->conv || R->brk || R->it >= R->maxit) {
         /* x_it = x + alpha p */
         if (RCI_ON_DEVICE(R))
@@ -357,7 +347,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
       RCI_REDUCE_START(R, 1);
       RCI_REDUCE_WAIT(R);
       R->sigma = d[0];
-      if (!rci_sign_ok(R->sigma, &R->sigma_sign)) {
+      if (!pk_sign_ok(R->sigma, &R->sigma_sign)) {
         R->res.reason =
             isfinite(R->sigma) ? PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX : PKRYLOV_DIVERGED_NAN;
         R->res.breakdown_iteration = R->it + 1;
@@ -452,7 +442,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
         RCI_FINISH();
       }
       /* gamma = (r, M^-1 r); sigma = delta - beta gamma / alpha_old = (p, A p) */
-      if (!rci_sign_ok(R->gamma, &R->rho_sign)) {
+      if (!pk_sign_ok(R->gamma, &R->rho_sign)) {
         R->res.reason = PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND;
         R->res.breakdown_iteration = R->it + 1;
         RCI_FINISH();
@@ -464,7 +454,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
         R->beta = R->gamma / R->gamma_old;
         R->sigma = R->delta - R->beta * R->gamma / R->alpha_old;
       }
-      if (!rci_sign_ok(R->sigma, &R->sigma_sign)) {
+      if (!pk_sign_ok(R->sigma, &R->sigma_sign)) {
         if (!R->first && isfinite(R->sigma)) {
           /* the recurrence sigma may be spoilt by rounding: compute (p, A p) of p = u + beta p directly */
           if (RCI_ON_DEVICE(R))
@@ -479,7 +469,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
           }
           RCI_REDUCE_START(R, 1);
           RCI_REDUCE_WAIT(R);
-          if (rci_sign_ok(d[0], &R->sigma_sign)) { /* a sound matrix: restart from x */
+          if (pk_sign_ok(d[0], &R->sigma_sign)) { /* a sound matrix: restart from x */
             if (R->restarts++ >= RCI_MAX_RESTARTS) {
               R->res.reason = PKRYLOV_DIVERGED_STAGNATION;
               RCI_FINISH();

@@ -5,10 +5,12 @@
  *        of Intel MKL's RCI FGMRES (see the group description in pkrylov.h for the caller's view).
  *
  * Re-entrancy: no static or global state. The position of the state machine is in ipar(3) (MKL's "current
- * stage"), the inner iteration count in ipar(14), and three reserved entries hold what MKL keeps hidden:
+ * stage"), the inner iteration count in ipar(14), and four reserved entries hold what MKL keeps hidden:
  * ipar(128) a signature written by pkrylov_dfgmres_init, ipar(127) the restart length and ipar(126) the
  * preconditioning flag of the running restart cycle (so a change of ipar(15) or ipar(11) in mid-cycle is
- * detected instead of corrupting the cycle). Everything else lives in the caller's tmp.
+ * detected instead of corrupting the cycle), ipar(125) a copy of the stage (so a changed ipar(3) is seen).
+ * Everything else lives in the caller's tmp. Every call checks ipar(3), ipar(14), the offsets ipar(16..23)
+ * against the stage before it touches anything, so that no ipar makes it read or write outside tmp.
  *
  * tmp layout (1-based offsets, m = ipar(15), length (2m+1)n + m(m+9)/2 + 1 exactly as MKL documents):
  *     tmp(1 : (m+1)n)        the Krylov basis v_1 .. v_{m+1}, v_i at (i-1)n + 1
@@ -52,10 +54,11 @@ enum {
   IP_OFF_G = 18,
   IP_OFF_Y = 19,
   IP_OFF_Z = 20,
-  IP_IN = 21,        /* ipar(22): offset of the operand of requests 1 and 3 */
-  IP_OUT = 22,       /* ipar(23): offset of their result */
-  IP_CYCLE_PC = 125, /* ipar(126): preconditioned flag of the running cycle (internal) */
-  IP_CYCLE_M = 126   /* ipar(127): restart length of the running cycle (internal) */
+  IP_IN = 21,          /* ipar(22): offset of the operand of requests 1 and 3 */
+  IP_OUT = 22,         /* ipar(23): offset of their result */
+  IP_STAGE_COPY = 124, /* ipar(125): the stage the machine is in, so a changed ipar(3) is seen (internal) */
+  IP_CYCLE_PC = 125,   /* ipar(126): preconditioned flag of the running cycle (internal) */
+  IP_CYCLE_M = 126     /* ipar(127): restart length of the running cycle (internal) */
 };
 enum {
   DP_HNEXT = 6, /* dpar(7): norm of the generated vector, h(j+1,j) */
@@ -143,6 +146,31 @@ static inline double *fg_R(double *tmp, const int32_t *ipar, int64_t i, int64_t 
   return tmp + ipar[IP_OFF_H] - 1 + j * (j - 1) / 2 + (i - 1);
 }
 
+/** Move the state machine to `stage`: ipar(3) and its internal copy ipar(125). */
+static void fg_set_stage(int32_t *ipar, int32_t stage) {
+  ipar[IP_STAGE] = stage;
+  ipar[IP_STAGE_COPY] = stage;
+}
+
+/**
+ * The offsets ipar(22), ipar(23) of the operand and the result of the request out at `stage` (ST_AX0 to
+ * ST_MATVEC), for step j = ipar(14) + 1 of the cycle: A x (v_1 slot into the v_2 slot), z_j = M^-1 v_j, and
+ * A z_j (A v_j without the cycle's preconditioner) into the v_{j+1} slot.
+ */
+static void fg_request_offsets(int64_t n, const int32_t *ipar, int32_t stage, int64_t *in, int64_t *out) {
+  const int64_t j = (int64_t)ipar[IP_INNER] + 1, z = ipar[IP_OFF_Z] + (j - 1) * n;
+  if (stage == ST_AX0 || stage == ST_RESTART_AX) {
+    *in = 1;
+    *out = n + 1;
+  } else if (stage == ST_PRECOND) {
+    *in = (j - 1) * n + 1;
+    *out = z;
+  } else {
+    *in = ipar[IP_CYCLE_PC] ? z : (j - 1) * n + 1;
+    *out = j * n + 1;
+  }
+}
+
 /* ---- vector kernels (the reductions in fixed chunks, rci_mkl_common.c) ------------------------- */
 
 /** y += a x */
@@ -210,7 +238,9 @@ enum { FOR_CHECK, FOR_SOLVE, FOR_GET };
  * Validate the arguments of dfgmres_check / dfgmres / dfgmres_get. On failure sets *rci (check: -1100;
  * dfgmres and get: -12, get: -10000 for a NULL array or n <= 0), records the message and returns the pkrylov
  * error. dfgmres_check tolerates inconsistent ipar(16..21) (it repairs them); dfgmres tolerates them before
- * its first request (stage 1: it sets them itself).
+ * its first request (stage 1: it sets them itself). ipar(3) must be 1 or the stage the computation is in
+ * (its copy ipar(125)), ipar(14) possible at that stage, and while a request is out ipar(22), ipar(23) must
+ * name its operand and result.
  */
 static int fg_validate(const char *func, int mode, const int32_t *n, const double *x, const double *b,
                        int32_t *rci, const int32_t *ipar, const double *dpar, const double *tmp) {
@@ -223,8 +253,14 @@ static int fg_validate(const char *func, int mode, const int32_t *n, const doubl
     if (!ptrs[k])
       return pk_mkl_fail(&FG, rci, bad_arg, ipar, PKRYLOV_ERR_NULL_POINTER, func, "argument '%s' is NULL",
                          names[k]);
-  PK_CALL(pk_mkl_check_counters(&FG, func, rci, bad, ipar, ST_START, ST_BREAKDOWN));
+  PK_CALL(pk_mkl_check_counters(&FG, func, rci, bad, ipar, ST_START, ST_BREAKDOWN, mode != FOR_GET));
   const int32_t stage = ipar[IP_STAGE];
+  if (stage != ST_START && stage != ipar[IP_STAGE_COPY])
+    return pk_mkl_fail(
+        &FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
+        "ipar(3) = %d is not the stage the computation is in (%d): it is internal; set it to 1 "
+        "to restart from x",
+        (int)stage, (int)ipar[IP_STAGE_COPY]);
   const int32_t m = ipar[IP_RESTART];
   if (m < 1)
     return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
@@ -235,24 +271,47 @@ static int fg_validate(const char *func, int mode, const int32_t *n, const doubl
         "ipar(15) = %d (restart length): tmp would need (2*ipar(15)+1)*n + ipar(15)*(ipar(15)+9)/2 "
         "+ 1 = %lld entries, more than 32-bit offsets ipar(22), ipar(23) can address",
         (int)m, (long long)fg_layout_of(*n, m).len);
-  const int mid_solve = stage != ST_START && stage != ST_AX0;
-  if (ipar[IP_INNER] < 0 || (mid_solve && ipar[IP_INNER] > ipar[IP_CYCLE_M]))
-    return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
-                       "ipar(14) = %d (iterations of the restart cycle) is outside 0..%d (internal; do not "
-                       "modify)",
-                       (int)ipar[IP_INNER], (int)(mid_solve ? ipar[IP_CYCLE_M] : m));
-  if (mode != FOR_CHECK && mid_solve && ipar[IP_INNER] > 0 &&
+  /* the stages between restart cycles (the cycle's restart length and preconditioning are not frozen yet) */
+  const int32_t inner = ipar[IP_INNER];
+  const int in_cycle = (stage >= ST_PRECOND && stage <= ST_USER) ||
+                       ((stage == ST_STOPPED || stage == ST_BREAKDOWN) && inner > 0);
+  if (mode != FOR_CHECK && in_cycle &&
       (ipar[IP_CYCLE_M] != m || ipar[IP_CYCLE_PC] != (ipar[IP_PRECOND] != 0)))
     return pk_mkl_fail(
         &FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
         "ipar(15) = %d or ipar(11) = %d changed in the middle of a restart cycle (started with %d "
         "and %d): set ipar(3) = 1 to restart from x, or keep them until the cycle ends",
         (int)m, (int)ipar[IP_PRECOND], (int)ipar[IP_CYCLE_M], (int)ipar[IP_CYCLE_PC]);
-  if (mode != FOR_CHECK && mid_solve && !fg_layout_consistent(ipar))
+  /* ipar(14), the steps of the running cycle, as the stage allows: none while A x is requested, fewer than
+     m while a step's request is out, at least one after a step */
+  int32_t lo = 0, hi = m;
+  if (stage == ST_AX0 || stage == ST_RESTART_AX)
+    hi = 0;
+  else if (stage == ST_PRECOND || stage == ST_MATVEC)
+    hi = m - 1;
+  else if (stage == ST_ZERO || stage == ST_USER)
+    lo = 1;
+  if (inner < 0 || (stage != ST_START && (inner < lo || inner > hi)))
+    return pk_mkl_fail(
+        &FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
+        "ipar(14) = %d (iterations of the restart cycle) is outside %d..%d at stage ipar(3) = %d "
+        "(internal; do not modify)",
+        (int)inner, (int)(stage == ST_START ? 0 : lo), (int)hi, (int)stage);
+  if (mode != FOR_CHECK && stage != ST_START && !fg_layout_consistent(ipar))
     return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
                        "ipar(16..21) (offsets into tmp) do not match ipar(1) = %d and ipar(15) = %d: call "
                        "pkrylov_dfgmres_check after changing ipar(15)",
                        (int)ipar[IP_N], (int)m);
+  if (mode == FOR_SOLVE && stage >= ST_AX0 && stage <= ST_MATVEC) {
+    /* a request is out: its operand and result must be where it named them (the caller's answer is there) */
+    int64_t in, out;
+    fg_request_offsets(*n, ipar, stage, &in, &out);
+    if (ipar[IP_IN] != in || ipar[IP_OUT] != out)
+      return pk_mkl_fail(&FG, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
+                         "ipar(22) = %d, ipar(23) = %d (offsets of the operand and the result of the request "
+                         "out) were changed: the request named %lld and %lld",
+                         (int)ipar[IP_IN], (int)ipar[IP_OUT], (long long)in, (long long)out);
+  }
   if (mode == FOR_SOLVE)
     PK_CALL(pk_mkl_check_stop_test(&FG, func, rci, RCI_NO_STOP_TEST, ipar));
   PK_CALL(pk_mkl_check_tolerance(&FG, func, rci, bad, ipar, dpar, DP_RTOL, "relative tolerance"));
@@ -283,6 +342,7 @@ int pkrylov_dfgmres_init(const int32_t *n, const double *x, const double *b, int
   fg_set_layout(ipar);
   ipar[IP_IN] = 1;
   ipar[IP_OUT] = *n + 1;
+  ipar[IP_STAGE_COPY] = ST_START;
   dpar[DP_ZTOL] = 1e-12;
   /* tmp is not written: callers allocate it for the ipar(15) they set after this call (MKL's examples and
      user codes do), which may be shorter than the default length */
@@ -316,7 +376,7 @@ int pkrylov_dfgmres_check(const int32_t *n, const double *x, const double *b, in
 
 /** Stop with -10 (division by zero / breakdown) and remember it in ipar(3). */
 static int fg_breakdown(int32_t *rci, int32_t *ipar, const char *what, double value) {
-  ipar[IP_STAGE] = ST_BREAKDOWN;
+  fg_set_stage(ipar, ST_BREAKDOWN);
   pk_mkl_fail(&FG, rci, RCI_DIVIDE_BY_ZERO, ipar, PKRYLOV_SUCCESS, "pkrylov_dfgmres",
               "breakdown at iteration %d (step %d of the restart cycle): %s = %g (A or the preconditioner is "
               "singular, or NaN/Inf reached the iteration); dfgmres_get gives the last good iterate",
@@ -324,34 +384,32 @@ static int fg_breakdown(int32_t *rci, int32_t *ipar, const char *what, double va
   return PKRYLOV_SUCCESS;
 }
 
+/** ipar(22), ipar(23) for the request of the stage ipar(3) is in (ST_AX0 to ST_MATVEC). */
+static int fg_set_request(int64_t n, int32_t *ipar) {
+  int64_t in, out;
+  fg_request_offsets(n, ipar, ipar[IP_STAGE], &in, &out);
+  ipar[IP_IN] = (int32_t)in;
+  ipar[IP_OUT] = (int32_t)out;
+  return PKRYLOV_SUCCESS;
+}
+
 /** Set the request of step j = ipar(14) + 1: request 3 (z_j = M^-1 v_j) or request 1 (A v_j). */
 static int fg_begin_step(int64_t n, int32_t *rci, int32_t *ipar) {
-  const int64_t j = ipar[IP_INNER] + 1;
-  if (j == 1) { /* a new cycle: freeze its restart length and preconditioning */
+  if (ipar[IP_INNER] == 0) { /* a new cycle: freeze its restart length and preconditioning */
     ipar[IP_CYCLE_M] = ipar[IP_RESTART];
     ipar[IP_CYCLE_PC] = ipar[IP_PRECOND] != 0;
   }
-  ipar[IP_IN] = (int32_t)((j - 1) * n + 1);
-  if (ipar[IP_CYCLE_PC]) {
-    ipar[IP_OUT] = (int32_t)(ipar[IP_OFF_Z] + (j - 1) * n);
-    ipar[IP_STAGE] = ST_PRECOND;
-    *rci = RCI_APPLY_PRECOND;
-  } else {
-    ipar[IP_OUT] = (int32_t)(j * n + 1);
-    ipar[IP_STAGE] = ST_MATVEC;
-    *rci = RCI_MATVEC;
-  }
-  return PKRYLOV_SUCCESS;
+  fg_set_stage(ipar, ipar[IP_CYCLE_PC] ? ST_PRECOND : ST_MATVEC);
+  *rci = ipar[IP_CYCLE_PC] ? RCI_APPLY_PRECOND : RCI_MATVEC;
+  return fg_set_request(n, ipar);
 }
 
 /** Copy x into the v_1 slot and request A x into the v_2 slot (start or restart). */
 static int fg_request_ax(int64_t n, const double *x, int32_t *rci, int32_t *ipar, double *tmp, int stage) {
   memcpy(tmp, x, sizeof(double) * (size_t)n);
-  ipar[IP_IN] = 1;
-  ipar[IP_OUT] = (int32_t)(n + 1);
-  ipar[IP_STAGE] = stage;
+  fg_set_stage(ipar, stage);
   *rci = RCI_MATVEC;
-  return PKRYLOV_SUCCESS;
+  return fg_set_request(n, ipar);
 }
 
 /**
@@ -363,7 +421,7 @@ static int fg_advance(int64_t n, double *x, int32_t *rci, int32_t *ipar, double 
   const double *g = tmp + ipar[IP_OFF_G] - 1;
   if (j == 0) {
     if (g[0] == 0) { /* the residual of x is exactly zero: nothing to iterate on */
-      ipar[IP_STAGE] = ST_STOPPED;
+      fg_set_stage(ipar, ST_STOPPED);
       *rci = RCI_DONE;
       return PKRYLOV_SUCCESS;
     }
@@ -386,7 +444,7 @@ static int fg_advance(int64_t n, double *x, int32_t *rci, int32_t *ipar, double 
 /** Test stage 5: the iteration cap, then the next step. */
 static int fg_test_maxit(int64_t n, double *x, int32_t *rci, int32_t *ipar, double *dpar, double *tmp) {
   if (ipar[IP_TEST_MAXIT] && ipar[IP_ITER] >= ipar[IP_MAXIT]) {
-    ipar[IP_STAGE] = ST_STOPPED;
+    fg_set_stage(ipar, ST_STOPPED);
     *rci = RCI_MAXIT;
     return PKRYLOV_SUCCESS;
   }
@@ -396,7 +454,7 @@ static int fg_test_maxit(int64_t n, double *x, int32_t *rci, int32_t *ipar, doub
 /** Test stage 4: the user test (request 2). */
 static int fg_test_user(int64_t n, double *x, int32_t *rci, int32_t *ipar, double *dpar, double *tmp) {
   if (ipar[IP_TEST_USER]) {
-    ipar[IP_STAGE] = ST_USER;
+    fg_set_stage(ipar, ST_USER);
     *rci = RCI_USER_TEST;
     return PKRYLOV_SUCCESS;
   }
@@ -407,18 +465,18 @@ static int fg_test_user(int64_t n, double *x, int32_t *rci, int32_t *ipar, doubl
 static int fg_tests(int64_t n, double *x, int32_t *rci, int32_t *ipar, double *dpar, double *tmp) {
   dpar[DP_TARGET] = dpar[DP_RTOL] * dpar[DP_R0] + dpar[DP_ATOL];
   if (dpar[DP_HNEXT] == 0 || dpar[DP_R] == 0 || (ipar[IP_TEST_RES] && dpar[DP_R] <= dpar[DP_TARGET])) {
-    ipar[IP_STAGE] = ST_STOPPED;
+    fg_set_stage(ipar, ST_STOPPED);
     *rci = RCI_DONE;
     return PKRYLOV_SUCCESS;
   }
   if (ipar[IP_TEST_ZERO]) {
     if (dpar[DP_HNEXT] <= dpar[DP_ZTOL]) {
-      ipar[IP_STAGE] = ST_STOPPED;
+      fg_set_stage(ipar, ST_STOPPED);
       *rci = RCI_DONE;
       return PKRYLOV_SUCCESS;
     }
   } else {
-    ipar[IP_STAGE] = ST_ZERO;
+    fg_set_stage(ipar, ST_ZERO);
     *rci = RCI_ZERO_CHECK;
     return PKRYLOV_SUCCESS;
   }
@@ -441,7 +499,7 @@ static int fg_cycle_start(int64_t n, double *x, int32_t *rci, int32_t *ipar, dou
   if (beta == 0 || (ipar[IP_TEST_RES] && beta <= dpar[DP_TARGET])) {
     if (beta > 0)
       fg_divide(n, beta, tmp); /* so that a further call can continue */
-    ipar[IP_STAGE] = ST_STOPPED;
+    fg_set_stage(ipar, ST_STOPPED);
     *rci = RCI_DONE;
     return PKRYLOV_SUCCESS;
   }
@@ -519,12 +577,9 @@ int pkrylov_dfgmres(const int32_t *n, double *x, const double *b, int32_t *rci_r
     return fg_cycle_start(nn, x, rci_request, ipar, dpar, tmp, beta, restart);
   }
   case ST_PRECOND: { /* z_j is in its slot: request w = A z_j into the v_{j+1} slot */
-    const int64_t j = ipar[IP_INNER] + 1;
-    ipar[IP_IN] = (int32_t)(ipar[IP_OFF_Z] + (j - 1) * nn);
-    ipar[IP_OUT] = (int32_t)(j * nn + 1);
-    ipar[IP_STAGE] = ST_MATVEC;
+    fg_set_stage(ipar, ST_MATVEC);
     *rci_request = RCI_MATVEC;
-    return PKRYLOV_SUCCESS;
+    return fg_set_request(nn, ipar);
   }
   case ST_MATVEC:
     return fg_step(nn, x, rci_request, ipar, dpar, tmp);

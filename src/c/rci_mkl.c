@@ -6,8 +6,13 @@
  *
  * Re-entrancy: no static or global state. The position of the state machine is kept in ipar(3), the slot MKL
  * reserves for "the current stage of the RCI CG computation"; ipar(128) holds a signature written by
- * pkrylov_dcg_init (so that a call on an ipar that was never initialised is detected) and dpar(128) the
- * current (r, z) = (r, M^-1 r) that beta needs. Every other entry has its documented MKL meaning.
+ * pkrylov_dcg_init (so that a call on an ipar that was never initialised is detected), dpar(128) the
+ * current (r, z) = (r, M^-1 r) that beta needs and dpar(127) the sign of (p, A p). Every other entry has its
+ * documented MKL meaning.
+ *
+ * Negative definite operators (ocean models store the pressure operator so) solve as with the library's
+ * other CG paths: the signs of (r, M^-1 r) and (p, A p) are fixed by their first values in the solve, and a
+ * breakdown is a zero, a change of sign or a NaN/Inf (pk_sign_ok).
  *
  * Algorithm (preconditioned CG, Hestenes-Stiefel form, x updated in place so that request 2 sees the
  * current iterate); the columns of tmp(n,4) are p, q = A p, r, z = M^-1 r:
@@ -30,9 +35,10 @@
 
 /* ---- layout of ipar/dpar beyond the entries shared with FGMRES (rci_mkl_common.h) ---------------- */
 enum {
-  DP_ALPHA = 6, /* dpar(7) */
-  DP_BETA = 7,  /* dpar(8) */
-  DP_RZ = 127   /* dpar(128): current (r, z) (internal) */
+  DP_ALPHA = 6,   /* dpar(7) */
+  DP_BETA = 7,    /* dpar(8) */
+  DP_PQ_SIGN = 126, /* dpar(127): the sign of (p, A p) in this solve, fixed by its first value (internal) */
+  DP_RZ = 127     /* dpar(128): current (r, z), of the sign its first value had (internal) */
 };
 
 /** Stages kept in ipar(3). 1 is MKL's documented initial value. */
@@ -114,21 +120,29 @@ static int rci_validate(const char *func, int mode, const int32_t *n, const doub
     return pk_mkl_fail(&CG, rci, bad_ipar, ipar, PKRYLOV_ERR_NULL_POINTER, func, "argument 'tmp' is NULL");
   if (!dpar)
     return pk_mkl_fail(&CG, rci, bad_dpar, ipar, PKRYLOV_ERR_NULL_POINTER, func, "argument 'dpar' is NULL");
-  PK_CALL(pk_mkl_check_counters(&CG, func, rci, bad_ipar, ipar, ST_START, ST_BREAKDOWN));
+  PK_CALL(pk_mkl_check_counters(&CG, func, rci, bad_ipar, ipar, ST_START, ST_BREAKDOWN, 1));
   if (mode == FOR_DCG)
     PK_CALL(pk_mkl_check_stop_test(&CG, func, rci, bad_ipar, ipar));
   PK_CALL(pk_mkl_check_tolerance(&CG, func, rci, bad_dpar, ipar, dpar, DP_RTOL, "relative tolerance"));
   PK_CALL(pk_mkl_check_tolerance(&CG, func, rci, bad_dpar, ipar, dpar, DP_ATOL, "absolute tolerance"));
   const int32_t stage = ipar[IP_STAGE];
   if (stage >= ST_PRECOND && stage != ST_BREAKDOWN) {
-    /* mid-solve: the stored squared norms must still be what pkrylov_dcg wrote */
-    const int idx[4] = {DP_R0, DP_R, DP_RPREV, DP_RZ};
-    for (int k = 0; k < 4; k++)
+    /* mid-solve: the stored squared norms, (r, z) and the sign of (p, A p) must still be what pkrylov_dcg
+       wrote */
+    const int idx[3] = {DP_R0, DP_R, DP_RPREV};
+    for (int k = 0; k < 3; k++)
       if (!isfinite(dpar[idx[k]]) || dpar[idx[k]] < 0)
         return pk_mkl_fail(&CG, rci, bad_dpar, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
                            "dpar(%d) = %g was altered: it holds a squared norm of the running solve "
                            "(finite, >= 0)",
                            idx[k] + 1, dpar[idx[k]]);
+    if (!isfinite(dpar[DP_RZ]) ||
+        (dpar[DP_PQ_SIGN] != 0.0 && dpar[DP_PQ_SIGN] != 1.0 && dpar[DP_PQ_SIGN] != -1.0))
+      return pk_mkl_fail(
+          &CG, rci, bad_dpar, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
+          "dpar(128) = %g or dpar(127) = %g was altered: they hold (r, M^-1 r) and the sign of "
+          "(p, A p) of the running solve (internal)",
+          dpar[DP_RZ], dpar[DP_PQ_SIGN]);
   }
   return PKRYLOV_SUCCESS;
 }
@@ -160,8 +174,9 @@ int pkrylov_dcg_check(const int32_t *n, const double *x, const double *b, int32_
 static int rci_breakdown(int32_t *rci, int32_t *ipar, const char *what, double value) {
   ipar[IP_STAGE] = ST_BREAKDOWN;
   pk_mkl_fail(&CG, rci, RCI_BREAKDOWN, ipar, PKRYLOV_SUCCESS, "pkrylov_dcg",
-              "breakdown at iteration %d: %s = %g (A or the preconditioner is not symmetric positive "
-              "definite, or NaN/Inf reached the iteration)",
+              "breakdown at iteration %d: %s = %g is zero, not finite or of the other sign than in the "
+              "first iteration (A or the preconditioner is not symmetric definite, or NaN/Inf reached the "
+              "iteration)",
               (int)ipar[IP_ITER], what, value);
   return PKRYLOV_SUCCESS;
 }
@@ -177,8 +192,10 @@ static int rci_new_direction(int64_t n, int32_t *rci, int32_t *ipar, double *dpa
   double *p = tmp, *r = tmp + 2 * n;
   const double *z = ipar[IP_PRECOND] ? tmp + 3 * n : r;
   const double rz = ipar[IP_PRECOND] ? pk_mkl_dot(n, r, z) : dpar[DP_R];
-  if (!(rz > 0) || !isfinite(rz)) return rci_breakdown(rci, ipar, "(r, M^-1 r)", rz);
-  if (ipar[IP_ITER] == 0 || !(dpar[DP_RZ] > 0)) {
+  /* the sign of the previous (r, z) of this solve, none at its first direction */
+  double rz_sign = ipar[IP_ITER] == 0 ? 0.0 : dpar[DP_RZ] > 0 ? 1.0 : dpar[DP_RZ] < 0 ? -1.0 : 0.0;
+  if (!pk_sign_ok(rz, &rz_sign)) return rci_breakdown(rci, ipar, "(r, M^-1 r)", rz);
+  if (ipar[IP_ITER] == 0 || dpar[DP_RZ] == 0) {
     memcpy(p, z, sizeof(double) * (size_t)n); /* p = z */
     dpar[DP_BETA] = 0.0;
   } else {
@@ -251,15 +268,18 @@ int pkrylov_dcg(const int32_t *n, double *x, const double *b, int32_t *rci_reque
     dpar[DP_ALPHA] = 0.0;
     dpar[DP_BETA] = 0.0;
     dpar[DP_RZ] = 0.0;
+    dpar[DP_PQ_SIGN] = 0.0;
     return rci_tests(nn, rci_request, ipar, dpar, tmp);
   }
   case ST_PRECOND: /* z = M^-1 r is in tmp(:,4) */
     return rci_new_direction(nn, rci_request, ipar, dpar, tmp);
   case ST_AP: { /* q = A p is in tmp(:,2): alpha = (r, z)/(p, A p), x += alpha p, r -= alpha A p */
     const double pq = pk_mkl_dot(nn, p, q);
-    if (!(pq > 0) || !isfinite(pq)) return rci_breakdown(rci_request, ipar, "(p, A p)", pq);
+    double pq_sign = ipar[IP_ITER] == 0 ? 0.0 : dpar[DP_PQ_SIGN];
+    if (!pk_sign_ok(pq, &pq_sign)) return rci_breakdown(rci_request, ipar, "(p, A p)", pq);
     const double alpha = dpar[DP_RZ] / pq;
-    if (!(alpha > 0) || !isfinite(alpha)) return rci_breakdown(rci_request, ipar, "alpha", alpha);
+    if (alpha == 0 || !isfinite(alpha)) return rci_breakdown(rci_request, ipar, "alpha", alpha);
+    dpar[DP_PQ_SIGN] = pq_sign;
     const double rr = rci_update(nn, alpha, p, q, x, r);
     if (!isfinite(rr)) return rci_breakdown(rci_request, ipar, "(r, r)", rr);
     ipar[IP_ITER]++;

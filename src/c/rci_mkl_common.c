@@ -80,7 +80,7 @@ int pk_mkl_check_ipar_n(const pk_mkl_rci *s, const char *func, const int32_t *n,
 }
 
 int pk_mkl_check_counters(const pk_mkl_rci *s, const char *func, int32_t *rci, int32_t bad,
-                          const int32_t *ipar, int32_t first_stage, int32_t last_stage) {
+                          const int32_t *ipar, int32_t first_stage, int32_t last_stage, int counting) {
   const int32_t stage = ipar[IP_STAGE];
   if (stage < first_stage || stage > last_stage)
     return pk_mkl_fail(s, rci, bad, ipar, PKRYLOV_ERR_INVALID_STATE, func,
@@ -88,6 +88,12 @@ int pk_mkl_check_counters(const pk_mkl_rci *s, const char *func, int32_t *rci, i
   if (ipar[IP_ITER] < 0)
     return pk_mkl_fail(s, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
                        "ipar(4) = %d (iterations done) must be >= 0", (int)ipar[IP_ITER]);
+  if (counting && ipar[IP_ITER] == INT32_MAX)
+    return pk_mkl_fail(
+        s, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
+        "ipar(4) = %d (iterations done) is the largest 32-bit integer: no further iteration can "
+        "be counted (set ipar(3) = 1 to restart from x, which sets it to 0)",
+        (int)ipar[IP_ITER]);
   if (ipar[IP_TEST_MAXIT] && ipar[IP_MAXIT] < 0)
     return pk_mkl_fail(s, rci, bad, ipar, PKRYLOV_ERR_INVALID_VALUE, func,
                        "ipar(5) = %d (maximum iterations) must be >= 0", (int)ipar[IP_MAXIT]);

@@ -97,10 +97,13 @@ void pk_mkl_warn(const pk_mkl_rci *s, const int32_t *ipar, const char *fmt, ...)
 int pk_mkl_check_ipar_n(const pk_mkl_rci *s, const char *func, const int32_t *n, int32_t *rci,
                         int32_t bad_arg, int32_t bad, const int32_t *ipar);
 
-/** ipar(3) in first_stage..last_stage, ipar(4) >= 0 and, with ipar(8), ipar(5) >= 0; request bad otherwise.
+/**
+ * ipar(3) in first_stage..last_stage, ipar(4) >= 0 (and, for a routine that counts iterations, counting != 0,
+ * below INT32_MAX so that the next one can be counted) and, with ipar(8), ipar(5) >= 0; request bad
+ * otherwise.
  */
 int pk_mkl_check_counters(const pk_mkl_rci *s, const char *func, int32_t *rci, int32_t bad,
-                          const int32_t *ipar, int32_t first_stage, int32_t last_stage);
+                          const int32_t *ipar, int32_t first_stage, int32_t last_stage, int counting);
 
 /** At least one of ipar(8), ipar(9), ipar(10) set (the solve routine); request bad otherwise. */
 int pk_mkl_check_stop_test(const pk_mkl_rci *s, const char *func, int32_t *rci, int32_t bad,

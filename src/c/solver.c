@@ -416,14 +416,6 @@ static int pk_accept(pk_run *R, pkrylov_result *res, int *accept, int *stagnated
   return pk_confirm(R, res, accept, stagnated);
 }
 
-/** Sign bookkeeping for a curvature-like scalar: 0 on breakdown (zero, non-finite or sign change). */
-static int pk_sign_ok(double v, double *sign) {
-  if (!isfinite(v) || v == 0.0) return 0;
-  const double sg = v > 0 ? 1.0 : -1.0;
-  if (*sign == 0.0) *sign = sg;
-  return sg == *sign;
-}
-
 /** r = b - A x; returns ||r|| (global). */
 static int pk_true_residual(pkrylov_solver s, const double *b, const double *x, double *r, double *res) {
   double rr;

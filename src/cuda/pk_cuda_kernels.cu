@@ -1204,7 +1204,7 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
     auto hwe = [&](const double *hv, int k) { return hv[j + (int64_t)ny * k]; };
     auto hsn = [&](const double *hv, int k) { return hv[i + (int64_t)nx * k]; };
     const double ar = area[col];
-    const double axw = ax[i + (int64_t)(nx + 1) * j], axe = ax[i + 1 + (int64_t)(nx + 1) * j];
+    const double axw = ax[i + ((int64_t)nx + 1) * j], axe = ax[i + 1 + ((int64_t)nx + 1) * j];
     const double ays = ay[i + (int64_t)nx * j], ayn = ay[i + (int64_t)nx * (j + 1)];
     int64_t c = col + ncols * k0;
     double xc = x[c];
