@@ -483,6 +483,7 @@ program mitgcm_tiles
                                                       ', first and last residual', firstResidual, lastResidual
   end do
   call write_result(etaN, phi_nh, iters)
+  deallocate(etaN, cg2d_b, phi_nh, cg3d_b) ! (main-program allocatables are not freed at the end)
   call pk_solver_destroy(pkCG3d)
   call pk_precond_destroy(pkM3d)
   call pk_operator_destroy(pkA3d)

@@ -590,6 +590,7 @@ program mitgcm_tiled
                                                       ', first and last residual', firstResidual, lastResidual
   end do
   call write_result(etaN, phi_nh, iters)
+  deallocate(etaN, cg2d_b, phi_nh, cg3d_b) ! (main-program allocatables are not freed at the end)
   call MPI_Finalize(ierr)
 
 contains
