@@ -1309,7 +1309,13 @@ __device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T 
   /* several ranks: an interior launch skips the columns that read a halo slot, an edge launch runs them */
   const int64_t col = g.cols == 2 ? (t0 < g.nrc ? g.rcols[t0] : ncols) : t0;
   if (col < ncols && !(g.cols == 1 && g.rmask[col])) {
-    const int64_t jv = col / nx, i = col - jv * nx, t = jv / g.sny, j = jv - t * g.sny;
+    int64_t jv, i, t, j; /* the column's row, position in it, tile and row in the tile */
+    if (ncols <= (int64_t)UINT32_MAX) { /* 32-bit divisions: a 2-D grid does one cell per thread */
+      const uint32_t c32 = (uint32_t)col, jv32 = c32 / (uint32_t)nx, t32 = jv32 / (uint32_t)g.sny;
+      jv = jv32, i = c32 - jv32 * (uint32_t)nx, t = t32, j = jv32 - t32 * (uint32_t)g.sny;
+    } else {
+      jv = col / nx, i = col - jv * nx, t = jv / g.sny, j = jv - t * g.sny;
+    }
     const int64_t base = t * 2 * ((int64_t)nx + g.sny);
     /* the edge cells of this column (-1: not on that edge) and the cells across them */
     const int64_t ew = i == 0 ? base + j : -1, ee = i == nx - 1 ? base + g.sny + j : -1;
