@@ -10,7 +10,7 @@
  * t(10)) / K over R repetitions of each (pkb_timing.h). A figure that is not positive or above the copy or
  * triad bandwidth measured in the same run is flagged (a "!" in the table, "flag" in the JSON): timing
  * noise, or a problem that fits in cache. Bytes per iteration are those the fused loops must move
- * (docs/performance.md):
+ * (docs/notes/performance-history.md, "Bytes the fused loops must move"):
  *   CG (two loops):  preconditioner loop r,q,l,dinv read, r,z written (6 words); operator loop z,p,q,x
  *                    read, x,p,q written (7 words): 13 words = 104 B per unknown.
  *   pipelined CG:    m = M^-1 w: w,l,dinv read, m written (4 words); fused update: m,z,q,s,p,x,r,u,w

@@ -1337,7 +1337,8 @@ PKRYLOV_EXTERN int pkrylov_context_get_rank_info(pkrylov_context ctx, int32_t *r
  * exact sums of the exact products), so the sums, the iterates and the solution are bitwise identical for
  * any number of ranks, any decomposition, any number of threads and between runs. CA-GMRES with the
  * automatic step (0) then uses step 4 instead of a timed choice. It costs one more pass over the vectors
- * of each reduction and a larger message (docs/performance.md). CUDA contexts (one GPU, or one GPU per rank
+ * of each reduction and a larger message (docs/performance.md, "Reproducible mode: what it costs").
+ * CUDA contexts (one GPU, or one GPU per rank
  * with host-staged or NCCL sums): every solver type too (CG, pipelined CG, and the BiCGStab / GMRES families
  * of the CUDA vector engine), whose GPU sums are the same exact sums of the same products, rounded alike
  * (bitwise the CPU backend's sum for bitwise the same vectors), so their iterations and solution are

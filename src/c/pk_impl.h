@@ -104,7 +104,8 @@ static inline void pk_busy_drop(pk_busy_flag *f) { atomic_store_explicit(f, 0, m
 
 /**
  * Loops over fewer values than this run on one thread: below it a parallel region costs more than the
- * second thread saves (measured with bench/pkrylov-bench-threads: docs/performance.md, "Threads"; with
+ * second thread saves (measured with bench/pkrylov-bench-threads: docs/notes/performance-history.md,
+ * "Where a second thread stops paying"; with
  * OpenMP's default waits the crossover lies between 4096 and 8192 values; passive waits, whose wake-ups
  * cost more, moved it to about 65536 on the loaded test machine, a range a solver's measured choice of one
  * thread covers, pk_thread_choice). Every OpenMP loop of the library takes its if clause from here (pk_par); the

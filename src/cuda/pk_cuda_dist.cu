@@ -46,7 +46,8 @@
  * into the host halos again.
  * MPI stays in the C files (dist.c, reduce.c); this file never sees mpi.h. The exchange does not use
  * CUDA-aware MPI (device pointers to MPI): the staging copies are a few hundred KiB per direction at the
- * benchmark sizes and overlap the interior columns (docs/performance.md, "MPI scaling on GPUs").
+ * benchmark sizes and overlap the interior columns (docs/notes/performance-history.md, "The host-staged
+ * path (before NCCL)").
  *
  * Timers of the host time spent in the exchanges and the global sums serve the benchmark. In the
  * instrumented mode (environment PKRYLOV_DIST_INSTRUMENT=1, read at each exchange) the device work queued
