@@ -512,7 +512,9 @@ PK_TEST_CASE(cuda_context_one_solve_at_a_time) {
   blocking_op B = {T, NULL, &bar, 0, 3};
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_user(ctx, n, blocking_device_matvec, &B, &Au));
   pkrylov_solver s, s2;
-  PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_CG, Au, NULL, &s));
+  pkrylov_precond Mc; /* the column preconditioner of the thin shell (unpreconditioned CG needs ~3000 its) */
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, T, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &Mc));
+  PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_CG, Au, Mc, &s));
   PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_CG, T, NULL, &s2));
   PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, 1e-10, 0));
   double *b = malloc(sizeof(double) * (size_t)n), *x = calloc((size_t)n, sizeof(double)),
@@ -538,6 +540,7 @@ PK_TEST_CASE(cuda_context_one_solve_at_a_time) {
   PK_EXPECT_CODE(ctx, pkrylov_solver_solve(s2, PKRYLOV_MEM_HOST, b, xo), PKRYLOV_SUCCESS); /* free again */
   pkrylov_solver_destroy(&s);
   pkrylov_solver_destroy(&s2);
+  pkrylov_precond_destroy(&Mc);
   pkrylov_operator_destroy(&Au);
   pkrylov_operator_destroy(&T);
   pkrylov_operator_destroy(&Tc);

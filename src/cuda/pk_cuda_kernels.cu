@@ -104,6 +104,8 @@ namespace {
 constexpr int PKC_BLOCK = 256;
 /** Cap on the blocks of the grid-stride kernels (1-D, columns): bounds the partial-sum slots. */
 constexpr int64_t PKC_MAX_BLOCKS = 4096;
+/* blocks of a 2-D grid-stencil launch at most (grid_shape; 8 per SM of an H100), each thread a few columns */
+constexpr int64_t PKC_GRID2D_BLOCKS = 1024;
 /**
  * Levels per thread of the grid operators before the block cap is considered: PKC_KC_TS for the thin shell,
  * PKC_KC for the column stencil (PKRYLOV_CUDA_KC=n overrides both, for tuning runs). Measured on an H200
@@ -151,6 +153,9 @@ GridShape grid_shape(const pk_cuda_op *op) {
   const int nz = op->nz;
   GridShape g;
   g.bx = (ncols + PKC_BLOCK - 1) / PKC_BLOCK;
+  /* a 2-D grid stencil (one level): at most PKC_GRID2D_BLOCKS blocks, each thread a few columns (the block
+     sums then stay few enough for the folded scalar steps) */
+  if (op->gsny > 0 && nz == 1 && g.bx > PKC_GRID2D_BLOCKS) g.bx = PKC_GRID2D_BLOCKS;
   if (g.bx < 1) g.bx = 1;
   static int env_kc = -1; /* PKRYLOV_CUDA_KC=n (0: unset) */
   if (env_kc < 0) {
@@ -1304,13 +1309,16 @@ __device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T 
   if (!act.begin()) return;
   Acc<Act> acc = {};
   const int64_t ncols = (int64_t)nx * ny;
-  const int64_t t0 = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
   const int k0 = blockIdx.y * kc, k1 = min(nz, k0 + kc);
-  /* several ranks: an interior launch skips the columns that read a halo slot, an edge launch runs them */
-  const int64_t col = g.cols == 2 ? (t0 < g.nrc ? g.rcols[t0] : ncols) : t0;
-  if (col < ncols && !(g.cols == 1 && g.rmask[col])) {
+  /* grid-stride over the columns (3-D grids launch a thread per column: one pass; 2-D grids fewer blocks,
+     grid_shape); several ranks: an interior launch skips the columns that read a halo slot, an edge launch
+     runs only them */
+  const int64_t tn = g.cols == 2 ? g.nrc : ncols, stride = (int64_t)gridDim.x * PKC_BLOCK;
+  for (int64_t t0 = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; t0 < tn; t0 += stride) {
+    const int64_t col = g.cols == 2 ? g.rcols[t0] : t0;
+    if (g.cols == 1 && g.rmask[col]) continue;
     int64_t jv, i, t, j; /* the column's row, position in it, tile and row in the tile */
-    if (ncols <= (int64_t)UINT32_MAX) { /* 32-bit divisions: a 2-D grid does one cell per thread */
+    if (ncols <= (int64_t)UINT32_MAX) { /* 32-bit divisions: a 2-D grid does one cell per column */
       const uint32_t c32 = (uint32_t)col, jv32 = c32 / (uint32_t)nx, t32 = jv32 / (uint32_t)g.sny;
       jv = jv32, i = c32 - jv32 * (uint32_t)nx, t = t32, j = jv32 - t32 * (uint32_t)g.sny;
     } else {

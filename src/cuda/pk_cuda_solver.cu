@@ -51,10 +51,10 @@ enum { D_R, D_Z, D_P, D_Q, D_U, D_W, D_M, D_S, D_T, D_AT, D_B, D_X, D_NVEC };
  */
 constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
 constexpr int64_t kFoldMaxSlots = 256;
-/* grid operators also stop folding past kFoldMaxGridSlots slots: 2-D grids (nz = 1) launch one thread per
-   cell, like CSR (H100, barotropic 1024 x 1024 with the approximate inverse, 4096 slots: CG 244 us per
-   iteration folded, the slots' sums dominating); 3-D grids up to kFoldMaxCells fill the GPU with about
-   PKC_FILL_BLOCKS (512) to 1024 blocks and keep their choice */
+/* grid operators also stop folding past kFoldMaxGridSlots slots (H100, barotropic 1024 x 1024 with the
+   approximate inverse launched a thread per cell, 4096 slots: CG 244 us per iteration folded, the slots' sums
+   dominating); 2-D grid stencils now launch at most PKC_GRID2D_BLOCKS (1024) blocks, grid-stride, and 3-D
+   grids up to kFoldMaxCells fill the GPU with about PKC_FILL_BLOCKS (512) to 1024 blocks: both fold */
 constexpr int64_t kFoldMaxGridSlots = 1024;
 
 /** Device work area of a solver. */
