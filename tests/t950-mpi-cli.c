@@ -117,29 +117,37 @@ PK_TEST_CASE(serial_reproducible_bitwise) {
 }
 
 PK_TEST_CASE(serial_save_system_global) {
-  char cmd[2048], pre[512];
-  char *A1 = NULL, *b1 = NULL;
-  for (int np = 1; np <= 3; np += 2) {
-    snprintf(pre, sizeof pre, "%s", pk_test_tmp_path("t950_sys"));
-    snprintf(cmd, sizeof cmd, MPIRUN " %d %s --problem thinshell:9,7,5 --save-system %s --quiet", np, PK_SOLVE_EXE,
-             pre);
-    PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
-    char path[600];
-    snprintf(path, sizeof path, "%s_A.mtx", pre);
-    char *A = slurp(path);
-    snprintf(path, sizeof path, "%s_b.mtx", pre);
-    char *b = slurp(path);
-    if (!A || !b) return PK_FAIL;
-    if (np == 1) {
-      A1 = A, b1 = b;
-      PK_EXPECT(strstr(A, "315 315 ") != NULL, "global size in the header");
-      continue;
+  /* the thin shell in blocks of columns (its file is also serial_bad_input_every_rank's matrix), and on the
+     grids: barotropic with 3 x 2 tiles, the cube sphere */
+  static const struct {
+    const char *args, *prefix, *header;
+  } probs[3] = {{"--problem thinshell:9,7,5", "t950_sys", "315 315 "},
+                {"--problem barotropic:24,12 --tiles 3,2", "t950_sys_baro", "288 288 "},
+                {"--problem cubesphere:6,3", "t950_sys_cube", "216 216 "}};
+  char cmd[2048], pre[512], path[600];
+  for (int pr = 0; pr < 3; pr++) {
+    char *A1 = NULL, *b1 = NULL;
+    for (int np = 1; np <= 3; np += 2) {
+      snprintf(pre, sizeof pre, "%s", pk_test_tmp_path(probs[pr].prefix));
+      snprintf(cmd, sizeof cmd, MPIRUN " %d %s %s --save-system %s --quiet", np, PK_SOLVE_EXE, probs[pr].args,
+               pre);
+      PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
+      snprintf(path, sizeof path, "%s_A.mtx", pre);
+      char *A = slurp(path);
+      snprintf(path, sizeof path, "%s_b.mtx", pre);
+      char *b = slurp(path);
+      if (!A || !b) return PK_FAIL;
+      if (np == 1) {
+        A1 = A, b1 = b;
+        PK_EXPECT(strstr(A, probs[pr].header) != NULL, "%s: global size in the header", probs[pr].args);
+        continue;
+      }
+      PK_EXPECT(strcmp(A, A1) == 0, "%s: A on %d ranks differs from A on one", probs[pr].args, np);
+      PK_EXPECT(strcmp(b, b1) == 0, "%s: b on %d ranks differs from b on one", probs[pr].args, np);
+      free(A), free(b);
     }
-    PK_EXPECT(strcmp(A, A1) == 0, "A on %d ranks differs from A on one", np);
-    PK_EXPECT(strcmp(b, b1) == 0, "b on %d ranks differs from b on one", np);
-    free(A), free(b);
+    free(A1), free(b1);
   }
-  free(A1), free(b1);
   PK_TEST_END();
 }
 
@@ -385,38 +393,6 @@ PK_TEST_CASE(serial_grid_reproducible_bitwise) {
   PK_TEST_END();
 }
 
-/** --save-system on a grid on 3 ranks writes the files of one rank (barotropic with 3 x 2 tiles, the cube).
- */
-PK_TEST_CASE(serial_grid_save_system_global) {
-  static const char *const probs[2] = {"--problem barotropic:24,12 --tiles 3,2", "--problem cubesphere:6,3"};
-  char cmd[2048], pre[512], path[600];
-  for (int pr = 0; pr < 2; pr++) {
-    char *A1 = NULL, *b1 = NULL;
-    for (int np = 1; np <= 3; np += 2) {
-      snprintf(pre, sizeof pre, "%s", pk_test_tmp_path("t950_gsys"));
-      snprintf(cmd, sizeof cmd, MPIRUN " %d %s %s --save-system %s --quiet", np, PK_SOLVE_EXE, probs[pr],
-               pre);
-      PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
-      snprintf(path, sizeof path, "%s_A.mtx", pre);
-      char *A = slurp(path);
-      snprintf(path, sizeof path, "%s_b.mtx", pre);
-      char *b = slurp(path);
-      if (!A || !b)
-        return PK_FAIL;
-      if (np == 1) {
-        A1 = A, b1 = b;
-        PK_EXPECT(strstr(A, pr ? "216 216 " : "288 288 ") != NULL, "global size in the header");
-        continue;
-      }
-      PK_EXPECT(strcmp(A, A1) == 0, "%s: A on %d ranks differs from A on one", probs[pr], np);
-      PK_EXPECT(strcmp(b, b1) == 0, "%s: b on %d ranks differs from b on one", probs[pr], np);
-      free(A), free(b);
-    }
-    free(A1), free(b1);
-  }
-  PK_TEST_END();
-}
-
 /** Tilings that leave a rank without a tile, or that cannot be cut one per rank: exit 2 on every rank. */
 PK_TEST_CASE(serial_grid_bad_input_every_rank) {
   expect_all_ranks_fail("4 %s --problem thinshell:8,8,4 --tiles 1,2", 4,
@@ -438,7 +414,5 @@ PK_MPI_TEST_MAIN(PK_TEST_ENTRY(serial_ranks_same_solution), PK_TEST_ENTRY(serial
                  PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank),
                  PK_TEST_ENTRY(serial_other_solvers), PK_TEST_ENTRY(serial_outputs_warning_monitor),
                  PK_TEST_ENTRY(serial_threads_node_share), PK_TEST_ENTRY(serial_grid_ranks_same_solution),
-                 PK_TEST_ENTRY(serial_grid_reproducible_bitwise),
-                 PK_TEST_ENTRY(serial_grid_save_system_global),
-                 PK_TEST_ENTRY(serial_grid_bad_input_every_rank),
+                 PK_TEST_ENTRY(serial_grid_reproducible_bitwise), PK_TEST_ENTRY(serial_grid_bad_input_every_rank),
                  PK_TEST_ENTRY(serial_grid_cube_too_many_ranks))
