@@ -1488,7 +1488,7 @@ static int run(int argc, char **argv) {
                 (int)o.py, (long long)o.px * o.py, g_size);
     return EXIT_USAGE;
   }
-  tiling T; /* the grid path: the tiles and their ranks (the same decision on every rank) */
+  tiling T = {0}; /* the grid path: the tiles and their ranks (the same decision on every rank) */
   if (o.grid && make_tiling(&o, g_size, &T))
     return EXIT_USAGE;
   const tiling *tg = o.grid ? &T : NULL;
@@ -1608,8 +1608,11 @@ static int run(int argc, char **argv) {
     free(rp), free(ci), free(v);
   }
   n_global = dist ? (int64_t)o.nx * o.ny * o.nz : o.grid ? (int64_t)T.nf * T.fx * T.fy * T.nz : n;
-  if (o.grid)
+  if (o.grid) {
     nnz = global_nnz(&T, gc.mask);
+    if (!o.save_system || g_rank != 0)
+      global_coeffs_free(&gc); /* only rank 0's --save-system needs them */
+  }
   if (dcsr) {
     int64_t nn[2] = {0, nnz};
     pkrylov_operator_get_row_block(A, &nn[0], NULL, NULL);

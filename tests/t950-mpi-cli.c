@@ -345,8 +345,9 @@ PK_TEST_CASE(serial_grid_ranks_same_solution) {
 
 /**
  * --reproducible: the same --out to the byte for every tiling and rank count (barotropic: 1 x 1 tiles on one
- * rank, 2 x 2 on 2, 3 x 2 and 4 x 4 on 3 (blocks and runs), 4 x 4 on 4; cg and pipecg), and the cube sphere
- * on 1, 2 and 3 ranks by default (6, 3 and 2 faces each) and with 2 x 2 tiles per face on 4 ranks.
+ * rank, 2 x 2 on 2, 3 x 2 and 4 x 4 on 3 (blocks and runs), 4 x 4 on 4), and the cube sphere on 1, 2 and 3
+ * ranks by default (6, 3 and 2 faces each) and with 2 x 2 tiles per face on 4 ranks; cg, pipecg, and srcg
+ * with the recurrence stop rule, the minimum-residual iterate and 2 threads (--history the same too).
  */
 PK_TEST_CASE(serial_grid_reproducible_bitwise) {
   static const struct {
@@ -362,18 +363,21 @@ PK_TEST_CASE(serial_grid_reproducible_bitwise) {
               {3, "--problem cubesphere:8,4"},
               {4, "--problem cubesphere:8,4 --tiles 2,2"}};
   const int nruns = (int)(sizeof runs / sizeof runs[0]);
-  char cmd[2048], out[512], js[512];
-  for (int solver = 0; solver < 2; solver++) {
-    char *first[2] = {NULL, NULL}; /* barotropic, cube */
+  char cmd[2048], out[512], js[512], hist[512];
+  static const char *const solvers[3] = {"cg", "pipecg", "srcg --stop recurrence --min-residual --threads 2"};
+  for (int solver = 0; solver < 3; solver++) {
+    char *first[2] = {NULL, NULL}, *first_h[2] = {NULL, NULL}; /* barotropic, cube */
     for (int k = 0; k < nruns; k++) {
       const int cube = strstr(runs[k].args, "cubesphere") != NULL;
       snprintf(out, sizeof out, "%s", pk_test_tmp_path("t950_gr.mtx"));
       snprintf(js, sizeof js, "%s", pk_test_tmp_path("t950_gr.json"));
-      snprintf(cmd, sizeof cmd, MPIRUN " %d %s %s --solver %s --reproducible --out %s --json --quiet > %s",
-               runs[k].np, PK_SOLVE_EXE, runs[k].args, solver ? "pipecg" : "cg", out, js);
+      snprintf(hist, sizeof hist, "%s", pk_test_tmp_path("t950_gr.csv"));
+      snprintf(cmd, sizeof cmd,
+               MPIRUN " %d %s %s --solver %s --reproducible --out %s --history %s --json --quiet > %s",
+               runs[k].np, PK_SOLVE_EXE, runs[k].args, solvers[solver], out, hist, js);
       PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
-      char *s = slurp(out), *j = slurp(js);
-      if (!s)
+      char *s = slurp(out), *j = slurp(js), *h = slurp(hist);
+      if (!s || !h)
         return PK_FAIL;
       if (cube && !strstr(runs[k].args, "--tiles")) { /* whole faces: 6 / np tiles of one face each */
         char want[64];
@@ -382,13 +386,14 @@ PK_TEST_CASE(serial_grid_reproducible_bitwise) {
       }
       free(j);
       if (!first[cube]) {
-        first[cube] = s;
+        first[cube] = s, first_h[cube] = h;
         continue;
       }
       PK_EXPECT(strcmp(s, first[cube]) == 0, "%s: the solution differs from the first run's", cmd);
-      free(s);
+      PK_EXPECT(strcmp(h, first_h[cube]) == 0, "%s: the history differs from the first run's", cmd);
+      free(s), free(h);
     }
-    free(first[0]), free(first[1]);
+    free(first[0]), free(first[1]), free(first_h[0]), free(first_h[1]);
   }
   PK_TEST_END();
 }
@@ -414,5 +419,5 @@ PK_MPI_TEST_MAIN(PK_TEST_ENTRY(serial_ranks_same_solution), PK_TEST_ENTRY(serial
                  PK_TEST_ENTRY(serial_save_system_global), PK_TEST_ENTRY(serial_bad_input_every_rank),
                  PK_TEST_ENTRY(serial_other_solvers), PK_TEST_ENTRY(serial_outputs_warning_monitor),
                  PK_TEST_ENTRY(serial_threads_node_share), PK_TEST_ENTRY(serial_grid_ranks_same_solution),
-                 PK_TEST_ENTRY(serial_grid_reproducible_bitwise), PK_TEST_ENTRY(serial_grid_bad_input_every_rank),
-                 PK_TEST_ENTRY(serial_grid_cube_too_many_ranks))
+                 PK_TEST_ENTRY(serial_grid_reproducible_bitwise),
+                 PK_TEST_ENTRY(serial_grid_bad_input_every_rank), PK_TEST_ENTRY(serial_grid_cube_too_many_ranks))
