@@ -1,7 +1,9 @@
 /**
  * @file pkrylov-solve.c
- * @brief Command-line solver: reads a Matrix Market matrix (or builds the thin-shell model problem),
- *        solves A x = b with CG or pipelined CG and reports the outcome as text or one JSON object.
+ * @brief Command-line solver: reads a Matrix Market matrix or builds a model problem (the thin shell, the
+ *        2-D free-surface problem, the thin shell on the cube sphere), solves A x = b with a Krylov method
+ *        of pkrylov (on the library's tiled grids for the models' own decompositions) and reports the
+ *        outcome as text or one JSON object.
  *
  * Exit status: 0 converged, 1 did not converge or broke down (x is still written), 2 bad input or
  * usage (the message on stderr names the bad option or value and quotes the library's message).
@@ -33,11 +35,22 @@ static int g_rank = 0, g_size = 1;
 /** Exit codes. */
 enum { EXIT_CONVERGED = 0, EXIT_NOT_CONVERGED = 1, EXIT_USAGE = 2 };
 
+/** The model problems of --problem (docs/model-problem.md). */
+enum { PROB_THINSHELL = 1, PROB_BAROTROPIC = 2, PROB_CUBE = 3 };
+
+/** MITgcm's cg2dpcOffDFac: the off-diagonal factor of --precond ainv. */
+#define AINV_OFFDIAG 0.51
+
 /** Everything the command line sets. Strings point into argv. */
 typedef struct {
   const char *matrix;      /* positional MATRIX.mtx */
   const char *problem;     /* --problem text, as given */
-  int32_t nx, ny, nz;      /* parsed --problem grid */
+  int32_t kind;            /* PROB_*: which model problem */
+  int32_t nx, ny, nz;      /* parsed --problem grid (the cube: nx = ny = N columns per face edge) */
+  int32_t tx, ty;          /* --tiles TX,TY (0 = not given) */
+  int32_t periodic;        /* --periodic: PKRYLOV_PERIODIC_*; set_periodic says whether it was given */
+  int set_periodic;
+  int grid;                /* 1: the problem is solved on a pkrylov grid (tiles_of_rank, build_grid) */
   int32_t geometry;        /* PKRYLOV_GEOMETRY_*; set_geometry says whether --geometry was given */
   int set_geometry;
   const char *rhs, *x0, *out, *history, *save_system;
@@ -73,14 +86,29 @@ static void usage_error(const char *fmt, ...) {
 _Static_assert(PKRYLOV_MAX_THREADS == 4096, "the usage text and the --threads message say 4096");
 static void print_help(FILE *f) {
   fprintf(f,
-          "usage: " PROG " [MATRIX.mtx | --problem thinshell:NX,NY,NZ] [options]\n"
+          "usage: " PROG " [MATRIX.mtx | --problem NAME:SIZES] [options]\n"
           "\n"
           "Solve A x = b with a Krylov method of pkrylov.\n"
           "\n"
-          "problem (exactly one):\n"
+          "problem (exactly one; docs/model-problem.md):\n"
           "  MATRIX.mtx                 square sparse matrix in Matrix Market format\n"
           "  --problem thinshell:NX,NY,NZ  thin-shell pressure model problem on an NX x NY x NZ grid\n"
+          "  --problem barotropic:NX,NY    2-D free-surface problem of a global ocean with continents on an\n"
+          "                             NX x NY grid (NX, NY >= 4; periodic in x unless --periodic says)\n"
+          "  --problem cubesphere:N,NZ     the thin shell on the cube sphere: six faces of N x N x NZ\n"
           "  --geometry gnomonic|uniform   thin-shell horizontal geometry (default gnomonic)\n"
+          "\n"
+          "tiled grids (the models' decomposition: pkrylov_grid_create; barotropic and cubesphere always):\n"
+          "  --tiles TX,TY              cut the problem into TX x TY tiles of equal size (NX, NY\n"
+          "                             multiples of TX, TY): of the whole rectangle for thinshell and\n"
+          "                             barotropic, of each face for cubesphere (TX = TY); default:\n"
+          "                             cubesphere one tile per face, the others one tile per rank. Under\n"
+          "                             mpirun the ranks get blocks of tiles (as MITgcm's nSx x nSy) when\n"
+          "                             the tile counts divide, else contiguous runs in tile order; every\n"
+          "                             rank needs at least one tile\n"
+          "  --periodic none|x|y|xy     periodic directions of thinshell and barotropic (default:\n"
+          "                             barotropic x, thinshell none); on thinshell it puts the problem on\n"
+          "                             a grid\n"
           "\n"
           "system:\n"
           "  --rhs B.mtx                right-hand side vector (default b = A * ones)\n"
@@ -91,8 +119,11 @@ static void print_help(FILE *f) {
           "                             bicgstab, pipebicgstab, gmres, pipegmres, fgmres, cagmres\n"
           "  --restart M                GMRES family: Krylov vectors per cycle (default 30)\n"
           "  --step S|auto              CA-GMRES: basis vectors per block (default auto)\n"
-          "  --precond none|jacobi|column  preconditioner (default column for --problem, jacobi for a\n"
-          "                             matrix file)\n"
+          "  --precond none|jacobi|column|ainv  preconditioner (default: ainv for barotropic, column for\n"
+          "                             the other problems, jacobi for a matrix file); ainv: the models'\n"
+          "                             5-point approximate inverse (MITgcm's cg2d, off-diagonal factor\n"
+          "                             0.51), for 2-D problems only (barotropic, or NZ = 1; puts thinshell\n"
+          "                             on a grid)\n"
           "  --levels NZ                vertical levels per column (column preconditioner; required\n"
           "                             for a matrix file)\n"
           "  --layout kslow|kfast       where the levels of a column lie (default kslow)\n"
@@ -112,14 +143,15 @@ static void print_help(FILE *f) {
           "  --threads T                CPU threads, 1 to 4096 (0 = the default: the cores available to the\n"
           "                             process; under mpirun, this rank's share of its node's cores)\n"
           "  --reproducible             exact global sums: bitwise the same solution for any number of\n"
-          "                             ranks and threads (every solver, CPU and CUDA)\n"
+          "                             ranks and threads, and any --tiles (every solver, CPU and CUDA)\n"
           "\n"
           "under mpirun (MPI builds; every rank gets the same command line):\n"
-          "  --decomp PX,PY             cut the NX x NY columns of --problem into PX x PY blocks, one per\n"
-          "                             rank (default: chosen from the number of ranks)\n"
+          "  --decomp PX,PY             cut the NX x NY columns of thinshell (not on a grid) into PX x PY\n"
+          "                             blocks, one per rank (default: chosen from the number of ranks)\n"
           "  --rhs, --x0 files hold the global vector; --out, --save-system write the global solution and\n"
-          "  system in the global order; a MATRIX.mtx is read by rank 0 and distributed by blocks of\n"
-          "  rows (balanced; with '--precond column --layout kfast' blocks of whole columns)\n"
+          "  system in the global order (i + NX*(j + NY*k); cubesphere i + N*(j + N*(f + 6*k))) whatever\n"
+          "  the tiling and the number of ranks; a MATRIX.mtx is read by rank 0 and distributed by blocks\n"
+          "  of rows (balanced; with '--precond column --layout kfast' blocks of whole columns)\n"
           "\n"
           "output:\n"
           "  --out X.mtx                write the solution (also when not converged)\n"
@@ -175,28 +207,48 @@ static int parse_int(const char *s, int32_t *v) {
   return 0;
 }
 
-/** Parse "thinshell:NX,NY,NZ" (each a positive integer); 0 on success. */
-static int parse_problem(const char *s, int32_t *nx, int32_t *ny, int32_t *nz) {
-  static const char prefix[] = "thinshell:";
-  if (strncmp(s, prefix, sizeof prefix - 1) != 0) return 1;
-  const char *p = s + sizeof prefix - 1;
-  int32_t dims[3];
-  for (int d = 0; d < 3; d++) {
+/** Parse exactly `count` comma-separated positive integers ("A,B" or "A,B,C": digits only); 0 on success. */
+static int parse_int_list(const char *p, int count, int32_t *v) {
+  for (int d = 0; d < count; d++) {
     char *end = NULL;
     if (*p < '0' || *p > '9') return 1; /* no sign, no blank */
     errno = 0;
     long l = strtol(p, &end, 10);
     if (errno != 0 || end == p || l < 1 || l > INT32_MAX) return 1;
-    dims[d] = (int32_t)l;
-    if (d < 2) {
+    v[d] = (int32_t)l;
+    if (d < count - 1) {
       if (*end != ',') return 1;
       p = end + 1;
     } else if (*end != '\0') {
       return 1;
     }
   }
-  *nx = dims[0], *ny = dims[1], *nz = dims[2];
   return 0;
+}
+
+/**
+ * Parse "thinshell:NX,NY,NZ", "barotropic:NX,NY" (nz = 1) or "cubesphere:N,NZ" (nx = ny = N), each a positive
+ * integer; 0 on success.
+ */
+static int parse_problem(const char *s, int32_t *kind, int32_t *nx, int32_t *ny, int32_t *nz) {
+  static const struct {
+    const char *prefix;
+    int32_t kind, count;
+  } kinds[] = {
+      {"thinshell:", PROB_THINSHELL, 3}, {"barotropic:", PROB_BAROTROPIC, 2}, {"cubesphere:", PROB_CUBE, 2}};
+  for (size_t q = 0; q < sizeof kinds / sizeof kinds[0]; q++) {
+    const size_t len = strlen(kinds[q].prefix);
+    int32_t d[3] = {1, 1, 1};
+    if (strncmp(s, kinds[q].prefix, len) != 0 || parse_int_list(s + len, kinds[q].count, d))
+      continue;
+    *kind = kinds[q].kind;
+    if (*kind == PROB_CUBE)
+      *nx = d[0], *ny = d[0], *nz = d[1];
+    else
+      *nx = d[0], *ny = d[1], *nz = d[2];
+    return 0;
+  }
+  return 1;
 }
 
 /** Look name up in a NULL-terminated list of names; the matching value or -1. */
@@ -204,6 +256,75 @@ static int32_t lookup(const char *name, const char *const *names, const int32_t 
   for (int i = 0; names[i]; i++)
     if (strcmp(name, names[i]) == 0) return values[i];
   return -1;
+}
+
+/** 1 when a pkrylov_periodic value is periodic in x (y). */
+static int periodic_x(int32_t periodic) {
+  return ((periodic - PKRYLOV_PERIODIC_NONE) & 1) != 0;
+}
+static int periodic_y(int32_t periodic) {
+  return ((periodic - PKRYLOV_PERIODIC_NONE) & 2) != 0;
+}
+
+/**
+ * The options of the tiled grids (--tiles, --periodic, --precond ainv) against the problem, after the loop of
+ * parse_args(): sets o->grid (barotropic and cubesphere always; thinshell with --tiles, --periodic or
+ * --precond ainv) and barotropic's default periodicity (x). Returns 0, or 1 after a message naming the
+ * option.
+ */
+static int check_grid_options(options *o) {
+  if (!o->problem)
+    return 0;
+  o->grid = o->kind != PROB_THINSHELL || o->tx > 0 || o->set_periodic || o->precond == PKRYLOV_PRECOND_AINV;
+  if (o->kind == PROB_BAROTROPIC && !o->set_periodic)
+    o->periodic = PKRYLOV_PERIODIC_X;
+  if (o->kind == PROB_CUBE && o->set_periodic) {
+    usage_error("option '--periodic' does not apply to '--problem %s': the cube sphere is a closed surface",
+                o->problem);
+    return 1;
+  }
+  if (o->px > 0 && o->grid) {
+    if (o->tx > 0)
+      usage_error("options '--tiles' and '--decomp' exclude each other (the tiles are spread over the ranks "
+                  "by themselves)");
+    else if (o->kind != PROB_THINSHELL)
+      usage_error("option '--decomp' applies to thinshell only: '--problem %s' is cut with '--tiles'",
+                  o->problem);
+    else
+      usage_error(
+          "option '%s' puts the thin shell on a tiled grid, which '--decomp' does not cut: use '--tiles' "
+          "instead",
+          o->set_periodic ? "--periodic" : "--precond ainv");
+    return 1;
+  }
+  if (o->precond == PKRYLOV_PRECOND_AINV && o->nz != 1) {
+    usage_error("option '--precond ainv' is for 2-D problems (barotropic, or NZ = 1), but '--problem %s' has "
+                "NZ = %d levels",
+                o->problem, (int)o->nz);
+    return 1;
+  }
+  if (o->tx > 0 && o->kind == PROB_CUBE && o->tx != o->ty) {
+    usage_error("option '--tiles %d,%d' on '--problem %s': the tiles of a cube face must be square (TX = TY)",
+                (int)o->tx, (int)o->ty, o->problem);
+    return 1;
+  }
+  if (o->tx > 0 && (o->nx % o->tx || o->ny % o->ty)) {
+    usage_error(
+        "option '--tiles %d,%d' does not cut the %d x %d columns%s of '--problem %s' into equal tiles "
+        "(the columns must be multiples of TX and TY)",
+        (int)o->tx, (int)o->ty, (int)o->nx, (int)o->ny, o->kind == PROB_CUBE ? " of a face" : "", o->problem);
+    return 1;
+  }
+  if ((periodic_x(o->periodic) && o->nx < 3) || (periodic_y(o->periodic) && o->ny < 3)) {
+    usage_error("option '--periodic %s' needs at least 3 columns in a periodic direction; '--problem %s' has "
+                "%d x %d",
+                periodic_x(o->periodic) && periodic_y(o->periodic) ? "xy"
+                : periodic_x(o->periodic)                          ? "x"
+                                                                   : "y",
+                o->problem, (int)o->nx, (int)o->ny);
+    return 1;
+  }
+  return 0;
 }
 
 /**
@@ -220,9 +341,12 @@ static int parse_args(int argc, char **argv, options *o) {
                                           PKRYLOV_SOLVER_SRCG};
   static const char *const stop_names[] = {"confirmed", "recurrence", NULL};
   static const int32_t stop_values[] = {PKRYLOV_STOP_CONFIRMED, PKRYLOV_STOP_RECURRENCE};
-  static const char *const precond_names[] = {"none", "jacobi", "column", NULL};
+  static const char *const precond_names[] = {"none", "jacobi", "column", "ainv", NULL};
   static const int32_t precond_values[] = {PKRYLOV_PRECOND_NONE, PKRYLOV_PRECOND_JACOBI,
-                                           PKRYLOV_PRECOND_COLUMN};
+                                           PKRYLOV_PRECOND_COLUMN, PKRYLOV_PRECOND_AINV};
+  static const char *const periodic_names[] = {"none", "x", "y", "xy", NULL};
+  static const int32_t periodic_values[] = {PKRYLOV_PERIODIC_NONE, PKRYLOV_PERIODIC_X, PKRYLOV_PERIODIC_Y,
+                                            PKRYLOV_PERIODIC_XY};
   static const char *const layout_names[] = {"kslow", "kfast", NULL};
   static const int32_t layout_values[] = {PKRYLOV_LAYOUT_KSLOW, PKRYLOV_LAYOUT_KFAST};
   static const char *const backend_names[] = {"cpu", "cuda", "auto", NULL};
@@ -244,6 +368,7 @@ static int parse_args(int argc, char **argv, options *o) {
   o->atol = 0.0;
   o->maxit = 1000;
   o->stop_rule = PKRYLOV_STOP_CONFIRMED;
+  o->periodic = PKRYLOV_PERIODIC_NONE;
 
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -265,10 +390,11 @@ static int parse_args(int argc, char **argv, options *o) {
 
     /* options with a value: "--opt VALUE" or "--opt=VALUE" */
     static const char *const valued[] = {
-        "--problem", "--geometry", "--rhs", "--x0", "--solver", "--precond", "--levels",
-        "--layout", "--backend", "--rtol", "--atol", "--maxit", "--replace", "--true-residual",
-        "--out", "--history", "--save-system", "--threads", "--precision", "--restart", "--step", "--decomp",
-        "--stop", "--monitor", NULL};
+        "--problem",   "--geometry",      "--rhs",     "--x0",      "--solver",      "--precond",
+        "--levels",    "--layout",        "--backend", "--rtol",    "--atol",        "--maxit",
+        "--replace",   "--true-residual", "--out",     "--history", "--save-system", "--threads",
+        "--precision", "--restart",       "--step",    "--decomp",  "--stop",        "--monitor",
+        "--tiles",     "--periodic",      NULL};
     char name[64];
     const char *val = NULL;
     const char *eq = strchr(arg, '=');
@@ -296,12 +422,32 @@ static int parse_args(int argc, char **argv, options *o) {
     }
 
     if (strcmp(name, "--problem") == 0) {
-      if (parse_problem(val, &o->nx, &o->ny, &o->nz)) {
-        usage_error("invalid value '%s' for option '--problem': expected thinshell:NX,NY,NZ with "
-                    "positive integers NX, NY, NZ", val);
+      if (parse_problem(val, &o->kind, &o->nx, &o->ny, &o->nz)) {
+        usage_error(
+            "invalid value '%s' for option '--problem': expected thinshell:NX,NY,NZ, barotropic:NX,NY "
+            "or cubesphere:N,NZ with positive integers",
+            val);
+        return 1;
+      }
+      if (o->kind == PROB_BAROTROPIC && (o->nx < 4 || o->ny < 4)) {
+        usage_error("invalid value '%s' for option '--problem': barotropic needs NX, NY >= 4", val);
         return 1;
       }
       o->problem = val;
+    } else if (strcmp(name, "--periodic") == 0) {
+      o->periodic = lookup(val, periodic_names, periodic_values);
+      o->set_periodic = 1;
+      if (o->periodic < 0) {
+        usage_error("invalid value '%s' for option '--periodic' (none, x, y or xy)", val);
+        return 1;
+      }
+    } else if (strcmp(name, "--tiles") == 0) {
+      int32_t t[2];
+      if (parse_int_list(val, 2, t)) {
+        usage_error("invalid value '%s' for option '--tiles': expected TX,TY with positive integers", val);
+        return 1;
+      }
+      o->tx = t[0], o->ty = t[1];
     } else if (strcmp(name, "--geometry") == 0) {
       o->geometry = lookup(val, geometry_names, geometry_values);
       o->set_geometry = 1;
@@ -327,7 +473,7 @@ static int parse_args(int argc, char **argv, options *o) {
       o->precond = lookup(val, precond_names, precond_values);
       o->set_precond = 1;
       if (o->precond < 0) {
-        usage_error("invalid value '%s' for option '--precond' (none, jacobi or column)", val);
+        usage_error("invalid value '%s' for option '--precond' (none, jacobi, column or ainv)", val);
         return 1;
       }
     } else if (strcmp(name, "--layout") == 0) {
@@ -356,20 +502,12 @@ static int parse_args(int argc, char **argv, options *o) {
         return 1;
       }
     } else if (strcmp(name, "--decomp") == 0) {
-      char *end = NULL;
-      long a = strtol(val, &end, 10), b = 0;
-      int okd = end != val && *end == ',' && a >= 1 && a <= INT32_MAX;
-      if (okd) {
-        const char *q = end + 1;
-        b = strtol(q, &end, 10);
-        okd = end != q && *end == '\0' && b >= 1 && b <= INT32_MAX && *val >= '0' && *val <= '9' && *q >= '0' &&
-              *q <= '9';
-      }
-      if (!okd) {
+      int32_t d[2];
+      if (parse_int_list(val, 2, d)) {
         usage_error("invalid value '%s' for option '--decomp': expected PX,PY with positive integers", val);
         return 1;
       }
-      o->px = (int32_t)a, o->py = (int32_t)b;
+      o->px = d[0], o->py = d[1];
     } else if (strcmp(name, "--rhs") == 0) {
       o->rhs = val;
     } else if (strcmp(name, "--x0") == 0) {
@@ -415,18 +553,30 @@ static int parse_args(int argc, char **argv, options *o) {
   if (o->help || o->version) return 0;
 
   if (!o->matrix && !o->problem) {
-    usage_error("no problem given: name a MATRIX.mtx file or use --problem thinshell:NX,NY,NZ");
+    usage_error("no problem given: name a MATRIX.mtx file or use --problem (thinshell:NX,NY,NZ, "
+                "barotropic:NX,NY or cubesphere:N,NZ)");
     return 1;
   }
   if (o->matrix && o->problem) {
     usage_error("both a matrix file ('%s') and '--problem %s' given; use one", o->matrix, o->problem);
     return 1;
   }
-  if (o->matrix && o->set_geometry) {
-    usage_error("option '--geometry' applies to '--problem' only");
+  if (o->set_geometry && o->kind != PROB_THINSHELL) {
+    usage_error("option '--geometry' applies to '--problem thinshell' only");
     return 1;
   }
-  if (!o->set_precond) o->precond = o->problem ? PKRYLOV_PRECOND_COLUMN : PKRYLOV_PRECOND_JACOBI;
+  if (!o->set_precond)
+    o->precond = o->kind == PROB_BAROTROPIC ? PKRYLOV_PRECOND_AINV
+                 : o->problem               ? PKRYLOV_PRECOND_COLUMN
+                                            : PKRYLOV_PRECOND_JACOBI;
+  if (o->matrix && (o->tx > 0 || o->set_periodic || o->precond == PKRYLOV_PRECOND_AINV)) {
+    usage_error("option '%s' applies to '--problem' only", o->tx > 0         ? "--tiles"
+                                                           : o->set_periodic ? "--periodic"
+                                                                             : "--precond ainv");
+    return 1;
+  }
+  if (check_grid_options(o))
+    return 1;
   if (o->matrix && o->precond == PKRYLOV_PRECOND_COLUMN && o->levels == 0) {
     usage_error("'--precond column' on a matrix file needs '--levels NZ' (vertical levels per column)");
     return 1;
@@ -652,17 +802,407 @@ static int same_command_line(int argc, char **argv) {
   return 1;
 }
 
-/** px x py = size blocks for an nx x ny grid: the most square blocks (least boundary per column). */
-static void auto_decomp(int size, int32_t nx, int32_t ny, int32_t *px, int32_t *py) {
+/**
+ * size = px x py blocks of an nx x ny grid, the most square ones (least boundary per column: the smallest
+ * nx/px + ny/py). gx, gy > 0: every block must be a whole number of gx x gy units (nx a multiple of px gx, ny
+ * of py gy); 0: any px <= nx, py <= ny. Returns 0, or 1 when no split fits (*px, *py untouched).
+ */
+static int square_split(int size, int64_t nx, int64_t ny, int64_t gx, int64_t gy, int32_t *px, int32_t *py) {
   double best = INFINITY;
-  *px = size, *py = 1;
   for (int a = 1; a <= size; a++) {
     if (size % a) continue;
     const int b = size / a;
-    if (a > nx || b > ny) continue;
+    const int fits = gx > 0 ? nx % (a * gx) == 0 && ny % (b * gy) == 0 : a <= nx && b <= ny;
     const double cost = (double)nx / a + (double)ny / b; /* half the perimeter of a block */
-    if (cost < best) best = cost, *px = a, *py = b;
+    if (fits && cost < best)
+      best = cost, *px = a, *py = b;
   }
+  return best == INFINITY;
+}
+
+/** px x py = size blocks for an nx x ny grid (the default of --decomp): square_split(), else size x 1. */
+static void auto_decomp(int size, int32_t nx, int32_t ny, int32_t *px, int32_t *py) {
+  if (square_split(size, nx, ny, 0, 0, px, py))
+    *px = size, *py = 1;
+}
+
+/* ---- the tiled grids: the problem cut into tiles, the tiles spread over the ranks ---- */
+
+/**
+ * A problem on a pkrylov grid: nf faces (1: a rectangle, 6: the cube sphere) of fx x fy columns and nz
+ * levels, each face cut into ntx x nty tiles of snx x sny columns, numbered as pkrylov_grid_connect_rect()
+ * and pkrylov_grid_connect_cubesphere() number them (tile (tx, ty) of face f: f ntx nty + tx + ntx ty). The
+ * ranks own blocks of bx x by tiles (rank r the block (r mod px, r / px), as MITgcm's nSx x nSy) when the
+ * counts divide, otherwise contiguous runs in tile order (balanced: the first ntiles mod size ranks one
+ * more).
+ */
+typedef struct {
+  int32_t nf, fx, fy, nz;
+  int32_t ntx, nty, snx, sny, ntiles;
+  int32_t periodic; /* PKRYLOV_PERIODIC_* (the rectangle) */
+  int blocks;       /* 1: blocks of tiles; 0: contiguous runs */
+  int32_t px, py, bx, by;
+  int size; /* ranks */
+} tiling;
+
+/** The tiles of rank r, in increasing global numbers (the order of the local arrays' tile index): *nt of
+ * them. */
+static void tiles_of_rank(const tiling *T, int r, int32_t *tiles, int32_t *nt) {
+  *nt = 0;
+  if (T->blocks) {
+    const int32_t X = r % T->px, Y = r / T->px;
+    for (int32_t b = 0; b < T->by; b++)
+      for (int32_t a = 0; a < T->bx; a++)
+        tiles[(*nt)++] = (X * T->bx + a) + T->ntx * (Y * T->by + b);
+  } else {
+    const int32_t q = T->ntiles / T->size, rem = T->ntiles % T->size;
+    const int32_t t0 = r * q + (r < rem ? r : rem), cnt = q + (r < rem);
+    for (int32_t t = 0; t < cnt; t++)
+      tiles[(*nt)++] = t0 + t;
+  }
+}
+
+/**
+ * The global index of position q of the compact order of the nt tiles `tiles` (i + snx*(j + sny*(t + nt*k)),
+ * include/pkrylov.h): i + fx*(j + fy*(f + nf*k)) with i, j the column on face f, that is i + NX*(j + NY*k) on
+ * a rectangle and the order of pkrylov_cubesphere_stencil_coefficients() on the cube.
+ */
+static int64_t global_index(const tiling *T, const int32_t *tiles, int32_t nt, int64_t q) {
+  const int64_t i = q % T->snx, r = q / T->snx, j = r % T->sny, tk = r / T->sny, k = tk / nt;
+  const int32_t tile = tiles[tk % nt], per = T->ntx * T->nty, f = tile / per;
+  const int64_t tx = (tile % per) % T->ntx, ty = (tile % per) / T->ntx;
+  return (tx * T->snx + i) + (int64_t)T->fx * ((ty * T->sny + j) + (int64_t)T->fy * (f + (int64_t)T->nf * k));
+}
+
+/**
+ * The tiling of the problem of o on `size` ranks: --tiles, or by default one tile per face (cubesphere) or
+ * one tile per rank (the most square equal tiles); the blocks of tiles per rank, else contiguous runs.
+ * Returns 0, or 1 after a message naming the option (the same on every rank).
+ */
+static int make_tiling(const options *o, int size, tiling *T) {
+  memset(T, 0, sizeof *T);
+  T->nf = o->kind == PROB_CUBE ? 6 : 1;
+  T->fx = o->nx, T->fy = o->ny, T->nz = o->nz, T->periodic = o->periodic, T->size = size;
+  int32_t tx = o->tx, ty = o->ty;
+  if (tx == 0 && o->kind == PROB_CUBE) {
+    tx = ty = 1;
+  } else if (tx == 0 && square_split(size, o->nx, o->ny, 1, 1, &tx, &ty)) {
+    usage_error("'--problem %s' cannot be cut into one tile per rank (%d ranks, tiles of equal size): give "
+                "'--tiles TX,TY'",
+                o->problem, size);
+    return 1;
+  }
+  T->ntx = tx, T->nty = ty, T->snx = o->nx / tx, T->sny = o->ny / ty, T->ntiles = T->nf * tx * ty;
+  if (T->ntiles < size && o->tx > 0) {
+    usage_error("'--tiles %d,%d' makes %d tiles%s but there are %d ranks: every rank needs at least one tile",
+                (int)tx, (int)ty, (int)T->ntiles, T->nf == 6 ? " (on the six faces)" : "", size);
+    return 1;
+  }
+  if (T->ntiles < size) { /* the cube's default */
+    usage_error(
+        "'--problem %s' has %d tiles (one per face) but there are %d ranks: every rank needs at least one "
+        "tile (give more with '--tiles TX,TY')",
+        o->problem, (int)T->ntiles, size);
+    return 1;
+  }
+  T->blocks = T->nf == 1 && !square_split(size, T->fx, T->fy, T->snx, T->sny, &T->px, &T->py);
+  if (T->blocks)
+    T->bx = T->ntx / T->px, T->by = T->nty / T->py;
+  else
+    T->px = size, T->py = 1;
+  return 0;
+}
+
+/** The coefficients of the whole problem in the global order (on every rank, on the grid path). */
+typedef struct {
+  double *c[4];  /* aW, aS, aV, aC (aV NULL for barotropic) */
+  int32_t *mask; /* barotropic: 0 = land; else NULL */
+} global_coeffs;
+
+static void global_coeffs_free(global_coeffs *G) {
+  for (int q = 0; q < 4; q++)
+    free(G->c[q]), G->c[q] = NULL;
+  free(G->mask), G->mask = NULL;
+}
+
+/**
+ * The coefficients of the problem of o (tiling T) in the global order: pkrylov_barotropic_coefficients(),
+ * pkrylov_cubesphere_stencil_coefficients(), or pkrylov_thinshell_stencil_coefficients() closed, in each
+ * periodic direction, by the face across the boundary: it couples the first and the last column with the
+ * coupling of the face between the first two (aW(0) = aW(1), aS(0) = aS(1)), both diagonals grow by it (the
+ * face-sum form of docs/model-problem.md). Returns 0, a library status (its message in
+ * pkrylov_last_error_message()) or PKRYLOV_ERR_OUT_OF_MEMORY.
+ */
+static int global_coefficients(const options *o, const tiling *T, global_coeffs *G) {
+  memset(G, 0, sizeof *G);
+  const int64_t X = T->fx, Y = T->fy, Z = T->nz, n = (int64_t)T->nf * X * Y * Z;
+  for (int q = 0; q < 4; q++)
+    if (!(q == 2 && o->kind == PROB_BAROTROPIC) && !(G->c[q] = malloc(sizeof(double) * (size_t)n)))
+      return global_coeffs_free(G), PKRYLOV_ERR_OUT_OF_MEMORY;
+  double *aW = G->c[0], *aS = G->c[1], *aV = G->c[2], *aC = G->c[3];
+  if (o->kind == PROB_BAROTROPIC) {
+    if (!(G->mask = malloc(sizeof(int32_t) * (size_t)n)))
+      return global_coeffs_free(G), PKRYLOV_ERR_OUT_OF_MEMORY;
+    const int st = pkrylov_barotropic_coefficients(o->nx, o->ny, o->periodic, aW, aS, aC, G->mask);
+    if (st)
+      global_coeffs_free(G);
+    return st;
+  }
+  pkrylov_thinshell_params p;
+  int st = pkrylov_thinshell_params_default(o->nx, o->ny, o->nz, &p);
+  if (!st && o->kind == PROB_CUBE)
+    st = pkrylov_cubesphere_stencil_coefficients(&p, aW, aS, aV, aC);
+  if (!st && o->kind == PROB_THINSHELL) {
+    p.geometry = o->geometry;
+    st = pkrylov_thinshell_stencil_coefficients(&p, aW, aS, aV, aC);
+  }
+  if (st)
+    return global_coeffs_free(G), st;
+  for (int64_t k = 0; k < Z && o->kind == PROB_THINSHELL; k++) {
+    if (periodic_x(o->periodic))
+      for (int64_t j = 0; j < Y; j++) {
+        const int64_t c = X * (j + Y * k);
+        const double w = aW[c + 1];
+        aW[c] = w, aC[c] -= w, aC[c + X - 1] -= w;
+      }
+    if (periodic_y(o->periodic))
+      for (int64_t i = 0; i < X; i++) {
+        const int64_t c = i + X * Y * k;
+        const double w = aS[c + X];
+        aS[c] = w, aC[c] -= w, aC[c + X * (Y - 1)] -= w;
+      }
+  }
+  return 0;
+}
+
+/**
+ * The halo'd multi-tile array (halo width 1, halos 0) of the nt tiles `tiles` of a global field of nz levels:
+ * doubles from dv, or int32 from iv (the other NULL). NULL when out of memory.
+ */
+static void *tile_arrays(const tiling *T, const int32_t *tiles, int32_t nt, const double *dv,
+                         const int32_t *iv) {
+  const int64_t hx = T->snx + 2, hy = T->sny + 2, n = (int64_t)T->snx * T->sny * nt * T->nz;
+  void *h = calloc((size_t)(hx * hy * T->nz * nt), dv ? sizeof(double) : sizeof(int32_t));
+  if (!h)
+    return NULL;
+  for (int64_t q = 0; q < n; q++) { /* compact position q: i + snx*(j + sny*(t + nt*k)) */
+    const int64_t i = q % T->snx, j = (q / T->snx) % T->sny, tk = q / ((int64_t)T->snx * T->sny);
+    const int64_t t = tk % nt, k = tk / nt, at = (i + 1) + hx * ((j + 1) + hy * (k + T->nz * t));
+    const int64_t g = global_index(T, tiles, nt, q);
+    if (dv)
+      ((double *)h)[at] = dv[g];
+    else
+      ((int32_t *)h)[at] = iv[g];
+  }
+  return h;
+}
+
+/**
+ * The grid of T on ctx with the nt tiles `tiles` on this rank (halos of width 1), and the grid stencil of G
+ * on it (pkrylov_operator_create_grid_stencil()). collective: ctx spans the ranks (the allocations are agreed
+ * on before the collective calls). Returns 0, a library status (its message in ctx) or
+ * PKRYLOV_ERR_OUT_OF_MEMORY.
+ */
+static int build_grid(pkrylov_context ctx, const tiling *T, const global_coeffs *G, const int32_t *tiles,
+                      int32_t nt, int collective, pkrylov_grid *g, pkrylov_operator *A) {
+  int32_t *conn = malloc(sizeof(int32_t) * 12 * (size_t)T->ntiles);
+  void *h[5] = {NULL, NULL, NULL, NULL, NULL};
+  int ok = conn != NULL;
+  for (int q = 0; q < 4 && ok; q++)
+    ok = !G->c[q] || (h[q] = tile_arrays(T, tiles, nt, G->c[q], NULL)) != NULL;
+  if (ok && G->mask)
+    ok = (h[4] = tile_arrays(T, tiles, nt, NULL, G->mask)) != NULL;
+  int st = (collective ? all_ok(ok) : ok) ? PKRYLOV_SUCCESS : PKRYLOV_ERR_OUT_OF_MEMORY;
+  if (!st)
+    st = T->nf == 6 ? pkrylov_grid_connect_cubesphere(T->ntx, conn)
+                    : pkrylov_grid_connect_rect(T->ntx, T->nty, T->periodic, conn);
+  if (!st)
+    st = pkrylov_grid_create(ctx, T->snx, T->sny, 1, 1, T->ntiles, conn, nt, tiles, g);
+  if (!st)
+    st = pkrylov_operator_create_grid_stencil(*g, T->nz, h[0], h[1], h[2], h[3], h[4], A);
+  free(conn);
+  for (int q = 0; q < 5; q++)
+    free(h[q]);
+  return st;
+}
+
+/**
+ * The entries of the global matrix as pkrylov_operator_get_info() counts a grid stencil's on one rank: the
+ * diagonal of every wet cell and every coupling between two wet neighbours (none across a wall).
+ */
+static int64_t global_nnz(const tiling *T, const int32_t *mask) {
+  const int64_t X = T->fx, Y = T->fy, Z = T->nz, ncol = (int64_t)T->nf * X * Y;
+  if (T->nf == 6)
+    return 5 * ncol * Z + 2 * (Z - 1) * ncol; /* a closed surface: four neighbours each */
+  const int px = periodic_x(T->periodic), py = periodic_y(T->periodic);
+  int64_t nnz = 0;
+#define PKS_WET(q) (!mask || mask[q])
+  for (int64_t k = 0; k < Z; k++)
+    for (int64_t j = 0; j < Y; j++)
+      for (int64_t i = 0; i < X; i++) {
+        const int64_t q = i + X * (j + Y * k);
+        if (!PKS_WET(q))
+          continue;
+        const int64_t nb[6] = {i > 0 ? q - 1
+                               : px  ? q + X - 1
+                                     : -1,
+                               i < X - 1 ? q + 1
+                               : px      ? q - (X - 1)
+                                         : -1,
+                               j > 0 ? q - X
+                               : py  ? q + X * (Y - 1)
+                                     : -1,
+                               j < Y - 1 ? q + X
+                               : py      ? q - X * (Y - 1)
+                                         : -1,
+                               k > 0 ? q - ncol : -1,
+                               k < Z - 1 ? q + ncol : -1};
+        nnz++;
+        for (int d = 0; d < 6; d++)
+          nnz += nb[d] >= 0 && PKS_WET(nb[d]);
+      }
+#undef PKS_WET
+  return nnz;
+}
+
+/**
+ * Between this rank's compact vector xl (n_local values) and the global order on rank 0 (xg, every tile's
+ * values; NULL elsewhere): dir 0 gathers xl into xg, dir 1 scatters xg into xl. Collective. Returns 0, or 1
+ * after a message (on every rank).
+ */
+static int grid_gather_scatter(const tiling *T, int64_t n_local, double *xl, double *xg, int dir) {
+  const int64_t per = (int64_t)T->snx * T->sny * T->nz; /* values of one tile */
+  int32_t *tl = malloc(sizeof(int32_t) * (size_t)T->ntiles), nt = 0;
+  if (!all_ok(tl != NULL)) {
+    usage_error("out of memory for the tile lists");
+    free(tl);
+    return 1;
+  }
+  if (g_size == 1) {
+    tiles_of_rank(T, 0, tl, &nt);
+    for (int64_t q = 0; q < n_local; q++) {
+      const int64_t g = global_index(T, tl, nt, q);
+      if (dir == 0)
+        xg[g] = xl[q];
+      else
+        xl[q] = xg[g];
+    }
+    free(tl);
+    return 0;
+  }
+#ifdef PKRYLOV_HAVE_MPI
+  const int64_t n_global = per * T->ntiles;
+  if (n_global > INT_MAX) {
+    usage_error("the global vector has %lld values: more than 2^31 - 1 cannot be gathered on rank 0",
+                (long long)n_global);
+    free(tl);
+    return 1;
+  }
+  double *buf = NULL;
+  int *cnt = NULL, *dsp = NULL, ok = 1;
+  if (g_rank == 0) {
+    buf = malloc(sizeof(double) * (size_t)(n_global > 0 ? n_global : 1));
+    cnt = malloc(sizeof(int) * (size_t)g_size), dsp = malloc(sizeof(int) * (size_t)g_size);
+    ok = buf && cnt && dsp;
+    for (int r = 0, at = 0; r < g_size && ok; r++) {
+      tiles_of_rank(T, r, tl, &nt);
+      cnt[r] = (int)(nt * per), dsp[r] = at, at += cnt[r];
+      if (dir == 1)
+        for (int64_t q = 0; q < cnt[r]; q++)
+          buf[dsp[r] + q] = xg[global_index(T, tl, nt, q)];
+    }
+  }
+  if (!all_ok(ok)) {
+    usage_error("out of memory for the global vector on rank 0");
+    free(buf), free(cnt), free(dsp), free(tl);
+    return 1;
+  }
+  if (dir == 0)
+    MPI_Gatherv(xl, (int)n_local, MPI_DOUBLE, buf, cnt, dsp, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  else
+    MPI_Scatterv(buf, cnt, dsp, MPI_DOUBLE, xl, (int)n_local, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (g_rank == 0 && dir == 0)
+    for (int r = 0; r < g_size; r++) {
+      tiles_of_rank(T, r, tl, &nt);
+      for (int64_t q = 0; q < cnt[r]; q++)
+        xg[global_index(T, tl, nt, q)] = buf[dsp[r] + q];
+    }
+  free(buf), free(cnt), free(dsp), free(tl);
+  return 0;
+#else
+  (void)per, (void)xl, (void)xg, (void)dir, (void)n_local;
+  free(tl);
+  return 1; /* unreachable: several ranks need MPI */
+#endif
+}
+
+/**
+ * --save-system of a problem on a grid, by rank 0 alone: the grid stencil of every tile (the same tiling) on
+ * a CPU context of its own, its CSR form (rows and columns in the compact order of all tiles) permuted into
+ * the global order, written as a Matrix Market file. Returns 0, or 1 after the message.
+ */
+static int write_grid_matrix(const tiling *T, const global_coeffs *G, const char *path) {
+  pkrylov_context c = NULL;
+  pkrylov_grid g = NULL;
+  pkrylov_operator A = NULL, P = NULL;
+  int32_t *all = malloc(sizeof(int32_t) * (size_t)T->ntiles);
+  int64_t n = 0, nnz = 0, *rp = NULL, *ci = NULL, *map = NULL, *inv = NULL, *rp2 = NULL, *ci2 = NULL;
+  double *v = NULL, *v2 = NULL;
+  int st = all ? pkrylov_context_create(PKRYLOV_BACKEND_CPU, &c) : PKRYLOV_ERR_OUT_OF_MEMORY;
+  for (int32_t t = 0; t < T->ntiles && all; t++)
+    all[t] = t;
+  if (!st)
+    st = build_grid(c, T, G, all, T->ntiles, 0, &g, &A);
+  if (!st)
+    st = pkrylov_operator_get_info(A, &n, &nnz, NULL, NULL, NULL, NULL);
+  if (!st) {
+    rp = malloc(sizeof(int64_t) * (size_t)(n + 1)), rp2 = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    map = malloc(sizeof(int64_t) * (size_t)n), inv = malloc(sizeof(int64_t) * (size_t)n);
+    ci = malloc(sizeof(int64_t) * (size_t)(nnz + 1)), ci2 = malloc(sizeof(int64_t) * (size_t)(nnz + 1));
+    v = malloc(sizeof(double) * (size_t)(nnz + 1)), v2 = malloc(sizeof(double) * (size_t)(nnz + 1));
+    st = rp && rp2 && map && inv && ci && ci2 && v && v2 ? pkrylov_operator_get_csr(A, rp, ci, v)
+                                                         : PKRYLOV_ERR_OUT_OF_MEMORY;
+  }
+  if (!st) { /* row gr of the global order is row inv[gr] of the compact one; columns mapped alike */
+    for (int64_t q = 0; q < n; q++)
+      map[q] = global_index(T, all, T->ntiles, q), inv[map[q]] = q;
+    rp2[0] = 0;
+    for (int64_t gr = 0; gr < n; gr++) {
+      const int64_t q = inv[gr];
+      rp2[gr + 1] = rp2[gr] + (rp[q + 1] - rp[q]);
+      for (int64_t e = rp[q]; e < rp[q + 1]; e++)
+        ci2[rp2[gr] + e - rp[q]] = map[ci[e]], v2[rp2[gr] + e - rp[q]] = v[e];
+    }
+    st = pkrylov_operator_create_csr64(c, n, 0, rp2, ci2, v2, &P);
+  }
+  if (!st)
+    st = pkrylov_operator_write_mtx(P, path);
+  if (st) {
+    char what[1200];
+    snprintf(what, sizeof what, "'--save-system': cannot write '%s'", path);
+    lib_error(c, st, what);
+  }
+  free(all), free(rp), free(ci), free(v), free(map), free(inv), free(rp2), free(ci2), free(v2);
+  pkrylov_operator_destroy(&P);
+  pkrylov_operator_destroy(&A);
+  pkrylov_grid_destroy(&g);
+  pkrylov_context_destroy(&c);
+  return st != 0;
+}
+
+/**
+ * This rank's vector xl (n_local values) into the global order on rank 0 (xg; dir 0), or back (dir 1):
+ * through the tiles on the grid path (T), else the library's gather and scatter of a distributed operator.
+ * Collective. Returns 0, or 1 after the message (what: what failed, for the library's).
+ */
+static int global_order(pkrylov_context ctx, pkrylov_operator A, const tiling *T, int64_t n_local, double *xl,
+                        double *xg, int dir, const char *what) {
+  if (T)
+    return grid_gather_scatter(T, n_local, xl, xg, dir);
+  const int st = dir == 0 ? pkrylov_operator_gather(A, 0, xl, xg) : pkrylov_operator_scatter(A, 0, xg, xl);
+  if (st)
+    lib_error(ctx, st, what);
+  return st != 0;
 }
 
 /** 1 when this process was started by an MPI launcher (then MPI_Init is called). */
@@ -715,6 +1255,16 @@ static const char *enum_name(int32_t v) {
   case PKRYLOV_PRECOND_NONE: return "none";
   case PKRYLOV_PRECOND_JACOBI: return "jacobi";
   case PKRYLOV_PRECOND_COLUMN: return "column";
+  case PKRYLOV_PRECOND_AINV:
+    return "ainv";
+  case PKRYLOV_PERIODIC_NONE:
+    return "none";
+  case PKRYLOV_PERIODIC_X:
+    return "x";
+  case PKRYLOV_PERIODIC_Y:
+    return "y";
+  case PKRYLOV_PERIODIC_XY:
+    return "xy";
   case PKRYLOV_BACKEND_CPU: return "cpu";
   case PKRYLOV_BACKEND_CUDA: return "cuda";
   case PKRYLOV_BACKEND_AUTO: return "auto";
@@ -938,6 +1488,10 @@ static int run(int argc, char **argv) {
                 (int)o.py, (long long)o.px * o.py, g_size);
     return EXIT_USAGE;
   }
+  tiling T = {0}; /* the grid path: the tiles and their ranks (the same decision on every rank) */
+  if (o.grid && make_tiling(&o, g_size, &T))
+    return EXIT_USAGE;
+  const tiling *tg = o.grid ? &T : NULL;
 
   /* every output writable before any work (rank 0 writes them under MPI): a finished solve is not lost */
   const int outputs_ok = g_rank != 0 || check_outputs(&o) == 0;
@@ -957,12 +1511,16 @@ static int run(int argc, char **argv) {
   FILE *rep = o.quiet || g_rank != 0 ? NULL : (o.json ? stderr : stdout);
   int32_t px = g_size > 1 && o.matrix ? g_size : 1, py = 1; /* a matrix file: blocks of rows */
   int64_t n_global = 0;
-  const int dist = o.problem && (g_size > 1 || o.px > 0);
+  const int dist = o.problem && !o.grid && (g_size > 1 || o.px > 0);
   const int dcsr = o.matrix && g_size > 1; /* a matrix file distributed by blocks of rows */
-  const int gdist = dist || dcsr;           /* vectors go through gather/scatter */
+  const int gdist = dist || dcsr || o.grid; /* vectors go through gather/scatter */
   pkrylov_context ctx1 = NULL; /* rank 0, --save-system of a distributed problem: the global operator */
   pkrylov_operator Ag = NULL;
   double *gbuf = NULL;
+  pkrylov_grid grid = NULL; /* the grid path: the grid, the global coefficients, this rank's tiles */
+  global_coeffs gc;
+  memset(&gc, 0, sizeof gc);
+  int32_t *mytiles = NULL, nmytiles = 0;
 
   st = pkrylov_context_create(o.backend, &ctx);
   if (st != PKRYLOV_SUCCESS) {
@@ -990,7 +1548,26 @@ static int run(int argc, char **argv) {
   pkrylov_context_get_num_threads(ctx, &threads);
 
   /* ---- the operator ---- */
-  if (o.problem) {
+  if (o.grid) {
+    st = (mytiles = malloc(sizeof(int32_t) * (size_t)T.ntiles)) ? global_coefficients(&o, &T, &gc)
+                                                                : PKRYLOV_ERR_OUT_OF_MEMORY;
+    if (!all_ok(st == PKRYLOV_SUCCESS)) {
+      snprintf(what, sizeof what, "cannot build the coefficients of '--problem %s'", o.problem);
+      if (st)
+        lib_error(NULL, st, what);
+      else
+        usage_error("%s on another rank (see its message)", what);
+      goto done;
+    }
+    tiles_of_rank(&T, g_rank, mytiles, &nmytiles);
+    if ((st = build_grid(ctx, &T, &gc, mytiles, nmytiles, 1, &grid, &A)) != PKRYLOV_SUCCESS) {
+      snprintf(what, sizeof what, "cannot build '--problem %s' on '--tiles %d,%d'", o.problem, (int)T.ntx,
+               (int)T.nty);
+      lib_error(ctx, st, what);
+      goto done;
+    }
+    px = T.px, py = T.py;
+  } else if (o.problem) {
     pkrylov_thinshell_params p;
     st = pkrylov_thinshell_params_default(o.nx, o.ny, o.nz, &p);
     if (st == PKRYLOV_SUCCESS) {
@@ -1030,7 +1607,12 @@ static int run(int argc, char **argv) {
       warn_if_not_symmetric(&o, n, rp, ci, v);
     free(rp), free(ci), free(v);
   }
-  n_global = dist ? (int64_t)o.nx * o.ny * o.nz : n;
+  n_global = dist ? (int64_t)o.nx * o.ny * o.nz : o.grid ? (int64_t)T.nf * T.fx * T.fy * T.nz : n;
+  if (o.grid) {
+    nnz = global_nnz(&T, gc.mask);
+    if (!o.save_system || g_rank != 0)
+      global_coeffs_free(&gc); /* only rank 0's --save-system needs them */
+  }
   if (dcsr) {
     int64_t nn[2] = {0, nnz};
     pkrylov_operator_get_row_block(A, &nn[0], NULL, NULL);
@@ -1065,12 +1647,15 @@ static int run(int argc, char **argv) {
       goto done;
     }
     b = calloc((size_t)n, sizeof(double));
-    if (!b || (st = pkrylov_operator_scatter(A, 0, bg, b)) != PKRYLOV_SUCCESS) {
+    if (!all_ok(b != NULL)) {
+      usage_error("out of memory for vectors of n = %lld", (long long)n);
       free(bg);
-      lib_error(ctx, b ? st : PKRYLOV_ERR_OUT_OF_MEMORY, "cannot distribute '--rhs'");
       goto done;
     }
+    ok = global_order(ctx, A, tg, n, b, bg, 1, "cannot distribute '--rhs'") == 0;
     free(bg);
+    if (!ok)
+      goto done;
   } else if (o.rhs) {
     if (read_vector(ctx, "--rhs", o.rhs, n, &b)) goto done;
   } else {
@@ -1094,12 +1679,10 @@ static int run(int argc, char **argv) {
       free(xg);
       goto done;
     }
-    st = pkrylov_operator_scatter(A, 0, xg, x);
+    ok = global_order(ctx, A, tg, n, x, xg, 1, "cannot distribute '--x0'") == 0;
     free(xg);
-    if (st != PKRYLOV_SUCCESS) {
-      lib_error(ctx, st, "cannot distribute '--x0'");
+    if (!ok)
       goto done;
-    }
   } else if (o.x0) {
     double *x0 = NULL;
     if (read_vector(ctx, "--x0", o.x0, n, &x0)) goto done;
@@ -1109,17 +1692,24 @@ static int run(int argc, char **argv) {
 
   if (o.save_system && gdist) {
     /* the global system: rank 0 builds the global operator on a context of its own, b is gathered */
-    if ((st = pkrylov_operator_gather(A, 0, b, gbuf)) != PKRYLOV_SUCCESS) {
-      lib_error(ctx, st, "'--save-system': cannot gather b");
+    if (global_order(ctx, A, tg, n, b, gbuf, 0, "'--save-system': cannot gather b"))
       goto done;
-    }
     int ok = 1;
     if (g_rank == 0) {
       size_t plen = strlen(o.save_system) + 8;
       char *path = malloc(plen);
       pkrylov_thinshell_params p;
       ok = path != NULL;
-      if (ok) {
+      if (ok && o.grid) { /* the grid's matrix in the global order (write_grid_matrix), then b */
+        snprintf(path, plen, "%s_A.mtx", o.save_system);
+        ok = write_grid_matrix(&T, &gc, path) == 0;
+        snprintf(path, plen, "%s_b.mtx", o.save_system);
+        if (ok && (st = pkrylov_mtx_write_vector(NULL, path, n_global, gbuf)) != PKRYLOV_SUCCESS) {
+          snprintf(what, sizeof what, "'--save-system %s': cannot write '%s'", o.save_system, path);
+          lib_error(NULL, st, what);
+          ok = 0;
+        }
+      } else if (ok) {
         snprintf(path, plen, "%s_A.mtx", o.save_system);
         st = ctx1 ? PKRYLOV_SUCCESS : pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx1);
         if (!st && !Ag) st = pkrylov_thinshell_params_default(o.nx, o.ny, o.nz, &p);
@@ -1168,7 +1758,9 @@ static int run(int argc, char **argv) {
   int32_t levels = o.levels, layout = o.layout;
   if (o.problem && !o.set_layout) layout = PKRYLOV_LAYOUT_AUTO;
   if (o.precond != PKRYLOV_PRECOND_COLUMN) levels = 0, layout = PKRYLOV_LAYOUT_AUTO;
-  if ((st = pkrylov_precond_create(ctx, A, o.precond, levels, layout, &M)) != PKRYLOV_SUCCESS) {
+  st = o.precond == PKRYLOV_PRECOND_AINV ? pkrylov_precond_create_ainv(ctx, A, AINV_OFFDIAG, &M)
+                                         : pkrylov_precond_create(ctx, A, o.precond, levels, layout, &M);
+  if (st != PKRYLOV_SUCCESS) {
     if (o.precond == PKRYLOV_PRECOND_COLUMN && o.levels > 0)
       snprintf(what, sizeof what, "cannot build '--precond column' with '--levels %d --layout %s'",
                (int)o.levels, enum_name(o.layout));
@@ -1281,10 +1873,10 @@ static int run(int argc, char **argv) {
 
   rc = res.converged ? EXIT_CONVERGED : EXIT_NOT_CONVERGED;
   if (o.out && gdist) { /* the global solution in the global order, written by rank 0 */
-    if ((st = pkrylov_operator_gather(A, 0, x, gbuf)) != PKRYLOV_SUCCESS) {
-      lib_error(ctx, st, "'--out': cannot gather x");
+    if (global_order(ctx, A, tg, n, x, gbuf, 0, "'--out': cannot gather x")) {
       rc = EXIT_USAGE;
-    } else if (g_rank == 0 && (st = pkrylov_mtx_write_vector(ctx, o.out, n_global, gbuf)) != PKRYLOV_SUCCESS) {
+    } else if (g_rank == 0 &&
+               (st = pkrylov_mtx_write_vector(ctx, o.out, n_global, gbuf)) != PKRYLOV_SUCCESS) {
       snprintf(what, sizeof what, "cannot write '--out %s'", o.out);
       lib_error(ctx, st, what);
       rc = EXIT_USAGE;
@@ -1302,11 +1894,19 @@ static int run(int argc, char **argv) {
 
   double per_it = res.iterations > 0 ? solve_time / res.iterations : NAN;
   if (rep) {
-    if (o.problem)
-      fprintf(rep, "problem       thinshell %d x %d x %d (%s)\n", (int)o.nx, (int)o.ny, (int)o.nz,
-              enum_name(o.geometry));
+    if (o.kind == PROB_THINSHELL)
+      fprintf(rep, "problem       thinshell %d x %d x %d (%s, periodic %s)\n", (int)o.nx, (int)o.ny,
+              (int)o.nz, enum_name(o.geometry), enum_name(o.periodic));
+    else if (o.kind == PROB_BAROTROPIC)
+      fprintf(rep, "problem       barotropic %d x %d (periodic %s)\n", (int)o.nx, (int)o.ny,
+              enum_name(o.periodic));
+    else if (o.kind == PROB_CUBE)
+      fprintf(rep, "problem       cubesphere: 6 faces of %d x %d x %d\n", (int)o.nx, (int)o.ny, (int)o.nz);
     else
       fprintf(rep, "matrix        %s\n", o.matrix);
+    if (o.grid)
+      fprintf(rep, "grid          %d x %d tiles of %d x %d columns%s, %d in all, halo 1\n", (int)T.ntx,
+              (int)T.nty, (int)T.snx, (int)T.sny, T.nf == 6 ? " on each face" : "", (int)T.ntiles);
     fprintf(rep, "solver        %s\n", enum_name(o.solver));
     if (o.precond == PKRYLOV_PRECOND_COLUMN)
       fprintf(rep, "precond       column (levels %d, layout %s)\n", (int)levels, enum_name(layout));
@@ -1317,6 +1917,12 @@ static int run(int argc, char **argv) {
     fprintf(rep, "n             %lld\n", (long long)n_global);
     if (dcsr)
       fprintf(rep, "ranks         %d (blocks of rows)\n", g_size);
+    else if (o.grid && T.blocks)
+      fprintf(rep, "ranks         %d (%d x %d blocks of %d x %d tiles)\n", g_size, (int)T.px, (int)T.py,
+              (int)T.bx, (int)T.by);
+    else if (o.grid)
+      fprintf(rep, "ranks         %d (contiguous runs of %d to %d tiles in tile order)\n", g_size,
+              (int)(T.ntiles / g_size), (int)((T.ntiles + g_size - 1) / g_size));
     else if (g_size > 1 || dist)
       fprintf(rep, "ranks         %d (decomposition %d x %d)\n", g_size, (int)px, (int)py);
     if (o.reproducible) fprintf(rep, "reproducible  yes (exact global sums)\n");
@@ -1346,9 +1952,23 @@ static int run(int argc, char **argv) {
     printf("\"threads\":%d,", (int)threads);
     if (o.problem) {
       char prob[96];
-      snprintf(prob, sizeof prob, "thinshell:%d,%d,%d", (int)o.nx, (int)o.ny, (int)o.nz);
+      if (o.kind == PROB_THINSHELL)
+        snprintf(prob, sizeof prob, "thinshell:%d,%d,%d", (int)o.nx, (int)o.ny, (int)o.nz);
+      else if (o.kind == PROB_BAROTROPIC)
+        snprintf(prob, sizeof prob, "barotropic:%d,%d", (int)o.nx, (int)o.ny);
+      else
+        snprintf(prob, sizeof prob, "cubesphere:%d,%d", (int)o.nx, (int)o.nz);
       json_string(stdout, "problem", prob, 1);
-      json_string(stdout, "geometry", enum_name(o.geometry), 1);
+      if (o.kind != PROB_BAROTROPIC)
+        json_string(stdout, "geometry", enum_name(o.geometry), 1);
+      if (o.kind == PROB_CUBE)
+        printf("\"periodic\":null,");
+      else
+        json_string(stdout, "periodic", enum_name(o.periodic), 1);
+      printf("\"grid\":%s,", o.grid ? "true" : "false");
+      if (o.grid)
+        printf("\"tiles\":[%d,%d],\"tile_size\":[%d,%d],\"ntiles\":%d,\"tile_layout\":\"%s\",", (int)T.ntx,
+               (int)T.nty, (int)T.snx, (int)T.sny, (int)T.ntiles, T.blocks ? "blocks" : "runs");
     } else {
       json_string(stdout, "matrix", o.matrix, 1);
     }
@@ -1391,6 +2011,9 @@ done:
   pkrylov_solver_destroy(&s);
   pkrylov_precond_destroy(&M);
   pkrylov_operator_destroy(&A);
+  pkrylov_grid_destroy(&grid);
+  global_coeffs_free(&gc);
+  free(mytiles);
   pkrylov_context_destroy(&ctx);
   free(y);
   free(x);
