@@ -37,7 +37,7 @@ contains
     nPx = merge(2, nRanks, nRanks == 4)
     nPy = nRanks / nPx
     if (nPx * nPy /= nRanks .or. mod(NX, nSx * nPx) /= 0 .or. mod(NY, nSy * nPy) /= 0) &
-      error stop 'mitgcm_tiles: run on 1, 2 or 4 ranks'
+      error stop 'mitgcm_tiled: run on 1, 2 or 4 ranks'
     sNx = NX / (nSx * nPx)
     sNy = NY / (nSy * nPy)
     myPx = mod(myRank, nPx)
@@ -444,7 +444,7 @@ contains
   end subroutine cg3d
 end module solvers
 
-program mitgcm_tiles
+program mitgcm_tiled
   use size_h
   use eesupp
   use grid_h
@@ -614,4 +614,4 @@ contains
     write(u, '(es25.17)') g3
     close(u)
   end subroutine write_result
-end program mitgcm_tiles
+end program mitgcm_tiled
