@@ -185,6 +185,20 @@ PK_TEST_CASE(bad_input_every_rank) {
     EXPECT_ALL(ctx, pkrylov_grid_create(ctx, 3, 3, 1, 1, ntiles, conn, rank == size - 1 ? 0 : nl, tiles, &g),
                PKRYLOV_ERR_TOPOLOGY);
   }
+  /* tiles that differ in Nr: the levels differ on one rank */
+  {
+    PK_REQUIRE_OK(ctx, pkrylov_grid_create(ctx, 3, 3, 1, 1, ntiles, conn, nl, tiles, &g));
+    const int64_t hn3 = 5 * 5 * nl * 3;
+    double *a3 = malloc(sizeof(double) * (size_t)hn3), *c3 = malloc(sizeof(double) * (size_t)hn3);
+    for (int64_t i = 0; i < hn3; i++) a3[i] = 1.0, c3[i] = -7.0;
+    pkrylov_operator A3 = NULL;
+    EXPECT_ALL(ctx,
+               pkrylov_operator_create_grid_stencil(g, rank == size - 1 && size > 1 ? 2 : 3, a3, a3, a3, c3, NULL, &A3),
+               size > 1 ? PKRYLOV_ERR_SIZE_MISMATCH : PKRYLOV_SUCCESS);
+    pkrylov_operator_destroy(&A3);
+    free(a3), free(c3);
+    pkrylov_grid_destroy(&g);
+  }
   /* a non-finite coefficient on one rank only */
   PK_REQUIRE_OK(ctx, pkrylov_grid_create(ctx, 3, 3, 1, 1, ntiles, conn, nl, tiles, &g));
   const int64_t hn = 5 * 5 * nl;

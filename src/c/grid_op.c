@@ -236,6 +236,15 @@ int pkrylov_operator_create_grid_stencil(pkrylov_grid g, int32_t nz, const doubl
   else if (g->ncol > (INT64_MAX / 64) / nz)
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_SIZE, func, "argument 'nz' = %d: too many cells", nz);
   PK_CALL(pk_mpi_agree(ctx, e));
+  { /* every rank the same number of levels (a tile's columns couple across ranks) */
+    int64_t mn = nz, mx = nz;
+    PK_CALL(pk_mpi_allreduce_i64(ctx, &mn, 1, 1));
+    PK_CALL(pk_mpi_allreduce_i64(ctx, &mx, 1, 2));
+    if (mn != mx)
+      return pk_error(ctx, PKRYLOV_ERR_SIZE_MISMATCH, func,
+                      "argument 'nz' = %d here, between %lld and %lld on the ranks: every rank must give the same",
+                      nz, (long long)mn, (long long)mx);
+  }
   const int64_t ncol = g->ncol, n = ncol * nz;
   struct pkrylov_operator_s *B = calloc(1, sizeof *B);
   if (B) {
