@@ -47,7 +47,7 @@ typedef struct {
   const char *problem;     /* --problem text, as given */
   int32_t kind;            /* PROB_*: which model problem */
   int32_t nx, ny, nz;      /* parsed --problem grid (the cube: nx = ny = N columns per face edge) */
-  int32_t tx, ty;          /* --tiles TX,TY (0 = not given) */
+  int32_t tx, ty;          /* --tiles TX,TY: tiles per rank (the cube: per face); 0 = not given */
   int32_t periodic;        /* --periodic: PKRYLOV_PERIODIC_*; set_periodic says whether it was given */
   int set_periodic;
   int grid;                /* 1: the problem is solved on a pkrylov grid (tiles_of_rank, build_grid) */
@@ -99,13 +99,14 @@ static void print_help(FILE *f) {
           "  --geometry gnomonic|uniform   thin-shell horizontal geometry (default gnomonic)\n"
           "\n"
           "tiled grids (the models' decomposition: pkrylov_grid_create; barotropic and cubesphere always):\n"
-          "  --tiles TX,TY              cut the problem into TX x TY tiles of equal size (NX, NY\n"
-          "                             multiples of TX, TY): of the whole rectangle for thinshell and\n"
-          "                             barotropic, of each face for cubesphere (TX = TY); default:\n"
-          "                             cubesphere one tile per face, the others one tile per rank. Under\n"
-          "                             mpirun the ranks get blocks of tiles (as MITgcm's nSx x nSy) when\n"
-          "                             the tile counts divide, else contiguous runs in tile order; every\n"
-          "                             rank needs at least one tile\n"
+          "  --tiles TX,TY              tiles per rank (MITgcm's nSx x nSy) of thinshell and barotropic:\n"
+          "                             the P ranks form a px x py process grid (the most square one whose\n"
+          "                             blocks divide: NX a multiple of px TX, NY of py TY), each rank a\n"
+          "                             block of TX x TY tiles, so (px TX) x (py TY) equal tiles in all;\n"
+          "                             default 1,1 (one tile per rank). cubesphere: TX = TY = T cuts each\n"
+          "                             FACE into T x T tiles (default 1: one tile per face), the ranks get\n"
+          "                             contiguous runs of tiles in tile order (whole faces on 1, 2, 3 or 6\n"
+          "                             ranks); every rank needs at least one tile\n"
           "  --periodic none|x|y|xy     periodic directions of thinshell and barotropic (default:\n"
           "                             barotropic x, thinshell none); on thinshell it puts the problem on\n"
           "                             a grid\n"
@@ -285,8 +286,8 @@ static int check_grid_options(options *o) {
   }
   if (o->px > 0 && o->grid) {
     if (o->tx > 0)
-      usage_error("options '--tiles' and '--decomp' exclude each other (the tiles are spread over the ranks "
-                  "by themselves)");
+      usage_error("options '--tiles' and '--decomp' exclude each other ('--tiles' gives the tiles per rank; "
+                  "the grid arranges the ranks itself)");
     else if (o->kind != PROB_THINSHELL)
       usage_error("option '--decomp' applies to thinshell only: '--problem %s' is cut with '--tiles'",
                   o->problem);
@@ -308,11 +309,11 @@ static int check_grid_options(options *o) {
                 (int)o->tx, (int)o->ty, o->problem);
     return 1;
   }
-  if (o->tx > 0 && (o->nx % o->tx || o->ny % o->ty)) {
+  if (o->tx > 0 && o->kind == PROB_CUBE && o->nx % o->tx) { /* rectangles: make_tiling(), with the ranks */
     usage_error(
-        "option '--tiles %d,%d' does not cut the %d x %d columns%s of '--problem %s' into equal tiles "
-        "(the columns must be multiples of TX and TY)",
-        (int)o->tx, (int)o->ty, (int)o->nx, (int)o->ny, o->kind == PROB_CUBE ? " of a face" : "", o->problem);
+        "option '--tiles %d,%d' does not cut the %d x %d columns of a face of '--problem %s' into equal "
+        "tiles (N must be a multiple of T)",
+        (int)o->tx, (int)o->ty, (int)o->nx, (int)o->ny, o->problem);
     return 1;
   }
   if ((periodic_x(o->periodic) && o->nx < 3) || (periodic_y(o->periodic) && o->ny < 3)) {
@@ -831,16 +832,16 @@ static void auto_decomp(int size, int32_t nx, int32_t ny, int32_t *px, int32_t *
 /**
  * A problem on a pkrylov grid: nf faces (1: a rectangle, 6: the cube sphere) of fx x fy columns and nz
  * levels, each face cut into ntx x nty tiles of snx x sny columns, numbered as pkrylov_grid_connect_rect()
- * and pkrylov_grid_connect_cubesphere() number them (tile (tx, ty) of face f: f ntx nty + tx + ntx ty). The
- * ranks own blocks of bx x by tiles (rank r the block (r mod px, r / px), as MITgcm's nSx x nSy) when the
- * counts divide, otherwise contiguous runs in tile order (balanced: the first ntiles mod size ranks one
- * more).
+ * and pkrylov_grid_connect_cubesphere() number them (tile (tx, ty) of face f: f ntx nty + tx + ntx ty). A
+ * rectangle: the ranks form a px x py process grid, rank r the block (r mod px, r / px) of bx x by tiles
+ * (--tiles, MITgcm's nSx x nSy), so ntx = px bx, nty = py by. The cube: contiguous runs in tile order
+ * (balanced: the first ntiles mod size ranks one more).
  */
 typedef struct {
   int32_t nf, fx, fy, nz;
   int32_t ntx, nty, snx, sny, ntiles;
   int32_t periodic; /* PKRYLOV_PERIODIC_* (the rectangle) */
-  int blocks;       /* 1: blocks of tiles; 0: contiguous runs */
+  int blocks;       /* 1: blocks of tiles (rectangles); 0: contiguous runs (the cube) */
   int32_t px, py, bx, by;
   int size; /* ranks */
 } tiling;
@@ -875,41 +876,53 @@ static int64_t global_index(const tiling *T, const int32_t *tiles, int32_t nt, i
 }
 
 /**
- * The tiling of the problem of o on `size` ranks: --tiles, or by default one tile per face (cubesphere) or
- * one tile per rank (the most square equal tiles); the blocks of tiles per rank, else contiguous runs.
- * Returns 0, or 1 after a message naming the option (the same on every rank).
+ * The tiling of the problem of o on `size` ranks. A rectangle: px x py ranks, the most square process grid
+ * (square_split()) whose blocks of TX x TY tiles (--tiles, default 1 x 1) cut NX x NY into equal tiles, each
+ * rank one block. The cube: each face cut into T x T tiles (--tiles T,T, default one tile per face), the
+ * ranks contiguous runs. Returns 0, or 1 after a message naming the option (the same on every rank).
  */
 static int make_tiling(const options *o, int size, tiling *T) {
   memset(T, 0, sizeof *T);
   T->nf = o->kind == PROB_CUBE ? 6 : 1;
   T->fx = o->nx, T->fy = o->ny, T->nz = o->nz, T->periodic = o->periodic, T->size = size;
-  int32_t tx = o->tx, ty = o->ty;
-  if (tx == 0 && o->kind == PROB_CUBE) {
-    tx = ty = 1;
-  } else if (tx == 0 && square_split(size, o->nx, o->ny, 1, 1, &tx, &ty)) {
-    usage_error("'--problem %s' cannot be cut into one tile per rank (%d ranks, tiles of equal size): give "
-                "'--tiles TX,TY'",
-                o->problem, size);
+  const int32_t tx = o->tx > 0 ? o->tx : 1, ty = o->tx > 0 ? o->ty : 1;
+  if (o->kind == PROB_CUBE) {
+    T->ntx = tx, T->nty = ty, T->snx = o->nx / tx, T->sny = o->ny / ty, T->ntiles = 6 * tx * ty;
+    if (T->ntiles < size) {
+      if (o->tx > 0)
+        usage_error(
+            "'--tiles %d,%d' cuts each face into %d tiles, %d on the six faces, but there are %d ranks: "
+            "every rank needs at least one tile",
+            (int)tx, (int)ty, (int)(tx * ty), (int)T->ntiles, size);
+      else
+        usage_error("'--problem %s' has %d tiles (one per face) but there are %d ranks: every rank needs at "
+                    "least one tile (give more with '--tiles T,T', T x T tiles per face)",
+                    o->problem, (int)T->ntiles, size);
+      return 1;
+    }
+    T->blocks = 0, T->px = size, T->py = 1;
+    return 0;
+  }
+  if (square_split(size, o->nx, o->ny, tx, ty, &T->px, &T->py)) {
+    char tried[256] = "";
+    size_t len = 0;
+    for (int a = 1; a <= size && len < sizeof tried - 32; a++)
+      if (size % a == 0)
+        len += (size_t)snprintf(tried + len, sizeof tried - len, "%s%d x %d", len ? ", " : "", a, size / a);
+    char what[96];
+    if (o->tx > 0)
+      snprintf(what, sizeof what, "'--tiles %d,%d' (tiles per rank)", (int)tx, (int)ty);
+    else
+      snprintf(what, sizeof what, "one tile per rank (the default of '--tiles TX,TY')");
+    usage_error("%s on %d rank%s does not cut the %d x %d columns of '--problem %s' into equal tiles: no "
+                "process grid px x py of %d rank%s has NX = %d a multiple of px TX = %d px and NY = %d a "
+                "multiple of py TY = %d py (tried %s)",
+                what, size, size > 1 ? "s" : "", (int)o->nx, (int)o->ny, o->problem, size,
+                size > 1 ? "s" : "", (int)o->nx, (int)tx, (int)o->ny, (int)ty, tried);
     return 1;
   }
-  T->ntx = tx, T->nty = ty, T->snx = o->nx / tx, T->sny = o->ny / ty, T->ntiles = T->nf * tx * ty;
-  if (T->ntiles < size && o->tx > 0) {
-    usage_error("'--tiles %d,%d' makes %d tiles%s but there are %d ranks: every rank needs at least one tile",
-                (int)tx, (int)ty, (int)T->ntiles, T->nf == 6 ? " (on the six faces)" : "", size);
-    return 1;
-  }
-  if (T->ntiles < size) { /* the cube's default */
-    usage_error(
-        "'--problem %s' has %d tiles (one per face) but there are %d ranks: every rank needs at least one "
-        "tile (give more with '--tiles TX,TY')",
-        o->problem, (int)T->ntiles, size);
-    return 1;
-  }
-  T->blocks = T->nf == 1 && !square_split(size, T->fx, T->fy, T->snx, T->sny, &T->px, &T->py);
-  if (T->blocks)
-    T->bx = T->ntx / T->px, T->by = T->nty / T->py;
-  else
-    T->px = size, T->py = 1;
+  T->blocks = 1, T->bx = tx, T->by = ty, T->ntx = T->px * tx, T->nty = T->py * ty;
+  T->snx = o->nx / T->ntx, T->sny = o->ny / T->nty, T->ntiles = T->ntx * T->nty;
   return 0;
 }
 
@@ -1561,8 +1574,8 @@ static int run(int argc, char **argv) {
     }
     tiles_of_rank(&T, g_rank, mytiles, &nmytiles);
     if ((st = build_grid(ctx, &T, &gc, mytiles, nmytiles, 1, &grid, &A)) != PKRYLOV_SUCCESS) {
-      snprintf(what, sizeof what, "cannot build '--problem %s' on '--tiles %d,%d'", o.problem, (int)T.ntx,
-               (int)T.nty);
+      snprintf(what, sizeof what, "cannot build '--problem %s' on %d x %d tiles%s ('--tiles')", o.problem,
+               (int)T.ntx, (int)T.nty, T.nf == 6 ? " per face" : "");
       lib_error(ctx, st, what);
       goto done;
     }
@@ -1918,8 +1931,8 @@ static int run(int argc, char **argv) {
     if (dcsr)
       fprintf(rep, "ranks         %d (blocks of rows)\n", g_size);
     else if (o.grid && T.blocks)
-      fprintf(rep, "ranks         %d (%d x %d blocks of %d x %d tiles)\n", g_size, (int)T.px, (int)T.py,
-              (int)T.bx, (int)T.by);
+      fprintf(rep, "ranks         %d (%d x %d, each a block of %d x %d tiles)\n", g_size, (int)T.px,
+              (int)T.py, (int)T.bx, (int)T.by);
     else if (o.grid)
       fprintf(rep, "ranks         %d (contiguous runs of %d to %d tiles in tile order)\n", g_size,
               (int)(T.ntiles / g_size), (int)((T.ntiles + g_size - 1) / g_size));
@@ -1966,9 +1979,15 @@ static int run(int argc, char **argv) {
       else
         json_string(stdout, "periodic", enum_name(o.periodic), 1);
       printf("\"grid\":%s,", o.grid ? "true" : "false");
+      if (o.grid && T.blocks)
+        printf("\"tiles_per_rank\":[%d,%d],", (int)T.bx, (int)T.by);
+      else if (o.grid)
+        printf("\"tiles_per_rank\":null,");
       if (o.grid)
-        printf("\"tiles\":[%d,%d],\"tile_size\":[%d,%d],\"ntiles\":%d,\"tile_layout\":\"%s\",", (int)T.ntx,
-               (int)T.nty, (int)T.snx, (int)T.sny, (int)T.ntiles, T.blocks ? "blocks" : "runs");
+        printf("\"tile_grid\":[%d,%d],\"tile_size\":[%d,%d],\"ntiles\":%d,\"ntiles_per_rank\":[%d,%d],"
+               "\"tile_layout\":\"%s\",",
+               (int)T.ntx, (int)T.nty, (int)T.snx, (int)T.sny, (int)T.ntiles, (int)(T.ntiles / g_size),
+               (int)((T.ntiles + g_size - 1) / g_size), T.blocks ? "blocks" : "runs");
     } else {
       json_string(stdout, "matrix", o.matrix, 1);
     }

@@ -1330,9 +1330,14 @@ PK_TEST_CASE(barotropic_tiles_periodic) {
       PK_EXPECT(json_str_is(r.js, "precond", "ainv") && json_str_is(r.js, "periodic", pers[per]) &&
                     json_str_is(r.js, "problem", "barotropic:24,12"),
                 "'%s': %s", args, r.js);
-      const char *want = t == 0   ? "\"tiles\":[1,1],\"tile_size\":[24,12],\"ntiles\":1"
-                         : t == 1 ? "\"tiles\":[3,2],\"tile_size\":[8,6],\"ntiles\":6"
-                                  : "\"tiles\":[4,4],\"tile_size\":[6,3],\"ntiles\":16";
+      /* one rank: --tiles TX,TY per rank are TX x TY tiles in all */
+      const char *want =
+          t == 0   ? "\"tiles_per_rank\":[1,1],\"tile_grid\":[1,1],\"tile_size\":[24,12],\"ntiles\":1,"
+                     "\"ntiles_per_rank\":[1,1],\"tile_layout\":\"blocks\""
+          : t == 1 ? "\"tiles_per_rank\":[3,2],\"tile_grid\":[3,2],\"tile_size\":[8,6],\"ntiles\":6,"
+                     "\"ntiles_per_rank\":[6,6],\"tile_layout\":\"blocks\""
+                   : "\"tiles_per_rank\":[4,4],\"tile_grid\":[4,4],\"tile_size\":[6,3],\"ntiles\":16,"
+                     "\"ntiles_per_rank\":[16,16],\"tile_layout\":\"blocks\"";
       PK_EXPECT(strstr(r.js, want) != NULL, "'%s': no %s in %s", args, want, r.js);
       /* the solution of b = A * ones is 1 at the wet cells (a well-conditioned 2-D problem) */
       double err = 0;
@@ -1436,9 +1441,14 @@ PK_TEST_CASE(cubesphere_tiles) {
     snprintf(args, sizeof args, "--problem cubesphere:6,3 %s", tilings[t]);
     grid_solve("cube", args, &r);
     check_grid_run(&r, &G, 1e-8, args);
-    const char *want = t == 0   ? "\"tiles\":[1,1],\"tile_size\":[6,6],\"ntiles\":6"
-                       : t == 1 ? "\"tiles\":[2,2],\"tile_size\":[3,3],\"ntiles\":24"
-                                : "\"tiles\":[3,3],\"tile_size\":[2,2],\"ntiles\":54";
+    /* the cube: --tiles T,T cuts each face; the tiles are no block per rank (runs) */
+    const char *want =
+        t == 0   ? "\"tiles_per_rank\":null,\"tile_grid\":[1,1],\"tile_size\":[6,6],\"ntiles\":6,"
+                   "\"ntiles_per_rank\":[6,6],\"tile_layout\":\"runs\""
+        : t == 1 ? "\"tiles_per_rank\":null,\"tile_grid\":[2,2],\"tile_size\":[3,3],\"ntiles\":24,"
+                   "\"ntiles_per_rank\":[24,24],\"tile_layout\":\"runs\""
+                 : "\"tiles_per_rank\":null,\"tile_grid\":[3,3],\"tile_size\":[2,2],\"ntiles\":54,"
+                   "\"ntiles_per_rank\":[54,54],\"tile_layout\":\"runs\"";
     PK_EXPECT(strstr(r.js, want) && json_str_is(r.js, "problem", "cubesphere:6,3") &&
                   json_str_is(r.js, "precond", "column") && strstr(r.js, "\"periodic\":null"),
               "'%s': %s", args, r.js);
@@ -1482,7 +1492,8 @@ PK_TEST_CASE(thinshell_tiles_periodic) {
   check_grid_run(&r, &G, 1e-8, "thinshell --tiles 3,2");
   PK_EXPECT(same_file(plain, r.apath),
             "thinshell --tiles 3,2: the saved matrix differs from the thin shell's");
-  PK_EXPECT(json_str_is(r.js, "periodic", "none") && strstr(r.js, "\"tiles\":[3,2],\"tile_size\":[3,4]"),
+  PK_EXPECT(json_str_is(r.js, "periodic", "none") &&
+                strstr(r.js, "\"tiles_per_rank\":[3,2],\"tile_grid\":[3,2],\"tile_size\":[3,4]"),
             "%s", r.js);
   grid_run_free(&r);
   pkt_global_free(&G);
@@ -1495,7 +1506,8 @@ PK_TEST_CASE(thinshell_tiles_periodic) {
       grid_solve("ts_periodic", args, &r);
       check_grid_run(&r, &G, 1e-8, args);
       PK_EXPECT(json_str_is(r.js, "periodic", pers[per - 1]) &&
-                    strstr(r.js, t ? "\"tiles\":[3,4]" : "\"tiles\":[1,1]"),
+                    strstr(r.js, t ? "\"tiles_per_rank\":[3,4],\"tile_grid\":[3,4]"
+                                   : "\"tiles_per_rank\":[1,1],\"tile_grid\":[1,1]"),
                 "'%s': %s", args, r.js);
       grid_run_free(&r);
     }
@@ -1594,6 +1606,10 @@ PK_TEST_CASE(usage_grid) {
   expect_usage("ug_t2", "--problem thinshell:8,8,4 --tiles 0,2 --json", "--tiles", "0,2");
   expect_usage("ug_t3", "--problem thinshell:8,8,4 --tiles=-1,2 --json", "--tiles", NULL);
   expect_usage("ug_t4", "--problem thinshell:8,8,4 --tiles 3,2 --json", "--tiles 3,2", "equal tiles");
+  expect_usage("ug_t4b", "--problem barotropic:24,12 --tiles 5,2 --json", "'--tiles 5,2' (tiles per rank)",
+               "NX = 24 a multiple of px TX = 5 px");
+  expect_usage("ug_t4c", "--problem thinshell:12,10,2 --tiles 2,4 --json", "'--tiles 2,4' (tiles per rank)",
+               "NY = 10 a multiple of py TY = 4 py (tried 1 x 1)");
   expect_usage("ug_t5", "--problem cubesphere:8,4 --tiles 2,1 --json", "--tiles 2,1", "TX = TY");
   expect_usage("ug_t6", "--problem cubesphere:8,4 --tiles 3,3 --json", "--tiles 3,3", "equal tiles");
   expect_usage("ug_t7", "--problem thinshell:8,8,4 --tiles 2,2 --decomp 1,1 --json", "--tiles", "--decomp");
@@ -1626,12 +1642,15 @@ PK_TEST_CASE(grid_help_text) {
                                       "--periodic none|x|y|xy",
                                       "ainv",
                                       "contiguous runs",
+                                      "tiles per rank (MITgcm's nSx x nSy)",
+                                      "FACE into T x T tiles",
                                       NULL};
   for (int i = 0; words[i]; i++)
     PK_EXPECT(rc == 0 && strstr(out, words[i]), "--help lacks '%s': %s", words[i], out);
   rc = solve("grid_text", "--problem barotropic:16,8 --tiles 2,2", out, err);
   PK_EXPECT(rc == 0 && strstr(out, "problem       barotropic 16 x 8 (periodic x)") &&
                 strstr(out, "grid          2 x 2 tiles of 8 x 4 columns") &&
+                strstr(out, "ranks         1 (1 x 1, each a block of 2 x 2 tiles)") &&
                 strstr(out, "precond       ainv"),
             "text report: exit %d: %s %s", rc, out, err);
   PK_TEST_END();

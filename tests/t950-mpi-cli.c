@@ -8,9 +8,10 @@
  * message from every rank, and the BiCGStab and GMRES families on distributed operators (the one-rank
  * iterations, no hang); the default thread count under mpirun (ranks not bound: the cores divided by the
  * ranks). The tiled grids
- *        (--tiles, --periodic, barotropic, cubesphere): the one-rank solution in the global order on 1 to 4
- *        ranks, bitwise the same --out with --reproducible for every tiling and rank count, the cube sphere
- * on 1, 2 and 3 ranks (6, 3 and 2 faces each), --save-system as on one rank, and a rank without a tile.
+ *        (--tiles, --periodic, barotropic, cubesphere): --tiles as tiles per rank, the one-rank solution in
+ *        the global order on 1 to 4 ranks, bitwise the same --out with --reproducible for every tiling and
+ *        rank count, the cube sphere on 1, 2 and 3 ranks (6, 3 and 2 faces each), --save-system as on one
+ *        rank, tiles per rank that no process grid divides, and a rank without a tile.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <sched.h>
@@ -118,7 +119,7 @@ PK_TEST_CASE(serial_reproducible_bitwise) {
 
 PK_TEST_CASE(serial_save_system_global) {
   /* the thin shell in blocks of columns (its file is also serial_bad_input_every_rank's matrix), and on the
-     grids: barotropic with 3 x 2 tiles, the cube sphere */
+     grids: barotropic with 3 x 2 tiles per rank (3 x 2 tiles on one rank, 3 x 6 on 1 x 3 ranks), the cube */
   static const struct {
     const char *args, *prefix, *header;
   } probs[3] = {{"--problem thinshell:9,7,5", "t950_sys", "315 315 "},
@@ -292,45 +293,62 @@ static double max_rel(int64_t n, const double *x, const double *y) {
   return m > 0 ? d / m : d;
 }
 
+/** "key":[A,B] of the JSON text js is [a,b]. */
+static int json_pair_is(const char *js, const char *key, int a, int b) {
+  char want[96];
+  snprintf(want, sizeof want, "\"%s\":[%d,%d]", key, a, b);
+  return js && strstr(js, want) != NULL;
+}
+
 /**
- * --tiles on several ranks: the solution (--out, the global order) and the iterations of one rank with one
- * tile, for the barotropic problem (4 x 4 tiles: blocks of 4 x 4, 2 x 4, runs of 5-6 tiles on 3 ranks, 2 x 2
- * blocks; rtol 1e-10, the same iterations) and the periodic thin shell (4 x 2 tiles; rtol 1e-9, near the thin
- * shell's rounding level, docs/model-problem.md: the iterations may differ by one with the order of the
- * sums).
+ * --tiles TX,TY are tiles per rank: on P ranks the most square px x py process grid whose blocks divide,
+ * (px TX) x (py TY) tiles in all. The solution (--out, the global order) and the iterations of one rank with
+ * one tile, for the barotropic problem (24 x 16: 4 x 4 on one rank; 2,4 on 2 ranks and 2,2 on 4 ranks, the
+ * same 4 x 4 tiles; 2,2 on 3 ranks, 6 x 2 tiles; rtol 1e-10, the same iterations) and the periodic thin
+ * shell (16 x 12: 4,2 on one rank; 2,2 on 2 ranks and 2,1 on 4, the same 4 x 2 tiles; 4,1 on 3 ranks, 1 x 3
+ * ranks as 3 x 1 does not divide; rtol 1e-9, near the thin shell's rounding level, docs/model-problem.md:
+ * the iterations may differ by one with the order of the sums); the JSON says the tiles per rank, the tile
+ * grid, the count per rank and the process grid.
  */
 PK_TEST_CASE(serial_grid_ranks_same_solution) {
-  static const char *const probs[2] = {"--problem barotropic:24,16 --tiles 4,4 --rtol 1e-10",
-                                       "--problem thinshell:16,12,6 --periodic x --tiles 4,2 --rtol 1e-9"};
-  static const char *const ones[2] = {"--problem barotropic:24,16 --tiles 1,1 --rtol 1e-10",
-                                      "--problem thinshell:16,12,6 --periodic x --tiles 1,1 --rtol 1e-9"};
-  static const char *const layouts[2][5] = {{"", "blocks", "blocks", "runs", "blocks"},
-                                            {"", "blocks", "blocks", "runs", "blocks"}};
+  static const struct {
+    const char *prob;
+    struct {
+      int tx, ty, px, py;
+    } r[5]; /* r[np]: --tiles and the process grid on np ranks (r[0]: the one-rank one-tile reference) */
+  } probs[2] = {{"--problem barotropic:24,16 --rtol 1e-10",
+                 {{1, 1, 1, 1}, {4, 4, 1, 1}, {2, 4, 2, 1}, {2, 2, 3, 1}, {2, 2, 2, 2}}},
+                {"--problem thinshell:16,12,6 --periodic x --rtol 1e-9",
+                 {{1, 1, 1, 1}, {4, 2, 1, 1}, {2, 2, 2, 1}, {4, 1, 1, 3}, {2, 1, 2, 2}}}};
   char cmd[2048], out[512], js[512];
   for (int pr = 0; pr < 2; pr++) {
     double *x1 = NULL;
     int64_t n1 = 0;
     int it1 = -1;
-    for (int np = 0; np <= 4; np++) { /* np 0: one rank, one tile (the reference) */
+    for (int np = 0; np <= 4; np++) {
+      const int tx = probs[pr].r[np].tx, ty = probs[pr].r[np].ty;
+      const int px = probs[pr].r[np].px, py = probs[pr].r[np].py;
       snprintf(out, sizeof out, "%s", pk_test_tmp_path("t950_g.mtx"));
       snprintf(js, sizeof js, "%s", pk_test_tmp_path("t950_g.json"));
-      snprintf(cmd, sizeof cmd, MPIRUN " %d %s %s --out %s --json --quiet > %s", np ? np : 1, PK_SOLVE_EXE,
-               np ? probs[pr] : ones[pr], out, js);
+      snprintf(cmd, sizeof cmd, MPIRUN " %d %s %s --tiles %d,%d --out %s --json --quiet > %s", np ? np : 1,
+               PK_SOLVE_EXE, probs[pr].prob, tx, ty, out, js);
       PK_EXPECT(pk_test_system(cmd) == 0, "%s", cmd);
       double *x;
       int64_t n;
       if (read_vec(out, &x, &n))
         return PK_FAIL;
       const int it = json_iterations(js);
+      char *s = slurp(js);
+      PK_EXPECT(json_pair_is(s, "tiles_per_rank", tx, ty) && json_pair_is(s, "tile_grid", px * tx, py * ty) &&
+                    json_pair_is(s, "ntiles_per_rank", tx * ty, tx * ty) &&
+                    json_pair_is(s, "decomp", px, py) && strstr(s, "\"tile_layout\":\"blocks\""),
+                "%s: expected %d,%d tiles per rank on %d x %d ranks: %s", cmd, tx, ty, px, py, s ? s : "");
+      free(s);
       if (np == 0) {
         x1 = x, n1 = n, it1 = it;
         PK_EXPECT(it1 > 0, "iterations %d", it1);
         continue;
       }
-      char *s = slurp(js), want[64];
-      snprintf(want, sizeof want, "\"tile_layout\":\"%s\"", layouts[pr][np]);
-      PK_EXPECT(s && strstr(s, want), "%s: no %s in %s", cmd, want, s ? s : "");
-      free(s);
       PK_EXPECT(n == n1, "n = %lld, one rank %lld", (long long)n, (long long)n1);
       PK_EXPECT(pr ? abs(it - it1) <= 1 : it == it1, "%s: %d iterations, one rank and one tile %d", cmd, it,
                 it1);
@@ -344,24 +362,33 @@ PK_TEST_CASE(serial_grid_ranks_same_solution) {
 }
 
 /**
- * --reproducible: the same --out to the byte for every tiling and rank count (barotropic: 1 x 1 tiles on one
- * rank, 2 x 2 on 2, 3 x 2 and 4 x 4 on 3 (blocks and runs), 4 x 4 on 4), and the cube sphere on 1, 2 and 3
- * ranks by default (6, 3 and 2 faces each) and with 2 x 2 tiles per face on 4 ranks; cg, pipecg, and srcg
- * with the recurrence stop rule, the minimum-residual iterate and 2 threads (--history the same too).
+ * --reproducible: the same --out to the byte for every tiling and rank count. Barotropic 24 x 12: one tile
+ * on one rank, --tiles 4,4 on one rank, 2,2 on 4 ranks (2 x 2 ranks: the same 4 x 4 tiles) and 1,4 on 4
+ * ranks (2 x 2 does not divide NY = 12 into 8 tiles: 4 x 1 ranks, again 4 x 4 tiles), 2,2 on 2 ranks (4 x 2
+ * tiles), 1,2 on 3 ranks (3 x 2 tiles) and the default on 3 (3 x 1); the cube sphere on 1, 2 and 3 ranks by
+ * default (6, 3 and 2 faces each) and with 2 x 2 tiles per face on 4 ranks (runs of 6 tiles); cg, pipecg,
+ * and srcg with the recurrence stop rule, the minimum-residual iterate and 2 threads (--history the same
+ * too). The JSON says each tiling.
  */
 PK_TEST_CASE(serial_grid_reproducible_bitwise) {
   static const struct {
     int np;
-    const char *args;
-  } runs[] = {{1, "--problem barotropic:24,12 --tiles 1,1"},
-              {2, "--problem barotropic:24,12 --tiles 2,2"},
-              {3, "--problem barotropic:24,12 --tiles 3,2"},
-              {3, "--problem barotropic:24,12 --tiles 4,4"},
-              {4, "--problem barotropic:24,12 --tiles 4,4"},
-              {1, "--problem cubesphere:8,4"},
-              {2, "--problem cubesphere:8,4"},
-              {3, "--problem cubesphere:8,4"},
-              {4, "--problem cubesphere:8,4 --tiles 2,2"}};
+    const char *args, *want; /* want: the JSON's tiling */
+  } runs[] = {{1, "--problem barotropic:24,12 --tiles 1,1", "\"tiles_per_rank\":[1,1],\"tile_grid\":[1,1]"},
+              {1, "--problem barotropic:24,12 --tiles 4,4", "\"tiles_per_rank\":[4,4],\"tile_grid\":[4,4]"},
+              {4, "--problem barotropic:24,12 --tiles 2,2", "\"tiles_per_rank\":[2,2],\"tile_grid\":[4,4]"},
+              {4, "--problem barotropic:24,12 --tiles 1,4", "\"tiles_per_rank\":[1,4],\"tile_grid\":[4,4]"},
+              {2, "--problem barotropic:24,12 --tiles 2,2", "\"tiles_per_rank\":[2,2],\"tile_grid\":[4,2]"},
+              {3, "--problem barotropic:24,12 --tiles 1,2", "\"tiles_per_rank\":[1,2],\"tile_grid\":[3,2]"},
+              {3, "--problem barotropic:24,12", "\"tiles_per_rank\":[1,1],\"tile_grid\":[3,1]"},
+              {1, "--problem cubesphere:8,4",
+               "\"tile_grid\":[1,1],\"tile_size\":[8,8],\"ntiles\":6,\"ntiles_per_rank\":[6,6]"},
+              {2, "--problem cubesphere:8,4",
+               "\"tile_grid\":[1,1],\"tile_size\":[8,8],\"ntiles\":6,\"ntiles_per_rank\":[3,3]"},
+              {3, "--problem cubesphere:8,4",
+               "\"tile_grid\":[1,1],\"tile_size\":[8,8],\"ntiles\":6,\"ntiles_per_rank\":[2,2]"},
+              {4, "--problem cubesphere:8,4 --tiles 2,2",
+               "\"tile_grid\":[2,2],\"tile_size\":[4,4],\"ntiles\":24,\"ntiles_per_rank\":[6,6]"}};
   const int nruns = (int)(sizeof runs / sizeof runs[0]);
   char cmd[2048], out[512], js[512], hist[512];
   static const char *const solvers[3] = {"cg", "pipecg", "srcg --stop recurrence --min-residual --threads 2"};
@@ -379,11 +406,9 @@ PK_TEST_CASE(serial_grid_reproducible_bitwise) {
       char *s = slurp(out), *j = slurp(js), *h = slurp(hist);
       if (!s || !h)
         return PK_FAIL;
-      if (cube && !strstr(runs[k].args, "--tiles")) { /* whole faces: 6 / np tiles of one face each */
-        char want[64];
-        snprintf(want, sizeof want, "\"ntiles\":6,\"tile_layout\":\"runs\"");
-        PK_EXPECT(j && strstr(j, want) && strstr(j, "\"tile_size\":[8,8]"), "%s: %s", cmd, j ? j : "");
-      }
+      PK_EXPECT(j && strstr(j, runs[k].want) &&
+                    strstr(j, cube ? "\"tiles_per_rank\":null" : "\"tile_layout\":\"blocks\""),
+                "%s: no %s in %s", cmd, runs[k].want, j ? j : "");
       free(j);
       if (!first[cube]) {
         first[cube] = s, first_h[cube] = h;
@@ -398,14 +423,18 @@ PK_TEST_CASE(serial_grid_reproducible_bitwise) {
   PK_TEST_END();
 }
 
-/** Tilings that leave a rank without a tile, or that cannot be cut one per rank: exit 2 on every rank. */
+/**
+ * --tiles per rank that no process grid divides (the numbers in the message), the default of one tile per
+ * rank that cannot be cut, and a cube with fewer tiles than ranks: exit 2 on every rank, naming --tiles.
+ */
 PK_TEST_CASE(serial_grid_bad_input_every_rank) {
-  expect_all_ranks_fail("4 %s --problem thinshell:8,8,4 --tiles 1,2", 4,
-                        "every rank needs at least one tile");
+  expect_all_ranks_fail("4 %s --problem thinshell:8,8,4 --tiles 3,1", 4,
+                        "'--tiles 3,1' (tiles per rank) on 4 ranks does not cut the 8 x 8 columns");
   expect_all_ranks_fail("3 %s --problem barotropic:8,8 --tiles 2,1 --periodic xy", 3,
-                        "every rank needs at least one tile");
+                        "NX = 8 a multiple of px TX = 2 px and NY = 8 a multiple of py TY = 1 py");
   expect_all_ranks_fail("2 %s --problem barotropic:31,17", 2, "--tiles TX,TY");
   expect_all_ranks_fail("2 %s --problem cubesphere:4,2 --tiles 2,2 --decomp 2,1", 2, "--decomp");
+  expect_all_ranks_fail("7 %s --problem cubesphere:4,2 --tiles 1,1", 7, "every rank needs at least one tile");
   PK_TEST_END();
 }
 
