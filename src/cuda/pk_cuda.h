@@ -129,6 +129,9 @@ typedef struct {
   const double *ghalo;
   const int64_t *grcols;
   const uint8_t *grmask;
+  /* 2-D grid stencils (nz = 1): 1 = launch at most PKC_GRID2D_BLOCKS blocks, each thread a few columns (set by
+     the CG driver on its views: fewer partial sums, folded scalar steps); 0 = a thread per column */
+  int32_t gcap;
 } pk_cuda_op;
 
 /** Device view of a preconditioner. */

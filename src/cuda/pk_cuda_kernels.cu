@@ -153,9 +153,11 @@ GridShape grid_shape(const pk_cuda_op *op) {
   const int nz = op->nz;
   GridShape g;
   g.bx = (ncols + PKC_BLOCK - 1) / PKC_BLOCK;
-  /* a 2-D grid stencil (one level): at most PKC_GRID2D_BLOCKS blocks, each thread a few columns (the block
-     sums then stay few enough for the folded scalar steps) */
-  if (op->gsny > 0 && nz == 1 && g.bx > PKC_GRID2D_BLOCKS) g.bx = PKC_GRID2D_BLOCKS;
+  /* a 2-D grid stencil (one level) in CG's loops (op->gcap): at most PKC_GRID2D_BLOCKS blocks, each thread a
+     few columns (the block sums then stay few enough for the folded scalar steps). H100, barotropic with the
+     approximate inverse, us per iteration: CG 99.1 -> 88.2 at 1024^2, 735 -> 605 at 4096 x 2048; pipelined
+     CG 91.7 -> 94.4 at 1024^2 (it keeps a thread per column) */
+  if (op->gsny > 0 && nz == 1 && op->gcap && g.bx > PKC_GRID2D_BLOCKS) g.bx = PKC_GRID2D_BLOCKS;
   if (g.bx < 1) g.bx = 1;
   static int env_kc = -1; /* PKRYLOV_CUDA_KC=n (0: unset) */
   if (env_kc < 0) {
@@ -1299,9 +1301,67 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
  * levels [k0, k0 + kc). Per cell the column stencil's expression (stencil_body), a neighbour across a tile
  * edge taken through gnb (a column of x, a wall, a halo slot) with its coupling from gedge (grid.c's
  * gst_line, bitwise): a west wall gives the i = 0 form, an east wall the i = nx-1 form, a south or north
- * wall a zero coupling times the cell's own value.
+ * wall a zero coupling times the cell's own value. gstencil_col: one column (col, levels k0 .. k1-1) into acc.
  */
 template <typename T, class Act>
+__device__ __forceinline__ void gstencil_col(const T *__restrict__ aW, const T *__restrict__ aS,
+                                             const T *__restrict__ aV, const T *__restrict__ aC, int nx, int nz,
+                                             int64_t ncols, int k0, int k1, const double *__restrict__ x,
+                                             Act &act, Acc<Act> &acc, const GHalo &g, int64_t col) {
+  int64_t jv, i, t, j; /* the column's row, position in it, tile and row in the tile */
+  if (ncols <= (int64_t)UINT32_MAX) { /* 32-bit divisions: a 2-D grid does one cell per column */
+    const uint32_t c32 = (uint32_t)col, jv32 = c32 / (uint32_t)nx, t32 = jv32 / (uint32_t)g.sny;
+    jv = jv32, i = c32 - jv32 * (uint32_t)nx, t = t32, j = jv32 - t32 * (uint32_t)g.sny;
+  } else {
+    jv = col / nx, i = col - jv * nx, t = jv / g.sny, j = jv - t * g.sny;
+  }
+  const int64_t base = t * 2 * ((int64_t)nx + g.sny);
+  /* the edge cells of this column (-1: not on that edge) and the cells across them */
+  const int64_t ew = i == 0 ? base + j : -1, ee = i == nx - 1 ? base + g.sny + j : -1;
+  const int64_t es = j == 0 ? base + 2 * g.sny + i : -1, en = j == g.sny - 1 ? base + 2 * g.sny + nx + i : -1;
+  const int64_t nw = ew >= 0 ? g.nb[ew] : 0, ne = ee >= 0 ? g.nb[ee] : 0;
+  const int64_t ns = es >= 0 ? g.nb[es] : 0, nn = en >= 0 ? g.nb[en] : 0;
+  const bool has_w = ew < 0 || nw != -1, has_e = ee < 0 || ne != -1;
+  int64_t c = col + ncols * k0;
+  double xc = x[c];
+  double xd = k0 > 0 ? x[c - ncols] : xc;
+  double cd = nz > 1 ? (double)aV[c] : 0.0; /* 2-D: aV holds zeros; the same product without the load */
+  for (int k = k0; k < k1; k++, c += ncols) {
+    const bool has_u = k < nz - 1;
+    const double xu = has_u ? x[c + ncols] : xc;
+    const double cu = has_u ? (double)aV[c + ncols] : 0.0;
+    /* the value across edge cell e whose neighbour reference is r (own value at a wall) */
+#define PKC_ACROSS(r) ((r) >= 0 ? x[(r) + ncols * k] : (r) == -1 ? xc : g.halo[(-2 - (r)) * nz + k])
+    const double cs = es < 0 ? (double)aS[c] : g.coef<T>(es, k), xs = es < 0 ? x[c - nx] : PKC_ACROSS(ns);
+    const double cn = en < 0 ? (double)aS[c + nx] : g.coef<T>(en, k), xn = en < 0 ? x[c + nx] : PKC_ACROSS(nn);
+    const double ac = (double)aC[c];
+    double y;
+    if (!has_w) {
+      double s = ac * xc + cs * xs + cn * xn + cd * xd + cu * xu;
+      if (has_e) s += ee < 0 ? (double)aW[c + 1] * x[c + 1] : g.coef<T>(ee, k) * PKC_ACROSS(ne);
+      y = s;
+    } else {
+      const double cw = ew < 0 ? (double)aW[c] : g.coef<T>(ew, k), xw = ew < 0 ? x[c - 1] : PKC_ACROSS(nw);
+      if (has_e) {
+        const double ce = ee < 0 ? (double)aW[c + 1] : g.coef<T>(ee, k), xe = ee < 0 ? x[c + 1] : PKC_ACROSS(ne);
+        y = ac * xc + cw * xw + ce * xe + cs * xs + cn * xn + cd * xd + cu * xu;
+      } else {
+        y = ac * xc + cw * xw + cs * xs + cn * xn + cd * xd + cu * xu;
+      }
+    }
+#undef PKC_ACROSS
+    act(c, y, xc, act.load(c), acc.v);
+    xd = xc;
+    xc = xu;
+    cd = cu;
+  }
+}
+
+/* GS: grid-stride over the columns (a capped 2-D launch, pk_cuda_op gcap: each thread a few columns); else a
+   thread per column (the other launches keep that code: a loop there cost pipelined CG 4-5 % on an H100).
+   Several ranks: an interior launch (cols 1) skips the columns that read a halo slot, an edge launch (cols 2)
+   runs only them. */
+template <typename T, class Act, bool GS>
 __device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T *__restrict__ aS,
                                               const T *__restrict__ aV, const T *__restrict__ aC, int nx, int ny,
                                               int nz, int kc, const double *__restrict__ x, Act act, double *part,
@@ -1310,60 +1370,18 @@ __device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T 
   Acc<Act> acc = {};
   const int64_t ncols = (int64_t)nx * ny;
   const int k0 = blockIdx.y * kc, k1 = min(nz, k0 + kc);
-  /* grid-stride over the columns (3-D grids launch a thread per column: one pass; 2-D grids fewer blocks,
-     grid_shape); several ranks: an interior launch skips the columns that read a halo slot, an edge launch
-     runs only them */
-  const int64_t tn = g.cols == 2 ? g.nrc : ncols, stride = (int64_t)gridDim.x * PKC_BLOCK;
-  for (int64_t t0 = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; t0 < tn; t0 += stride) {
-    const int64_t col = g.cols == 2 ? g.rcols[t0] : t0;
-    if (g.cols == 1 && g.rmask[col]) continue;
-    int64_t jv, i, t, j; /* the column's row, position in it, tile and row in the tile */
-    if (ncols <= (int64_t)UINT32_MAX) { /* 32-bit divisions: a 2-D grid does one cell per column */
-      const uint32_t c32 = (uint32_t)col, jv32 = c32 / (uint32_t)nx, t32 = jv32 / (uint32_t)g.sny;
-      jv = jv32, i = c32 - jv32 * (uint32_t)nx, t = t32, j = jv32 - t32 * (uint32_t)g.sny;
-    } else {
-      jv = col / nx, i = col - jv * nx, t = jv / g.sny, j = jv - t * g.sny;
+  const int64_t t0 = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x;
+  if constexpr (GS) {
+    const int64_t tn = g.cols == 2 ? g.nrc : ncols, stride = (int64_t)gridDim.x * PKC_BLOCK;
+    for (int64_t tt = t0; tt < tn; tt += stride) {
+      const int64_t col = g.cols == 2 ? g.rcols[tt] : tt;
+      if (g.cols == 1 && g.rmask[col]) continue;
+      gstencil_col<T, Act>(aW, aS, aV, aC, nx, nz, ncols, k0, k1, x, act, acc, g, col);
     }
-    const int64_t base = t * 2 * ((int64_t)nx + g.sny);
-    /* the edge cells of this column (-1: not on that edge) and the cells across them */
-    const int64_t ew = i == 0 ? base + j : -1, ee = i == nx - 1 ? base + g.sny + j : -1;
-    const int64_t es = j == 0 ? base + 2 * g.sny + i : -1, en = j == g.sny - 1 ? base + 2 * g.sny + nx + i : -1;
-    const int64_t nw = ew >= 0 ? g.nb[ew] : 0, ne = ee >= 0 ? g.nb[ee] : 0;
-    const int64_t ns = es >= 0 ? g.nb[es] : 0, nn = en >= 0 ? g.nb[en] : 0;
-    const bool has_w = ew < 0 || nw != -1, has_e = ee < 0 || ne != -1;
-    int64_t c = col + ncols * k0;
-    double xc = x[c];
-    double xd = k0 > 0 ? x[c - ncols] : xc;
-    double cd = nz > 1 ? (double)aV[c] : 0.0; /* 2-D: aV holds zeros; the same product without the load */
-    for (int k = k0; k < k1; k++, c += ncols) {
-      const bool has_u = k < nz - 1;
-      const double xu = has_u ? x[c + ncols] : xc;
-      const double cu = has_u ? (double)aV[c + ncols] : 0.0;
-      /* the value across edge cell e whose neighbour reference is r (own value at a wall) */
-#define PKC_ACROSS(r) ((r) >= 0 ? x[(r) + ncols * k] : (r) == -1 ? xc : g.halo[(-2 - (r)) * nz + k])
-      const double cs = es < 0 ? (double)aS[c] : g.coef<T>(es, k), xs = es < 0 ? x[c - nx] : PKC_ACROSS(ns);
-      const double cn = en < 0 ? (double)aS[c + nx] : g.coef<T>(en, k), xn = en < 0 ? x[c + nx] : PKC_ACROSS(nn);
-      const double ac = (double)aC[c];
-      double y;
-      if (!has_w) {
-        double s = ac * xc + cs * xs + cn * xn + cd * xd + cu * xu;
-        if (has_e) s += ee < 0 ? (double)aW[c + 1] * x[c + 1] : g.coef<T>(ee, k) * PKC_ACROSS(ne);
-        y = s;
-      } else {
-        const double cw = ew < 0 ? (double)aW[c] : g.coef<T>(ew, k), xw = ew < 0 ? x[c - 1] : PKC_ACROSS(nw);
-        if (has_e) {
-          const double ce = ee < 0 ? (double)aW[c + 1] : g.coef<T>(ee, k), xe = ee < 0 ? x[c + 1] : PKC_ACROSS(ne);
-          y = ac * xc + cw * xw + ce * xe + cs * xs + cn * xn + cd * xd + cu * xu;
-        } else {
-          y = ac * xc + cw * xw + cs * xs + cn * xn + cd * xd + cu * xu;
-        }
-      }
-#undef PKC_ACROSS
-      act(c, y, xc, act.load(c), acc.v);
-      xd = xc;
-      xc = xu;
-      cd = cu;
-    }
+  } else {
+    const int64_t col = g.cols == 2 ? (t0 < g.nrc ? g.rcols[t0] : ncols) : t0;
+    if (col < ncols && !(g.cols == 1 && g.rmask[col]))
+      gstencil_col<T, Act>(aW, aS, aV, aC, nx, nz, ncols, k0, k1, x, act, acc, g, col);
   }
   finish<Act>(acc, part);
 }
@@ -1389,13 +1407,13 @@ template <typename T, class Act>
 __global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_stencil_minb(PKC_STENCIL_PARAMS) {
   stencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, h);
 }
-template <typename T, class Act>
+template <typename T, class Act, bool GS>
 __global__ void __launch_bounds__(PKC_BLOCK) k_gstencil(PKC_GSTENCIL_PARAMS) {
-  gstencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
+  gstencil_body<T, Act, GS>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
 }
-template <typename T, class Act>
+template <typename T, class Act, bool GS>
 __global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_gstencil_minb(PKC_GSTENCIL_PARAMS) {
-  gstencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
+  gstencil_body<T, Act, GS>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
 }
 template <class Act> __global__ void __launch_bounds__(PKC_BLOCK) k_thinshell(PKC_THINSHELL_PARAMS) {
   thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part, h);
@@ -1485,8 +1503,11 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
   const dim3 grid((unsigned)gs.bx, (unsigned)gs.by), b(PKC_BLOCK);
   if (op->type == PKRYLOV_OPERATOR_STENCIL7 && op->gsny > 0) { /* a grid stencil: tiles and their edges */
     const GHalo gh = ghalo_of(op);
-    auto kd = Act::MINB > 0 ? k_gstencil_minb<double, Act> : k_gstencil<double, Act>;
-    auto kf = Act::MINB > 0 ? k_gstencil_minb<float, Act> : k_gstencil<float, Act>;
+    const bool loop = gs.bx * PKC_BLOCK < launch_cols(op); /* a capped launch (gcap): grid-stride */
+    auto kd = Act::MINB > 0 ? (loop ? k_gstencil_minb<double, Act, true> : k_gstencil_minb<double, Act, false>)
+                            : (loop ? k_gstencil<double, Act, true> : k_gstencil<double, Act, false>);
+    auto kf = Act::MINB > 0 ? (loop ? k_gstencil_minb<float, Act, true> : k_gstencil_minb<float, Act, false>)
+                            : (loop ? k_gstencil<float, Act, true> : k_gstencil<float, Act, false>);
     if (op->fp32)
       return launch_kernel(pdl, kf, grid, b, 0, s, op->aWf, op->aSf, op->aVf, op->aCf, op->nx, op->ny, op->nz,
                            gs.kc, x, act, part, gh);

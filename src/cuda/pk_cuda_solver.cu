@@ -53,8 +53,9 @@ constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
 constexpr int64_t kFoldMaxSlots = 256;
 /* grid operators also stop folding past kFoldMaxGridSlots slots (H100, barotropic 1024 x 1024 with the
    approximate inverse launched a thread per cell, 4096 slots: CG 244 us per iteration folded, the slots' sums
-   dominating); 2-D grid stencils now launch at most PKC_GRID2D_BLOCKS (1024) blocks, grid-stride, and 3-D
-   grids up to kFoldMaxCells fill the GPU with about PKC_FILL_BLOCKS (512) to 1024 blocks: both fold */
+   dominating); in CG 2-D grid stencils launch at most PKC_GRID2D_BLOCKS (1024) blocks, grid-stride (pk_cuda_op
+   gcap), and 3-D grids up to kFoldMaxCells fill the GPU with about PKC_FILL_BLOCKS (512) to 1024 blocks: both
+   fold */
 constexpr int64_t kFoldMaxGridSlots = 1024;
 
 /** Device work area of a solver. */
@@ -1237,6 +1238,7 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   int rc = pk_cuda_operator_view(s->A, 0, &op);
   if (!rc && s->M) rc = pk_cuda_precond_view(s->M, 0, &pc);
   if (rc) return rc;
+  if (s->type == PKRYLOV_SOLVER_CG) op.gcap = pc.op.gcap = 1; /* as the solves set it (solve_views) */
   d->nslots = pk_cuda_partials_needed(&op, s->M ? &pc : NULL);
   if (d->nslots < 1) d->nslots = 1;
   d->fold_mode = -1;
@@ -1413,6 +1415,8 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     R.pc.layout = PKRYLOV_LAYOUT_KSLOW;
   }
   R.pcp = &R.pc;
+  if (s->type == PKRYLOV_SOLVER_CG) /* 2-D grid stencils: grid-stride launches (pk_cuda_op gcap; setup sized) */
+    R.op.gcap = R.op64.gcap = R.op_in.gcap = R.op_edge.gcap = R.pc.op.gcap = 1;
   if (s->history_on || s->monitor || s->stag_window > 0) { /* else the kernels record nothing */
     const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
     if (cap > d->hist_cap) {
