@@ -76,6 +76,36 @@ static void pkt_make_problem(int which, int nz, pkt_global *G, int *sn) {
 }
 
 /**
+ * The product of a grid stencil of problem G on ctx, tiling T, the tiles of pkt_random_tiles(T.ntiles,
+ * tiles_seed), against the brute-force global product (x random from x_seed): the cells that differ (not
+ * bitwise); -1 when a call failed (the message in ctx). *nl: this rank's tiles.
+ */
+static int64_t pkt_product_mismatches(pkrylov_context ctx, const pkt_global *G, const pkt_tiling *T,
+                                      uint64_t tiles_seed, uint64_t x_seed, int *nl) {
+  int32_t tiles[64];
+  *nl = pkt_random_tiles(T->ntiles, tiles_seed, tiles);
+  pkrylov_grid g = NULL;
+  pkrylov_operator A = NULL;
+  if (pkt_grid_operator(ctx, G, T, *nl, tiles, 1, &g, &A)) return -1;
+  const int64_t n = (int64_t)T->snx * T->sny * *nl * G->nz;
+  double *xg = malloc(sizeof(double) * (size_t)G->ncell), *yg = malloc(sizeof(double) * (size_t)G->ncell);
+  double *xc = malloc(sizeof(double) * (size_t)(n ? n : 1)), *yc = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  uint64_t st = x_seed;
+  for (int64_t q = 0; q < G->ncell; q++) xg[q] = pk_test_rand(&st);
+  pkt_global_apply(G, 1, xg, yg);
+  for (int64_t q = 0; q < n; q++) xc[q] = xg[pkt_compact_to_global(G, T, *nl, tiles, q)];
+  int64_t bad = -1;
+  if (pkrylov_operator_apply(A, PKRYLOV_MEM_HOST, xc, yc) == PKRYLOV_SUCCESS) {
+    bad = 0;
+    for (int64_t q = 0; q < n; q++) bad += !pkt_same_bits(yc[q], yg[pkt_compact_to_global(G, T, *nl, tiles, q)]);
+  }
+  free(xg), free(yg), free(xc), free(yc);
+  pkrylov_operator_destroy(&A);
+  pkrylov_grid_destroy(&g);
+  return bad;
+}
+
+/**
  * Solve the problem with tiling T (tiles nl, tiles) on ctx (reproducible mode when repro), the approximate
  * inverse (ainv) or the column preconditioner, rtol 1e-10; the solution into xg (global order; every rank
  * when world, else this rank's cells) and the iterations into *its.

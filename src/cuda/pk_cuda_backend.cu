@@ -425,6 +425,21 @@ extern "C" int pk_cuda_operator_view(struct pkrylov_operator_s *A, int fp32, pk_
   return PKRYLOV_SUCCESS;
 }
 
+namespace {
+/** The general column factors (host storage per column, c*nz + k) re-laid out per cell (coalesced on the
+ *  device): h = dl, d, du, du2 (n each), hp = the pivots. */
+void relayout_general(const struct pkrylov_precond_s *M, double *h, int32_t *hp) {
+  const int64_t n = M->n;
+  const double *srcs[4] = {M->gdl, M->gd, M->gdu, M->gdu2};
+  for (int64_t c = 0; c < M->ncols; c++)
+    for (int32_t k = 0; k < M->nz; k++) {
+      const int64_t cell = c * M->col_stride + (int64_t)k * M->lev_stride, col = c * M->nz + k;
+      for (int a = 0; a < 4; a++) h[(size_t)a * n + cell] = srcs[a][col];
+      hp[cell] = M->ipiv[col];
+    }
+}
+} // namespace
+
 extern "C" int pk_cuda_precond_upload(struct pkrylov_precond_s *M) {
   pkrylov_context ctx = M->ctx;
   cudaStream_t st = stream_of(ctx);
@@ -456,13 +471,7 @@ extern "C" int pk_cuda_precond_upload(struct pkrylov_precond_s *M) {
       free(h), free(hp), free(d);
       return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the re-layout buffers");
     }
-    const double *srcs[4] = {M->gdl, M->gd, M->gdu, M->gdu2};
-    for (int64_t c = 0; c < M->ncols; c++)
-      for (int32_t k = 0; k < M->nz; k++) {
-        const int64_t cell = c * M->col_stride + (int64_t)k * M->lev_stride, col = c * M->nz + k;
-        for (int a = 0; a < 4; a++) h[(size_t)a * n + cell] = srcs[a][col];
-        hp[cell] = M->ipiv[col];
-      }
+    relayout_general(M, h, hp);
     double *g;
     int32_t *ip;
     e = upload(d->owned, &d->nowned, h, sizeof(double) * 4 * (size_t)n, &g, st);
@@ -623,13 +632,7 @@ extern "C" int pk_cuda_precond_refresh(struct pkrylov_precond_s *M) {
       free(h), free(hp);
       return pk_error(M->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the re-layout buffers");
     }
-    const double *srcs[4] = {M->gdl, M->gd, M->gdu, M->gdu2};
-    for (int64_t c = 0; c < M->ncols; c++)
-      for (int32_t k = 0; k < M->nz; k++) {
-        const int64_t cell = c * M->col_stride + (int64_t)k * M->lev_stride, col = c * M->nz + k;
-        for (int a = 0; a < 4; a++) h[(size_t)a * n + cell] = srcs[a][col];
-        hp[cell] = M->ipiv[col];
-      }
+    relayout_general(M, h, hp);
     e = cudaMemcpyAsync((double *)v->gdl, h, sizeof(double) * 4 * (size_t)n, cudaMemcpyHostToDevice, st);
     if (e == cudaSuccess)
       e = cudaMemcpyAsync((int32_t *)v->ipiv, hp, sizeof(int32_t) * (size_t)n, cudaMemcpyHostToDevice, st);
