@@ -766,6 +766,8 @@ PK_TEST_CASE(usage_numbers) {
   expect_usage("u_maxit3", "--problem thinshell:4,4,4 --json --maxit 99999999999", "--maxit", NULL);
   expect_usage("u_levels", "--problem thinshell:4,4,4 --json --levels 0", "--levels", NULL);
   expect_usage("u_replace", "--problem thinshell:4,4,4 --json --replace x", "--replace", NULL);
+  expect_usage("u_replace2", "--problem thinshell:4,4,4 --json --replace -1", "--replace", "'auto'");
+  expect_usage("u_replace3", "--problem thinshell:4,4,4 --json --replace Auto", "--replace", "Auto");
   PK_TEST_END();
 }
 

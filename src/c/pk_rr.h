@@ -1,0 +1,130 @@
+/**
+ * @file pk_rr.h
+ * @brief The automatic residual replacement of pipelined CG (pkrylov_solver_set_residual_replacement(s,
+ *        PKRYLOV_REPLACE_AUTO), the default), shared by the CPU driver (solver.c) and the device scalar step
+ *        (pk_cuda_kernels.cu): one estimate and one decision, so both backends replace at the same iterations.
+ *
+ * After Cools, Yetkin, Agullo, Giraud and Vanroose (SIAM J. Matrix Anal. Appl. 39(1), 2018), whose test is
+ * Van der Vorst and Ye's (SIAM J. Sci. Comput. 22(3), 2000). Pipelined CG carries four vectors by
+ * recurrence, and in finite precision they drift from their definitions: the gaps f = b - A x - r,
+ * g = A p - s, h = A u - w and j = A q - z. One iteration (step alpha, beta; n = A m computed) changes them by
+ *
+ *     j' = beta j + (A m - n) + (rounding of the q, z updates)
+ *     g' = h + beta g + (rounding of the p, s updates)
+ *     f' = f - alpha g' + (rounding of the x, r updates)
+ *     h' = h - alpha j' + (rounding of the u, w updates)
+ *
+ * The estimate bounds the gaps' norms by these recurrences with absolute values, each rounding by the unit
+ * roundoff eps times the norms of the operands: a vector update v + c y is within eps (|v| + 2 |c| |y|) of
+ * the exact one, a product A y within mu eps ||A|| |y| (mu: the most nonzeros of a row), and A applied to a
+ * rounding error within ||A|| times its bound. The norms of x, p, u, q, m ride in the iteration's one global
+ * reduction next to its three dots (PK_RR_NV sums in all); those of s = A p, w = A u, z = A q and n = A m are
+ * bounded by ||A|| times those of p, u, q, m, so they need no sums of their own:
+ *
+ *     j' = |beta| j + eps ||A|| ((mu + 2) |m| + 4 |beta| |q|)
+ *     g' = h + |beta| g + eps ||A|| (2 |u| + 4 |beta| |p|)
+ *     f' = f + |alpha| g' + eps (||A|| (|x| + 4 |alpha| |p|) + |r|)
+ *     h' = h + |alpha| j' + eps ||A|| (2 |u| + 4 |alpha| |q|)
+ *
+ * where |x|, |r|, |u| are the new vectors' norms and |p|, |q|, |m| those of the step's directions. A
+ * replacement computes r = b - A x, u = M^-1 r, w = A u, s = A p, q = M^-1 s, z = A q; the gaps then start
+ * again from the rounding of those products: f = eps ((mu + 1) ||A|| |x| + ||b||), g = mu eps ||A|| |p|,
+ * h = mu eps ||A|| |u|, j = mu eps ||A|| |q|. The test: replace when f crosses tau |r|, tau = sqrt(eps), from
+ * below (f <= tau |r| at the previous iteration, f > tau |r| now). A replacement while the gap is still
+ * small against the residual does not disturb the convergence; once f stays above tau |r| (the residual has
+ * fallen to about sqrt(eps) times the rounding of b - A x) no more replacements come: a solve replaces a few
+ * times, in its first part, where the recurrences' errors are largest against what remains to converge.
+ *
+ * Cools et al. bound a product's rounding by mu sqrt(n) eps ||A|| |y| (the worst case of || |A| |y| ||
+ * against ||A|| |y|); with sqrt(n) the reset value alone passes tau |r| early on large grids and the rule
+ * stops replacing too soon (on the 3-D basin of legacy_examples/mitgcm_style, 64 x 48 x 15 at 1e-13: 211
+ * iterations against CG's 200; without it 200). ||A|| is 2 max |a_ii| over the rows, from the operator's
+ * diagonal at the start of each solve (pk_rr_init): for the symmetric definite matrices pipelined CG works
+ * on |a_ij| <= max |a_ii|, and ||A||_2 <= 2 max |a_ii| when the rows are diagonally dominant, as the pressure
+ * operators of these models are; exact and order-free, so every rank and backend gets the same value.
+ * Operators without entries (user routines) take the largest Rayleigh quotient |(w, u)| / (u, u) seen in
+ * the solve, a lower bound of ||A||_2.
+ *
+ * The functions are `static inline`, `__host__ __device__` for the CUDA compiler.
+ */
+#ifndef PK_RR_H
+#define PK_RR_H
+
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define PK_RR_HD __host__ __device__
+#else
+#define PK_RR_HD
+#endif
+
+/**
+ * Sums of pipelined CG's one reduction with the automatic rule, in this order: (r, u), (w, u), (r, r), then
+ * (x, x), (p, p), (u, u), (q, q), (m, m) of the vectors the fused update wrote (m: the one it read; a
+ * replacement has 0 there). Other settings sum the first PK_RR_NV_BASE only.
+ */
+#define PK_RR_NV 8
+#define PK_RR_NV_BASE 3
+
+/** The estimate (part of the CUDA device state: doubles and 32-bit integers only). */
+typedef struct {
+  double f, g, h, j; /* bounds of the gaps b - A x - r, A p - s, A u - w, A q - z */
+  double anorm;      /* ||A||: 2 max |a_ii|, or 0: the running Rayleigh quotient ray */
+  double ray;        /* operators without entries: the largest |(w, u)| / (u, u) so far */
+  double bnorm;      /* ||b|| (wet cells) */
+  double mu;         /* the most nonzeros of a row */
+  int32_t below;     /* 1: f <= tau |r| at the last iteration */
+  int32_t fresh;     /* 1: the next sums are those of a (re)start or replacement: reset, no decision */
+} pk_rr_est;
+
+/** Unit roundoff of double precision (2^-53) and the threshold tau = sqrt(eps). */
+#define PK_RR_EPS 1.1102230246251565e-16
+#define PK_RR_TAU 1.0536712127723509e-08
+
+/** The ||A|| of the estimate, after the sums v (PK_RR_NV values) of this iteration. */
+static inline PK_RR_HD double pk_rr_anorm(pk_rr_est *e, const double *v) {
+  if (e->anorm > 0.0) return e->anorm;
+  if (v[5] > 0.0 && isfinite(v[1])) {
+    const double q = fabs(v[1]) / v[5];
+    if (q > e->ray) e->ray = q;
+  }
+  return e->ray;
+}
+
+/** Start again from the sums v of a (re)start or replacement (the vectors computed explicitly). */
+static inline PK_RR_HD void pk_rr_reset(pk_rr_est *e, const double *v) {
+  const double a = pk_rr_anorm(e, v), eps = PK_RR_EPS, mu = e->mu;
+  const double nr = sqrt(v[2]), nx = sqrt(v[3]), np = sqrt(v[4]), nu = sqrt(v[5]), nq = sqrt(v[6]);
+  e->f = eps * ((mu + 1.0) * a * nx + e->bnorm);
+  e->g = mu * eps * a * np;
+  e->h = mu * eps * a * nu;
+  e->j = mu * eps * a * nq;
+  e->below = e->f <= PK_RR_TAU * nr;
+  e->fresh = 0;
+}
+
+/**
+ * One iteration: the sums v (PK_RR_NV values, finite) after the update with alpha, beta; a fresh estimate is
+ * reset from them instead. Returns 1 when the vectors must be replaced now (then the replacement's sums
+ * reset the estimate: the caller sets fresh), else 0.
+ */
+static inline PK_RR_HD int pk_rr_step(pk_rr_est *e, const double *v, double alpha, double beta) {
+  if (e->fresh) {
+    pk_rr_reset(e, v);
+    return 0;
+  }
+  const double A = pk_rr_anorm(e, v), eps = PK_RR_EPS, mu = e->mu;
+  const double nr = sqrt(v[2]), nx = sqrt(v[3]), np = sqrt(v[4]), nu = sqrt(v[5]), nq = sqrt(v[6]);
+  const double nm = sqrt(v[7]), a = fabs(alpha), b = fabs(beta);
+  e->j = b * e->j + eps * A * ((mu + 2.0) * nm + 4.0 * b * nq);
+  e->g = e->h + b * e->g + eps * A * (2.0 * nu + 4.0 * b * np);
+  e->f = e->f + a * e->g + eps * (A * (nx + 4.0 * a * np) + nr);
+  e->h = e->h + a * e->j + eps * A * (2.0 * nu + 4.0 * a * nq);
+  const int below = e->f <= PK_RR_TAU * nr;
+  const int replace = e->below && !below;
+  e->below = below;
+  return replace;
+}
+
+#endif
