@@ -255,7 +255,6 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am_rea
           t[4] += pi * pi;
           t[5] += ui * ui;
           t[6] += qi * qi;
-          t[7] += m[i] * m[i];
         }
       }
       for (int j = 0; j < nv; j++) part[nv * c + j] = t[j];

@@ -676,7 +676,7 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
  *   z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
  *   x += alpha p;  r -= alpha s;  u -= alpha q;  w -= alpha z;
  * out[0] = (r, u), out[1] = (w, u), out[2] = (r, r) of the updated vectors; nv = PK_RR_NV (the automatic
- * residual replacement) adds out[3..7] = (x, x), (p, p), (u, u), (q, q), (m, m) (pk_rr.h), nv =
+ * residual replacement) adds out[3..6] = (x, x), (p, p), (u, u), (q, q) (pk_rr.h), nv =
  * PK_RR_NV_BASE the three dots only.
  */
 void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am, double alpha, double beta,

@@ -17,16 +17,17 @@
  * The estimate bounds the gaps' norms by these recurrences with absolute values, each rounding by the unit
  * roundoff eps times the norms of the operands: a vector update v + c y is within eps (|v| + 2 |c| |y|) of
  * the exact one, a product A y within mu eps ||A|| |y| (mu: the most nonzeros of a row), and A applied to a
- * rounding error within ||A|| times its bound. The norms of x, p, u, q, m ride in the iteration's one global
+ * rounding error within ||A|| times its bound. The norms of x, p, u, q ride in the iteration's one global
  * reduction next to its three dots (PK_RR_NV sums in all); those of s = A p, w = A u, z = A q and n = A m are
- * bounded by ||A|| times those of p, u, q, m, so they need no sums of their own:
+ * bounded by ||A|| times those of p, u, q, m, and |m| <= |q| + |beta| |q_old| (q = m + beta q_old), so they
+ * need no sums of their own:
  *
- *     j' = |beta| j + eps ||A|| ((mu + 2) |m| + 4 |beta| |q|)
+ *     j' = |beta| j + eps ||A|| ((mu + 2) |m| + 4 |beta| |q_old|)
  *     g' = h + |beta| g + eps ||A|| (2 |u| + 4 |beta| |p|)
  *     f' = f + |alpha| g' + eps (||A|| (|x| + 4 |alpha| |p|) + |r|)
  *     h' = h + |alpha| j' + eps ||A|| (2 |u| + 4 |alpha| |q|)
  *
- * where |x|, |r|, |u| are the new vectors' norms and |p|, |q|, |m| those of the step's directions. A
+ * where |x|, |r|, |u| are the new vectors' norms, |p|, |q| those of the step's directions. A
  * replacement computes r = b - A x, u = M^-1 r, w = A u, s = A p, q = M^-1 s, z = A q; the gaps then start
  * again from the rounding of those products: f = eps ((mu + 1) ||A|| |x| + ||b||), g = mu eps ||A|| |p|,
  * h = mu eps ||A|| |u|, j = mu eps ||A|| |q|. The test: replace when f crosses tau |r|, tau = sqrt(eps), from
@@ -61,10 +62,10 @@
 
 /**
  * Sums of pipelined CG's one reduction with the automatic rule, in this order: (r, u), (w, u), (r, r), then
- * (x, x), (p, p), (u, u), (q, q), (m, m) of the vectors the fused update wrote (m: the one it read; a
- * replacement has 0 there). Other settings sum the first PK_RR_NV_BASE only.
+ * (x, x), (p, p), (u, u), (q, q) of the vectors the fused update (or a replacement) wrote. Other settings sum
+ * the first PK_RR_NV_BASE only.
  */
-#define PK_RR_NV 8
+#define PK_RR_NV 7
 #define PK_RR_NV_BASE 3
 
 /** The estimate (part of the CUDA device state: doubles and 32-bit integers only). */
@@ -74,6 +75,7 @@ typedef struct {
   double ray;        /* operators without entries: the largest |(w, u)| / (u, u) so far */
   double bnorm;      /* ||b|| (wet cells) */
   double mu;         /* the most nonzeros of a row */
+  double nq;         /* |q| of the last iteration (the bound of |m|) */
   int32_t below;     /* 1: f <= tau |r| at the last iteration */
   int32_t fresh;     /* 1: the next sums are those of a (re)start or replacement: reset, no decision */
 } pk_rr_est;
@@ -100,6 +102,7 @@ static inline PK_RR_HD void pk_rr_reset(pk_rr_est *e, const double *v) {
   e->g = mu * eps * a * np;
   e->h = mu * eps * a * nu;
   e->j = mu * eps * a * nq;
+  e->nq = nq;
   e->below = e->f <= PK_RR_TAU * nr;
   e->fresh = 0;
 }
@@ -116,8 +119,9 @@ static inline PK_RR_HD int pk_rr_step(pk_rr_est *e, const double *v, double alph
   }
   const double A = pk_rr_anorm(e, v), eps = PK_RR_EPS, mu = e->mu;
   const double nr = sqrt(v[2]), nx = sqrt(v[3]), np = sqrt(v[4]), nu = sqrt(v[5]), nq = sqrt(v[6]);
-  const double nm = sqrt(v[7]), a = fabs(alpha), b = fabs(beta);
-  e->j = b * e->j + eps * A * ((mu + 2.0) * nm + 4.0 * b * nq);
+  const double a = fabs(alpha), b = fabs(beta), nm = nq + b * e->nq;
+  e->j = b * e->j + eps * A * ((mu + 2.0) * nm + 4.0 * b * e->nq);
+  e->nq = nq;
   e->g = e->h + b * e->g + eps * A * (2.0 * nu + 4.0 * b * np);
   e->f = e->f + a * e->g + eps * (A * (nx + 4.0 * a * np) + nr);
   e->h = e->h + a * e->j + eps * A * (2.0 * nu + 4.0 * a * nq);

@@ -594,7 +594,7 @@ restart:
 /**
  * Pipelined CG: recompute r = b - A x, u = M^-1 r, w = A u, and (when have_p) s = A p, q = M^-1 s,
  * z = A q; then the local partial sums (r,u), (w,u), (r,r) into d, and with nv = PK_RR_NV the norms of the
- * automatic rule (x, x), (p, p), (u, u), (q, q) and 0 for (m, m) (pk_rr.h).
+ * automatic rule (x, x), (p, p), (u, u), (q, q) (pk_rr.h).
  */
 static void pk_pipecg_replace(pkrylov_solver s, const double *b, const double *x, int have_p, int nv, double *d) {
   double *r = s->v[V_R], *u = s->v[V_U], *w = s->v[V_W];
@@ -612,7 +612,6 @@ static void pk_pipecg_replace(pkrylov_solver s, const double *b, const double *x
   if (nv == PK_RR_NV) {
     const double *v[4] = {x, s->v[V_P], u, s->v[V_Q]};
     for (int i = 0; i < 4; i++) pk_cpu_dot(s->ctx, s->n, v[i], v[i], s->part, d + 3 + i);
-    d[7] = 0.0;
   }
 }
 
@@ -635,7 +634,7 @@ static int pk_solve_pipecg(pk_run *R, pkrylov_result *res) {
   /* the automatic rule: its norms ride in the same reduction (nv sums instead of 3) */
   const int autorr = s->replace_interval == PKRYLOV_REPLACE_AUTO;
   const int nv = autorr ? PK_RR_NV : PK_RR_NV_BASE;
-  const double *dx[PK_RR_NV] = {r, w, r, x, p, u, q, m}, *dy[PK_RR_NV] = {u, u, r, x, p, u, q, m};
+  const double *dx[PK_RR_NV] = {r, w, r, x, p, u, q}, *dy[PK_RR_NV] = {u, u, r, x, p, u, q};
   pk_rr_est est = {0};
   if (autorr) PK_CALL(pk_rr_init(s, R->bnorm, &est));
 
