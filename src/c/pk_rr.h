@@ -30,11 +30,20 @@
  * where |x|, |r|, |u| are the new vectors' norms, |p|, |q| those of the step's directions. A
  * replacement computes r = b - A x, u = M^-1 r, w = A u, s = A p, q = M^-1 s, z = A q; the gaps then start
  * again from the rounding of those products: f = eps ((mu + 1) ||A|| |x| + ||b||), g = mu eps ||A|| |p|,
- * h = mu eps ||A|| |u|, j = mu eps ||A|| |q|. The test: replace when f crosses tau |r|, tau = sqrt(eps), from
- * below (f <= tau |r| at the previous iteration, f > tau |r| now). A replacement while the gap is still
- * small against the residual does not disturb the convergence; once f stays above tau |r| (the residual has
- * fallen to about sqrt(eps) times the rounding of b - A x) no more replacements come: a solve replaces a few
- * times, in its first part, where the recurrences' errors are largest against what remains to converge.
+ * h = mu eps ||A|| |u|, j = mu eps ||A|| |q|. The test: replace when c f crosses tau |r|, tau = sqrt(eps),
+ * from below (c f <= tau |r| at the previous iteration, c f > tau |r| now). A replacement while the gap is
+ * still small against the residual does not disturb the convergence; once c f stays above tau |r| (the
+ * residual has fallen to about sqrt(eps) times the rounding of b - A x) no more replacements come.
+ *
+ * Calibration c: the bounds are worst cases of norms. On these operators they exceed the gaps by a factor
+ * that is about the same for all four and all iterations of a solve (measured, thin shell 48 x 40 x 24:
+ * 700 to 1000; the 3-D basin of legacy_examples/mitgcm_style: 50 to 150), so with c = 1 the test fires in
+ * the first iterations only and, the reset value then staying above tau |r|, never again: the thin shell
+ * took 134 iterations against CG's 128, at rtol 1e-12 (128 x 128 x 32) 370 against 270. A replacement
+ * knows the gap it closes: ||r_new - r_old|| (one global sum, the driver's, pk_rr_est.gap), and c = that gap
+ * / the f that triggered it (within [PK_RR_SCALE_MIN, PK_RR_SCALE_MAX]), until the next replacement; c = 1
+ * before the first one. With it both problems take CG's iterations with 3 or 4 replacements
+ * (docs/design.md).
  *
  * Cools et al. bound a product's rounding by mu sqrt(n) eps ||A|| |y| (the worst case of || |A| |y| ||
  * against ||A|| |y|); with sqrt(n) the reset value alone passes tau |r| early on large grids and the rule
@@ -76,6 +85,8 @@ typedef struct {
   double bnorm;      /* ||b|| (wet cells) */
   double mu;         /* the most nonzeros of a row */
   double nq;         /* |q| of the last iteration (the bound of |m|) */
+  double scale;      /* the calibration c: measured gap / f at the last replacement decision (1 before one) */
+  double gap;        /* set by the driver after a replacement the rule decided: ||r_new - r_old|| (else -1) */
   int32_t below;     /* 1: f <= tau |r| at the last iteration */
   int32_t fresh;     /* 1: the next sums are those of a (re)start or replacement: reset, no decision */
 } pk_rr_est;
@@ -83,6 +94,17 @@ typedef struct {
 /** Unit roundoff of double precision (2^-53) and the threshold tau = sqrt(eps). */
 #define PK_RR_EPS 1.1102230246251565e-16
 #define PK_RR_TAU 1.0536712127723509e-08
+/** Bounds of the calibration (a gap measured as 0, or bounds far off, keep the rule working). */
+#define PK_RR_SCALE_MIN 1e-8
+#define PK_RR_SCALE_MAX 1e8
+
+/** A fresh estimate: ||A|| = anorm (0: the Rayleigh quotient), mu, ||b||; reset by the first sums. */
+static inline PK_RR_HD void pk_rr_start(pk_rr_est *e, double anorm, double mu, double bnorm) {
+  e->f = e->g = e->h = e->j = e->ray = e->nq = 0.0;
+  e->anorm = anorm, e->mu = mu, e->bnorm = bnorm;
+  e->scale = 1.0, e->gap = -1.0;
+  e->below = 0, e->fresh = 1;
+}
 
 /** The ||A|| of the estimate, after the sums v (PK_RR_NV values) of this iteration. */
 static inline PK_RR_HD double pk_rr_anorm(pk_rr_est *e, const double *v) {
@@ -94,23 +116,29 @@ static inline PK_RR_HD double pk_rr_anorm(pk_rr_est *e, const double *v) {
   return e->ray;
 }
 
-/** Start again from the sums v of a (re)start or replacement (the vectors computed explicitly). */
+/** Start again from the sums v of a (re)start or replacement (the vectors computed explicitly); after a
+ *  replacement the rule decided (gap >= 0), calibrate first (e->f still holds the f of the decision). */
 static inline PK_RR_HD void pk_rr_reset(pk_rr_est *e, const double *v) {
   const double a = pk_rr_anorm(e, v), eps = PK_RR_EPS, mu = e->mu;
   const double nr = sqrt(v[2]), nx = sqrt(v[3]), np = sqrt(v[4]), nu = sqrt(v[5]), nq = sqrt(v[6]);
+  if (e->gap >= 0.0 && e->f > 0.0) {
+    const double c = e->gap / e->f;
+    e->scale = c < PK_RR_SCALE_MIN ? PK_RR_SCALE_MIN : c > PK_RR_SCALE_MAX ? PK_RR_SCALE_MAX : c;
+  }
+  e->gap = -1.0;
   e->f = eps * ((mu + 1.0) * a * nx + e->bnorm);
   e->g = mu * eps * a * np;
   e->h = mu * eps * a * nu;
   e->j = mu * eps * a * nq;
   e->nq = nq;
-  e->below = e->f <= PK_RR_TAU * nr;
+  e->below = e->scale * e->f <= PK_RR_TAU * nr;
   e->fresh = 0;
 }
 
 /**
  * One iteration: the sums v (PK_RR_NV values, finite) after the update with alpha, beta; a fresh estimate is
- * reset from them instead. Returns 1 when the vectors must be replaced now (then the replacement's sums
- * reset the estimate: the caller sets fresh), else 0.
+ * reset from them instead. Returns 1 when the vectors must be replaced now: the caller replaces, sets gap to
+ * the norm of the change of r and fresh (the replacement's sums then calibrate and reset the estimate).
  */
 static inline PK_RR_HD int pk_rr_step(pk_rr_est *e, const double *v, double alpha, double beta) {
   if (e->fresh) {
@@ -125,7 +153,7 @@ static inline PK_RR_HD int pk_rr_step(pk_rr_est *e, const double *v, double alph
   e->g = e->h + b * e->g + eps * A * (2.0 * nu + 4.0 * b * np);
   e->f = e->f + a * e->g + eps * (A * (nx + 4.0 * a * np) + nr);
   e->h = e->h + a * e->j + eps * A * (2.0 * nu + 4.0 * a * nq);
-  const int below = e->f <= PK_RR_TAU * nr;
+  const int below = e->scale * e->f <= PK_RR_TAU * nr;
   const int replace = e->below && !below;
   e->below = below;
   return replace;

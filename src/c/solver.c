@@ -199,10 +199,7 @@ int pk_rr_init(pkrylov_solver s, double bnorm, pk_rr_est *e) {
   memset(e, 0, sizeof *e);
   PK_CALL(pk_op_rr_norm(s->A, &v[0], &v[1]));
   PK_CALL(pk_allreduce_max_nonneg(s->ctx, v, 2));
-  e->anorm = 2.0 * v[0];
-  e->mu = v[1];
-  e->bnorm = bnorm;
-  e->fresh = 1;
+  pk_rr_start(e, 2.0 * v[0], v[1], bnorm);
   return PKRYLOV_SUCCESS;
 }
 
@@ -665,9 +662,16 @@ restart:
       return PKRYLOV_SUCCESS;
     }
     if (autorr && pk_rr_step(&est, d, alpha_old, beta) && it < s->maxit) {
-      /* the gap estimate crossed sqrt(eps) |r|: replace now; iteration it goes on from the new sums */
+      /* the gap estimate crossed sqrt(eps) |r|: replace now, measuring the gap closed (t = r_old - r_new,
+         which calibrates the estimate); iteration it goes on from the new sums */
+      double *t = s->v[V_T], gap2;
+      memcpy(t, r, sizeof(double) * (size_t)n);
       pk_pipecg_replace(s, R->b, x, 1, nv, d);
+      for (int64_t i = 0; i < n; i++) t[i] -= r[i];
+      pk_cpu_dot(s->ctx, n, t, t, s->part, &gap2);
+      PK_CALL(pk_allreduce_dots(s->ctx, &gap2, 1, n, (const double *[]){t}, (const double *[]){t}, NULL));
       res->residual_replacements++;
+      est.gap = sqrt(gap2);
       est.fresh = 1;
       PK_CALL(pk_allreduce_dots_begin(s->ctx, d, nv, n, dx, dy, NULL, &req));
       continue;
