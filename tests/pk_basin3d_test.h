@@ -100,7 +100,8 @@ static int pk_basin3d_make(pk_basin3d *B, int nx, int ny, int nz) {
         const int64_t cE = i < nx ? c + 1 : -1, cN = j < ny ? c + nx : -1;
         const int64_t cD = k < nz ? c + (int64_t)nx * ny : -1;
         /* the east face of the last column couples to i = nx + 1 = 1 (periodic): dry, so zero */
-        double a = -B->aW[c] - (cE >= 0 ? B->aW[cE] : 0.0) - B->aS[c] - (cN >= 0 ? B->aS[cN] : 0.0) - B->aV[c];
+        double a =
+            -B->aW[c] - (cE >= 0 ? B->aW[cE] : 0.0) - B->aS[c] - (cN >= 0 ? B->aS[cN] : 0.0) - B->aV[c];
         if (cD >= 0) a -= B->aV[cD];
         if (k == 1) a -= 1.0 / deltaTMom / gravity * rA * pk_basin3d_hc(B, i, j, 1);
         B->aC[c] = a;
@@ -125,7 +126,8 @@ static double pk_basin3d_rhs(const pk_basin3d *B, double time, double *b) {
   const double pi = 3.14159265358979323846, dxC = 250.0, dyC = 250.0, dxG = dxC, dyG = dyC, rA = dxC * dyC;
   const int nx = B->nx, ny = B->ny, nz = B->nz;
   const int mx = nx + 1, my = ny + 1;
-  /* transports through the west (u), south (v) faces and the top (r) of cell (i, j, k), 1-based i, j <= n + 1 */
+  /* transports through the west (u), south (v) faces and the top (r) of cell (i, j, k), 1-based,
+     i <= nx + 1, j <= ny + 1 */
   double *u = calloc((size_t)mx * my * nz, sizeof(double)), *v = calloc((size_t)mx * my * nz, sizeof(double));
   double *r = calloc((size_t)mx * my * (nz + 1), sizeof(double));
   if (!u || !v || !r) {
@@ -142,11 +144,14 @@ static double pk_basin3d_rhs(const pk_basin3d *B, double time, double *b) {
         const double hW = fmin(pk_basin3d_hc(B, i - 1, j, k), pk_basin3d_hc(B, i, j, k));
         const double hS = fmin(pk_basin3d_hc(B, i, j - 1, k), pk_basin3d_hc(B, i, j, k));
         const double mk = pk_basin3d_hc(B, i, j, k) * pk_basin3d_hc(B, i, j, k > 1 ? k - 1 : 1);
-        PK_B3_F(u, i, j, k) = 0.1 * sin(2.0 * pi * (x / 4000.0 - time / 600.0)) * (1.0 + rc / 300.0) * dyG * dr * hW;
-        PK_B3_F(v, i, j, k) = 0.05 * cos(pi * y / 6000.0) * cos(time / 300.0) * exp(rc / 100.0) * dxG * dr * hS;
-        PK_B3_F(r, i, j, k) = k == 1 ? 0.0
-                                     : 0.02 * exp(-((x - xp) * (x - xp) + (y - 3000.0) * (y - 3000.0)) / 1.0e6) *
-                                           sin(pi * rc / (-270.0)) * rA * mk;
+        PK_B3_F(u, i, j, k) =
+            0.1 * sin(2.0 * pi * (x / 4000.0 - time / 600.0)) * (1.0 + rc / 300.0) * dyG * dr * hW;
+        PK_B3_F(v, i, j, k) =
+            0.05 * cos(pi * y / 6000.0) * cos(time / 300.0) * exp(rc / 100.0) * dxG * dr * hS;
+        PK_B3_F(r, i, j, k) = k == 1
+                                  ? 0.0
+                                  : 0.02 * exp(-((x - xp) * (x - xp) + (y - 3000.0) * (y - 3000.0)) / 1.0e6) *
+                                        sin(pi * rc / (-270.0)) * rA * mk;
       }
   for (int j = 1; j <= my; j++)
     for (int i = 1; i <= mx; i++) {

@@ -64,8 +64,10 @@ PK_TEST_CASE(basin_rtol_1e13) {
   pkrylov_result res;
   PK_REQUIRE(x != NULL, "out of memory");
   PK_REQUIRE_OK(ctx, pk_rr_solve(ctx, &P, PKRYLOV_SOLVER_PIPECG, 0, NULL, x, &res));
-  PK_EXPECT(res.iterations > 1.1 * ref, "without replacement %d iterations, reference %d: the test problem does "
-            "not need the rule", res.iterations, ref);
+  PK_EXPECT(res.iterations > 1.1 * ref,
+            "without replacement %d iterations, reference %d: the test problem does "
+            "not need the rule",
+            res.iterations, ref);
   free(x);
   pk_rr_free(&P);
   PK_REQUIRE_OK(ctx, pk_rr_basin(ctx, 128, 96, 15, &P));
@@ -155,8 +157,8 @@ PK_TEST_CASE(user_operator_count) {
   /* (a confirmation that fails restarts: one more product for it, two to start again, one more pass) */
   const long extra = c.applies - res.iterations - 5 - 4 * (res.true_residual_checks - 1);
   PK_EXPECT(extra % 5 == 0 && extra / 5 == res.residual_replacements && res.residual_replacements >= 1,
-            "%ld products in %d iterations: %ld replacements by count, %d reported", c.applies, res.iterations,
-            extra / 5, res.residual_replacements);
+            "%ld products in %d iterations: %ld replacements by count, %d reported", c.applies,
+            res.iterations, extra / 5, res.residual_replacements);
   free(x);
   pkrylov_precond_destroy(&U.M);
   pkrylov_operator_destroy(&U.A);
@@ -208,13 +210,15 @@ PK_TEST_CASE(reproducible_threads) {
     n = P.n;
     x[t] = malloc(sizeof(double) * (size_t)n);
     PK_REQUIRE(x[t] != NULL, "out of memory");
-    PK_REQUIRE_OK(ctx, pk_rr_solve(ctx, &P, PKRYLOV_SOLVER_PIPECG, PKRYLOV_REPLACE_AUTO, NULL, x[t], &res[t]));
+    PK_REQUIRE_OK(ctx,
+                  pk_rr_solve(ctx, &P, PKRYLOV_SOLVER_PIPECG, PKRYLOV_REPLACE_AUTO, NULL, x[t], &res[t]));
     PK_EXPECT(res[t].converged && res[t].residual_replacements > 0, "threads %d: %s, %d replacements", t + 1,
               pkrylov_reason_string(res[t].reason), res[t].residual_replacements);
     pk_rr_free(&P);
     pkrylov_context_destroy(&ctx);
   }
-  PK_EXPECT(res[0].iterations == res[1].iterations && res[0].residual_replacements == res[1].residual_replacements,
+  PK_EXPECT(res[0].iterations == res[1].iterations &&
+                res[0].residual_replacements == res[1].residual_replacements,
             "1 thread %d its %d replacements, 2 threads %d its %d", res[0].iterations,
             res[0].residual_replacements, res[1].iterations, res[1].residual_replacements);
   PK_EXPECT(memcmp(x[0], x[1], sizeof(double) * (size_t)n) == 0, "x differs between 1 and 2 threads");
@@ -222,7 +226,8 @@ PK_TEST_CASE(reproducible_threads) {
   PK_TEST_END();
 }
 
-/** Pipelined BiCGStab keeps fixed intervals: PKRYLOV_REPLACE_AUTO replaces every 50 iterations, as 50 does. */
+/** Pipelined BiCGStab keeps fixed intervals: PKRYLOV_REPLACE_AUTO replaces every 50 iterations, as 50 does.
+ */
 PK_TEST_CASE(pipebicgstab_fixed) {
   pkrylov_context ctx;
   pk_rr_problem P;
@@ -244,10 +249,10 @@ PK_TEST_CASE(pipebicgstab_fixed) {
     pkrylov_solver_destroy(&s);
   }
   PK_EXPECT(r1.iterations == r2.iterations && r1.residual_replacements == r2.residual_replacements,
-            "auto %d its %d replacements, 50: %d its %d", r1.iterations, r1.residual_replacements, r2.iterations,
-            r2.residual_replacements);
-  PK_EXPECT(r1.iterations < 50 || r1.residual_replacements >= 1, "%d iterations, %d replacements", r1.iterations,
-            r1.residual_replacements);
+            "auto %d its %d replacements, 50: %d its %d", r1.iterations, r1.residual_replacements,
+            r2.iterations, r2.residual_replacements);
+  PK_EXPECT(r1.iterations < 50 || r1.residual_replacements >= 1, "%d iterations, %d replacements",
+            r1.iterations, r1.residual_replacements);
   PK_EXPECT(memcmp(x1, x2, sizeof(double) * (size_t)P.n) == 0, "x differs");
   free(x1), free(x2);
   pk_rr_free(&P);
@@ -265,7 +270,8 @@ PK_TEST_CASE(bad_input) {
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_residual_replacement(s, -2), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT(pk_test_msg_has(ctx, "'k' = -2"), "message names k");
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_residual_replacement(s, -100), PKRYLOV_ERR_INVALID_VALUE);
-  PK_EXPECT_CODE(NULL, pkrylov_solver_set_residual_replacement(NULL, PKRYLOV_REPLACE_AUTO), PKRYLOV_ERR_NULL_POINTER);
+  PK_EXPECT_CODE(NULL, pkrylov_solver_set_residual_replacement(NULL, PKRYLOV_REPLACE_AUTO),
+                 PKRYLOV_ERR_NULL_POINTER);
   PK_EXPECT(pk_test_msg_has(NULL, "'s'"), "message names s");
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_residual_replacement(s, PKRYLOV_REPLACE_AUTO), PKRYLOV_SUCCESS);
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_residual_replacement(s, 0), PKRYLOV_SUCCESS);
@@ -275,6 +281,7 @@ PK_TEST_CASE(bad_input) {
   PK_TEST_END();
 }
 
-PK_TEST_MAIN(PK_TEST_ENTRY(thinshell_rtol_1e10), PK_TEST_ENTRY(basin_rtol_1e13), PK_TEST_ENTRY(basin_model_steps),
-             PK_TEST_ENTRY(user_operator_count), PK_TEST_ENTRY(default_is_auto),
-             PK_TEST_ENTRY(reproducible_threads), PK_TEST_ENTRY(pipebicgstab_fixed), PK_TEST_ENTRY(bad_input))
+PK_TEST_MAIN(PK_TEST_ENTRY(thinshell_rtol_1e10), PK_TEST_ENTRY(basin_rtol_1e13),
+             PK_TEST_ENTRY(basin_model_steps), PK_TEST_ENTRY(user_operator_count),
+             PK_TEST_ENTRY(default_is_auto), PK_TEST_ENTRY(reproducible_threads),
+             PK_TEST_ENTRY(pipebicgstab_fixed), PK_TEST_ENTRY(bad_input))

@@ -143,8 +143,8 @@ static int basin_tile(pkrylov_context ctx, const pk_rr_problem *G, int px, int p
     for (int64_t j = 0; j < nyl; j++)
       for (int64_t i = 0; i < nxl; i++)
         (*ml)[i + nxl * (j + nyl * k)] = B->mask[i0 + i + (int64_t)B->nx * (j0 + j + (int64_t)B->ny * k)];
-  const int e = pkrylov_operator_create_stencil7_dist(ctx, px, py, nxl, nyl, B->nz, t[0], t[1], t[2], t[3], *ml,
-                                                      Ad);
+  const int e =
+      pkrylov_operator_create_stencil7_dist(ctx, px, py, nxl, nyl, B->nz, t[0], t[1], t[2], t[3], *ml, Ad);
   for (int a = 0; a < 4; a++) free(t[a]);
   return e;
 }

@@ -1,13 +1,15 @@
 /**
  * @file pk_rr.h
  * @brief The automatic residual replacement of pipelined CG (pkrylov_solver_set_residual_replacement(s,
- *        PKRYLOV_REPLACE_AUTO), the default), shared by the CPU driver (solver.c) and the device scalar step
- *        (pk_cuda_kernels.cu): one estimate and one decision, so both backends replace at the same iterations.
+ *        PKRYLOV_REPLACE_AUTO), the default), shared by the CPU driver (solver.c) and the device scalar
+ *        step (pk_cuda_kernels.cu): one estimate and one decision, so both backends replace at the same
+ *        iterations.
  *
  * After Cools, Yetkin, Agullo, Giraud and Vanroose (SIAM J. Matrix Anal. Appl. 39(1), 2018), whose test is
  * Van der Vorst and Ye's (SIAM J. Sci. Comput. 22(3), 2000). Pipelined CG carries four vectors by
  * recurrence, and in finite precision they drift from their definitions: the gaps f = b - A x - r,
- * g = A p - s, h = A u - w and j = A q - z. One iteration (step alpha, beta; n = A m computed) changes them by
+ * g = A p - s, h = A u - w and j = A q - z. One iteration (step alpha, beta; n = A m computed) changes
+ * them by
  *
  *     j' = beta j + (A m - n) + (rounding of the q, z updates)
  *     g' = h + beta g + (rounding of the p, s updates)

@@ -593,7 +593,8 @@ restart:
  * z = A q; then the local partial sums (r,u), (w,u), (r,r) into d, and with nv = PK_RR_NV the norms of the
  * automatic rule (x, x), (p, p), (u, u), (q, q) (pk_rr.h).
  */
-static void pk_pipecg_replace(pkrylov_solver s, const double *b, const double *x, int have_p, int nv, double *d) {
+static void pk_pipecg_replace(pkrylov_solver s, const double *b, const double *x, int have_p, int nv,
+                              double *d) {
   double *r = s->v[V_R], *u = s->v[V_U], *w = s->v[V_W];
   pk_cpu_residual(s->A, b, x, r, s->part, d);
   pk_precond(s, r, u);
