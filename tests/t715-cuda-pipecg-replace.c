@@ -8,7 +8,7 @@
  *    unfolded and folded launchers, blocks of 7 and of 1 iteration, a monitor: one scalar step at a time
  *    from the host): converged, at most 1.02 times the reference's iterations, the true residual of the
  *    returned x (recomputed on the host) within the tolerance, replacements done, and the iterations and
- *    replacements within one of the CPU backend's (the sums differ in their last bits);
+ *    replacements within 2 and 1 of the CPU backend's (the sums differ in their last bits);
  *  - no_precond: without a preconditioner (the specialised update of M = I, its seven sums with u = r and
  *    q = s), the same checks against the CPU backend;
  *  - reproducible: reproducible mode on both backends (the rule's norms and the measured gap are exact
@@ -86,7 +86,9 @@ static int check_modes(pkrylov_context gctx, const pk_rr_problem *C, const pk_rr
               m->name, rg.iterations, ref);
     PK_EXPECT(tr >= 0 && tr <= tol, "%s, %s: true residual %.3e > tolerance %.3e", what, m->name, tr, tol);
     PK_EXPECT(rg.residual_replacements >= 1, "%s, %s: no replacement", what, m->name);
-    PK_EXPECT(abs(rg.iterations - rc.iterations) <= 1 &&
+    /* (the thin shell at 1e-10 is at CG's attainable accuracy: a confirmation may fail and restart on one
+       backend and not on the other) */
+    PK_EXPECT(abs(rg.iterations - rc.iterations) <= 2 &&
                   abs(rg.residual_replacements - rc.residual_replacements) <= 1,
               "%s, %s: GPU %d iterations %d replacements, CPU %d and %d", what, m->name, rg.iterations,
               rg.residual_replacements, rc.iterations, rc.residual_replacements);
