@@ -98,31 +98,30 @@ static int check_modes(pkrylov_context gctx, const pk_rr_problem *C, const pk_rr
   return PK_PASS;
 }
 
-PK_TEST_CASE(thinshell) {
-  SKIP_WITHOUT_GPU();
+/** The problem (make: pk_rr_thinshell or pk_rr_basin) built on the CPU and on the GPU, every mode. */
+static int modes_case(int (*make)(pkrylov_context, int, int, int, pk_rr_problem *), int nx, int ny, int nz,
+                      const char *what) {
   pkrylov_context cctx, gctx;
   pk_rr_problem C, G;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cctx));
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &gctx));
-  PK_REQUIRE_OK(cctx, pk_rr_thinshell(cctx, 64, 64, 32, &C));
-  PK_REQUIRE_OK(gctx, pk_rr_thinshell(gctx, 64, 64, 32, &G));
-  check_modes(gctx, &C, &G, "thin shell 64 x 64 x 32");
+  PK_REQUIRE_OK(cctx, make(cctx, nx, ny, nz, &C));
+  PK_REQUIRE_OK(gctx, make(gctx, nx, ny, nz, &G));
+  check_modes(gctx, &C, &G, what);
   pk_rr_free(&C), pk_rr_free(&G);
   pkrylov_context_destroy(&gctx), pkrylov_context_destroy(&cctx);
+  return PK_PASS;
+}
+
+PK_TEST_CASE(thinshell) {
+  SKIP_WITHOUT_GPU();
+  if (modes_case(pk_rr_thinshell, 64, 64, 32, "thin shell 64 x 64 x 32") != PK_PASS) return PK_FAIL;
   PK_TEST_END();
 }
 
 PK_TEST_CASE(basin) {
   SKIP_WITHOUT_GPU();
-  pkrylov_context cctx, gctx;
-  pk_rr_problem C, G;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cctx));
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &gctx));
-  PK_REQUIRE_OK(cctx, pk_rr_basin(cctx, 64, 48, 15, &C));
-  PK_REQUIRE_OK(gctx, pk_rr_basin(gctx, 64, 48, 15, &G));
-  check_modes(gctx, &C, &G, "basin 64 x 48 x 15");
-  pk_rr_free(&C), pk_rr_free(&G);
-  pkrylov_context_destroy(&gctx), pkrylov_context_destroy(&cctx);
+  if (modes_case(pk_rr_basin, 64, 48, 15, "basin 64 x 48 x 15") != PK_PASS) return PK_FAIL;
   PK_TEST_END();
 }
 

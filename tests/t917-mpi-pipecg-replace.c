@@ -29,15 +29,6 @@ static void split(int32_t n, int p, int b, int32_t *i0, int32_t *nl) {
   *i0 = b * q + (b < r ? b : r);
 }
 
-/** Restrict the global k-slow array g (gnx x gny x nz) to the block [i0, i0+nxl) x [j0, j0+nyl). */
-static void restrict_block(const double *g, int32_t gnx, int32_t gny, int32_t nz, int32_t i0, int32_t nxl,
-                           int32_t j0, int32_t nyl, double *l) {
-  for (int64_t k = 0; k < nz; k++)
-    for (int64_t j = 0; j < nyl; j++)
-      memcpy(l + nxl * (j + (int64_t)nyl * k), g + i0 + (int64_t)gnx * (j0 + j + (int64_t)gny * k),
-             sizeof(double) * (size_t)nxl);
-}
-
 /** ||b - A x|| over the ranks (wet cells: mask NULL = all), A x by the distributed operator. */
 static double dist_true_residual(pkrylov_operator Ad, int64_t n, const double *b, const double *x,
                                  const int32_t *mask) {
@@ -53,24 +44,34 @@ static double dist_true_residual(pkrylov_operator Ad, int64_t n, const double *b
   return sqrt(g);
 }
 
-/**
- * The distributed solve of the global problem G (its operator and right-hand side built on every rank) with
- * operator Ad and the local right-hand side bl (n values, mask ml or NULL): the checks of the file header.
- * ref: the reference CG's iterations. Returns the result.
- */
-static pkrylov_result check_dist(pkrylov_context ctx, const pk_rr_problem *G, pkrylov_operator Ad, int64_t n,
-                                 const double *bl, const int32_t *ml, int ref, const char *what) {
-  pkrylov_result res;
-  memset(&res, 0, sizeof res);
+/** Pipelined CG with the automatic rule on the distributed operator Ad (column preconditioner) with the
+ *  tolerances of G: x (n local values, from 0) and *res; returns the status. */
+static int dist_solve(pkrylov_context ctx, const pk_rr_problem *G, pkrylov_operator Ad, const double *bl,
+                      double *x, int64_t n, pkrylov_result *res) {
   pkrylov_precond M = NULL;
   pkrylov_solver s = NULL;
-  double *x = calloc((size_t)n, sizeof(double));
-  int e = x ? pkrylov_precond_create(ctx, Ad, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M) : -1;
+  memset(x, 0, sizeof(double) * (size_t)n);
+  int e = pkrylov_precond_create(ctx, Ad, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M);
   if (!e) e = pkrylov_solver_create(ctx, PKRYLOV_SOLVER_PIPECG, Ad, M, &s);
   if (!e) e = pkrylov_solver_set_tolerances(s, G->rtol, G->atol);
   if (!e) e = pkrylov_solver_set_max_iterations(s, 3000);
   if (!e) e = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, bl, x);
-  if (!e) e = pkrylov_solver_get_result(s, &res);
+  if (!e) e = pkrylov_solver_get_result(s, res);
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  return e;
+}
+
+/**
+ * The distributed solve of the global problem G (its operator and right-hand side built on every rank) with
+ * operator Ad and the local right-hand side bl (n values, mask ml or NULL): the checks of the file header.
+ * ref: the reference CG's iterations.
+ */
+static void check_dist(pkrylov_context ctx, const pk_rr_problem *G, pkrylov_operator Ad, int64_t n,
+                       const double *bl, const int32_t *ml, int ref, const char *what) {
+  pkrylov_result res;
+  double *x = malloc(sizeof(double) * (size_t)n);
+  const int e = x ? dist_solve(ctx, G, Ad, bl, x, n, &res) : PKRYLOV_ERR_OUT_OF_MEMORY;
   PK_EXPECT(e == 0, "%s: solve failed (%d)", what, e);
   if (!e) {
     const double tol = pk_rr_tol(G), tr = dist_true_residual(Ad, n, bl, x, ml);
@@ -80,10 +81,7 @@ static pkrylov_result check_dist(pkrylov_context ctx, const pk_rr_problem *G, pk
     PK_EXPECT(tr >= 0 && tr <= tol, "%s: true residual %.3e > tolerance %.3e", what, tr, tol);
     PK_EXPECT(res.residual_replacements >= 1, "%s: no replacement", what);
   }
-  pkrylov_solver_destroy(&s);
-  pkrylov_precond_destroy(&M);
   free(x);
-  return res;
 }
 
 PK_TEST_CASE(thinshell) {
@@ -109,7 +107,7 @@ PK_TEST_CASE(thinshell) {
     const int64_t n = (int64_t)nxl * nyl * nz;
     double *bl = malloc(sizeof(double) * (size_t)n);
     PK_REQUIRE(bl != NULL, "out of memory");
-    restrict_block(G.b, gnx, gny, nz, i0, nxl, j0, nyl, bl);
+    pk_mpi_restrict_block(G.b, gnx, gny, nz, i0, nxl, j0, nyl, bl);
     char what[64];
     snprintf(what, sizeof what, "thin shell %d x %d ranks", px, py);
     check_dist(ctx, &G, Ad, n, bl, NULL, ref, what);
@@ -138,7 +136,7 @@ static int basin_tile(pkrylov_context ctx, const pk_rr_problem *G, int px, int p
   *bl = t[4];
   if (!t[0] || !t[1] || !t[2] || !t[3] || !t[4] || !*ml) return PKRYLOV_ERR_OUT_OF_MEMORY;
   const double *g[5] = {B->aW, B->aS, B->aV, B->aC, G->b};
-  for (int a = 0; a < 5; a++) restrict_block(g[a], B->nx, B->ny, B->nz, i0, nxl, j0, nyl, t[a]);
+  for (int a = 0; a < 5; a++) pk_mpi_restrict_block(g[a], B->nx, B->ny, B->nz, i0, nxl, j0, nyl, t[a]);
   for (int64_t k = 0; k < B->nz; k++)
     for (int64_t j = 0; j < nyl; j++)
       for (int64_t i = 0; i < nxl; i++)
@@ -200,20 +198,13 @@ PK_TEST_CASE(basin_reproducible) {
     if (size % px) continue;
     const int py = size / px;
     pkrylov_operator Ad = NULL;
-    pkrylov_precond M = NULL;
-    pkrylov_solver s = NULL;
     double *bl = NULL;
     int32_t *ml = NULL;
     int64_t n = 0;
     PK_REQUIRE_OK(ctx, basin_tile(ctx, &G, px, py, &Ad, &bl, &ml, &n));
-    double *xl = calloc((size_t)n, sizeof(double));
+    double *xl = malloc(sizeof(double) * (size_t)n);
     PK_REQUIRE(xl != NULL, "out of memory");
-    PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, Ad, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
-    PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_PIPECG, Ad, M, &s));
-    PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, G.rtol, G.atol));
-    PK_REQUIRE_OK(ctx, pkrylov_solver_set_max_iterations(s, 3000));
-    PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, bl, xl));
-    PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &rd));
+    PK_REQUIRE_OK(ctx, dist_solve(ctx, &G, Ad, bl, xl, n, &rd));
     PK_REQUIRE_OK(ctx, pkrylov_operator_gather(Ad, 0, xl, rank == 0 ? xg : NULL));
     PK_EXPECT(rd.iterations == rs.iterations && rd.residual_replacements == rs.residual_replacements,
               "%d x %d ranks: %d iterations, %d replacements; single rank %d, %d", px, py, rd.iterations,
@@ -221,8 +212,6 @@ PK_TEST_CASE(basin_reproducible) {
     if (rank == 0)
       PK_EXPECT(memcmp(xg, xs, sizeof(double) * (size_t)G.n) == 0, "%d x %d ranks: x differs from the single "
                 "rank's", px, py);
-    pkrylov_solver_destroy(&s);
-    pkrylov_precond_destroy(&M);
     pkrylov_operator_destroy(&Ad);
     free(bl), free(ml), free(xl);
   }

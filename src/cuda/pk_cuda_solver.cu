@@ -576,17 +576,21 @@ int true_residual(Run &R, double *r, double *res) {
   return PKRYLOV_SUCCESS;
 }
 
-int state_to_device(Run &R) {
+/** bytes from src to dst on the solver's stream (kind: the direction), then (sync) wait for it. */
+int copy_small(Run &R, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, int sync,
+               const char *what) {
   pkrylov_context ctx = R.ctx;
-  CU(cudaMemcpyAsync(R.d->st, R.d->hst, sizeof(pk_cuda_state), cudaMemcpyHostToDevice, R.stream), "state");
+  CU(cudaMemcpyAsync(dst, src, bytes, kind, R.stream), what);
+  if (sync) CU(cudaStreamSynchronize(R.stream), "synchronising");
   return PKRYLOV_SUCCESS;
 }
 
+int state_to_device(Run &R) {
+  return copy_small(R, R.d->st, R.d->hst, sizeof(pk_cuda_state), cudaMemcpyHostToDevice, 0, "state");
+}
+
 int state_to_host(Run &R) {
-  pkrylov_context ctx = R.ctx;
-  CU(cudaMemcpyAsync(R.d->hst, R.d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream), "state");
-  CU(cudaStreamSynchronize(R.stream), "synchronising");
-  return PKRYLOV_SUCCESS;
+  return copy_small(R, R.d->hst, R.d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, 1, "state");
 }
 
 /**
@@ -990,24 +994,14 @@ void reset_state(Run &R, int32_t it, int first) {
 
 /** The device estimate of the automatic residual replacement from its host image d->hrre (enqueued). */
 int rr_put(Run &R) {
-  pkrylov_context ctx = R.ctx;
-  CU(cudaMemcpyAsync(R.d->rre, R.d->hrre, sizeof(pk_rr_est), cudaMemcpyHostToDevice, R.stream), "estimate");
-  return PKRYLOV_SUCCESS;
-}
-
-/** The host image d->hrre of the device estimate (one synchronisation). */
-int rr_get(Run &R) {
-  pkrylov_context ctx = R.ctx;
-  CU(cudaMemcpyAsync(R.d->hrre, R.d->rre, sizeof(pk_rr_est), cudaMemcpyDeviceToHost, R.stream), "estimate");
-  CU(cudaStreamSynchronize(R.stream), "synchronising");
-  return PKRYLOV_SUCCESS;
+  return copy_small(R, R.d->rre, R.d->hrre, sizeof(pk_rr_est), cudaMemcpyHostToDevice, 0, "estimate");
 }
 
 /** The estimate starts again from the next sums (a (re)start or a replacement), after a replacement the
- *  rule decided with the gap it closed (gap >= 0; else -1). */
+ *  rule decided with the gap it closed (gap >= 0; else -1): the device's copied back, changed, copied. */
 int rr_fresh(Run &R, double gap) {
   if (!R.rr_on) return PKRYLOV_SUCCESS;
-  PK_CALL(rr_get(R));
+  PK_CALL(copy_small(R, R.d->hrre, R.d->rre, sizeof(pk_rr_est), cudaMemcpyDeviceToHost, 1, "estimate"));
   R.d->hrre->fresh = 1;
   R.d->hrre->gap = gap;
   return rr_put(R);
