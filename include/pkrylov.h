@@ -1180,7 +1180,10 @@ PKRYLOV_EXTERN int pkrylov_rci_set_tolerances(pkrylov_rci r, double rtol, double
 PKRYLOV_EXTERN int pkrylov_rci_set_max_iterations(pkrylov_rci r, int32_t maxit);
 /**
  * Residual replacement every k iterations (k >= 0, 0 = never, default 50), as
- * pkrylov_solver_set_residual_replacement(): pipelined CG and pipelined BiCGStab; ignored by the others.
+ * pkrylov_solver_set_residual_replacement() with a fixed interval: pipelined CG and pipelined BiCGStab;
+ * ignored by the others. The handles keep fixed intervals: their caller does the products and the sums, so
+ * the automatic rule (its norms in the reductions, ||A|| from the operator's entries) does not apply, and
+ * ::PKRYLOV_REPLACE_AUTO, like any negative k, is ::PKRYLOV_ERR_INVALID_VALUE.
  */
 PKRYLOV_EXTERN int pkrylov_rci_set_residual_replacement(pkrylov_rci r, int32_t k);
 /**
