@@ -132,7 +132,10 @@ static void print_help(FILE *f) {
           "  --rtol R                   relative tolerance (default 1e-8)\n"
           "  --atol A                   absolute tolerance (default 0)\n"
           "  --maxit N                  iteration cap (default 1000)\n"
-          "  --replace K                pipelined CG: residual replacement every K iterations\n"
+          "  --replace auto|K           pipelined CG: residual replacement when an estimate of the\n"
+          "                             recurrence's rounding errors says so (auto, the default) or\n"
+          "                             every K iterations (0 = never; pipelined BiCGStab: every K,\n"
+          "                             every 50 with auto)\n"
           "  --precision P              fp64 (default), mixed-precond (fp32 preconditioner factors) or\n"
           "                             mixed (fp32 factors and operator coefficients); CUDA only\n"
           "  --true-residual K          recompute the true residual every K iterations\n"
@@ -521,6 +524,8 @@ static int parse_args(int argc, char **argv, options *o) {
       o->save_system = val;
     } else if (strcmp(name, "--step") == 0 && strcmp(val, "auto") == 0) {
       o->step = 0, o->set_step = 1;
+    } else if (strcmp(name, "--replace") == 0 && strcmp(val, "auto") == 0) {
+      o->replace = PKRYLOV_REPLACE_AUTO, o->set_replace = 1;
     } else {
       /* the integer options: --levels, --monitor (> 0), --maxit, --replace, --true-residual, --threads
          (0 to 4096) */
@@ -528,7 +533,8 @@ static int parse_args(int argc, char **argv, options *o) {
                 positive = is_levels || strcmp(name, "--monitor") == 0;
       int32_t v = 0;
       if (parse_int(val, &v) || v < 0 || (positive && v == 0) || (is_threads && v > PKRYLOV_MAX_THREADS)) {
-        usage_error("invalid value '%s' for option '%s': expected an integer %s", val, name,
+        usage_error("invalid value '%s' for option '%s': expected %san integer %s", val, name,
+                    strcmp(name, "--replace") == 0 ? "'auto' or " : "",
                     positive ? "> 0" : is_threads ? "from 0 (the default) to 4096" : ">= 0");
         return 1;
       }

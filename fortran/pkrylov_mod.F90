@@ -1743,10 +1743,12 @@ contains
                    'pk_solver_set_min_residual', ierr)
     end subroutine pk_solver_set_min_residual
 
-    !> Pipelined CG: residual replacement every k iterations (k >= 0; 0 = never; default 50). Ignored by CG.
+    !> Pipelined CG: residual replacement by the automatic rule (k = PKRYLOV_REPLACE_AUTO, the default) or
+    !> every k iterations (k >= 0; 0 = never); pipelined BiCGStab: every k (50 with PKRYLOV_REPLACE_AUTO).
+    !> Ignored by the other types.
     subroutine pk_solver_set_residual_replacement(s, k, ierr)
         type(pk_solver), intent(in) :: s !! the solver
-        integer(c_int32_t), intent(in) :: k !! interval, >= 0
+        integer(c_int32_t), intent(in) :: k !! PKRYLOV_REPLACE_AUTO or an interval >= 0
         integer, intent(out), optional :: ierr !! status
         call check(pkrylov_solver_set_residual_replacement(s%h, k), s%ctx, &
                    'pk_solver_set_residual_replacement', ierr)

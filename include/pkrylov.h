@@ -893,9 +893,22 @@ PKRYLOV_EXTERN int pkrylov_solver_set_stop_rule(pkrylov_solver s, int32_t rule);
  * ::PKRYLOV_ERR_INVALID_VALUE.
  */
 PKRYLOV_EXTERN int pkrylov_solver_set_min_residual(pkrylov_solver s, int32_t flag);
+/** pkrylov_solver_set_residual_replacement(): the automatic rule (the default). */
+#define PKRYLOV_REPLACE_AUTO -1
 /**
- * Pipelined CG: replace the recurrence vectors (r, u, w, s, q, z) by explicitly computed ones every k
- * iterations (k >= 0; 0 = never; default 50), so the final accuracy matches classical CG. Ignored by CG.
+ * Residual replacement of pipelined CG: the recurrence vectors (r, u, w, s, q, z) are replaced by explicitly
+ * computed ones (r = b - A x, u = M^-1 r, w = A u, s = A p, q = M^-1 s, z = A q), so that the recurrence
+ * residual stays close to the true one and the final accuracy matches classical CG.
+ * - ::PKRYLOV_REPLACE_AUTO (the default): when the rounding errors of the recurrences may have opened a gap
+ *   between the recurrence and the true residual that is no longer small against the residual (Cools et al.
+ *   2018): an estimate of the gap is kept from the norms of the iteration's vectors, which ride in the
+ *   iteration's one global reduction (no extra reduction), and the vectors are replaced when the estimate
+ *   first exceeds sqrt(eps) times the residual (docs/design.md). A solve replaces a few times (result
+ *   residual_replacements); each replacement costs four operator products and two preconditioner
+ *   applications, and on the CUDA backend ends the block of iterations it falls in.
+ * - k > 0: every k iterations; 0: never.
+ * Pipelined BiCGStab replaces every k iterations, every 50 with ::PKRYLOV_REPLACE_AUTO. Ignored by the other
+ * types. Another negative k is ::PKRYLOV_ERR_INVALID_VALUE.
  */
 PKRYLOV_EXTERN int pkrylov_solver_set_residual_replacement(pkrylov_solver s, int32_t k);
 /**
@@ -1240,7 +1253,10 @@ PKRYLOV_EXTERN int pkrylov_rci_set_tolerances(pkrylov_rci r, double rtol, double
 PKRYLOV_EXTERN int pkrylov_rci_set_max_iterations(pkrylov_rci r, int32_t maxit);
 /**
  * Residual replacement every k iterations (k >= 0, 0 = never, default 50), as
- * pkrylov_solver_set_residual_replacement(): pipelined CG and pipelined BiCGStab; ignored by the others.
+ * pkrylov_solver_set_residual_replacement() with a fixed interval: pipelined CG and pipelined BiCGStab;
+ * ignored by the others. The handles keep fixed intervals: their caller does the products and the sums, so
+ * the automatic rule (its norms in the reductions, ||A|| from the operator's entries) does not apply, and
+ * ::PKRYLOV_REPLACE_AUTO, like any negative k, is ::PKRYLOV_ERR_INVALID_VALUE.
  */
 PKRYLOV_EXTERN int pkrylov_rci_set_residual_replacement(pkrylov_rci r, int32_t k);
 /**

@@ -33,6 +33,16 @@ static inline void pk_mpi_world(int *rank, int *size) {
   MPI_Comm_size(MPI_COMM_WORLD, size);
 }
 
+/** Restrict a global k-slow vector g (gnx x gny x nz) to the block [i0, i0+nxl) x [j0, j0+nyl) (l, local
+ *  k-slow order). */
+static inline void pk_mpi_restrict_block(const double *g, int32_t gnx, int32_t gny, int32_t nz, int32_t i0,
+                                         int32_t nxl, int32_t j0, int32_t nyl, double *l) {
+  for (int64_t k = 0; k < nz; k++)
+    for (int64_t j = 0; j < nyl; j++)
+      memcpy(l + nxl * (j + (int64_t)nyl * k), g + i0 + (int64_t)gnx * (j0 + j + (int64_t)gny * k),
+             sizeof(double) * (size_t)nxl);
+}
+
 #ifdef CUDART_VERSION /* the MPI + CUDA tests (cuda_runtime_api.h included first) */
 int setenv(const char *name, const char *value, int overwrite); /* POSIX (the C11 build hides it) */
 

@@ -868,7 +868,11 @@ PK_TEST_CASE(bad_solver_options) {
   PK_EXPECT(strstr(msg, "'maxit'"), "message '%s'", msg);
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_initial_guess_nonzero(s, 2), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_true_residual_interval(s, -3), PKRYLOV_ERR_INVALID_VALUE);
-  PK_EXPECT_CODE(ctx, pkrylov_solver_set_residual_replacement(s, -1), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_residual_replacement(s, -2), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT(pk_test_msg_has(ctx, "'k'") && pk_test_msg_has(ctx, "PKRYLOV_REPLACE_AUTO"), "message names k");
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_residual_replacement(s, INT32_MIN), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_solver_set_residual_replacement(s, PKRYLOV_REPLACE_AUTO), PKRYLOV_SUCCESS);
+  PK_EXPECT_CODE(NULL, pkrylov_solver_set_residual_replacement(NULL, 0), PKRYLOV_ERR_NULL_POINTER);
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_stagnation_window(s, -1), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_history(s, 7), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT_CODE(NULL, pkrylov_solver_set_tolerances(NULL, 1e-8, 0), PKRYLOV_ERR_NULL_POINTER);

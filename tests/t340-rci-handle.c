@@ -395,6 +395,8 @@ PK_TEST_CASE(bad_input) {
   PK_EXPECT_CODE(ctx, pkrylov_rci_set_max_iterations(r, -1), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT(pk_test_msg_has(ctx, "'maxit'"), "message");
   PK_EXPECT_CODE(ctx, pkrylov_rci_set_residual_replacement(r, -2), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT_CODE(ctx, pkrylov_rci_set_residual_replacement(r, PKRYLOV_REPLACE_AUTO), PKRYLOV_ERR_INVALID_VALUE);
+  PK_EXPECT(pk_test_msg_has(ctx, "PKRYLOV_REPLACE_AUTO"), "message says the handles take no automatic rule");
   PK_EXPECT(pk_test_msg_has(ctx, "'k'"), "message");
   PK_EXPECT_CODE(ctx, pkrylov_rci_start(r, PKRYLOV_MEM_HOST, NULL, x, 0), PKRYLOV_ERR_NULL_POINTER);
   PK_EXPECT(pk_test_msg_has(ctx, "'b'"), "message");

@@ -293,6 +293,47 @@ static int lib_thinshell(int32_t type, int32_t rule, int32_t minres, int32_t max
 }
 
 /**
+ * --replace auto|K: pipelined CG with 'auto' and without the option against the library's solve with its
+ * default (PKRYLOV_REPLACE_AUTO; the same iterations and residual_replacements in the JSON), '--replace 0'
+ * none, '--replace 4' one every 4 iterations (floor(iterations / 4), or one less when the last iteration
+ * falls on one), --help.
+ */
+PK_TEST_CASE(replace_auto) {
+  char out[PK_CAP], err[PK_CAP];
+  pkrylov_result ref;
+  if (lib_thinshell(PKRYLOV_SOLVER_PIPECG, PKRYLOV_STOP_CONFIRMED, 0, 500, 1e-10, &ref) != PK_PASS)
+    return PK_FAIL;
+  static const char *const opts[3] = {"--replace auto", "", "--replace 0"};
+  for (int i = 0; i < 3; i++) {
+    char args[PK_ARGS];
+    snprintf(args, sizeof args,
+             "--problem thinshell:10,9,8 --solver pipecg --maxit 500 --rtol 1e-10 --json %s", opts[i]);
+    const int rc = solve("replace_auto", args, out, err);
+    double it = -1, rep = -1;
+    PK_EXPECT(rc == 0 && json_num(out, "iterations", &it) == 0 &&
+                  json_num(out, "residual_replacements", &rep) == 0,
+              "'%s': exit %d: %s %s", args, rc, out, err);
+    if (i < 2)
+      PK_EXPECT((int)it == ref.iterations && (int)rep == ref.residual_replacements,
+                "'%s': %g iterations, %g replacements; library %d, %d", args, it, rep, ref.iterations,
+                ref.residual_replacements);
+    else
+      PK_EXPECT(rep == 0, "'%s': %g replacements", args, rep);
+  }
+  int rc = solve("replace_4", "--problem thinshell:10,9,8 --solver pipecg --replace 4 --rtol 1e-10 --json",
+                 out, err);
+  double it = -1, rep = -1;
+  PK_EXPECT(rc == 0 && json_num(out, "iterations", &it) == 0 &&
+                json_num(out, "residual_replacements", &rep) == 0,
+            "--replace 4: exit %d: %s", rc, out);
+  PK_EXPECT(rep == floor(it / 4) || rep == floor(it / 4) - 1, "--replace 4: %g replacements in %g iterations",
+            rep, it);
+  rc = solve("replace_help", "--help", out, err);
+  PK_EXPECT(rc == 0 && strstr(out, "--replace auto|K"), "--help: %s", out);
+  PK_TEST_END();
+}
+
+/**
  * --stop recurrence|confirmed, --solver srcg, --min-residual: the JSON (stop, last_residual, min_residual,
  * min_residual_iteration, true_residual_checks, iterations) against the library's own solve with the same
  * settings, the recomputed residual, the text report.
@@ -774,6 +815,8 @@ PK_TEST_CASE(usage_numbers) {
   expect_usage("u_maxit3", "--problem thinshell:4,4,4 --json --maxit 99999999999", "--maxit", NULL);
   expect_usage("u_levels", "--problem thinshell:4,4,4 --json --levels 0", "--levels", NULL);
   expect_usage("u_replace", "--problem thinshell:4,4,4 --json --replace x", "--replace", NULL);
+  expect_usage("u_replace2", "--problem thinshell:4,4,4 --json --replace -1", "--replace", "'auto'");
+  expect_usage("u_replace3", "--problem thinshell:4,4,4 --json --replace Auto", "--replace", "Auto");
   PK_TEST_END();
 }
 
@@ -1679,7 +1722,7 @@ PK_TEST_CASE(demo_small) {
   PK_TEST_END();
 }
 
-PK_TEST_MAIN(PK_TEST_ENTRY(barotropic_tiles_periodic), PK_TEST_ENTRY(grid_solvers_stop_threads),
+PK_TEST_MAIN(PK_TEST_ENTRY(replace_auto), PK_TEST_ENTRY(barotropic_tiles_periodic), PK_TEST_ENTRY(grid_solvers_stop_threads),
              PK_TEST_ENTRY(cubesphere_tiles), PK_TEST_ENTRY(thinshell_tiles_periodic),
              PK_TEST_ENTRY(grid_rhs_x0_history), PK_TEST_ENTRY(usage_grid), PK_TEST_ENTRY(grid_help_text),
              PK_TEST_ENTRY(stop_rule_srcg_min_residual), PK_TEST_ENTRY(usage_stop_rule),

@@ -185,10 +185,13 @@ static pk_cuda_state *dstate(double alpha, double beta, int32_t status) {
   return d;
 }
 
-/** Partial-sum scratch for op/pc (4 values per slot, as the driver allocates), poisoned. */
+/** Values per partial-sum slot the driver allocates (pipelined CG's update writes PK_RR_NV). */
+#define PART_NV 8
+
+/** Partial-sum scratch for op/pc (PART_NV values per slot, as the driver allocates), poisoned. */
 static double *dpart(const pk_cuda_op *op, const pk_cuda_pc *pc, int64_t *cap) {
   *cap = pk_cuda_partials_needed(op, pc);
-  return dnew(4 * *cap);
+  return dnew(PART_NV * *cap);
 }
 
 /** 1 <= nb <= cap */
@@ -404,8 +407,9 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
     d[i] = dup_dev(h[i], n);
   }
   double *rs = row_scale(A, v, h[0]); /* before h is updated: A m */
-  double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), out[3];
-  pk_cpu_pipecg_step(A, NULL, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], cpart, out);
+  double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), out[PK_RR_NV];
+  pk_cpu_pipecg_step(A, NULL, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], PK_RR_NV,
+                     cpart, out);
   int64_t cap, nb = -1;
   double *part = dpart(v, NULL, &cap);
   pk_cuda_state *st = dstate(alpha, beta, PK_ST_RUNNING);
@@ -416,11 +420,16 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
   /* z = A m + beta z and w -= alpha z take the row sums; the others do not (bitwise) */
   for (int i = 0; i < 9; i++)
     dev_close(tag, names[i], n, d[i], h[i], i == 1 || i == 8 ? rs : NULL, i == 8 ? fabs(alpha) : 1.0);
-  double g[3];
-  gpu_sums(part, nb, 3, g);
+  double g[PK_RR_NV];
+  gpu_sums(part, nb, PK_RR_NV, g);
   near_sum(tag, "(r, u)", g[0], out[0], abs_dot(n, h[6], h[7]));
   near_sum(tag, "(w, u)", g[1], out[1], abs_dot(n, h[8], h[7]) + abs_dot_rs(n, h[7], rs, fabs(alpha)));
   near_sum(tag, "(r, r)", g[2], out[2], out[2]);
+  /* the automatic residual replacement's norms (x, x), (p, p), (u, u), (q, q) */
+  near_sum(tag, "(x, x)", g[3], out[3], out[3]);
+  near_sum(tag, "(p, p)", g[4], out[4], out[4]);
+  near_sum(tag, "(u, u)", g[5], out[5], out[5]);
+  near_sum(tag, "(q, q)", g[6], out[6], out[6]);
   for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
   cudaFree(part), cudaFree(st);
   free(cpart), free(rs);
@@ -463,7 +472,7 @@ static void check_cg_pc(const char *tag, pkrylov_context ctx, const struct pkryl
     o.n = n;
     cap = pk_cuda_partials_needed(&o, NULL);
   }
-  double *part = dnew(4 * cap);
+  double *part = dnew(PART_NV * cap);
   double *dr = dup_dev(r0, n), *dq = alpha_zero ? dnew(n) : dup_dev(q0, n), *dz = dnew(n);
   pk_cuda_state *st = dstate(alpha_zero ? 1e300 : alpha, 3.0, PK_ST_RUNNING);
   CK(pk_cuda_cg_precond_step(NULL, v, st, alpha_zero, n, dr, dq, dz, part, &nb));
@@ -615,14 +624,27 @@ static void ref_cg_rho(pk_cuda_state *s, double rz, double rr, double *hist, int
   }
 }
 
-/** pk_solve_pipecg's scalar part ((r, u) = g, (w, u) = dl, (r, r) = rr) up to the fused step. */
-static void ref_pipe(pk_cuda_state *s, double g, double dl, double rr, double *hist) {
+/**
+ * pk_solve_pipecg's scalar part ((r, u) = g, (w, u) = dl, (r, r) = rr) up to the fused step; norms: the sums
+ * (x, x), (p, p), (u, u), (q, q) of the automatic residual replacement, est its estimate (host; NULL = off:
+ * with it pk_rr_step, as pk_solve_pipecg calls it after the NaN check, a replacement due before the cap
+ * stops with REPLACE).
+ */
+static void ref_pipe(pk_cuda_state *s, double g, double dl, double rr, const double *norms, double *hist,
+                     pk_rr_est *est) {
   if (s->status != PK_ST_RUNNING) return;
   const double rnorm = sqrt(rr);
   if (!isfinite(g) || !isfinite(dl) || !isfinite(rnorm)) {
     s->status = PK_ST_NAN;
     s->breakdown_it = s->it + 1;
     return;
+  }
+  if (est) {
+    const double v[PK_RR_NV] = {g, dl, rr, norms[0], norms[1], norms[2], norms[3]};
+    if (pk_rr_step(est, v, s->alpha_old, s->beta) && s->it < s->maxit) {
+      s->status = PK_ST_REPLACE;
+      return;
+    }
   }
   s->rnorm = rnorm;
   s->rr = rr;
@@ -731,7 +753,7 @@ static void check_cg_pc_fold(const char *tag, pkrylov_context ctx, const struct 
     o.n = n;
     cap = pk_cuda_partials_needed(&o, NULL);
   }
-  double *part = dnew(4 * cap), *dpin = dup_dev(pin, nbi);
+  double *part = dnew(PART_NV * cap), *dpin = dup_dev(pin, nbi);
   double *dr = dup_dev(r0, n), *dq = dup_dev(q0, n), *dz = dnew(n);
   pk_cuda_state *din = dstate_of(&in), *dout = dstate_poison();
   const pk_cuda_fold f = {din, dout, dpin, nbi, NULL, pdl};
@@ -751,34 +773,81 @@ static void check_cg_pc_fold(const char *tag, pkrylov_context ctx, const struct 
   free(r), free(q), free(z), free(r0), free(q0), free(cpart), free(pin);
 }
 
-/** Pipelined CG: the scalar step folded into z = M^-1 r (z bitwise the CPU's; the state as the reference). */
+/**
+ * The automatic residual replacement's estimate of a test (pk_rr.h), *e (host): case 0 off (returns NULL, the
+ * state's repl stays NULL); 1 on, ||A|| tiny (the estimate stays below tau |r|: updated, no replacement); 2
+ * on, ||A|| huge (it crosses: REPLACE); 3 on and fresh after a replacement (calibrated from the gap, then
+ * reset from the sums, no decision). On: *dev (allocated once, NULL before) gets a copy of *e and s->repl
+ * points to it; returns e.
+ */
+static pk_rr_est *rr_case(pk_cuda_state *s, int c, pk_rr_est *e, pk_rr_est **dev) {
+  s->repl = NULL;
+  if (!c) return NULL;
+  memset(e, 0, sizeof *e);
+  pk_rr_start(e, c == 2 ? 1e30 : 1e-30, 7.0, 3.0);
+  e->nq = 0.25, e->scale = 0.5;
+  e->f = 1e-40, e->g = 2e-40, e->h = 3e-40, e->j = 4e-40;
+  e->below = 1;
+  e->fresh = c == 3;
+  if (c == 3) e->gap = 1e-41;
+  if (!*dev && cudaMalloc((void **)dev, sizeof **dev) != cudaSuccess) exit(PK_FAIL);
+  cudaMemcpy(*dev, e, sizeof *e, cudaMemcpyHostToDevice);
+  s->repl = *dev;
+  return e;
+}
+
+/** The device estimate d bitwise equal to the host one h. */
+static void rr_same(const char *tag, const pk_rr_est *d, const pk_rr_est *h) {
+  pk_rr_est g;
+  cudaMemcpy(&g, d, sizeof g, cudaMemcpyDeviceToHost);
+  PK_EXPECT(memcmp(&g, h, sizeof g) == 0, "%s: the replacement estimate differs (f %.17g/%.17g, scale %.17g/%.17g, "
+            "below %d/%d)", tag, g.f, h->f, g.scale, h->scale, g.below, h->below);
+}
+
+/** Pipelined CG: the scalar step folded into z = M^-1 r (z bitwise the CPU's; the state as the reference),
+ *  with the automatic residual replacement off, on, replacing (z then undefined: not compared) and fresh. */
 static void check_pc_apply_fold(const char *tag, const struct pkrylov_precond_s *M, const pk_cuda_pc *v,
                                 int64_t nbi, int pdl, uint64_t seed) {
   const int64_t n = M->n;
-  double *pin = hslots(nbi, 3, 0.5, seed + 5), sums[3];
-  for (int64_t b = 0; b < nbi; b++) pin[3 * b + 1] += 2.0; /* (w, u) well above beta (r, u) / alpha_old */
-  ref_sums(pin, nbi, 3, sums);
-  pk_cuda_state in = mid_state();
-  in.rho_old = 2.0 * sums[0], in.alpha_old = 1.0; /* beta = 1/2: sigma = delta - gamma / 2 > 0 */
-  pk_cuda_state ref = in;
-  double hist[8];
-  ref_pipe(&ref, sums[0], sums[1], sums[2], hist);
-  PK_EXPECT(ref.status == PK_ST_RUNNING && ref.it == in.it + 1, "%s: reference state stopped", tag);
+  double *pin = hslots(nbi, PK_RR_NV, 0.5, seed + 5), sums[PK_RR_NV];
+  for (int64_t b = 0; b < nbi; b++)
+    pin[PK_RR_NV * b + 1] += 2.0; /* (w, u) well above beta (r, u) / alpha_old */
+  ref_sums(pin, nbi, PK_RR_NV, sums);
   double *r = hrand(n, seed), *z = hnew(n);
   pk_pc_apply_all(M, r, z);
-  double *dr = dup_dev(r, n), *dz = dnew(n), *dpin = dup_dev(pin, nbi * 3), *dhist = dnew(8);
-  pk_cuda_state *din = dstate_of(&in), *dout = dstate_poison();
-  const pk_cuda_fold f = {din, dout, dpin, nbi, dhist, pdl};
-  CK(pk_cuda_pc_apply_fold(NULL, v, &f, dr, dz));
-  SYNC();
-  state_same(tag, "state after the folded pipelined step", dout, &ref);
-  state_same(tag, "state read", din, &in);
-  pkt_dev_same(tag, "z = M^-1 r", n, dz, z);
-  pkt_dev_same(tag, "r (input)", n, dr, r);
-  double hg[8];
-  cudaMemcpy(hg, dhist, sizeof hg, cudaMemcpyDeviceToHost);
-  pkt_same_bits(tag, "history entry", 1, hg + in.it, hist + in.it);
-  cudaFree(dr), cudaFree(dz), cudaFree(dpin), cudaFree(dhist), cudaFree(din), cudaFree(dout);
+  double *dr = dup_dev(r, n), *dpin = dup_dev(pin, nbi * PK_RR_NV), *dhist = dnew(8);
+  pk_rr_est *dest = NULL;
+  for (int c = 0; c < 4; c++) {
+    char t2[160];
+    snprintf(t2, sizeof t2, "%s, replacement case %d", tag, c);
+    pk_cuda_state in = mid_state();
+    in.rho_old = 2.0 * sums[0], in.alpha_old = 1.0; /* beta = 1/2: sigma = delta - gamma / 2 > 0 */
+    pk_rr_est est;
+    pk_rr_est *e = rr_case(&in, c, &est, &dest);
+    pk_cuda_state ref = in;
+    double hist[8];
+    ref_pipe(&ref, sums[0], sums[1], sums[2], sums + 3, hist, e);
+    PK_EXPECT(c == 2 ? ref.status == PK_ST_REPLACE && ref.it == in.it
+                     : ref.status == PK_ST_RUNNING && ref.it == in.it + 1,
+              "%s: reference state %d", t2, ref.status);
+    double *dz = dnew(n);
+    pk_cuda_state *din = dstate_of(&in), *dout = dstate_poison();
+    const pk_cuda_fold f = {din, dout, dpin, nbi, dhist, pdl};
+    CK(pk_cuda_pc_apply_fold(NULL, v, &f, dr, dz));
+    SYNC();
+    state_same(t2, "state after the folded pipelined step", dout, &ref);
+    state_same(t2, "state read", din, &in);
+    if (e) rr_same(t2, dest, e);
+    if (c != 2) {
+      pkt_dev_same(t2, "z = M^-1 r", n, dz, z);
+      double hg[8];
+      cudaMemcpy(hg, dhist, sizeof hg, cudaMemcpyDeviceToHost);
+      pkt_same_bits(t2, "history entry", 1, hg + in.it, hist + in.it);
+    }
+    pkt_dev_same(t2, "r (input)", n, dr, r);
+    cudaFree(dz), cudaFree(din), cudaFree(dout);
+  }
+  cudaFree(dr), cudaFree(dpin), cudaFree(dhist), cudaFree(dest);
   free(r), free(z), free(pin);
 }
 
@@ -832,10 +901,10 @@ static void check_fold_stops(const char *tag, const pk_cuda_op *vop, const pk_cu
     for (int i = 0; i < 6; i++)
       h[i] = hrand(n, 700 + 6 * (uint64_t)sc + (uint64_t)i), d[i] = dup_dev(h[i], n);
     int64_t cap = pk_cuda_partials_needed(vop, vpc), nb;
-    double *part = dnew(4 * cap), *dhist = dnew(8);
+    double *part = dnew(PART_NV * cap), *dhist = dnew(8);
     const int64_t nbi = 577;
-    double *slots = hslots(nbi, 3, 0.5, 800 + (uint64_t)sc), sums[3], hist[8];
-    if (sc == 1) slots[3 * 40] = NAN;
+    double *slots = hslots(nbi, PK_RR_NV, 0.5, 800 + (uint64_t)sc), sums[PK_RR_NV], hist[8];
+    if (sc == 1) slots[PK_RR_NV * 40] = NAN;
     for (int which = 0; which < 3; which++) { /* sigma (precond loop), rho (operator loop), pipelined */
       pk_cuda_state in = mid_state();
       if (sc == 0) in.tol = 1e300;                   /* rho / pipelined: converged */
@@ -843,17 +912,17 @@ static void check_fold_stops(const char *tag, const pk_cuda_op *vop, const pk_cu
       if (sc == 2) in.status = PK_ST_CONVERGED;
       if (sc == 3 && which == 0) in.sigma_sign = -1;
       if (sc == 3 && which > 0) in.maxit = which == 1 ? in.it + 1 : in.it; /* the cap */
-      const int nv = which == 0 ? 1 : which == 1 ? 2 : 3;
+      const int nv = which == 0 ? 1 : which == 1 ? 2 : PK_RR_NV; /* pipelined: the update's slots */
       double *dslots = dnew(nbi * nv);
       double *hs = hnew(nbi * nv);
       for (int64_t b = 0; b < nbi; b++)
-        for (int j = 0; j < nv; j++) hs[b * nv + j] = slots[b * 3 + j];
+        for (int j = 0; j < nv; j++) hs[b * nv + j] = slots[b * PK_RR_NV + j];
       cudaMemcpy(dslots, hs, sizeof(double) * (size_t)(nbi * nv), cudaMemcpyHostToDevice);
       ref_sums(hs, nbi, nv, sums);
       pk_cuda_state ref = in;
       if (which == 0) ref_cg_sigma(&ref, sums[0]);
       if (which == 1) ref_cg_rho(&ref, sums[0], sums[1], hist, 0);
-      if (which == 2) ref_pipe(&ref, sums[0], sums[1], sums[2], hist);
+      if (which == 2) ref_pipe(&ref, sums[0], sums[1], sums[2], sums + 3, hist, NULL);
       char t2[200];
       snprintf(t2, sizeof t2, "%s stop case %d launcher %d", tag, sc, which);
       PK_EXPECT(ref.status != PK_ST_RUNNING, "%s: reference state running", t2);
@@ -868,7 +937,7 @@ static void check_fold_stops(const char *tag, const pk_cuda_op *vop, const pk_cu
       free(hs);
     }
     for (int i = 0; i < 6; i++) pkt_dev_same(tag, "vector of a stopped fold", n, d[i], h[i]);
-    PK_EXPECT(still_poisoned(part, 4 * cap), "%s stop case %d: partial sums written", tag, sc);
+    PK_EXPECT(still_poisoned(part, PART_NV * cap), "%s stop case %d: partial sums written", tag, sc);
     for (int i = 0; i < 6; i++) cudaFree(d[i]), free(h[i]);
     cudaFree(part), cudaFree(dhist);
     free(slots);
@@ -1033,13 +1102,13 @@ PK_TEST_CASE(csr_long_rows) {
       double *h[9], *d[9];
       for (int i = 0; i < 9; i++) h[i] = hrand(n, 32000 + (uint64_t)i), d[i] = dup_dev(h[i], n);
       int64_t cap = pk_cuda_partials_needed(&v, NULL), nb;
-      double *part = dnew(4 * cap);
+      double *part = dnew(PART_NV * cap);
       pk_cuda_state *st = dstate(0.5, 0.25, PK_ST_CONVERGED);
       CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb));
       CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
       SYNC();
       for (int i = 0; i < 9; i++) pkt_dev_same("long csr stopped state", "vector", n, d[i], h[i]);
-      PK_EXPECT(still_poisoned(part, 4 * cap), "long csr stopped state: partial sums written");
+      PK_EXPECT(still_poisoned(part, PART_NV * cap), "long csr stopped state: partial sums written");
       for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
       cudaFree(part), cudaFree(st);
     }
@@ -1335,7 +1404,7 @@ PK_TEST_CASE(stopped_state_noop) {
     double *h[9], *d[9];
     for (int i = 0; i < 9; i++) h[i] = hrand(n, 900 + 9 * (uint64_t)o + (uint64_t)i), d[i] = dup_dev(h[i], n);
     int64_t cap = pk_cuda_partials_needed(&v, &pv[2]);
-    double *part = dnew(4 * cap);
+    double *part = dnew(PART_NV * cap);
     for (int si = 0; si < 3; si++) {
       pk_cuda_state *st = dstate(0.5, 0.25, stops[si]);
       int64_t nb;
@@ -1352,7 +1421,7 @@ PK_TEST_CASE(stopped_state_noop) {
       cudaFree(st);
     }
     for (int i = 0; i < 9; i++) pkt_dev_same("stopped state", "vector", n, d[i], h[i]);
-    PK_EXPECT(still_poisoned(part, 4 * cap), "stopped state: partial sums written (operator %d)", o);
+    PK_EXPECT(still_poisoned(part, PART_NV * cap), "stopped state: partial sums written (operator %d)", o);
     for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
     cudaFree(part);
     for (int i = 0; i < 3; i++) pkrylov_precond_destroy(&M[i]);
@@ -1464,69 +1533,82 @@ PK_TEST_CASE(partials_needed_bounds) {
  * The one-block scalar launchers (pk_cuda_cg_scalar_rho with init 0 and 1, pk_cuda_cg_scalar_sigma,
  * pk_cuda_pipecg_scalar), in place and in -> out, against the steps of solver.c written again here, on
  * slots summed in the documented order: 1, 300 and 4100 slots; running, converged, iteration cap, NaN,
- * (re)start, stopped, sign changes, SUSPECT. The state and the history are compared bitwise.
+ * (re)start, stopped, sign changes, SUSPECT; pipelined CG with the automatic residual replacement off, on,
+ * replacing (REPLACE) and fresh (the estimate by pk_rr.h on the same sums). The state and the history are
+ * compared bitwise.
  */
 PK_TEST_CASE(scalar_steps) {
   SKIP_WITHOUT_GPU();
-  int seen[7] = {0};
+  int seen[8] = {0};
   static const int64_t nbs[3] = {1, 300, 4100};
   for (int ib = 0; ib < 3; ib++)
     for (int sc = 0; sc < 9; sc++)
       for (int which = 0; which < 4; which++) { /* rho, rho init, sigma, pipelined */
         const int64_t nb = nbs[ib];
-        const int nv = which < 2 ? 2 : which == 2 ? 1 : 3;
+        const int nv = which < 2 ? 2 : which == 2 ? 1 : PK_RR_NV; /* pipelined: the update's slots */
         double *slots = hslots(nb, nv, 0.5, 1000 + 40 * (uint64_t)ib + 4 * (uint64_t)sc + (uint64_t)which);
-        double sums[3];
+        double sums[PK_RR_NV];
         if (which == 3)
-          for (int64_t b = 0; b < nb; b++) slots[3 * b + 1] += 2.0;
+          for (int64_t b = 0; b < nb; b++) slots[PK_RR_NV * b + 1] += 2.0;
         if (sc == 4) slots[(nb / 2) * nv] = NAN;
         if (sc == 7)
           for (int64_t i = 0; i < nb * nv; i++) slots[i] = -slots[i];
         ref_sums(slots, nb, nv, sums);
-        pk_cuda_state in = mid_state();
-        if (which == 3) in.rho_old = 2.0 * sums[0], in.alpha_old = 1.0;
-        switch (sc) {
-        case 1: in.tol = 1e300; break;
-        case 2: in.maxit = which == 3 ? in.it : in.it + 1; break;
-        case 3: in.it = 0, in.first = 1, in.rho_sign = in.sigma_sign = 0.0; break;
-        case 5: in.it = 7, in.first = 1, in.rho_sign = in.sigma_sign = 0.0; break;
-        case 6: in.status = PK_ST_BREAKDOWN_MATRIX, in.breakdown_it = 3; break;
-        case 8:
-          if (which == 3)
-            in.rho_old = 0.01 * sums[0]; /* beta = 100: sigma = delta - 100 gamma < 0 */
-          else
-            in.maxit = 0, in.it = 0;
-          break;
-        default: break;
-        }
         double *dslots = dup_dev(slots, nb * nv);
-        for (int inplace = 0; inplace < 2; inplace++) {
-          char tag[120];
-          snprintf(tag, sizeof tag, "scalar step %d, %lld slots, case %d%s", which, (long long)nb, sc,
-                   inplace ? ", in place" : "");
-          pk_cuda_state ref = in;
-          double href[16];
-          memset(href, 0xff, sizeof href);
-          if (which < 2) ref_cg_rho(&ref, sums[0], sums[1], href, which);
-          if (which == 2) ref_cg_sigma(&ref, sums[0]);
-          if (which == 3) ref_pipe(&ref, sums[0], sums[1], sums[2], href);
-          seen[ref.status]++;
-          double *dhist = dnew(16);
-          pk_cuda_state *din = dstate_of(&in), *dout = inplace ? din : dstate_poison();
-          if (which < 2) CK(pk_cuda_cg_scalar_rho(NULL, din, dout, dslots, nb, dhist, which));
-          if (which == 2) CK(pk_cuda_cg_scalar_sigma(NULL, din, dout, dslots, nb));
-          if (which == 3) CK(pk_cuda_pipecg_scalar(NULL, din, dout, dslots, nb, dhist));
-          SYNC();
-          state_same(tag, "state", dout, &ref);
-          if (!inplace) state_same(tag, "state read", din, &in);
-          pkt_dev_same(tag, "history", 16, dhist, href);
-          cudaFree(dhist), cudaFree(din);
-          if (!inplace) cudaFree(dout);
+        pk_rr_est *dest = NULL;
+        /* pipelined: the automatic residual replacement off, on, replacing, fresh (rr_case) */
+        for (int rc = 0; rc < (which == 3 ? 4 : 1); rc++) {
+          pk_cuda_state in = mid_state();
+          if (which == 3) in.rho_old = 2.0 * sums[0], in.alpha_old = 1.0;
+          switch (sc) {
+          case 1: in.tol = 1e300; break;
+          case 2: in.maxit = which == 3 ? in.it : in.it + 1; break;
+          case 3: in.it = 0, in.first = 1, in.rho_sign = in.sigma_sign = 0.0; break;
+          case 5: in.it = 7, in.first = 1, in.rho_sign = in.sigma_sign = 0.0; break;
+          case 6: in.status = PK_ST_BREAKDOWN_MATRIX, in.breakdown_it = 3; break;
+          case 8:
+            if (which == 3)
+              in.rho_old = 0.01 * sums[0]; /* beta = 100: sigma = delta - 100 gamma < 0 */
+            else
+              in.maxit = 0, in.it = 0;
+            break;
+          default: break;
+          }
+          pk_rr_est est0, *e0 = which == 3 ? rr_case(&in, rc, &est0, &dest) : NULL;
+          for (int inplace = 0; inplace < 2; inplace++) {
+            char tag[140];
+            snprintf(tag, sizeof tag, "scalar step %d, %lld slots, case %d, replacement case %d%s", which,
+                     (long long)nb, sc, rc, inplace ? ", in place" : "");
+            pk_cuda_state ref = in;
+            double href[16];
+            memset(href, 0xff, sizeof href);
+            pk_rr_est est, *e = NULL; /* the device estimate is updated in place: from the start again */
+            if (e0) {
+              est = *e0, e = &est;
+              cudaMemcpy(dest, e0, sizeof *e0, cudaMemcpyHostToDevice);
+            }
+            if (which < 2) ref_cg_rho(&ref, sums[0], sums[1], href, which);
+            if (which == 2) ref_cg_sigma(&ref, sums[0]);
+            if (which == 3) ref_pipe(&ref, sums[0], sums[1], sums[2], sums + 3, href, e);
+            seen[ref.status]++;
+            double *dhist = dnew(16);
+            pk_cuda_state *din = dstate_of(&in), *dout = inplace ? din : dstate_poison();
+            if (which < 2) CK(pk_cuda_cg_scalar_rho(NULL, din, dout, dslots, nb, dhist, which));
+            if (which == 2) CK(pk_cuda_cg_scalar_sigma(NULL, din, dout, dslots, nb));
+            if (which == 3) CK(pk_cuda_pipecg_scalar(NULL, din, dout, dslots, nb, dhist));
+            SYNC();
+            state_same(tag, "state", dout, &ref);
+            if (!inplace) state_same(tag, "state read", din, &in);
+            if (e) rr_same(tag, dest, e);
+            pkt_dev_same(tag, "history", 16, dhist, href);
+            cudaFree(dhist), cudaFree(din);
+            if (!inplace) cudaFree(dout);
+          }
         }
-        cudaFree(dslots);
+        cudaFree(dslots), cudaFree(dest);
         free(slots);
       }
-  for (int st = 0; st < 7; st++) PK_EXPECT(seen[st] > 0, "no scalar step ended with status %d", st);
+  for (int st = 0; st < 8; st++) PK_EXPECT(seen[st] > 0, "no scalar step ended with status %d", st);
   PK_TEST_END();
 }
 

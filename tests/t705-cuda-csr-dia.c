@@ -292,10 +292,11 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
   }
   { /* pipelined CG step */
     const double alpha = 0.5813, beta = 0.2719;
-    double *h[9], *d[9], out[3], g[3];
+    double *h[9], *d[9], out[PK_RR_NV], g[PK_RR_NV];
     for (int i = 0; i < 9; i++) h[i] = hrand(n, seed + 10 + (uint64_t)i), d[i] = ddup(h[i], n);
-    pk_cpu_pipecg_step(Ac, NULL, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], cpart, out);
-    double *part = dnew(4 * cap);
+    pk_cpu_pipecg_step(Ac, NULL, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], PK_RR_NV,
+                       cpart, out);
+    double *part = dnew(PK_RR_NV * cap); /* the update's slots hold PK_RR_NV values */
     pk_cuda_state *st = dstate(alpha, beta);
     int64_t nb = -1;
     CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
@@ -303,10 +304,12 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
     static const char *names[9] = {"pipe m", "pipe z", "pipe q", "pipe s", "pipe p",
                                    "pipe x", "pipe r", "pipe u", "pipe w"};
     for (int i = 0; i < 9; i++) pkt_dev_same(tag, names[i], n, d[i], h[i]);
-    gpu_sums(part, nb, 3, g);
+    gpu_sums(part, nb, PK_RR_NV, g);
     near_sum(tag, "(r, u)", g[0], out[0], abs_dot(n, h[6], h[7]));
     near_sum(tag, "(w, u)", g[1], out[1], abs_dot(n, h[8], h[7]));
     near_sum(tag, "(r, r)", g[2], out[2], out[2]);
+    for (int j = 3; j < PK_RR_NV; j++)
+      near_sum(tag, "a norm of the automatic replacement", g[j], out[j], out[j]);
     for (int i = 0; i < 9; i++) cudaFree(d[i]), free(h[i]);
     cudaFree(part), cudaFree(st);
   }

@@ -9,7 +9,8 @@
 !! values, the last one meets the tolerance; the monitor sees iterations 0..iterations with the history's
 !! norms, and stops the solve when it returns 1 (STOPPED_BY_MONITOR after 3 iterations), removed: normal;
 !! true-residual interval 1 recomputes the residual every iteration (CG), residual replacement every
-!! iteration (pipelined CG) is counted, interval 0 none; pk_precond_apply of Jacobi = r / diag (diag from
+!! iteration (pipelined CG) is counted, interval 0 none, PKRYLOV_REPLACE_AUTO converges (true residual
+!! recomputed) and is the default; pk_precond_apply of Jacobi = r / diag (diag from
 !! the CSR export), of the column preconditioner solves every column's tridiagonal (residual computed here);
 !! pk_precond_get_info (JACOBI; COLUMN with levels nz and layout KSLOW).
 !! Errors: negative k / window (INVALID_VALUE naming the argument), sync interval 0 and 4097, precision
@@ -300,6 +301,25 @@ program t880_more_wrappers_f
                 res%residual_replacements > 0, 'residual replacement 1: one every iteration')
     call pk_solver_set_residual_replacement(sp, -2_c_int32_t, ierr)
     call expect_error(ierr, PKRYLOV_ERR_INVALID_VALUE, "'k'", 'residual replacement -2')
+    ! the automatic rule: converged with a true residual (recomputed here) within the tolerance, the same
+    ! iterations and replacements as a new solver's default
+    call pk_solver_set_residual_replacement(sp, PKRYLOV_REPLACE_AUTO)
+    x = 0
+    call pk_solver_solve(sp, b, x)
+    call pk_solver_get_result(sp, res)
+    iters = res%iterations
+    checks0 = res%residual_replacements
+    call pk_operator_apply(A, x, r)
+    r = b - r
+    call expect(res%converged == 1 .and. norm2(r) <= rtol*norm2(b), 'residual replacement auto: converged')
+    call pk_solver_destroy(sp)
+    call pk_solver_create(ctx, sp, PKRYLOV_SOLVER_PIPECG, A, MJ)
+    call pk_solver_set_tolerances(sp, rtol, 0.0_c_double)
+    x = 0
+    call pk_solver_solve(sp, b, x)
+    call pk_solver_get_result(sp, res)
+    call expect(res%iterations == iters .and. res%residual_replacements == checks0, &
+                'residual replacement: the default is PKRYLOV_REPLACE_AUTO')
 
     ! ---- other settings ----
     call pk_solver_set_stagnation_window(s, 20_c_int32_t)

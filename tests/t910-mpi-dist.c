@@ -11,15 +11,6 @@
 
 #include "pk_mpi_test.h"
 
-/** Restrict a global k-slow vector to the block [i0, i0+nxl) x [j0, j0+nyl). */
-static void restrict_block(const double *g, int32_t gnx, int32_t gny, int32_t nz, int32_t i0, int32_t nxl,
-                           int32_t j0, int32_t nyl, double *l) {
-  for (int64_t k = 0; k < nz; k++)
-    for (int64_t j = 0; j < nyl; j++)
-      memcpy(l + nxl * (j + (int64_t)nyl * k), g + i0 + (int64_t)gnx * (j0 + j + (int64_t)gny * k),
-             sizeof(double) * (size_t)nxl);
-}
-
 /** A context on MPI_COMM_WORLD (CPU). */
 static pkrylov_context world_ctx(void) {
   pkrylov_context ctx = NULL;
@@ -43,8 +34,8 @@ static int check_product(pkrylov_context ctx, pkrylov_operator Ad, pkrylov_opera
   uint64_t st = seed;
   for (int64_t i = 0; i < ng; i++) xg[i] = pk_test_rand(&st);
   PK_REQUIRE_OK(NULL, pkrylov_operator_apply(Ag, PKRYLOV_MEM_HOST, xg, yg));
-  restrict_block(xg, gnx, gny, nz, i0, nxl, j0, nyl, xl);
-  restrict_block(yg, gnx, gny, nz, i0, nxl, j0, nyl, ref);
+  pk_mpi_restrict_block(xg, gnx, gny, nz, i0, nxl, j0, nyl, xl);
+  pk_mpi_restrict_block(yg, gnx, gny, nz, i0, nxl, j0, nyl, ref);
   PK_REQUIRE_OK(ctx, pkrylov_operator_apply(Ad, PKRYLOV_MEM_HOST, xl, yl));
   int64_t bad = -1;
   for (int64_t i = 0; i < n && bad < 0; i++)
@@ -141,12 +132,12 @@ PK_TEST_CASE(stencil_product_bitwise) {
       double *mk = malloc(sizeof(double) * nl), *gm = malloc(sizeof(double) * (size_t)gnx * gny * nz);
       int32_t *tm = malloc(sizeof(int32_t) * nl);
       if (!tW || !tS || !tV || !tC || !mk || !gm || !tm) return PK_FAIL;
-      restrict_block(aW, gnx, gny, nz, i0, nxl, j0, nyl, tW);
-      restrict_block(aS, gnx, gny, nz, i0, nxl, j0, nyl, tS);
-      restrict_block(aV, gnx, gny, nz, i0, nxl, j0, nyl, tV);
-      restrict_block(aC, gnx, gny, nz, i0, nxl, j0, nyl, tC);
+      pk_mpi_restrict_block(aW, gnx, gny, nz, i0, nxl, j0, nyl, tW);
+      pk_mpi_restrict_block(aS, gnx, gny, nz, i0, nxl, j0, nyl, tS);
+      pk_mpi_restrict_block(aV, gnx, gny, nz, i0, nxl, j0, nyl, tV);
+      pk_mpi_restrict_block(aC, gnx, gny, nz, i0, nxl, j0, nyl, tC);
       for (int64_t c = 0; c < (int64_t)gnx * gny * nz; c++) gm[c] = mask[c];
-      restrict_block(gm, gnx, gny, nz, i0, nxl, j0, nyl, mk);
+      pk_mpi_restrict_block(gm, gnx, gny, nz, i0, nxl, j0, nyl, mk);
       for (int64_t c = 0; c < nl; c++) tm[c] = (int32_t)mk[c];
       pkrylov_operator Ad, Ag;
       PK_REQUIRE_OK(ctx, pkrylov_operator_create_stencil7_dist(ctx, px, py, nxl, nyl, nz, tW, tS, tV, tC,
@@ -217,7 +208,7 @@ static int solve_compare(int32_t type, int reproducible) {
     PK_REQUIRE_OK(ctx, pkrylov_operator_get_dist_info(A, NULL, NULL, &i0, &nxl, &j0, &nyl, NULL, NULL));
     double *b = malloc(sizeof(double) * n), *x = malloc(sizeof(double) * n);
     if (!b || !x) return PK_FAIL;
-    restrict_block(bg, 24, 20, 16, i0, nxl, j0, nyl, b);
+    pk_mpi_restrict_block(bg, 24, 20, 16, i0, nxl, j0, nyl, b);
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
     PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, type, A, M, &s));
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, 1e-12, 0.0));
@@ -310,7 +301,7 @@ PK_TEST_CASE(rci_distributed) {
   PK_REQUIRE_OK(ctx, pkrylov_operator_get_dist_info(A, NULL, NULL, &i0, &nxl, &j0, &nyl, NULL, NULL));
   double *b = malloc(sizeof(double) * n), *x = malloc(sizeof(double) * n);
   if (!b || !x) return PK_FAIL;
-  restrict_block(bg, 16, 12, 10, i0, nxl, j0, nyl, b);
+  pk_mpi_restrict_block(bg, 16, 12, 10, i0, nxl, j0, nyl, b);
   PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
   PK_REQUIRE_OK(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_PIPECG, n, 1, 0, &r));
   PK_REQUIRE_OK(ctx, pkrylov_rci_set_tolerances(r, 1e-12, 0.0));

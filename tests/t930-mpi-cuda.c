@@ -36,15 +36,6 @@
 #include "pk_impl.h" /* pk_mpi_nccl (internal) */
 
 
-/** Restrict a global k-slow vector to the block [i0, i0+nxl) x [j0, j0+nyl). */
-static void restrict_block(const double *g, int32_t gnx, int32_t gny, int32_t nz, int32_t i0, int32_t nxl,
-                           int32_t j0, int32_t nyl, double *l) {
-  for (int64_t k = 0; k < nz; k++)
-    for (int64_t j = 0; j < nyl; j++)
-      memcpy(l + nxl * (j + (int64_t)nyl * k), g + i0 + (int64_t)gnx * (j0 + j + (int64_t)gny * k),
-             sizeof(double) * (size_t)nxl);
-}
-
 /**
  * The backend of the distributed solves of the BiCGStab / GMRES cases: CUDA, or the CPU when the
  * environment variable PK_T930_CPU is 1 (developing those cases on a machine without a GPU: the same
@@ -123,10 +114,10 @@ static int stencil_dist(pkrylov_context ctx, int32_t gnx, int32_t gny, int32_t n
     return PKRYLOV_ERR_OUT_OF_MEMORY;
   const double *src[4] = {aW, aS, aV, aC};
   for (int a = 0; a < 4; a++)
-    restrict_block(src[a], gnx, gny, nz, i0, nxl, j0, nyl, t[a]);
+    pk_mpi_restrict_block(src[a], gnx, gny, nz, i0, nxl, j0, nyl, t[a]);
   for (int64_t c = 0; c < ng; c++)
     gm[c] = mask[c];
-  restrict_block(gm, gnx, gny, nz, i0, nxl, j0, nyl, t[4]);
+  pk_mpi_restrict_block(gm, gnx, gny, nz, i0, nxl, j0, nyl, t[4]);
   for (int64_t c = 0; c < nl; c++)
     tm[c] = (int32_t)t[4][c];
   int rc = pkrylov_operator_create_stencil7_dist(ctx, px, py, nxl, nyl, nz, t[0], t[1], t[2], t[3],
@@ -156,8 +147,8 @@ static int check_product(pkrylov_context ctx, pkrylov_operator Ad, pkrylov_opera
   for (int64_t i = 0; i < ng; i++)
     xg[i] = pk_test_rand(&st);
   PK_REQUIRE_OK(NULL, pkrylov_operator_apply(Ag, PKRYLOV_MEM_HOST, xg, yg));
-  restrict_block(xg, gnx, gny, nz, i0, nxl, j0, nyl, xl);
-  restrict_block(yg, gnx, gny, nz, i0, nxl, j0, nyl, ref);
+  pk_mpi_restrict_block(xg, gnx, gny, nz, i0, nxl, j0, nyl, xl);
+  pk_mpi_restrict_block(yg, gnx, gny, nz, i0, nxl, j0, nyl, ref);
   for (int dev = 0; dev < 2; dev++) {
     memset(yl, 0, sizeof(double) * n);
     if (dev) {
@@ -374,7 +365,7 @@ static int solve_compare_ref(int32_t type, int32_t pct, int stencil, int nccl, i
     double *b = malloc(sizeof(double) * n), *x = malloc(sizeof(double) * n);
     if (!b || !x)
       return PK_FAIL;
-    restrict_block(bg, gnx, gny, nz, i0, nxl, j0, nyl, b);
+    pk_mpi_restrict_block(bg, gnx, gny, nz, i0, nxl, j0, nyl, b);
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, pct, 0, PKRYLOV_LAYOUT_AUTO, &M));
     PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, type, A, M, &s));
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, rtol, 0.0));

@@ -200,7 +200,8 @@ static int pbcg_iter(pk_kry_run *R, pkrylov_result *res, int32_t k) {
   pk_kupd u[4] = {upd(PK_KV_X, one, 2, xx, cx), upd(PV_R, zero, 2, xr, cr), upd(PV_RH, zero, 3, xh, ch),
                   upd(PV_W, zero, 3, xw, ch)};
   pk_kpair pr[3] = {pair(PV_RS, PV_R), pair(PV_RS, PV_W), pair(PV_R, PV_R)};
-  int replace = s->replace_interval > 0 && k % s->replace_interval == 0;
+  const int every = pk_solver_replace_every(s); /* PKRYLOV_REPLACE_AUTO: the fixed default */
+  int replace = every > 0 && k % every == 0;
   if (s->true_res_interval > 0 && k % s->true_res_interval == 0) {
     replace = 1;
     res->true_residual_checks++;

@@ -29,7 +29,7 @@ int64_t pk_cpu_scratch_size(int64_t n, const struct pkrylov_precond_s *M) {
     const int64_t cw = pk_pc_chunk_cols(M), ncc = (M->ncols + cw - 1) / cw;
     if (ncc > nch) nch = ncc;
   }
-  return 3 * nch;
+  return PK_RR_NV * nch; /* pipelined CG with the automatic residual replacement: the most sums per chunk */
 }
 
 /** Row range of chunk c of PK_ROW_CHUNK rows. */
@@ -217,11 +217,12 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
 
 void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am_ready, double alpha, double beta,
                         const double *m, double *z, double *q, double *s, double *p, double *x, double *r,
-                        double *u, double *w, double *part, double *out) {
+                        double *u, double *w, int nv, double *part, double *out) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
   const double *am = am_ready ? am_ready : pk_whole_product(A, m, A->user.scratch);
+  const int norms = nv == PK_RR_NV;
 #pragma omp parallel num_threads(nt) if (pk_par(n))
   {
     double zold[PK_ROW_CHUNK];
@@ -231,7 +232,7 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am_rea
       pk_row_chunk(c, n, &i0, &i1);
       memcpy(zold, z + i0, sizeof(double) * (size_t)(i1 - i0));
       pk_chunk_product(A, m, am, z, i0, i1); /* z = n = A m on the chunk */
-      double t0 = 0, t1 = 0, t2 = 0;
+      double t[PK_RR_NV] = {0};
       for (int64_t i = i0; i < i1; i++) {
         /* z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
            x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z */
@@ -243,16 +244,21 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am_rea
         const double ui = u[i] - alpha * qi;
         const double wi = w[i] - alpha * zi;
         z[i] = zi, q[i] = qi, s[i] = si, p[i] = pi;
-        x[i] += alpha * pi;
+        const double xi = x[i] + alpha * pi;
+        x[i] = xi;
         r[i] = ri, u[i] = ui, w[i] = wi;
-        t0 += ri * ui;
-        t1 += wi * ui;
-        t2 += ri * ri;
+        t[0] += ri * ui;
+        t[1] += wi * ui;
+        t[2] += ri * ri;
+        if (norms) { /* the automatic residual replacement's norms (pk_rr.h) */
+          t[3] += xi * xi;
+          t[4] += pi * pi;
+          t[5] += ui * ui;
+          t[6] += qi * qi;
+        }
       }
-      part[3 * c] = t0;
-      part[3 * c + 1] = t1;
-      part[3 * c + 2] = t2;
+      for (int j = 0; j < nv; j++) part[nv * c + j] = t[j];
     }
   }
-  pk_sum_partials(part, nch, 3, out);
+  pk_sum_partials(part, nch, nv, out);
 }

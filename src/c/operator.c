@@ -935,6 +935,35 @@ int pk_op_get_diagonal(const struct pkrylov_operator_s *A, double *diag) {
   return PKRYLOV_SUCCESS;
 }
 
+int pk_op_rr_norm(const struct pkrylov_operator_s *A, double *amax, double *mu) {
+  const int64_t n = A->n;
+  double m = 0.0;
+  *mu = 7.0; /* grid operators (and what a user operator is taken to have) */
+  if (A->type == PKRYLOV_OPERATOR_USER) {
+    *amax = 0.0;
+    return PKRYLOV_SUCCESS;
+  }
+  if (A->type == PKRYLOV_OPERATOR_CSR) {
+    int64_t len = 1;
+    for (int64_t r = 0; r < n; r++) {
+      const int64_t p = csr_find(A, r, r), l = A->csr.rowptr[r + 1] - A->csr.rowptr[r];
+      if (p >= 0 && fabs(A->csr.values[p]) > m) m = fabs(A->csr.values[p]);
+      if (l > len) len = l;
+    }
+    *mu = (double)len;
+  } else if (A->type == PKRYLOV_OPERATOR_STENCIL7) {
+    const uint8_t *wet = A->st.wet;
+    for (int64_t c = 0; c < n; c++)
+      if ((!wet || wet[c]) && fabs(A->st.aC[c]) > m) m = fabs(A->st.aC[c]);
+  } else {
+    const int64_t ncol = (int64_t)A->nx * A->ny;
+    for (int64_t k = 0; k < A->nz; k++)
+      for (int64_t c = 0; c < ncol; c++) m = fmax(m, fabs(ts_diag(A, c, k)));
+  }
+  *amax = m;
+  return PKRYLOV_SUCCESS;
+}
+
 int pk_op_get_tridiag(const struct pkrylov_operator_s *A, int32_t nz, int32_t layout, double *lo,
                       double *di, double *up) {
   if (A->type == PKRYLOV_OPERATOR_USER) return op_no_entries(A, __func__);

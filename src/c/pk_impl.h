@@ -21,6 +21,7 @@
 #define PK_IMPL_H
 
 #include "pkrylov.h"
+#include "pk_rr.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -441,6 +442,12 @@ void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double
 /** diag[i] = A[i][i] for all rows (0 where none is stored). */
 int pk_op_get_diagonal(const struct pkrylov_operator_s *A, double *diag);
 /**
+ * For the automatic residual replacement of pipelined CG (pk_rr.h): *amax = max |a_ii| over the local rows
+ * (wet cells), 0 for a user operator (no entries); *mu = the most nonzeros of a local row (7 for the grid
+ * operators and user operators). Local: the caller takes the maximum over the ranks.
+ */
+int pk_op_rr_norm(const struct pkrylov_operator_s *A, double *amax, double *mu);
+/**
  * Column tridiagonal: with nz levels and the layout's index map cell(c, k), for every cell
  * lo[cell] = A[cell][cell(c,k-1)], di[cell] = A[cell][cell], up[cell] = A[cell][cell(c,k+1)] (0 at the
  * column ends and where no entry is stored). Arrays of n values, indexed by cell.
@@ -660,6 +667,17 @@ struct pkrylov_solver_s {
   pk_thread_choice threads; /* the default count or one thread, measured solve by solve (context.c) */
 };
 
+/* Residual replacement (pkrylov_solver_set_residual_replacement) */
+
+/** The interval of the methods that replace at fixed intervals only (pipelined BiCGStab) when the setting is
+ *  PKRYLOV_REPLACE_AUTO, the automatic rule of pipelined CG. */
+#define PK_REPLACE_FIXED_DEFAULT 50
+/** The interval of fixed replacements: the setting, PK_REPLACE_FIXED_DEFAULT for PKRYLOV_REPLACE_AUTO. */
+int pk_solver_replace_every(const struct pkrylov_solver_s *s);
+/** A fresh estimate of the automatic rule (pk_rr.h) for a solve of s with ||b|| = bnorm: ||A|| and mu from
+ *  the operator over all ranks (collective). */
+int pk_rr_init(pkrylov_solver s, double bnorm, pk_rr_est *e);
+
 /* Residual bookkeeping shared by the drivers of solver.c and kry.c */
 
 /** A converged recurrence residual whose true residual is too large restarts the iteration this often
@@ -719,7 +737,7 @@ int pk_solver_check_finite(pkrylov_solver s, const char *func, const double *b, 
    with the CUDA kernels. */
 #include "pk_xacc.h"
 /** Most values one reproducible reduction carries. */
-#define PK_XACC_MAX 4
+#define PK_XACC_MAX 8
 
 /** Pending split-phase reduction. */
 typedef struct {
@@ -739,6 +757,9 @@ typedef struct {
 
 /** vals[0..count) := global sums of the local values (blocking). */
 int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count);
+/** vals[0..count) := their maxima over the ranks (blocking; every value finite and >= 0, count <= 8). Exact,
+ *  so the same on every rank and for every decomposition. */
+int pk_allreduce_max_nonneg(pkrylov_context ctx, double *vals, int count);
 /** Start a global sum of vals[0..count) in place; finish with pk_allreduce_end() before reading vals. */
 int pk_allreduce_begin(pkrylov_context ctx, double *vals, int count, pk_reduce_request *req);
 /** Finish a reduction started by pk_allreduce_begin() (or pk_allreduce_dots_begin()). */
@@ -812,11 +833,13 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
  * not NULL: A m computed earlier, e.g. while a reduction was in flight),
  *   z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
  *   x += alpha p;  r -= alpha s;  u -= alpha q;  w -= alpha z;
- * out[0] = (r, u), out[1] = (w, u), out[2] = (r, r) of the updated vectors.
+ * out[0] = (r, u), out[1] = (w, u), out[2] = (r, r) of the updated vectors; nv = PK_RR_NV (the automatic
+ * residual replacement) adds out[3..6] = (x, x), (p, p), (u, u), (q, q) (pk_rr.h), nv =
+ * PK_RR_NV_BASE the three dots only.
  */
 void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am, double alpha, double beta,
                         const double *m, double *z, double *q, double *s, double *p, double *x, double *r,
-                        double *u, double *w, double *part, double *out);
+                        double *u, double *w, int nv, double *part, double *out);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Misc helpers                                                                                      */

@@ -654,7 +654,8 @@ int pkrylov_rci_set_max_iterations(pkrylov_rci r, int32_t maxit) {
 int pkrylov_rci_set_residual_replacement(pkrylov_rci r, int32_t k) {
   PK_CHECK(r != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'r' is NULL");
   RCI_CHECK_SETTABLE(r);
-  PK_CHECK(k >= 0, r->ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'k' = %d must be >= 0", k);
+  PK_CHECK(k >= 0, r->ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'k' = %d must be >= 0 (the handles replace at fixed intervals: no PKRYLOV_REPLACE_AUTO)", k);
   r->replace_interval = k;
   return PKRYLOV_SUCCESS;
 }

@@ -156,6 +156,17 @@ int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count) {
   return PKRYLOV_SUCCESS;
 }
 
+int pk_allreduce_max_nonneg(pkrylov_context ctx, double *vals, int count) {
+  /* the bits of doubles >= 0 order as the values do: an int64 maximum is the double maximum, exactly */
+  int64_t bits[8];
+  if (count < 1 || count > 8)
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "count = %d outside 1..8", count);
+  for (int i = 0; i < count; i++) memcpy(&bits[i], &vals[i], sizeof(double));
+  PK_CALL(pk_mpi_allreduce_i64(ctx, bits, count, 2));
+  for (int i = 0; i < count; i++) memcpy(&vals[i], &bits[i], sizeof(double));
+  return PKRYLOV_SUCCESS;
+}
+
 int pk_allreduce_begin(pkrylov_context ctx, double *vals, int count, pk_reduce_request *req) {
   if (ctx && ctx->reduce_hook) return reduce_hook_begin(ctx, vals, count, req); /* hook */
   req->vals = vals;

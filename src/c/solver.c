@@ -67,7 +67,7 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   S->rtol = 1e-8;
   S->atol = 0.0;
   S->maxit = 1000;
-  S->replace_interval = 50;
+  S->replace_interval = PKRYLOV_REPLACE_AUTO;
   S->restart = 30;
   S->step = 0;
   S->stop_rule = PKRYLOV_STOP_CONFIRMED;
@@ -212,7 +212,25 @@ int pkrylov_solver_set_true_residual_interval(pkrylov_solver s, int32_t k) {
 }
 
 int pkrylov_solver_set_residual_replacement(pkrylov_solver s, int32_t k) {
-  return pk_set_int(s, __func__, "k", k, 0, INT32_MAX, s ? &s->replace_interval : NULL);
+  PK_SOLVER_BEGIN(s);
+  PK_CHECK(k >= 0 || k == PKRYLOV_REPLACE_AUTO, s->ctx, PKRYLOV_ERR_INVALID_VALUE,
+           "argument 'k' = %d must be >= 0 (every k iterations, 0 = never) or PKRYLOV_REPLACE_AUTO (%d)", k,
+           PKRYLOV_REPLACE_AUTO);
+  s->replace_interval = k;
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_solver_replace_every(const struct pkrylov_solver_s *s) {
+  return s->replace_interval == PKRYLOV_REPLACE_AUTO ? PK_REPLACE_FIXED_DEFAULT : s->replace_interval;
+}
+
+int pk_rr_init(pkrylov_solver s, double bnorm, pk_rr_est *e) {
+  double v[2];
+  memset(e, 0, sizeof *e);
+  PK_CALL(pk_op_rr_norm(s->A, &v[0], &v[1]));
+  PK_CALL(pk_allreduce_max_nonneg(s->ctx, v, 2));
+  pk_rr_start(e, 2.0 * v[0], v[1], bnorm);
+  return PKRYLOV_SUCCESS;
 }
 
 int pkrylov_solver_set_stop_rule(pkrylov_solver s, int32_t rule) {
@@ -323,6 +341,7 @@ typedef struct {
   const double *b;
   double *x;
   double tol;        /* max(rtol ||b||, atol) */
+  double bnorm;      /* ||b|| (wet cells) */
   double best;       /* best residual so far (stagnation) */
   int32_t stalled;   /* iterations without progress */
   int32_t confirm_failures;
@@ -608,9 +627,11 @@ restart:
 
 /**
  * Pipelined CG: recompute r = b - A x, u = M^-1 r, w = A u, and (when have_p) s = A p, q = M^-1 s,
- * z = A q; then the local partial sums (r,u), (w,u), (r,r) into d.
+ * z = A q; then the local partial sums (r,u), (w,u), (r,r) into d, and with nv = PK_RR_NV the norms of the
+ * automatic rule (x, x), (p, p), (u, u), (q, q) (pk_rr.h).
  */
-static void pk_pipecg_replace(pkrylov_solver s, const double *b, const double *x, int have_p, double *d) {
+static void pk_pipecg_replace(pkrylov_solver s, const double *b, const double *x, int have_p, int nv,
+                              double *d) {
   double *r = s->v[V_R], *u = s->v[V_U], *w = s->v[V_W];
   pk_cpu_residual(s->A, b, x, r, s->part, d);
   pk_precond(s, r, u);
@@ -623,26 +644,41 @@ static void pk_pipecg_replace(pkrylov_solver s, const double *b, const double *x
   pk_cpu_dot(s->ctx, s->n, r, u, s->part, d);
   pk_cpu_dot(s->ctx, s->n, w, u, s->part, d + 1);
   pk_cpu_dot(s->ctx, s->n, r, r, s->part, d + 2);
+  if (nv == PK_RR_NV) {
+    const double *v[4] = {x, s->v[V_P], u, s->v[V_Q]};
+    for (int i = 0; i < 4; i++) pk_cpu_dot(s->ctx, s->n, v[i], v[i], s->part, d + 3 + i);
+  }
 }
 
-/** Pipelined preconditioned CG (Ghysels-Vanroose) with residual replacement. */
+/**
+ * Pipelined preconditioned CG (Ghysels-Vanroose) with residual replacement: every s->replace_interval
+ * iterations after the update, or with PKRYLOV_REPLACE_AUTO when the estimate of pk_rr.h says so after the
+ * reduction: the vectors are replaced before the iteration's residual is recorded and tested, and the
+ * iteration goes on from the replacement's sums (the convergence test then sees the true residual).
+ */
 static int pk_solve_pipecg(pk_run *R, pkrylov_result *res) {
   pkrylov_solver s = R->s;
   const int64_t n = s->n;
   double *r = s->v[V_R], *u = s->v[V_U], *w = s->v[V_W], *m = s->v[V_M], *z = s->v[V_Z];
   double *q = s->v[V_Q], *sv = s->v[V_S], *p = s->v[V_P];
   double *x = R->x;
-  double d[3], gamma_old = 0.0, alpha_old = 0.0, alpha, beta;
+  double d[PK_RR_NV], gamma_old = 0.0, alpha_old = 0.0, alpha, beta = 0.0;
   double sigma_sign = 0.0, rho_sign = 0.0;
   int32_t it = 0, since_replace = 0;
   pk_reduce_request req;
+  /* the automatic rule: its norms ride in the same reduction (nv sums instead of 3) */
+  const int autorr = s->replace_interval == PKRYLOV_REPLACE_AUTO;
+  const int nv = autorr ? PK_RR_NV : PK_RR_NV_BASE;
+  const double *dx[PK_RR_NV] = {r, w, r, x, p, u, q}, *dy[PK_RR_NV] = {u, u, r, x, p, u, q};
+  pk_rr_est est = {0};
+  if (autorr) PK_CALL(pk_rr_init(s, R->bnorm, &est));
 
 restart:
   for (int v = V_Z; v <= V_S; v++)
     if (v != V_U && v != V_W && v != V_M) memset(s->v[v], 0, sizeof(double) * (size_t)n);
-  pk_pipecg_replace(s, R->b, x, 0, d);
-  PK_CALL(pk_allreduce_dots_begin(s->ctx, d, 3, n, (const double *[]){r, w, r}, (const double *[]){u, u, r},
-                                  NULL, &req));
+  pk_pipecg_replace(s, R->b, x, 0, nv, d);
+  est.fresh = 1;
+  PK_CALL(pk_allreduce_dots_begin(s->ctx, d, nv, n, dx, dy, NULL, &req));
   int first = 1;
   for (;;) {
     /* overlapped with the reduction: m = M^-1 w, and for operators applied on whole vectors (distributed:
@@ -662,6 +698,21 @@ restart:
       res->reason = PKRYLOV_DIVERGED_NAN;
       res->breakdown_iteration = it + 1;
       return PKRYLOV_SUCCESS;
+    }
+    if (autorr && pk_rr_step(&est, d, alpha_old, beta) && it < s->maxit) {
+      /* the gap estimate crossed sqrt(eps) |r|: replace now, measuring the gap closed (t = r_old - r_new,
+         which calibrates the estimate); iteration it goes on from the new sums */
+      double *t = s->v[V_T], gap2;
+      memcpy(t, r, sizeof(double) * (size_t)n);
+      pk_pipecg_replace(s, R->b, x, 1, nv, d);
+      for (int64_t i = 0; i < n; i++) t[i] -= r[i];
+      pk_cpu_dot(s->ctx, n, t, t, s->part, &gap2);
+      PK_CALL(pk_allreduce_dots(s->ctx, &gap2, 1, n, (const double *[]){t}, (const double *[]){t}, NULL));
+      res->residual_replacements++;
+      est.gap = sqrt(gap2);
+      est.fresh = 1;
+      PK_CALL(pk_allreduce_dots_begin(s->ctx, d, nv, n, dx, dy, NULL, &req));
+      continue;
     }
     R->cur_rr = d[2];
     pk_min_track(R, first, it, d[2], x, 0.0, NULL); /* x is iterate it (a (re)start: kept unconditionally) */
@@ -723,8 +774,8 @@ restart:
       return PKRYLOV_SUCCESS;
     }
     alpha = gamma / sigma;
-    /* fused: n = A m; z,q,s,p; x,r,u,w; partial (r,u), (w,u), (r,r) */
-    pk_cpu_pipecg_step(s->A, am, alpha, beta, m, z, q, sv, p, x, r, u, w, s->part, d);
+    /* fused: n = A m; z,q,s,p; x,r,u,w; partial (r,u), (w,u), (r,r) (and the rule's norms) */
+    pk_cpu_pipecg_step(s->A, am, alpha, beta, m, z, q, sv, p, x, r, u, w, nv, s->part, d);
     it++;
     since_replace++;
     first = 0;
@@ -736,12 +787,12 @@ restart:
       res->true_residual_checks++;
     }
     if (replace) {
-      pk_pipecg_replace(s, R->b, x, 1, d);
+      pk_pipecg_replace(s, R->b, x, 1, nv, d);
       res->residual_replacements++;
       since_replace = 0;
+      est.fresh = 1;
     }
-    PK_CALL(pk_allreduce_dots_begin(s->ctx, d, 3, n, (const double *[]){r, w, r}, (const double *[]){u, u, r},
-                                    NULL, &req));
+    PK_CALL(pk_allreduce_dots_begin(s->ctx, d, nv, n, dx, dy, NULL, &req));
   }
 }
 
@@ -797,7 +848,7 @@ static int solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *
   int ierr = pk_true_residual(s, b, x, s->v[V_R], &res.initial_residual);
   if (ierr) goto failed;
 
-  pk_run R = {.s = s, .b = b, .x = x, .best = INFINITY, .cur_rr = -1.0, .min_it = -1,
+  pk_run R = {.s = s, .b = b, .x = x, .bnorm = res.rhs_norm, .best = INFINITY, .cur_rr = -1.0, .min_it = -1,
              .xmin = s->min_res ? s->xmin : NULL};
   R.tol = s->rtol * res.rhs_norm;
   if (s->atol > R.tol) R.tol = s->atol;

@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pk_rr.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -171,7 +173,9 @@ enum {
   PK_ST_BREAKDOWN_MATRIX = 3,  /* (p, A p) zero or sign change */
   PK_ST_BREAKDOWN_PRECOND = 4, /* (r, M^-1 r) zero or sign change */
   PK_ST_NAN = 5,               /* a reduction gave NaN/Inf */
-  PK_ST_SUSPECT = 6            /* pipelined CG: the recurrence (p, A p) lost its sign; the host checks */
+  PK_ST_SUSPECT = 6,           /* pipelined CG: the recurrence (p, A p) lost its sign; the host checks */
+  PK_ST_REPLACE = 7            /* pipelined CG, automatic rule (repl): replace the vectors now (pk_rr.h); the
+                                  host replaces, sets RUNNING and repl->fresh, and the iteration goes on */
 };
 
 /**
@@ -200,6 +204,9 @@ typedef struct {
   int32_t min_it;    /* its iteration (-1: none yet) */
   int32_t improved;  /* 1: the current iterate is the new minimum; pk_cuda_copy_improved copies it */
   int32_t pad;
+  pk_rr_est *repl;   /* pipelined CG with the automatic residual replacement (PKRYLOV_REPLACE_AUTO): its
+                        estimate (device; NULL = off), read and updated in place by the scalar step (its
+                        writer block), so the state that every thread copies stays small */
 } pk_cuda_state;
 
 /* ---- sizes -------------------------------------------------------------------------------------- */
@@ -322,8 +329,12 @@ int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_cuda_state *
  *  finite; breakdown_it = it + 1), else sigma, alpha = rho / sigma. */
 int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
                             int64_t nblocks);
-/** Pipelined CG (3 values (r,u), (w,u), (r,r)); the first call after a (re)start has st->first = 1. As
- *  solver.c: NaN check, record (hist[it] = rnorm) and convergence (the rule as for CG) unless
+/** Pipelined CG: the slots hold PK_RR_NV values each (pk_cuda_pipecg_step), (r,u), (w,u), (r,r) and the
+ *  norms of the automatic residual replacement; the first call after a (re)start has st->first = 1. As
+ *  solver.c: NaN check, with st->repl the rule of pk_rr.h (pk_rr_step on *st->repl with the seven sums,
+ *  alpha_old, beta; a replacement due and it < maxit: REPLACE, nothing else changes), record (hist[it] =
+ *  rnorm) and
+ *  convergence (the rule as for CG) unless
  *  first-after-restart with it > 0 (before it the minimum-residual bookkeeping: min_on; a (re)start keeps
  *  its x), maxit, gamma sign (BREAKDOWN_PRECOND), sigma = first ? delta : delta - beta gamma / alpha_old
  *  with sign check (first: BREAKDOWN_MATRIX; else SUSPECT; NAN when not finite), alpha = gamma / sigma;
@@ -335,15 +346,18 @@ int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_cuda_state *
 /* ---- pipelined CG --------------------------------------------------------------------------------- */
 
 /** Fused update with n = A m: z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
- *  x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; partial (r,u), (w,u), (r,r) (3 per block). */
+ *  x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; partial (r,u), (w,u), (r,r), (x,x), (p,p),
+ *  (u,u), (q,q) (PK_RR_NV per block, part[block * PK_RR_NV + j]; the last four are the automatic residual
+ *  replacement's norms, pk_rr.h: computed always, read by the scalar step when st->repl is set). */
 int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m, double *z,
                         double *q, double *s, double *p, double *x, double *r, double *u, double *w,
                         double *part, int64_t *nblocks);
 
 /** The fused update without a preconditioner (M = I, where u = r, q = s and m = w hold bitwise), with
  *  n = A w_old: z = n + beta z; s = w_old + beta s; p = r + beta p; x += alpha p; r -= alpha s;
- *  w_new = w_old - alpha z; partial (r,r), (w_new,r), (r,r): bitwise pk_cuda_pipecg_step's values with
- *  m = w = w_old, u = r, q = s (w_new written there). w_new must be another array than w_old. */
+ *  w_new = w_old - alpha z; partial (r,r), (w_new,r), (r,r), (x,x), (p,p), (r,r), (s,s): bitwise
+ *  pk_cuda_pipecg_step's values with m = w = w_old, u = r, q = s (w_new written there). w_new must be
+ *  another array than w_old. */
 int pk_cuda_pipecg_none_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *w_old,
                              double *z, double *s, double *p, double *x, double *r, double *w_new, double *part,
                              int64_t *nblocks);
@@ -493,7 +507,8 @@ int pk_cuda_rci_residual(pk_cuda_rci *d, const double *b, const double *t, doubl
 /** CG: x += alpha p; p = z + beta p; q = t + beta q (t = A z); *pq = (p, q) local, on the host. */
 int pk_cuda_rci_cg_update(pk_cuda_rci *d, double alpha, double beta, double *x, double *p, const double *z,
                           double *q, const double *t, double *pq);
-/** Pipelined CG update with nv = A m (pk_cuda_pipecg_step); out[0..2] = (r,u), (w,u), (r,r) local, host. */
+/** Pipelined CG update with nv = A m (pk_cuda_pipecg_step); out[0..2] = (r,u), (w,u), (r,r) local, host (the
+ *  handle keeps fixed replacement intervals: the rule's norms are not read). */
 int pk_cuda_rci_pipecg_update(pk_cuda_rci *d, double alpha, double beta, const double *m, const double *nv,
                               double *z, double *q, double *s, double *p, double *x, double *r, double *u,
                               double *w, double *out);

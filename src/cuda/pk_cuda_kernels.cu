@@ -304,9 +304,11 @@ int launch_kernel(bool pdl, void (*kern)(KP...), dim3 grid, dim3 block, size_t s
 /** Which scalar step a step kernel runs first (template argument FOLD). */
 enum { FOLD_NONE = 0, FOLD_CG_SIGMA = 1, FOLD_CG_RHO = 2, FOLD_PIPE = 3 };
 
-/** Values a scalar step sums per slot. */
+/** Values a scalar step sums per slot (NV), and the values a slot holds (S: pipelined CG's slots also hold
+ *  the norms of the automatic residual replacement, summed by the writer only, see step_scalars). */
 template <int FOLD> struct FoldNV {
   static constexpr int NV = FOLD == FOLD_CG_SIGMA ? 1 : FOLD == FOLD_CG_RHO ? 2 : 3;
+  static constexpr int S = FOLD == FOLD_PIPE ? PK_RR_NV : NV;
 };
 
 /**
@@ -350,7 +352,7 @@ constexpr int PKC_SUM_LANES = 256;
  * the tree levels 128, 64, 32 combine chains inside the lane, 16 ... 1 go through shuffles; every lane gets
  * the sums. Called by all 32 lanes of the warp.
  */
-template <int NV>
+template <int NV, int S = NV, int J0 = 0>
 __device__ __forceinline__ void warp_sums(const double *__restrict__ part, int64_t nb, double (&v)[NV]) {
   constexpr int C = PKC_SUM_LANES / 32;
   const int lane = threadIdx.x & 31;
@@ -365,7 +367,7 @@ __device__ __forceinline__ void warp_sums(const double *__restrict__ part, int64
       const int64_t b = b0 + 32 * c;
       if (b < nb)
 #pragma unroll
-        for (int j = 0; j < NV; j++) acc[c][j] += part[b * NV + j];
+        for (int j = 0; j < NV; j++) acc[c][j] += part[b * S + J0 + j];
     }
 #pragma unroll
   for (int h = C / 2; h >= 1; h >>= 1) /* levels 128, 64, 32: lane l + 32 c += lane l + 32 (c + h) */
@@ -386,7 +388,7 @@ __device__ __forceinline__ void warp_sums(const double *__restrict__ part, int64
  * chain per thread): thread t is lane t; levels 128, 64, 32 through shared memory, 16 ... 1 through
  * shuffles in warp 0, whose lanes get the sums (the other warps' v is unset).
  */
-template <int NV>
+template <int NV, int S = NV>
 __device__ __forceinline__ void block_sums(const double *__restrict__ part, int64_t nb, double (&v)[NV]) {
   __shared__ double sh[NV][PKC_SUM_LANES];
   const int t = threadIdx.x;
@@ -395,7 +397,7 @@ __device__ __forceinline__ void block_sums(const double *__restrict__ part, int6
   for (int j = 0; j < NV; j++) acc[j] = 0.0;
   for (int64_t b = t; b < nb; b += PKC_SUM_LANES)
 #pragma unroll
-    for (int j = 0; j < NV; j++) acc[j] += part[b * NV + j];
+    for (int j = 0; j < NV; j++) acc[j] += part[b * S + j];
 #pragma unroll
   for (int j = 0; j < NV; j++) sh[j][t] = acc[j];
   __syncthreads();
@@ -504,14 +506,29 @@ __device__ __forceinline__ void cg_rho_update(pk_cuda_state &s, double rz, doubl
   s.rho = rz;
 }
 
-/** Pipelined CG (pk_solve_pipecg): gamma = (r, u), delta = (w, u), rr = (r, r); hist: NULL = not recorded. */
+/** The automatic residual replacement's step (pk_rr.h) on *s.repl: 1 when the vectors must be replaced now
+ *  (before the iteration cap). Not inlined: the folded kernels that carry it run it in one block only. */
+__device__ __noinline__ int rr_decide(const pk_cuda_state &s, double gamma, double delta, double rr,
+                                      const double *norms) {
+  const double v[PK_RR_NV] = {gamma, delta, rr, norms[0], norms[1], norms[2], norms[3]};
+  return pk_rr_step(s.repl, v, s.alpha_old, s.beta) && s.it < s.maxit;
+}
+
+/** Pipelined CG (pk_solve_pipecg): gamma = (r, u), delta = (w, u), rr = (r, r); norms: the other four sums of
+ *  the slots (x, x), (p, p), (u, u), (q, q) for the automatic residual replacement (s.repl, updated in place),
+ *  NULL where they were not summed (the blocks of a folded kernel that do not write the state: they must not
+ *  touch *s.repl); hist: NULL = not recorded. */
 __device__ __forceinline__ void pipe_update(pk_cuda_state &s, double gamma, double delta, double rr,
-                                            double *hist) {
+                                            const double *norms, double *hist) {
   if (s.status != PK_ST_RUNNING) return;
   const double rnorm = sqrt(rr);
   if (!isfinite(gamma) || !isfinite(delta) || !isfinite(rnorm)) {
     s.status = PK_ST_NAN;
     s.breakdown_it = s.it + 1;
+    return;
+  }
+  if (s.repl && norms && rr_decide(s, gamma, delta, rr, norms)) { /* the host replaces; nothing else changes */
+    s.status = PK_ST_REPLACE;
     return;
   }
   s.rnorm = rnorm;
@@ -554,16 +571,17 @@ __device__ __forceinline__ void pipe_update(pk_cuda_state &s, double gamma, doub
   s.it++; /* the fused step that follows completes this iteration */
 }
 
-/** The scalar step FOLD on s with the sums v; hist: the writer's history (NULL: none). */
+/** The scalar step FOLD on s with the sums v (and pipelined CG's norms, or NULL); hist: the writer's history
+ *  (NULL: none). */
 template <int FOLD>
 __device__ __forceinline__ void scalar_update(pk_cuda_state &s, const double (&v)[FoldNV<FOLD>::NV],
-                                              double *hist, int init) {
+                                              const double *norms, double *hist, int init) {
   if constexpr (FOLD == FOLD_CG_SIGMA)
     cg_sigma_update(s, v[0]);
   else if constexpr (FOLD == FOLD_CG_RHO)
     cg_rho_update(s, v[0], v[1], hist, init);
   else
-    pipe_update(s, v[0], v[1], v[2], hist);
+    pipe_update(s, v[0], v[1], v[2], norms, hist);
 }
 
 /**
@@ -586,9 +604,29 @@ __device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, do
   } else {
     pk_cuda_state s = *in.st;
     double v[FoldNV<FOLD>::NV];
-    warp_sums<FoldNV<FOLD>::NV>(in.part, in.nb, v);
+    warp_sums<FoldNV<FOLD>::NV, FoldNV<FOLD>::S>(in.part, in.nb, v);
     const bool writer = blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0;
-    scalar_update<FOLD>(s, v, writer ? in.hist : nullptr, 0);
+    if constexpr (FOLD == FOLD_PIPE) {
+      /* the automatic residual replacement: only the writer's block sums the norms and runs the rule (every
+         warp of it, so that its threads agree: the kernels synchronise inside a block); a REPLACE it writes
+         stops the next kernels, and the other blocks, which read 3 of the slots' 7 values, only fill their
+         part of m = M^-1 w, which the replacement makes the next iteration compute again */
+      double norms[4];
+      const bool with_norms = s.repl && blockIdx.x == 0 && blockIdx.y == 0;
+      if (with_norms) {
+        /* one value at a time (the same order, so the same sums): 8 chains of 4 values would take 64
+           registers in every folded kernel */
+#pragma unroll 1
+        for (int j = 0; j < 4; j++) {
+          double t[1];
+          warp_sums<1, PK_RR_NV, 3>(in.part + j, in.nb, t);
+          norms[j] = t[0];
+        }
+      }
+      scalar_update<FOLD>(s, v, with_norms ? norms : nullptr, writer ? in.hist : nullptr, 0);
+    } else {
+      scalar_update<FOLD>(s, v, nullptr, writer ? in.hist : nullptr, 0);
+    }
     if (writer) *in.out = s;
     alpha = s.alpha;
     beta = s.beta;
@@ -599,11 +637,22 @@ __device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, do
 /** One-block scalar step: in.st -> in.out (may be the same), PKC_SUM_LANES threads. */
 template <int FOLD> __global__ void __launch_bounds__(PKC_SUM_LANES) k_scalar(StepIn in, int init) {
   step_wait();
-  double v[FoldNV<FOLD>::NV];
-  block_sums<FoldNV<FOLD>::NV>(in.part, in.nb, v);
-  if (threadIdx.x != 0) return;
-  pk_cuda_state s = *in.st;
-  scalar_update<FOLD>(s, v, in.hist, init);
+  pk_cuda_state s;
+  if constexpr (FOLD == FOLD_PIPE) { /* every value of the slots: the dots and the rule's norms */
+    double w[PK_RR_NV], v[FoldNV<FOLD>::NV];
+    block_sums<PK_RR_NV>(in.part, in.nb, w);
+    if (threadIdx.x != 0) return;
+#pragma unroll
+    for (int j = 0; j < FoldNV<FOLD>::NV; j++) v[j] = w[j];
+    s = *in.st;
+    scalar_update<FOLD>(s, v, w + FoldNV<FOLD>::NV, in.hist, init);
+  } else {
+    double v[FoldNV<FOLD>::NV];
+    block_sums<FoldNV<FOLD>::NV>(in.part, in.nb, v);
+    if (threadIdx.x != 0) return;
+    s = *in.st;
+    scalar_update<FOLD>(s, v, nullptr, in.hist, init);
+  }
   *in.out = s;
 }
 
@@ -700,10 +749,11 @@ template <int FOLD> struct ActCgOp {
 
 /**
  * Pipelined CG update (pk_cpu_pipecg_step) with n = A m: z = n + beta z; q = m + beta q; s = w + beta s;
- * p = u + beta p; x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; acc (r,u), (w,u), (r,r).
+ * p = u + beta p; x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; acc (r,u), (w,u), (r,r), and the
+ * automatic residual replacement's (x,x), (p,p), (u,u), (q,q).
  */
 struct ActPipe {
-  static constexpr int NV = 3;
+  static constexpr int NV = PK_RR_NV;
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false; /* 8 inputs: ahead they would cost 16 more registers (spills) */
   struct In {};
@@ -732,11 +782,16 @@ struct ActPipe {
     const double ui = uo - alpha * qi;
     const double wi = wo - alpha * zi;
     z[c] = zi, q[c] = qi, s[c] = si, p[c] = pi;
-    x[c] = x[c] + alpha * pi;
+    const double xi = x[c] + alpha * pi;
+    x[c] = xi;
     r[c] = ri, u[c] = ui, w[c] = wi;
     acc[0] += ri * ui;
     acc[1] += wi * ui;
     acc[2] += ri * ri;
+    acc[3] += xi * xi; /* the automatic residual replacement's norms (pk_rr.h) */
+    acc[4] += pi * pi;
+    acc[5] += ui * ui;
+    acc[6] += qi * qi;
   }
 };
 
@@ -745,11 +800,12 @@ struct ActPipe {
  * w_old, its value at the cell comes in as wo). With M = I the general update keeps u == r, q == s and
  * m == w bitwise (the same expressions on the same operands), so only x, r, w, z, s, p are carried:
  * z = n + beta z; s = w_old + beta s; p = r + beta p; x += alpha p; r -= alpha s; w_new = w_old - alpha z;
- * acc (r,r), (w_new,r), (r,r): ActPipe's sums with u = r, so every partial sum and scalar is bitwise the
- * general path's. w_new goes to another array than w_old (the kernel reads w_old's neighbours).
+ * acc (r,r), (w_new,r), (r,r), (x,x), (p,p), (r,r), (s,s): ActPipe's sums with u = r and q = s, so every
+ * partial sum and scalar is bitwise the general path's. w_new goes to another array than w_old (the kernel
+ * reads w_old's neighbours).
  */
 struct ActPipeNone {
-  static constexpr int NV = 3;
+  static constexpr int NV = PK_RR_NV;
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false;
   struct In {};
@@ -775,11 +831,16 @@ struct ActPipeNone {
     const double ri = ro - alpha * si;
     const double wi = wo - alpha * zi;
     z[c] = zi, s[c] = si, p[c] = pi;
-    x[c] = x[c] + alpha * pi;
+    const double xi = x[c] + alpha * pi;
+    x[c] = xi;
     r[c] = ri, wn[c] = wi;
     acc[0] += ri * ri;
     acc[1] += wi * ri;
     acc[2] += ri * ri;
+    acc[3] += xi * xi; /* (x,x), (p,p), (u,u) = (r,r), (q,q) = (s,s) */
+    acc[4] += pi * pi;
+    acc[5] += ri * ri;
+    acc[6] += si * si;
   }
 };
 

@@ -58,17 +58,23 @@ constexpr int64_t kFoldMaxSlots = 256;
    fold */
 constexpr int64_t kFoldMaxGridSlots = 1024;
 
+/** Values per partial-sum slot the buffers hold: pipelined CG's update writes PK_RR_NV (its three dots and
+ *  the automatic residual replacement's norms, pk_rr.h), every other producer fewer. Also the size of the
+ *  sums (dsum, hsum) and of a rank's row of the gathered sums. */
+constexpr int kPartNV = 8;
+static_assert(PK_RR_NV <= kPartNV && PKC_XACC_MAXV <= kPartNV, "partial-sum slots too small");
+
 /** Device work area of a solver. */
 struct SolverDev {
   double *work;           /* D_NVEC vectors */
   double *v[D_NVEC];
-  double *part;           /* partial sums: 2 buffers of 4 * nslots (buffer 0: the host's) */
+  double *part;           /* partial sums: 2 buffers of kPartNV * nslots (buffer 0: the host's) */
   int64_t nslots;
   double *hist;           /* maxit + 1 */
   int32_t hist_cap;
   pk_cuda_state *st;      /* device: 3 states; st[0] is the current one between blocks */
   pk_cuda_state *hst;     /* pinned host copy of st[0] */
-  double *dsum, *hsum;    /* 4 sums: device, pinned host */
+  double *dsum, *hsum;    /* kPartNV sums: device, pinned host */
   cudaGraphExec_t graph;  /* one block of graph_k iterations */
   int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl, graph_pnone, graph_edge;
   const double *graph_w;  /* v[D_W] when the graph was captured (the pointers its kernels hold) */
@@ -87,7 +93,8 @@ struct SolverDev {
   cudaEvent_t ev_sums;    /* distributed: the local sums are on the host (created on first use) */
   cudaEvent_t ev_scal, ev_edge; /* distributed pipelined CG, edge columns on the communication stream: the
                                    scalar step done (context's stream), the edge update done (comm.) */
-  double *gath, *hgath;   /* distributed: the ranks' sums, rank after rank (device; pinned host), 4 * ranks */
+  double *gath, *hgath;   /* distributed: the ranks' sums, rank after rank (device; pinned host), kPartNV *
+                             ranks */
   int gath_ranks;         /* ranks gath was sized for */
   void *graph_nccl;       /* the NCCL communicator the graph's exchanges use (NULL: not distributed) */
   int dist_graph_failed;  /* a capture of a distributed block failed: run those blocks directly */
@@ -95,13 +102,15 @@ struct SolverDev {
   /* reproducible mode (allocated on its first solve): the exact sums of pk_cuda_xacc.cu */
   int64_t *xblk;          /* the blocks' accumulators (xblk_len int64) */
   int64_t xblk_len;
-  int64_t *xacc, *hxacc;  /* PKC_XACC_MAXV accumulators: device; pinned host (MPI) */
-  double *xs;             /* PKC_XACC_MAXV rounded exact sums (device): the scalar steps' one partial slot */
+  int64_t *xacc, *hxacc;  /* kPartNV accumulators: device; pinned host (MPI) */
+  double *xs;             /* kPartNV rounded exact sums (device): the scalar steps' one partial slot */
   int graph_repro;        /* the graph's blocks use the exact sums */
+  pk_rr_est *rre, *hrre;  /* pipelined CG's automatic residual replacement: its estimate (device, what
+                             pk_cuda_state.repl points to; pinned host image), allocated with the solver */
 };
 
 /** Partial-sum buffer i (0 or 1) of d. */
-double *part_buf(const SolverDev *d, int i) { return d->part + (size_t)i * 4 * (size_t)d->nslots; }
+double *part_buf(const SolverDev *d, int i) { return d->part + (size_t)i * kPartNV * (size_t)d->nslots; }
 
 cudaStream_t stream_of(pkrylov_context ctx) { return (cudaStream_t)pk_cuda_context_stream(ctx); }
 
@@ -161,6 +170,7 @@ struct Run {
      host pointers, so v[D_W] holds the current w between blocks */
   int pnone;
   int minres;            /* the minimum-residual iterate (s->min_res): copy kernels after the scalar steps */
+  int rr_on;             /* pipelined CG with the automatic residual replacement (PKRYLOV_REPLACE_AUTO) */
 };
 
 int state_to_host(Run &R);
@@ -378,8 +388,8 @@ int gath_alloc(Run &R) {
   if (d->gath && d->gath_ranks >= ctx->size) return PKRYLOV_SUCCESS;
   cudaFree(d->gath), cudaFreeHost(d->hgath);
   d->gath = d->hgath = NULL, d->gath_ranks = 0;
-  CU(cudaMalloc(&d->gath, sizeof(double) * 4 * (size_t)ctx->size), "allocating the gathered sums");
-  CU(cudaMallocHost(&d->hgath, sizeof(double) * 4 * (size_t)ctx->size), "allocating the gathered sums");
+  CU(cudaMalloc(&d->gath, sizeof(double) * kPartNV * (size_t)ctx->size), "allocating the gathered sums");
+  CU(cudaMallocHost(&d->hgath, sizeof(double) * kPartNV * (size_t)ctx->size), "allocating the gathered sums");
   d->gath_ranks = ctx->size;
   return PKRYLOV_SUCCESS;
 }
@@ -484,23 +494,30 @@ int xacc_alloc(Run &R) {
   cudaFree(d->xblk);
   d->xblk = NULL, d->xblk_len = 0;
   if (!d->xacc) {
-    CU(cudaMalloc(&d->xacc, sizeof(int64_t) * PKC_XACC_MAXV * PK_XACC_LEN), "allocating the exact sums");
-    CU(cudaMallocHost(&d->hxacc, sizeof(int64_t) * PKC_XACC_MAXV * PK_XACC_LEN), "allocating the exact sums");
-    CU(cudaMalloc(&d->xs, sizeof(double) * PKC_XACC_MAXV), "allocating the exact sums");
+    CU(cudaMalloc(&d->xacc, sizeof(int64_t) * kPartNV * PK_XACC_LEN), "allocating the exact sums");
+    CU(cudaMallocHost(&d->hxacc, sizeof(int64_t) * kPartNV * PK_XACC_LEN), "allocating the exact sums");
+    CU(cudaMalloc(&d->xs, sizeof(double) * kPartNV), "allocating the exact sums");
   }
   CU(cudaMalloc(&d->xblk, sizeof(int64_t) * (size_t)len), "allocating the exact sums");
   d->xblk_len = len;
   return PKRYLOV_SUCCESS;
 }
 
-/** The exact global dots (x[j], y[j]), j < nv, into d->xs (device); (*gp, *gnb) = (d->xs, 1) when gp is not
- *  NULL. Host-staged: the device state comes to the host with the accumulators, as in sums_begin. */
+/** The exact global dots (x[j], y[j]), j < nv <= kPartNV, into d->xs (device); (*gp, *gnb) = (d->xs, 1)
+ *  when gp is not NULL. Host-staged: the device state comes to the host with the accumulators, as in
+ *  sums_begin. */
 int exact_sums(Run &R, int nv, const double *const *x, const double *const *y, const double **gp,
                int64_t *gnb) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
-  CU(pk_cuda_xacc_dots(R.stream, R.n, nv, x, y, d->xblk, d->xacc, R.distributed ? NULL : d->xs),
-     "exact sums");
+  if (nv > kPartNV) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "%d exact sums: too many", nv);
+  /* groups of PKC_XACC_MAXV dots (the scratch d->xblk in turn) */
+  for (int g0 = 0; g0 < nv; g0 += PKC_XACC_MAXV) {
+    const int gn = nv - g0 < PKC_XACC_MAXV ? nv - g0 : PKC_XACC_MAXV;
+    CU(pk_cuda_xacc_dots(R.stream, R.n, gn, x + g0, y + g0, d->xblk, d->xacc + (size_t)g0 * PK_XACC_LEN,
+                         R.distributed ? NULL : d->xs + g0),
+       "exact sums");
+  }
   if (R.distributed) {
     const int cnt = nv * PK_XACC_LEN;
     if (R.nccl) {
@@ -514,7 +531,7 @@ int exact_sums(Run &R, int nv, const double *const *x, const double *const *y, c
       pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
       CU(cudaMemcpyAsync(d->xacc, d->hxacc, sizeof(int64_t) * cnt, cudaMemcpyHostToDevice, R.stream), "copy");
     }
-    CU(pk_cuda_xacc_round(R.stream, d->xacc, nv, d->xs), "exact sums");
+    CU(pk_cuda_xacc_round_ex(R.stream, d->xacc, nv, 0, d->xs), "exact sums");
   }
   if (gp) *gp = d->xs, *gnb = 1;
   return PKRYLOV_SUCCESS;
@@ -542,11 +559,13 @@ int exact_cg_sigma(Run &R, const double **gp, int64_t *gnb) {
   const double *xs[1] = {v[D_P]}, *ys[1] = {v[D_Q]};
   return exact_sums(R, 1, xs, ys, gp, gnb);
 }
-/** Pipelined CG's (r, u), (w, u), (r, r), exact. */
+/** Pipelined CG's (r, u), (w, u), (r, r) and the automatic residual replacement's (x, x), (p, p), (u, u),
+ *  (q, q), exact (the slot of PK_RR_NV values the scalar step reads). */
 int exact_pipecg(Run &R, const double **gp, int64_t *gnb) {
   double **v = R.d->v;
-  const double *xs[3] = {v[D_R], v[D_W], v[D_R]}, *ys[3] = {v[D_U], v[D_U], v[D_R]};
-  return exact_sums(R, 3, xs, ys, gp, gnb);
+  const double *xs[PK_RR_NV] = {v[D_R], v[D_W], v[D_R], v[D_X], v[D_P], v[D_U], v[D_Q]};
+  const double *ys[PK_RR_NV] = {v[D_U], v[D_U], v[D_R], v[D_X], v[D_P], v[D_U], v[D_Q]};
+  return exact_sums(R, PK_RR_NV, xs, ys, gp, gnb);
 }
 
 /** ||b - A x|| into *res (r is overwritten). */
@@ -568,17 +587,21 @@ int true_residual(Run &R, double *r, double *res) {
   return PKRYLOV_SUCCESS;
 }
 
-int state_to_device(Run &R) {
+/** bytes from src to dst on the solver's stream (kind: the direction), then (sync) wait for it. */
+int copy_small(Run &R, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, int sync,
+               const char *what) {
   pkrylov_context ctx = R.ctx;
-  CU(cudaMemcpyAsync(R.d->st, R.d->hst, sizeof(pk_cuda_state), cudaMemcpyHostToDevice, R.stream), "state");
+  CU(cudaMemcpyAsync(dst, src, bytes, kind, R.stream), what);
+  if (sync) CU(cudaStreamSynchronize(R.stream), "synchronising");
   return PKRYLOV_SUCCESS;
 }
 
+int state_to_device(Run &R) {
+  return copy_small(R, R.d->st, R.d->hst, sizeof(pk_cuda_state), cudaMemcpyHostToDevice, 0, "state");
+}
+
 int state_to_host(Run &R) {
-  pkrylov_context ctx = R.ctx;
-  CU(cudaMemcpyAsync(R.d->hst, R.d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream), "state");
-  CU(cudaStreamSynchronize(R.stream), "synchronising");
-  return PKRYLOV_SUCCESS;
+  return copy_small(R, R.d->hst, R.d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, 1, "state");
 }
 
 /**
@@ -704,7 +727,7 @@ int dist_pipecg_enqueue(Run &R, int count) {
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
     } else {
-      PK_CALL(sums_begin(R, d->part, d->nslots, 3));
+      PK_CALL(sums_begin(R, d->part, d->nslots, PK_RR_NV));
       tl_mark(R.stream, 1);
       if (R.nccl) tl_mark(comm, 2);
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
@@ -712,7 +735,7 @@ int dist_pipecg_enqueue(Run &R, int count) {
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
       tl_mark(R.stream, 4);
       if (R.nccl) tl_mark(comm, 5);
-      PK_CALL(sums_end(R, 3, &gp, &gnb));
+      PK_CALL(sums_end(R, PK_RR_NV, &gp, &gnb));
     }
     CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
     PK_CALL(keep_min(R, R.stream, d->st));
@@ -731,7 +754,7 @@ int dist_pipecg_enqueue(Run &R, int count) {
     tl_mark(R.stream, 7);
     if (!R.edge_comm) PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
     CU(pk_cuda_pipecg_step(ecomm ? ecomm : R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S],
-                           v[D_P], v[D_X], v[D_R], v[D_U], v[D_W], d->part + 3 * nb1, &nb2),
+                           v[D_P], v[D_X], v[D_R], v[D_U], v[D_W], d->part + PK_RR_NV * nb1, &nb2),
        "pipelined CG update (tile edges)");
     if (ecomm) { /* what follows on the context's stream (the next sums, m = M^-1 w) waits for the edges */
       CU(cudaEventRecord(d->ev_edge, (cudaStream_t)ecomm), "event");
@@ -833,7 +856,7 @@ int pipecg_enqueue(Run &R, int count) {
         PK_CALL(exact_pipecg(R, &gp, &gnb));
       } else if (R.distributed) {
         gnb = R.nb_update;
-        PK_CALL(global_part(R, &gp, &gnb, 3));
+        PK_CALL(global_part(R, &gp, &gnb, PK_RR_NV));
       }
       CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
       PK_CALL(keep_min(R, R.stream, d->st));
@@ -976,6 +999,22 @@ void reset_state(Run &R, int32_t it, int first) {
   h->recur = pk_solver_recurrence(R.s);
   h->min_on = R.minres;
   h->min_it = -1;
+  h->repl = R.rr_on ? R.d->rre : NULL;
+}
+
+/** The device estimate of the automatic residual replacement from its host image d->hrre (enqueued). */
+int rr_put(Run &R) {
+  return copy_small(R, R.d->rre, R.d->hrre, sizeof(pk_rr_est), cudaMemcpyHostToDevice, 0, "estimate");
+}
+
+/** The estimate starts again from the next sums (a (re)start or a replacement), after a replacement the
+ *  rule decided with the gap it closed (gap >= 0; else -1): the device's copied back, changed, copied. */
+int rr_fresh(Run &R, double gap) {
+  if (!R.rr_on) return PKRYLOV_SUCCESS;
+  PK_CALL(copy_small(R, R.d->hrre, R.d->rre, sizeof(pk_rr_est), cudaMemcpyDeviceToHost, 1, "estimate"));
+  R.d->hrre->fresh = 1;
+  R.d->hrre->gap = gap;
+  return rr_put(R);
 }
 
 /** Reason and breakdown iteration from a stopped device state (CONVERGED is handled by the caller). */
@@ -1093,18 +1132,60 @@ int pipecg_replace(Run &R, int have_p) {
     PK_CALL(apply_pc(R, NULL, v[D_S], v[D_Q])); /* q = M^-1 s */
     PK_CALL(apply_op(R, v[D_Q], v[D_Z]));       /* z = A q */
   }
-  const double *xs[3] = {v[D_R], v[D_W], v[D_R]}, *ys[3] = {v[D_U], v[D_U], v[D_R]};
-  CU(pk_cuda_dots(R.stream, R.n, 3, xs, ys, R.d->part, &nb), "dots");
+  /* the update's PK_RR_NV sums: (r, u), (w, u), (r, r), then the norms (x, x), (p, p), (u, u), (q, q) */
+  const double *xs[PK_RR_NV] = {v[D_R], v[D_W], v[D_R], v[D_X], v[D_P], v[D_U], v[D_Q]};
+  const double *ys[PK_RR_NV] = {v[D_U], v[D_U], v[D_R], v[D_X], v[D_P], v[D_U], v[D_Q]};
+  for (int g0 = 0; g0 < PK_RR_NV; g0 += 4) { /* pk_cuda_dots: at most 4 at once */
+    const int gn = PK_RR_NV - g0 < 4 ? PK_RR_NV - g0 : 4;
+    CU(pk_cuda_dots(R.stream, R.n, gn, xs + g0, ys + g0, R.d->part, &nb), "dots");
+    CU(pk_cuda_sum_partials(R.stream, R.d->part, nb, gn, R.d->dsum + g0), "sums");
+  }
   /* The scalar kernel adds nslots slots, the most any launcher writes; the update writes its own number of
-     slots and every other slot must be zero: keep the three sums in slot 0 and clear the rest. Distributed:
+     slots and every other slot must be zero: keep the sums in slot 0 and clear the rest. Distributed:
      these are the rank's local sums, which the next iteration adds over the ranks like an update's
      (sums of all nslots slots: the zeros add exactly), so every iteration of a block does the same calls
      (a graph captured after a replacement is right for the blocks after an update too). */
   R.nb_update = R.d->nslots;
-  CU(pk_cuda_sum_partials(R.stream, R.d->part, nb, 3, R.d->dsum), "sums");
-  CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * 4 * (size_t)R.d->nslots, R.stream), "memset");
-  CU(cudaMemcpyAsync(R.d->part, R.d->dsum, sizeof(double) * 3, cudaMemcpyDeviceToDevice, R.stream), "copy");
+  CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * PK_RR_NV * (size_t)R.d->nslots, R.stream), "memset");
+  CU(cudaMemcpyAsync(R.d->part, R.d->dsum, sizeof(double) * PK_RR_NV, cudaMemcpyDeviceToDevice, R.stream),
+     "copy");
   return PKRYLOV_SUCCESS;
+}
+
+/**
+ * The device state said REPLACE (the automatic rule, pk_rr.h: its scalar step stopped before recording the
+ * iteration, and every kernel after it in the block did nothing): replace the vectors from x and p, measure
+ * the gap closed, ||r_old - r_new|| (a global sum, exact in reproducible mode: the calibration of the
+ * estimate, as pk_solve_pipecg measures it), then RUNNING with a fresh estimate; the next block starts with
+ * the same iteration's scalar step on the replacement's sums, as pk_solve_pipecg goes on after its
+ * replacement.
+ */
+int replace_now(Run &R) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
+  double **v = d->v;
+  pk_cuda_state *h = d->hst;
+  double gap2;
+  CU(cudaMemcpyAsync(v[D_T], v[D_R], sizeof(double) * (size_t)R.n, cudaMemcpyDeviceToDevice, R.stream),
+     "copy");
+  PK_CALL(pipecg_replace(R, 1));
+  CU(pk_cuda_xpay(R.stream, R.n, v[D_T], -1.0, v[D_R], v[D_T]), "t = r_old - r_new");
+  const double *xs[1] = {v[D_T]};
+  if (R.repro) {
+    PK_CALL(exact_sums_host(R, 1, xs, xs, &gap2));
+  } else { /* the sums of part buffer 1 (buffer 0 holds the replacement's sums for the next step) */
+    int64_t nb;
+    CU(pk_cuda_dots(R.stream, R.n, 1, xs, xs, part_buf(d, 1), &nb), "dot");
+    CU(pk_cuda_sum_partials(R.stream, part_buf(d, 1), nb, 1, d->dsum), "sums");
+    CU(cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double), cudaMemcpyDeviceToHost, R.stream), "copy");
+    CU(cudaStreamSynchronize(R.stream), "synchronising");
+    gap2 = d->hsum[0];
+    PK_CALL(pk_allreduce_sum(ctx, &gap2, 1));
+  }
+  R.res->residual_replacements++;
+  h->status = PK_ST_RUNNING;
+  PK_CALL(rr_fresh(R, sqrt(gap2)));
+  return state_to_device(R);
 }
 
 /** Pipelined CG on the device; mirrors pk_solve_pipecg. */
@@ -1119,9 +1200,10 @@ int solve_pipecg(Run &R) {
   R.pnone = R.d->pipe_none && !host_mode && !R.fold && !R.distributed && !R.repro && !R.uop && !R.upc &&
             R.pc.type == PKRYLOV_PRECOND_NONE;
   R.d->last_pnone = R.pnone;
-restart:
+restart: /* (a restart keeps the estimate's ||A||, Rayleigh quotient and calibration) */
   for (int i : {D_Z, D_Q, D_S, D_P}) CU(cudaMemsetAsync(v[i], 0, bytes, R.stream), "memset");
   PK_CALL(pipecg_replace(R, 0));
+  PK_CALL(rr_fresh(R, -1.0));
   reset_state(R, it, 1);
   PK_CALL(state_to_device(R));
   for (;;) {
@@ -1134,11 +1216,15 @@ restart:
         PK_CALL(exact_pipecg(R, &gp, &gnb));
       } else if (R.distributed) {
         gnb = R.nb_update;
-        PK_CALL(global_part(R, &gp, &gnb, 3));
+        PK_CALL(global_part(R, &gp, &gnb, PK_RR_NV));
       }
       CU(pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, gp, gnb, R.hist), "pipelined CG scalar step");
       PK_CALL(keep_min(R, R.stream, R.d->st));
       PK_CALL(state_to_host(R));
+      if (h->status == PK_ST_REPLACE) { /* nothing recorded: replace, then this iteration again */
+        PK_CALL(replace_now(R));
+        continue;
+      }
       const int32_t recorded = h->status == PK_ST_RUNNING ? h->it - 1 : h->it;
       const int stop = host_record(R, recorded);
       if (h->status == PK_ST_RUNNING && stop) { /* x is x_recorded: the update has not run */
@@ -1207,6 +1293,11 @@ restart:
       R.res->breakdown_iteration = h->breakdown_it;
       return PKRYLOV_SUCCESS;
     }
+    if (st == PK_ST_REPLACE) { /* the automatic rule: the rest of the block did nothing */
+      PK_CALL(replace_now(R));
+      since_replace = 0;
+      continue;
+    }
     if (st != PK_ST_RUNNING) {
       finish_from_state(R);
       return PKRYLOV_SUCCESS;
@@ -1220,6 +1311,7 @@ restart:
       PK_CALL(pipecg_replace(R, 1));
       R.res->residual_replacements++;
       since_replace = 0;
+      PK_CALL(rr_fresh(R, -1.0)); /* (the true-residual interval) the estimate starts again from it */
     }
   }
 }
@@ -1251,16 +1343,19 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   env = getenv("PKRYLOV_CUDA_PIPE_NONE");
   if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->pipe_none = env[0] - '0';
   cudaError_t e = cudaMalloc(&d->work, sizeof(double) * stride * D_NVEC);
-  if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 2 * 4 * (size_t)d->nslots);
+  if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 2 * kPartNV * (size_t)d->nslots);
   if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state) * 3);
   if (e == cudaSuccess) e = cudaMallocHost(&d->hst, sizeof(pk_cuda_state));
-  if (e == cudaSuccess) e = cudaMalloc(&d->dsum, sizeof(double) * 4);
-  if (e == cudaSuccess) e = cudaMallocHost(&d->hsum, sizeof(double) * 4);
+  if (e == cudaSuccess) e = cudaMalloc(&d->dsum, sizeof(double) * kPartNV);
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hsum, sizeof(double) * kPartNV);
+  if (e == cudaSuccess) e = cudaMalloc(&d->rre, sizeof(pk_rr_est));
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hrre, sizeof(pk_rr_est));
   /* on the solver's stream: a plain cudaMemset runs on the legacy default stream, which does not order
      with the context's non-blocking stream (the first solve's copy of b could land before the zeroing) */
   cudaStream_t stream = stream_of(ctx);
   if (e == cudaSuccess) e = cudaMemsetAsync(d->work, 0, sizeof(double) * stride * D_NVEC, stream);
-  if (e == cudaSuccess) e = cudaMemsetAsync(d->part, 0, sizeof(double) * 2 * 4 * (size_t)d->nslots, stream);
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(d->part, 0, sizeof(double) * 2 * kPartNV * (size_t)d->nslots, stream);
   if (e == cudaSuccess) e = cudaMemsetAsync(d->st, 0, sizeof(pk_cuda_state) * 3, stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) {
@@ -1296,6 +1391,8 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   cudaFreeHost(d->hst);
   cudaFree(d->dsum);
   cudaFreeHost(d->hsum);
+  cudaFree(d->rre);
+  cudaFreeHost(d->hrre);
   free(d);
   s->dev = NULL;
 }
@@ -1472,6 +1569,11 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   PK_CALL(true_residual(R, v[D_R], &res.initial_residual));
   R.tol = s->rtol * res.rhs_norm;
   if (s->atol > R.tol) R.tol = s->atol;
+  R.rr_on = s->type == PKRYLOV_SOLVER_PIPECG && s->replace_interval == PKRYLOV_REPLACE_AUTO;
+  if (R.rr_on) { /* ||A|| from the host copy of the operator */
+    PK_CALL(pk_rr_init(s, res.rhs_norm, d->hrre));
+    PK_CALL(rr_put(R));
+  }
   int rc = s->type == PKRYLOV_SOLVER_CG ? solve_cg(R) : solve_pipecg(R);
   if (s->type == PKRYLOV_SOLVER_PIPECG)
     tl_report(ctx, R.dop ? (R.nccl ? (R.edge_comm ? "pipecg nccl edge-comm" : "pipecg nccl") : "pipecg host")
@@ -1513,9 +1615,9 @@ struct pk_cuda_rci_s {
   cudaStream_t stream;
   int64_t n, nslots;
   double *work;       /* nvec * n */
-  double *part;       /* 4 * nslots partial sums */
-  double *dsum;       /* 4 device sums */
-  double *hsum;       /* 4 pinned host sums */
+  double *part;       /* kPartNV * nslots partial sums */
+  double *dsum;       /* kPartNV device sums */
+  double *hsum;       /* kPartNV pinned host sums */
   pk_cuda_state *st;  /* device state carrying alpha and beta to the fused launchers */
   pk_cuda_state hst;  /* its host image (pageable: the copy is staged at once) */
 };
@@ -1578,9 +1680,9 @@ extern "C" int pk_cuda_rci_create(pkrylov_context ctx, int64_t n, int nvec, pk_c
   const pk_cuda_op u = pre_view(n, NULL);
   d->nslots = pk_cuda_partials_needed(&u, NULL);
   cudaError_t e = cudaMalloc(&d->work, sizeof(double) * (size_t)nvec * (size_t)n);
-  if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 4 * (size_t)d->nslots);
-  if (e == cudaSuccess) e = cudaMalloc(&d->dsum, sizeof(double) * 4);
-  if (e == cudaSuccess) e = cudaMallocHost(&d->hsum, sizeof(double) * 4);
+  if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * kPartNV * (size_t)d->nslots);
+  if (e == cudaSuccess) e = cudaMalloc(&d->dsum, sizeof(double) * kPartNV);
+  if (e == cudaSuccess) e = cudaMallocHost(&d->hsum, sizeof(double) * kPartNV);
   if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state));
   if (e == cudaSuccess) e = cudaMemsetAsync(d->work, 0, sizeof(double) * (size_t)nvec * (size_t)n, d->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
@@ -1662,5 +1764,8 @@ extern "C" int pk_cuda_rci_pipecg_update(pk_cuda_rci *d, double alpha, double be
   int64_t nb;
   RCU(pk_cuda_pipecg_step(d->stream, &v, d->st, m, z, q, s, p, x, r, u, w, d->part, &nb),
       "pipelined CG update");
-  return rci_sums(d, nb, 3, out);
+  double sums[PK_RR_NV]; /* the update's slots hold PK_RR_NV values: the three dots first */
+  PK_CALL(rci_sums(d, nb, PK_RR_NV, sums));
+  memcpy(out, sums, sizeof(double) * 3);
+  return PKRYLOV_SUCCESS;
 }
