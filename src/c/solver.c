@@ -451,7 +451,7 @@ static void pk_min_keep(pk_run *R, int32_t it, double rr, const double *x, doubl
   double *xm = R->xmin;
   const int nt = pk_num_threads(R->s->ctx);
   (void)nt; /* read by the OpenMP pragma only */
-#pragma omp parallel for schedule(static) num_threads(nt) if (n > 65536)
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
   for (int64_t i = 0; i < n; i++) xm[i] = x[i] + a * p[i]; /* the arithmetic of the x update */
 }
 
