@@ -5,7 +5,7 @@
  *
  *   pkrylov-bench-gpu [--problems LIST] [--matrices DIR] [--iters K] [--repeat R] [--cpu-iters K]
  *                     [--cpu-repeat R] [--maxit N] [--copy-gib G] [--no-cpu] [--no-tol] [--no-gpu]
- *                     [--no-pkrylov-cuda] [--json FILE]
+ *                     [--no-pkrylov-cuda] [--replace auto|K] [--json FILE]
  *
  * LIST is a comma-separated list of: all (default), ts (the four thin-shell sizes), lap (the four CSR
  * Laplacians), lap27 (the 27-point CSR Laplacian on 128^3: long rows), mtx (the SPD matrices of
@@ -18,7 +18,8 @@
  * fixed number of iterations, 10 and 10 + K (a tolerance that is never reached, rtol = 1e-300), divided by
  * K, best of R. Set-up, the initial residual and the final residual cancel out. GPU solves are timed
  * with a host clock after cudaDeviceSynchronize(); pkrylov CUDA solves take b and x as DEVICE pointers, so
- * no host-device transfer is timed. Residual replacement is switched off (pkrylov) so the byte count of
+ * no host-device transfer is timed. Residual replacement is switched off (pkrylov; --replace auto or K puts
+ * pipelined CG on the automatic rule or every K iterations, to time what they cost) so the byte count of
  * every iteration is the same. Each row also reports the iterations to rtol 1e-8 (negative: not reached
  * within --maxit), from a separate solve; for the vendor baseline the true residual ||b - A x|| / ||b||
  * of that solve is recomputed, as a check that the baseline solves the problem. Bandwidth fractions are
@@ -581,6 +582,9 @@ struct PkTarget {
  * One pkrylov row: solver `stype` on operator A with preconditioner M (may be NULL), optional mixed
  * precision. Failures make the row "unavailable" (with the library's message) instead of stopping.
  */
+/** Pipelined CG's residual replacement in the pkrylov rows (--replace; 0: off, the byte model's case). */
+static int g_replace = 0;
+
 static Row pk_row(const Row &proto, const PkTarget &T, pkrylov_operator A, pkrylov_precond M, int stype,
                   bool mixed, int K, int R, int maxit, bool tol) {
   Row row = proto;
@@ -594,7 +598,7 @@ static Row pk_row(const Row &proto, const PkTarget &T, pkrylov_operator A, pkryl
     row.status = "unavailable", row.message = "solver_create: " + pk_msg(T.ctx, rc);
     return row;
   }
-  pkrylov_solver_set_residual_replacement(s, 0);
+  pkrylov_solver_set_residual_replacement(s, g_replace);
   if (mixed && (rc = pkrylov_solver_set_precision(s, PKRYLOV_PRECISION_MIXED)) != 0) {
     /* fp32 preconditioner factors and operator coefficients */
     row.status = "unavailable", row.message = "set_precision: " + pk_msg(T.ctx, rc);
@@ -1134,7 +1138,7 @@ static void usage(const char *argv0) {
   fprintf(stderr,
           "usage: %s [--problems LIST] [--matrices DIR] [--iters K] [--repeat R] [--cpu-iters K]\n"
           "          [--cpu-repeat R] [--maxit N] [--copy-gib G] [--no-cpu] [--no-tol] [--no-gpu]\n"
-          "          [--no-pkrylov-cuda] [--json FILE]\n"
+          "          [--no-pkrylov-cuda] [--replace auto|K] [--json FILE]\n"
           "LIST: comma-separated all | ts | lap | lap27 | mtx | ts:NXxNYxNZ | lap:N | lap27:N | mtx:NAME\n",
           argv0);
 }
@@ -1171,7 +1175,10 @@ int main(int argc, char **argv) {
       cf.tol = false;
     else if (a == "--no-gpu")
       cf.gpu = false;
-    else if (a == "--no-pkrylov-cuda")
+    else if (a == "--replace" && has) {
+      const std::string v = argv[++i];
+      g_replace = v == "auto" ? PKRYLOV_REPLACE_AUTO : atoi(v.c_str());
+    } else if (a == "--no-pkrylov-cuda")
       cf.pkcuda = false;
     else {
       usage(argv[0]);
