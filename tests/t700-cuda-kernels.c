@@ -401,10 +401,11 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
                        uint64_t seed) {
   const int64_t n = A->n;
   const double alpha = 0.5813, beta = 0.2719;
-  double *h[9], *d[9]; /* m z q s p x r u w */
+  double *h[9], *d[9], *d0[9]; /* m z q s p x r u w (d0: a second device copy) */
   for (int i = 0; i < 9; i++) {
     h[i] = hrand(n, seed + (uint64_t)i);
     d[i] = dup_dev(h[i], n);
+    d0[i] = dup_dev(h[i], n);
   }
   double *rs = row_scale(A, v, h[0]); /* before h is updated: A m */
   double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), out[PK_RR_NV];
@@ -413,9 +414,32 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
   int64_t cap, nb = -1;
   double *part = dpart(v, NULL, &cap);
   pk_cuda_state *st = dstate(alpha, beta, PK_ST_RUNNING);
-  CK(pk_cuda_pipecg_step(NULL, v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
+  /* without the norms (replacement off or at fixed intervals) first, on copies: the same vectors and the
+     same three sums, bitwise, as the launch with them below */
+  double g0[PK_RR_NV_BASE];
+  int64_t nb0 = -1;
+  double *part0 = dpart(v, NULL, &cap);
+  pk_cuda_state *st0 = dstate(alpha, beta, PK_ST_RUNNING);
+  CK(pk_cuda_pipecg_step(NULL, v, st0, d0[0], d0[1], d0[2], d0[3], d0[4], d0[5], d0[6], d0[7], d0[8], part0,
+                         &nb0, 0));
+  CK(pk_cuda_pipecg_step(NULL, v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb, 1));
   SYNC();
   check_nb(tag, nb, cap);
+  PK_EXPECT(nb0 == nb, "%s: %lld slots without the norms, %lld with", tag, (long long)nb0, (long long)nb);
+  {
+    double g1[PK_RR_NV];
+    gpu_sums(part0, nb0, PK_RR_NV, g1); /* slots of PK_RR_NV values either way */
+    for (int j = 0; j < PK_RR_NV_BASE; j++) g0[j] = g1[j];
+    for (int i = 0; i < 9; i++) {
+      double *a = hnew(n), *b = hnew(n);
+      cudaMemcpy(a, d0[i], sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost);
+      cudaMemcpy(b, d[i], sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost);
+      PK_EXPECT(memcmp(a, b, sizeof(double) * (size_t)n) == 0, "%s: vector %d differs without the norms", tag, i);
+      free(a), free(b);
+      cudaFree(d0[i]);
+    }
+    cudaFree(part0), cudaFree(st0);
+  }
   static const char *names[9] = {"m (input)", "z", "q", "s", "p", "x", "r", "u", "w"};
   /* z = A m + beta z and w -= alpha z take the row sums; the others do not (bitwise) */
   for (int i = 0; i < 9; i++)
@@ -425,6 +449,8 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
   near_sum(tag, "(r, u)", g[0], out[0], abs_dot(n, h[6], h[7]));
   near_sum(tag, "(w, u)", g[1], out[1], abs_dot(n, h[8], h[7]) + abs_dot_rs(n, h[7], rs, fabs(alpha)));
   near_sum(tag, "(r, r)", g[2], out[2], out[2]);
+  for (int j = 0; j < PK_RR_NV_BASE; j++)
+    PK_EXPECT(g0[j] == g[j], "%s: sum %d without the norms %.17g, with %.17g", tag, j, g0[j], g[j]);
   /* the automatic residual replacement's norms (x, x), (p, p), (u, u), (q, q) */
   near_sum(tag, "(x, x)", g[3], out[3], out[3]);
   near_sum(tag, "(p, p)", g[4], out[4], out[4]);
@@ -832,7 +858,7 @@ static void check_pc_apply_fold(const char *tag, const struct pkrylov_precond_s 
               "%s: reference state %d", t2, ref.status);
     double *dz = dnew(n);
     pk_cuda_state *din = dstate_of(&in), *dout = dstate_poison();
-    const pk_cuda_fold f = {din, dout, dpin, nbi, dhist, pdl};
+    const pk_cuda_fold f = {din, dout, dpin, nbi, dhist, pdl, e != NULL}; /* repl: the rule's kernels */
     CK(pk_cuda_pc_apply_fold(NULL, v, &f, dr, dz));
     SYNC();
     state_same(t2, "state after the folded pipelined step", dout, &ref);
@@ -1105,7 +1131,7 @@ PK_TEST_CASE(csr_long_rows) {
       double *part = dnew(PART_NV * cap);
       pk_cuda_state *st = dstate(0.5, 0.25, PK_ST_CONVERGED);
       CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb));
-      CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
+      CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb, 1));
       SYNC();
       for (int i = 0; i < 9; i++) pkt_dev_same("long csr stopped state", "vector", n, d[i], h[i]);
       PK_EXPECT(still_poisoned(part, PART_NV * cap), "long csr stopped state: partial sums written");
@@ -1416,7 +1442,7 @@ PK_TEST_CASE(stopped_state_noop) {
       CK(pk_cuda_cg_precond_step(NULL, NULL, st, 0, n, d[0], d[2], d[1], part, &nb));
       CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb));
       CK(pk_cuda_cg_operator_step(NULL, &v, st, 1, d[3], d[4], d[1], d[2], part, &nb));
-      CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
+      CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb, 1));
       SYNC();
       cudaFree(st);
     }
@@ -1487,7 +1513,7 @@ PK_TEST_CASE(partials_needed_bounds) {
     const int64_t cap = pk_cuda_partials_needed(&v, NULL);
     int64_t nb1 = -1, nb2 = -1;
     CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, NULL, NULL, NULL, NULL, NULL, &nb1));
-    CK(pk_cuda_pipecg_step(NULL, &v, st, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &nb2));
+    CK(pk_cuda_pipecg_step(NULL, &v, st, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &nb2, 0));
     check_nb("grid shape", nb1, cap);
     PK_EXPECT(nb1 == nb2, "operator launches disagree: %lld vs %lld", (long long)nb1, (long long)nb2);
   }

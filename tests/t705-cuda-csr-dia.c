@@ -299,7 +299,7 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
     double *part = dnew(PK_RR_NV * cap); /* the update's slots hold PK_RR_NV values */
     pk_cuda_state *st = dstate(alpha, beta);
     int64_t nb = -1;
-    CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb));
+    CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb, 1));
     CK(cudaDeviceSynchronize());
     static const char *names[9] = {"pipe m", "pipe z", "pipe q", "pipe s", "pipe p",
                                    "pipe x", "pipe r", "pipe u", "pipe w"};

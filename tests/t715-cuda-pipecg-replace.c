@@ -10,7 +10,10 @@
  *    returned x (recomputed on the host) within the tolerance, replacements done, and the iterations and
  *    replacements within 2 and 1 of the CPU backend's (the sums differ in their last bits);
  *  - no_precond: without a preconditioner (the specialised update of M = I, its seven sums with u = r and
- *    q = s), the same checks against the CPU backend;
+ *    q = s): bitwise the general update's solve (x, iterations, replacements), converged, the true residual
+ *    within the tolerance, the iterations within 2 of the CPU backend's. Not the replacement count: on this
+ *    1900-iteration solve the rule's crossings depend on the sums' last bits (the CPU backend itself
+ *    replaces 18 times with its ordinary sums and 22 times with exact ones, for the same iterations);
  *  - reproducible: reproducible mode on both backends (the rule's norms and the measured gap are exact
  *    sums): the GPU solve bitwise the CPU's (x, iterations, replacements), in graphs and block by block.
  * Every case skips (77) without a GPU.
@@ -139,27 +142,39 @@ PK_TEST_CASE(no_precond) {
   double *xc = malloc(sizeof(double) * (size_t)C.n), *xg = malloc(sizeof(double) * (size_t)C.n);
   PK_REQUIRE(xc && xg, "out of memory");
   pkrylov_result rc, rg;
+  double *xq = malloc(sizeof(double) * (size_t)C.n);
+  PK_REQUIRE(xq, "out of memory");
   PK_REQUIRE_OK(cctx, pk_rr_solve(cctx, &C, PKRYLOV_SOLVER_PIPECG, PKRYLOV_REPLACE_AUTO, NULL, xc, &rc));
-  pkrylov_solver s;
-  PK_REQUIRE_OK(gctx, pkrylov_solver_create(gctx, PKRYLOV_SOLVER_PIPECG, G.A, NULL, &s));
-  PK_REQUIRE_OK(gctx, pkrylov_solver_set_tolerances(s, G.rtol, 0.0));
-  PK_REQUIRE_OK(gctx, pkrylov_solver_set_max_iterations(s, 3000));
-  pk_cuda_solver_set_launch(s, 0, -1); /* the specialised update runs with the unfolded launchers */
-  memset(xg, 0, sizeof(double) * (size_t)G.n);
-  PK_REQUIRE_OK(gctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, G.b, xg));
-  PK_REQUIRE_OK(gctx, pkrylov_solver_get_result(s, &rg));
-  PK_EXPECT(pk_cuda_solver_used_pipe_none(s), "the specialised update did not run");
-  pkrylov_solver_destroy(&s);
+  pkrylov_result rq;
+  for (int general = 0; general < 2; general++) { /* the specialised update, then the general one */
+    pkrylov_solver s;
+    double *xo = general ? xq : xg;
+    PK_REQUIRE_OK(gctx, pkrylov_solver_create(gctx, PKRYLOV_SOLVER_PIPECG, G.A, NULL, &s));
+    PK_REQUIRE_OK(gctx, pkrylov_solver_set_tolerances(s, G.rtol, 0.0));
+    PK_REQUIRE_OK(gctx, pkrylov_solver_set_max_iterations(s, 3000));
+    pk_cuda_solver_set_launch(s, 0, -1); /* the specialised update runs with the unfolded launchers */
+    pk_cuda_solver_set_pipe_none(s, !general);
+    memset(xo, 0, sizeof(double) * (size_t)G.n);
+    PK_REQUIRE_OK(gctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, G.b, xo));
+    PK_REQUIRE_OK(gctx, pkrylov_solver_get_result(s, general ? &rq : &rg));
+    PK_EXPECT(pk_cuda_solver_used_pipe_none(s) == !general, "the specialised update %s",
+              general ? "ran" : "did not run");
+    pkrylov_solver_destroy(&s);
+  }
+  PK_EXPECT(rg.iterations == rq.iterations && rg.residual_replacements == rq.residual_replacements &&
+                memcmp(xg, xq, sizeof(double) * (size_t)G.n) == 0,
+            "specialised update %d iterations %d replacements, general %d and %d (x %s)", rg.iterations,
+            rg.residual_replacements, rq.iterations, rq.residual_replacements,
+            memcmp(xg, xq, sizeof(double) * (size_t)G.n) ? "differs" : "bitwise equal");
   const double tol = pk_rr_tol(&C), tr = pk_rr_true_residual(&C, xg);
   PK_EXPECT(rc.converged && rg.converged, "CPU %s, GPU %s", pkrylov_reason_string(rc.reason),
             pkrylov_reason_string(rg.reason));
   PK_EXPECT(tr >= 0 && tr <= tol, "GPU: true residual %.3e > %.3e", tr, tol);
   PK_EXPECT(rg.residual_replacements >= 1, "GPU: no replacement");
-  PK_EXPECT(abs(rg.iterations - rc.iterations) <= 1 &&
-                abs(rg.residual_replacements - rc.residual_replacements) <= 1,
+  PK_EXPECT(abs(rg.iterations - rc.iterations) <= 2 && rc.residual_replacements >= 1,
             "GPU %d iterations %d replacements, CPU %d and %d", rg.iterations, rg.residual_replacements,
             rc.iterations, rc.residual_replacements);
-  free(xc), free(xg);
+  free(xc), free(xg), free(xq);
   pk_rr_free(&C), pk_rr_free(&G);
   pkrylov_context_destroy(&gctx), pkrylov_context_destroy(&cctx);
   PK_TEST_END();

@@ -348,19 +348,19 @@ int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_cuda_state *
 /** Fused update with n = A m: z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
  *  x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; partial (r,u), (w,u), (r,r), (x,x), (p,p),
  *  (u,u), (q,q) (PK_RR_NV per block, part[block * PK_RR_NV + j]; the last four are the automatic residual
- *  replacement's norms, pk_rr.h: computed always, read by the scalar step when st->repl is set). */
+ *  replacement's norms, pk_rr.h, written only with norms = 1: the rule's runs, st->repl set). */
 int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m, double *z,
                         double *q, double *s, double *p, double *x, double *r, double *u, double *w,
-                        double *part, int64_t *nblocks);
+                        double *part, int64_t *nblocks, int norms);
 
 /** The fused update without a preconditioner (M = I, where u = r, q = s and m = w hold bitwise), with
  *  n = A w_old: z = n + beta z; s = w_old + beta s; p = r + beta p; x += alpha p; r -= alpha s;
- *  w_new = w_old - alpha z; partial (r,r), (w_new,r), (r,r), (x,x), (p,p), (r,r), (s,s): bitwise
- *  pk_cuda_pipecg_step's values with m = w = w_old, u = r, q = s (w_new written there). w_new must be
- *  another array than w_old. */
+ *  w_new = w_old - alpha z; partial (r,r), (w_new,r), (r,r) and with norms (x,x), (p,p), (r,r), (s,s):
+ *  bitwise pk_cuda_pipecg_step's values with m = w = w_old, u = r, q = s (w_new written there). w_new must
+ *  be another array than w_old. */
 int pk_cuda_pipecg_none_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *w_old,
                              double *z, double *s, double *p, double *x, double *r, double *w_new, double *part,
-                             int64_t *nblocks);
+                             int64_t *nblocks, int norms);
 
 /* ---- folded steps (small problems: one kernel less per scalar step) -------------------------------
  * A folded launcher runs a scalar step at the start of every thread block of the data-parallel step that
@@ -383,6 +383,8 @@ typedef struct {
   int64_t nblocks;         /* ... and their number of slots */
   double *hist;            /* residual history (CG rho and pipelined steps; may be NULL) */
   int32_t pdl;             /* 1: programmatic dependent launch */
+  int32_t repl;            /* pipelined CG: 1 when the state carries the automatic residual replacement
+                              (in->repl set): the kernels with its rule (others ignore in->repl) */
 } pk_cuda_fold;
 
 /** pk_cuda_cg_scalar_sigma folded into pk_cuda_cg_precond_step (alpha_zero = 0). */
@@ -399,7 +401,7 @@ int pk_cuda_pc_apply_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold
 /** pk_cuda_pipecg_step, optionally as a programmatic dependent launch (pdl = 1). */
 int pk_cuda_pipecg_step_pdl(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m,
                             double *z, double *q, double *s, double *p, double *x, double *r, double *u,
-                            double *w, double *part, int64_t *nblocks, int pdl);
+                            double *w, double *part, int64_t *nblocks, int norms, int pdl);
 /** Partial-sum slots that pk_cuda_residual, pk_cuda_cg_operator_step(_fold) and pk_cuda_pipecg_step write. */
 int64_t pk_cuda_op_partials(const pk_cuda_op *op);
 

@@ -222,10 +222,11 @@ int64_t op_blocks(const pk_cuda_op *op) {
 /* ---- deterministic block reduction ------------------------------------------------------------- */
 
 /**
- * part[slot * NV + j] = sum of acc[j] over the block's threads, by a fixed tree: shuffle-down within each
+ * part[slot * S + j] = sum of acc[j] over the block's threads, by a fixed tree: shuffle-down within each
  * warp (16, 8, 4, 2, 1), then warp 0 over the 8 warp sums (4, 2, 1). Every thread of the block must call it.
+ * S (>= NV): the values a slot holds (pipelined CG's slots have room for the replacement's norms).
  */
-template <int NV>
+template <int NV, int S = NV>
 __device__ __forceinline__ void block_store(const double (&acc)[NV], double *part, int64_t slot) {
   __shared__ double sh[NV][PKC_BLOCK / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -243,7 +244,7 @@ __device__ __forceinline__ void block_store(const double (&acc)[NV], double *par
       double v = lane < PKC_BLOCK / 32 ? sh[j][lane] : 0.0;
 #pragma unroll
       for (int o = (PKC_BLOCK / 32) / 2; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-      if (lane == 0) part[slot * NV + j] = v;
+      if (lane == 0) part[slot * S + j] = v;
     }
   }
 }
@@ -302,13 +303,16 @@ int launch_kernel(bool pdl, void (*kern)(KP...), dim3 grid, dim3 block, size_t s
 /* ---- the scalar steps (pk_cuda.h), run by one block or folded into every block of a step -------- */
 
 /** Which scalar step a step kernel runs first (template argument FOLD). */
-enum { FOLD_NONE = 0, FOLD_CG_SIGMA = 1, FOLD_CG_RHO = 2, FOLD_PIPE = 3 };
+enum { FOLD_NONE = 0, FOLD_CG_SIGMA = 1, FOLD_CG_RHO = 2, FOLD_PIPE = 3, FOLD_PIPE_RR = 4 };
+/* FOLD_PIPE_RR: pipelined CG's scalar step with the automatic residual replacement's rule (pk_rr.h), a
+   separate instantiation so that the kernels of every other setting carry none of its code (with it the
+   folded pipelined CG kernels of the thin shell 32^3 took 9.3 us an iteration instead of 7.5, H100) */
 
 /** Values a scalar step sums per slot (NV), and the values a slot holds (S: pipelined CG's slots also hold
  *  the norms of the automatic residual replacement, summed by the writer only, see step_scalars). */
 template <int FOLD> struct FoldNV {
   static constexpr int NV = FOLD == FOLD_CG_SIGMA ? 1 : FOLD == FOLD_CG_RHO ? 2 : 3;
-  static constexpr int S = FOLD == FOLD_PIPE ? PK_RR_NV : NV;
+  static constexpr int S = FOLD == FOLD_PIPE || FOLD == FOLD_PIPE_RR ? PK_RR_NV : NV;
 };
 
 /**
@@ -506,20 +510,21 @@ __device__ __forceinline__ void cg_rho_update(pk_cuda_state &s, double rz, doubl
   s.rho = rz;
 }
 
-/** The automatic residual replacement's step (pk_rr.h) on *s.repl: 1 when the vectors must be replaced now
- *  (before the iteration cap). Not inlined: the folded kernels that carry it run it in one block only. */
-__device__ __noinline__ int rr_decide(const pk_cuda_state &s, double gamma, double delta, double rr,
-                                      const double *norms) {
+/** The automatic residual replacement's step (pk_rr.h) on est, the caller's copy of *s.repl: 1 when the
+ *  vectors must be replaced now (before the iteration cap). Not inlined: the folded kernels that carry it
+ *  run it in one block only. */
+__device__ __noinline__ int rr_decide(const pk_cuda_state &s, pk_rr_est &est, double gamma, double delta,
+                                      double rr, const double *norms) {
   const double v[PK_RR_NV] = {gamma, delta, rr, norms[0], norms[1], norms[2], norms[3]};
-  return pk_rr_step(s.repl, v, s.alpha_old, s.beta) && s.it < s.maxit;
+  return pk_rr_step(&est, v, s.alpha_old, s.beta) && s.it < s.maxit;
 }
 
 /** Pipelined CG (pk_solve_pipecg): gamma = (r, u), delta = (w, u), rr = (r, r); norms: the other four sums of
- *  the slots (x, x), (p, p), (u, u), (q, q) for the automatic residual replacement (s.repl, updated in place),
- *  NULL where they were not summed (the blocks of a folded kernel that do not write the state: they must not
- *  touch *s.repl); hist: NULL = not recorded. */
+ *  the slots (x, x), (p, p), (u, u), (q, q) for the automatic residual replacement, est: the caller's copy of
+ *  its estimate *s.repl, updated (the caller writes it back, once); both NULL where they were not summed (the
+ *  blocks of a folded kernel that do not write the state); hist: NULL = not recorded. */
 __device__ __forceinline__ void pipe_update(pk_cuda_state &s, double gamma, double delta, double rr,
-                                            const double *norms, double *hist) {
+                                            const double *norms, pk_rr_est *est, double *hist) {
   if (s.status != PK_ST_RUNNING) return;
   const double rnorm = sqrt(rr);
   if (!isfinite(gamma) || !isfinite(delta) || !isfinite(rnorm)) {
@@ -527,7 +532,7 @@ __device__ __forceinline__ void pipe_update(pk_cuda_state &s, double gamma, doub
     s.breakdown_it = s.it + 1;
     return;
   }
-  if (s.repl && norms && rr_decide(s, gamma, delta, rr, norms)) { /* the host replaces; nothing else changes */
+  if (est && norms && rr_decide(s, *est, gamma, delta, rr, norms)) { /* the host replaces; nothing else changes */
     s.status = PK_ST_REPLACE;
     return;
   }
@@ -571,17 +576,17 @@ __device__ __forceinline__ void pipe_update(pk_cuda_state &s, double gamma, doub
   s.it++; /* the fused step that follows completes this iteration */
 }
 
-/** The scalar step FOLD on s with the sums v (and pipelined CG's norms, or NULL); hist: the writer's history
- *  (NULL: none). */
+/** The scalar step FOLD on s with the sums v (and pipelined CG's norms and a copy of the replacement
+ *  estimate, or NULL); hist: the writer's history (NULL: none). */
 template <int FOLD>
 __device__ __forceinline__ void scalar_update(pk_cuda_state &s, const double (&v)[FoldNV<FOLD>::NV],
-                                              const double *norms, double *hist, int init) {
+                                              const double *norms, pk_rr_est *est, double *hist, int init) {
   if constexpr (FOLD == FOLD_CG_SIGMA)
     cg_sigma_update(s, v[0]);
   else if constexpr (FOLD == FOLD_CG_RHO)
     cg_rho_update(s, v[0], v[1], hist, init);
   else
-    pipe_update(s, v[0], v[1], v[2], norms, hist);
+    pipe_update(s, v[0], v[1], v[2], norms, est, hist);
 }
 
 /**
@@ -606,14 +611,18 @@ __device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, do
     double v[FoldNV<FOLD>::NV];
     warp_sums<FoldNV<FOLD>::NV, FoldNV<FOLD>::S>(in.part, in.nb, v);
     const bool writer = blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0;
-    if constexpr (FOLD == FOLD_PIPE) {
+    if constexpr (FOLD == FOLD_PIPE_RR) {
       /* the automatic residual replacement: only the writer's block sums the norms and runs the rule (every
-         warp of it, so that its threads agree: the kernels synchronise inside a block); a REPLACE it writes
+         warp of it, so that its threads agree: the kernels synchronise inside a block), each thread on its
+         own copy of the estimate read before any is written back (one writer after a barrier: threads
+         updating *s.repl in place raced, and the decisions then depended on the warps' timing); a REPLACE it writes
          stops the next kernels, and the other blocks, which read 3 of the slots' 7 values, only fill their
          part of m = M^-1 w, which the replacement makes the next iteration compute again */
       double norms[4];
-      const bool with_norms = s.repl && blockIdx.x == 0 && blockIdx.y == 0;
+      pk_rr_est est;
+      const bool with_norms = s.repl && blockIdx.x == 0 && blockIdx.y == 0; /* (block-uniform) */
       if (with_norms) {
+        est = *s.repl; /* every thread its own copy, the writer writes it back after all have read */
         /* one value at a time (the same order, so the same sums): 8 chains of 4 values would take 64
            registers in every folded kernel */
 #pragma unroll 1
@@ -623,9 +632,14 @@ __device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, do
           norms[j] = t[0];
         }
       }
-      scalar_update<FOLD>(s, v, with_norms ? norms : nullptr, writer ? in.hist : nullptr, 0);
+      scalar_update<FOLD>(s, v, with_norms ? norms : nullptr, with_norms ? &est : nullptr,
+                          writer ? in.hist : nullptr, 0);
+      if (with_norms) { /* (block-uniform: every thread of the block is here) */
+        __syncthreads();
+        if (writer) *s.repl = est;
+      }
     } else {
-      scalar_update<FOLD>(s, v, nullptr, writer ? in.hist : nullptr, 0);
+      scalar_update<FOLD>(s, v, nullptr, nullptr, writer ? in.hist : nullptr, 0);
     }
     if (writer) *in.out = s;
     alpha = s.alpha;
@@ -638,20 +652,30 @@ __device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, do
 template <int FOLD> __global__ void __launch_bounds__(PKC_SUM_LANES) k_scalar(StepIn in, int init) {
   step_wait();
   pk_cuda_state s;
-  if constexpr (FOLD == FOLD_PIPE) { /* every value of the slots: the dots and the rule's norms */
-    double w[PK_RR_NV], v[FoldNV<FOLD>::NV];
-    block_sums<PK_RR_NV>(in.part, in.nb, w);
+  if constexpr (FOLD == FOLD_PIPE) {
+    /* the three dots first (the load of st->repl is not waited for before them: a branch on it ahead of the
+       sums cost 2 % of pipelined CG's iteration at 128 x 128 x 64, H100), then with the automatic rule its
+       four norms (the same sums as all seven at once: each value is added on its own). st->repl is read
+       before the block's barriers, so before thread 0 writes the state (in.out may be in.st). */
+    double v[FoldNV<FOLD>::NV], w[PK_RR_NV - PK_RR_NV_BASE];
+    pk_rr_est *const repl = in.st->repl; /* (the same for every thread: block-uniform) */
+    block_sums<FoldNV<FOLD>::NV, PK_RR_NV>(in.part, in.nb, v);
+    if (repl) block_sums<PK_RR_NV - PK_RR_NV_BASE, PK_RR_NV>(in.part + PK_RR_NV_BASE, in.nb, w);
     if (threadIdx.x != 0) return;
-#pragma unroll
-    for (int j = 0; j < FoldNV<FOLD>::NV; j++) v[j] = w[j];
     s = *in.st;
-    scalar_update<FOLD>(s, v, w + FoldNV<FOLD>::NV, in.hist, init);
+    if (repl) {
+      pk_rr_est est = *repl;
+      scalar_update<FOLD>(s, v, w, &est, in.hist, init);
+      *repl = est;
+    } else {
+      scalar_update<FOLD>(s, v, nullptr, nullptr, in.hist, init);
+    }
   } else {
     double v[FoldNV<FOLD>::NV];
     block_sums<FoldNV<FOLD>::NV>(in.part, in.nb, v);
     if (threadIdx.x != 0) return;
     s = *in.st;
-    scalar_update<FOLD>(s, v, nullptr, in.hist, init);
+    scalar_update<FOLD>(s, v, nullptr, nullptr, in.hist, init);
   }
   *in.out = s;
 }
@@ -749,11 +773,14 @@ template <int FOLD> struct ActCgOp {
 
 /**
  * Pipelined CG update (pk_cpu_pipecg_step) with n = A m: z = n + beta z; q = m + beta q; s = w + beta s;
- * p = u + beta p; x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; acc (r,u), (w,u), (r,r), and the
- * automatic residual replacement's (x,x), (p,p), (u,u), (q,q).
+ * p = u + beta p; x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; acc (r,u), (w,u), (r,r), and with
+ * NORMS the automatic residual replacement's (x,x), (p,p), (u,u), (q,q). The slots hold PK_RR_NV values
+ * either way (without NORMS the last four are not written: nothing reads them then); the four sums more cost
+ * registers and a fifth of the update's time at small sizes, so only the automatic rule has them.
  */
-struct ActPipe {
-  static constexpr int NV = PK_RR_NV;
+template <bool NORMS> struct ActPipe {
+  static constexpr int NV = NORMS ? PK_RR_NV : PK_RR_NV_BASE;
+  static constexpr int S = PK_RR_NV;
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false; /* 8 inputs: ahead they would cost 16 more registers (spills) */
   struct In {};
@@ -788,10 +815,12 @@ struct ActPipe {
     acc[0] += ri * ui;
     acc[1] += wi * ui;
     acc[2] += ri * ri;
-    acc[3] += xi * xi; /* the automatic residual replacement's norms (pk_rr.h) */
-    acc[4] += pi * pi;
-    acc[5] += ui * ui;
-    acc[6] += qi * qi;
+    if constexpr (NORMS) {
+      acc[3] += xi * xi; /* the automatic residual replacement's norms (pk_rr.h) */
+      acc[4] += pi * pi;
+      acc[5] += ui * ui;
+      acc[6] += qi * qi;
+    }
   }
 };
 
@@ -800,12 +829,13 @@ struct ActPipe {
  * w_old, its value at the cell comes in as wo). With M = I the general update keeps u == r, q == s and
  * m == w bitwise (the same expressions on the same operands), so only x, r, w, z, s, p are carried:
  * z = n + beta z; s = w_old + beta s; p = r + beta p; x += alpha p; r -= alpha s; w_new = w_old - alpha z;
- * acc (r,r), (w_new,r), (r,r), (x,x), (p,p), (r,r), (s,s): ActPipe's sums with u = r and q = s, so every
- * partial sum and scalar is bitwise the general path's. w_new goes to another array than w_old (the kernel
- * reads w_old's neighbours).
+ * acc (r,r), (w_new,r), (r,r), and with NORMS (x,x), (p,p), (r,r), (s,s): ActPipe's sums with u = r and
+ * q = s, so every partial sum and scalar is bitwise the general path's. w_new goes to another array than
+ * w_old (the kernel reads w_old's neighbours).
  */
-struct ActPipeNone {
-  static constexpr int NV = PK_RR_NV;
+template <bool NORMS> struct ActPipeNone {
+  static constexpr int NV = NORMS ? PK_RR_NV : PK_RR_NV_BASE;
+  static constexpr int S = PK_RR_NV;
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false;
   struct In {};
@@ -837,10 +867,12 @@ struct ActPipeNone {
     acc[0] += ri * ri;
     acc[1] += wi * ri;
     acc[2] += ri * ri;
-    acc[3] += xi * xi; /* (x,x), (p,p), (u,u) = (r,r), (q,q) = (s,s) */
-    acc[4] += pi * pi;
-    acc[5] += ri * ri;
-    acc[6] += si * si;
+    if constexpr (NORMS) {
+      acc[3] += xi * xi; /* (x,x), (p,p), (u,u) = (r,r), (q,q) = (s,s) */
+      acc[4] += pi * pi;
+      acc[5] += ri * ri;
+      acc[6] += si * si;
+    }
   }
 };
 
@@ -888,12 +920,20 @@ struct ActPcCg {
 /** Accumulator array of an action (at least one element). */
 template <class Act> struct Acc { double v[Act::NV > 0 ? Act::NV : 1]; };
 
+/** The values per partial-sum slot of an action: its S where it has one, else NV. */
+template <class Act, class = void> struct SlotNV {
+  static constexpr int S = Act::NV;
+};
+template <class Act> struct SlotNV<Act, std::void_t<decltype(Act::S)>> {
+  static constexpr int S = Act::S;
+};
+
 template <class Act> __device__ __forceinline__ void finish(const Acc<Act> &a, double *part) {
   if constexpr (Act::NV > 0) {
     double t[Act::NV];
 #pragma unroll
     for (int j = 0; j < Act::NV; j++) t[j] = a.v[j];
-    block_store<Act::NV>(t, part, block_slot());
+    block_store<Act::NV, SlotNV<Act>::S>(t, part, block_slot());
   }
 }
 
@@ -2622,6 +2662,9 @@ extern "C" int pk_cuda_pc_apply(void *stream, const pk_cuda_pc *pc, const pk_cud
 extern "C" int pk_cuda_pc_apply_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold,
                                      const double *r, double *z) {
   if (!pc || !fold) return (int)cudaErrorInvalidValue;
+  if (fold->repl)
+    return launch_pc<0, FOLD_PIPE_RR>((cudaStream_t)stream, pc, step_in(fold), 1, pc->n, (double *)r, nullptr,
+                                      z, nullptr, nullptr, fold->pdl != 0);
   return launch_pc<0, FOLD_PIPE>((cudaStream_t)stream, pc, step_in(fold), 1, pc->n, (double *)r, nullptr, z,
                                  nullptr, nullptr, fold->pdl != 0);
 }
@@ -2753,33 +2796,54 @@ extern "C" int pk_cuda_cg_operator_step_fold(void *stream, const pk_cuda_op *op,
                                        fold->pdl != 0);
 }
 
-extern "C" int pk_cuda_pipecg_step_pdl(void *stream, const pk_cuda_op *op, const pk_cuda_state *st,
-                                       const double *m, double *z, double *q, double *s, double *p, double *x,
-                                       double *r, double *u, double *w, double *part, int64_t *nblocks,
-                                       int pdl) {
-  if (!st) return (int)cudaErrorInvalidValue;
-  ActPipe act;
+namespace {
+template <bool NORMS>
+int pipecg_step(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m, double *z,
+                double *q, double *s, double *p, double *x, double *r, double *u, double *w, double *part,
+                int64_t *nblocks, bool pdl) {
+  ActPipe<NORMS> act;
   act.st = st;
   act.z = z, act.q = q, act.s = s, act.p = p, act.x = x, act.r = r, act.u = u, act.w = w;
   act.alpha = act.beta = 0.0;
-  return launch_op((cudaStream_t)stream, op, m, act, part, nblocks, pdl != 0);
+  return launch_op(stream, op, m, act, part, nblocks, pdl);
+}
+
+template <bool NORMS>
+int pipecg_none_step(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *w_old,
+                     double *z, double *s, double *p, double *x, double *r, double *w_new, double *part,
+                     int64_t *nblocks) {
+  ActPipeNone<NORMS> act;
+  act.st = st;
+  act.z = z, act.s = s, act.p = p, act.x = x, act.r = r, act.wn = w_new;
+  act.alpha = act.beta = 0.0;
+  return launch_op(stream, op, w_old, act, part, nblocks);
+}
+} // namespace
+
+extern "C" int pk_cuda_pipecg_step_pdl(void *stream, const pk_cuda_op *op, const pk_cuda_state *st,
+                                       const double *m, double *z, double *q, double *s, double *p, double *x,
+                                       double *r, double *u, double *w, double *part, int64_t *nblocks,
+                                       int norms, int pdl) {
+  if (!st) return (int)cudaErrorInvalidValue;
+  return norms ? pipecg_step<true>((cudaStream_t)stream, op, st, m, z, q, s, p, x, r, u, w, part, nblocks,
+                                   pdl != 0)
+               : pipecg_step<false>((cudaStream_t)stream, op, st, m, z, q, s, p, x, r, u, w, part, nblocks,
+                                    pdl != 0);
 }
 
 extern "C" int pk_cuda_pipecg_none_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st,
                                         const double *w_old, double *z, double *s, double *p, double *x,
-                                        double *r, double *w_new, double *part, int64_t *nblocks) {
+                                        double *r, double *w_new, double *part, int64_t *nblocks, int norms) {
   if (!st || w_old == w_new) return (int)cudaErrorInvalidValue;
-  ActPipeNone act;
-  act.st = st;
-  act.z = z, act.s = s, act.p = p, act.x = x, act.r = r, act.wn = w_new;
-  act.alpha = act.beta = 0.0;
-  return launch_op((cudaStream_t)stream, op, w_old, act, part, nblocks);
+  return norms ? pipecg_none_step<true>((cudaStream_t)stream, op, st, w_old, z, s, p, x, r, w_new, part, nblocks)
+               : pipecg_none_step<false>((cudaStream_t)stream, op, st, w_old, z, s, p, x, r, w_new, part,
+                                         nblocks);
 }
 
 extern "C" int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st,
                                    const double *m, double *z, double *q, double *s, double *p, double *x,
-                                   double *r, double *u, double *w, double *part, int64_t *nblocks) {
-  return pk_cuda_pipecg_step_pdl(stream, op, st, m, z, q, s, p, x, r, u, w, part, nblocks, 0);
+                                   double *r, double *u, double *w, double *part, int64_t *nblocks, int norms) {
+  return pk_cuda_pipecg_step_pdl(stream, op, st, m, z, q, s, p, x, r, u, w, part, nblocks, norms, 0);
 }
 
 extern "C" int64_t pk_cuda_op_partials(const pk_cuda_op *op) { return op_blocks(op); }

@@ -85,6 +85,7 @@ struct SolverDev {
   double *ax;             /* user operator: A x from the caller's routine (n), allocated on first use */
   double *xmin;           /* minimum-residual iterate (n), allocated on the first solve that tracks it */
   int graph_minres;       /* the graph's blocks copy the improved iterate */
+  int graph_rr;           /* the graph's updates sum the automatic residual replacement's norms */
   int fold_mode;          /* -1 auto, 0 off, 1 on (pk_cuda_solver_set_launch, PKRYLOV_CUDA_FOLD) */
   int pdl;                /* 1: programmatic dependent launches on the folded path (PKRYLOV_CUDA_PDL) */
   int pipe_none;          /* 1: pipelined CG without a preconditioner uses the specialised update where it
@@ -749,12 +750,12 @@ int dist_pipecg_enqueue(Run &R, int count) {
       }
     }
     CU(pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
-                           v[D_U], v[D_W], d->part, &nb1),
+                           v[D_U], v[D_W], d->part, &nb1, R.rr_on),
        "pipelined CG update");
     tl_mark(R.stream, 7);
     if (!R.edge_comm) PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
     CU(pk_cuda_pipecg_step(ecomm ? ecomm : R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S],
-                           v[D_P], v[D_X], v[D_R], v[D_U], v[D_W], d->part + PK_RR_NV * nb1, &nb2),
+                           v[D_P], v[D_X], v[D_R], v[D_U], v[D_W], d->part + PK_RR_NV * nb1, &nb2, R.rr_on),
        "pipelined CG update (tile edges)");
     if (ecomm) { /* what follows on the context's stream (the next sums, m = M^-1 w) waits for the edges */
       CU(cudaEventRecord(d->ev_edge, (cudaStream_t)ecomm), "event");
@@ -837,7 +838,7 @@ int pipecg_enqueue(Run &R, int count) {
       CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist), "pipelined CG scalar step");
       PK_CALL(keep_min(R, R.stream, d->st));
       CU(pk_cuda_pipecg_none_step(R.stream, &R.op, d->st, wo, v[D_Z], v[D_S], v[D_P], v[D_X], v[D_R], wn,
-                                  d->part, &nb),
+                                  d->part, &nb, R.rr_on),
          "pipelined CG update (no preconditioner)");
       if (nb > d->nslots)
         return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
@@ -868,7 +869,7 @@ int pipecg_enqueue(Run &R, int count) {
       }
       PK_CALL(halo(R, v[D_M]));
       CU(pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
-                             v[D_U], v[D_W], d->part, &nb),
+                             v[D_U], v[D_W], d->part, &nb, R.rr_on),
          "pipelined CG update");
       tl_mark(R.stream, 7);
       if (nb > d->nslots)
@@ -883,11 +884,11 @@ int pipecg_enqueue(Run &R, int count) {
   for (int i = 0; i < count; i++) {
     int next = cur == 0 ? 1 : 0;
     if (count % 2 == 1 && i < 2) next = i == 0 ? 2 : 1; /* odd count: 0 -> 2 -> 1, then alternate to 0 */
-    const pk_cuda_fold f = {d->st + cur, d->st + next, d->part, nbu, R.hist, R.pdl};
+    const pk_cuda_fold f = {d->st + cur, d->st + next, d->part, nbu, R.hist, R.pdl, R.rr_on};
     CU(pk_cuda_pc_apply_fold(R.stream, R.pcp, &f, v[D_W], v[D_M]), "m = M^-1 w (folded)");
     PK_CALL(keep_min(R, R.stream, d->st + next));
     CU(pk_cuda_pipecg_step_pdl(R.stream, &R.op, d->st + next, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X],
-                               v[D_R], v[D_U], v[D_W], d->part, &nb, R.pdl),
+                               v[D_R], v[D_U], v[D_W], d->part, &nb, R.rr_on, R.pdl),
        "pipelined CG update");
     cur = next;
   }
@@ -930,7 +931,7 @@ int run_block(Run &R, int count, int type) {
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
         d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist ||
         d->graph_nccl != R.nccl || d->graph_repro != R.repro || d->graph_pnone != R.pnone ||
-        d->graph_edge != R.edge_comm || d->graph_minres != R.minres) {
+        d->graph_edge != R.edge_comm || d->graph_minres != R.minres || d->graph_rr != R.rr_on) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
       if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt), d->graph_alt = NULL;
     } else if (d->graph_w != w) { /* the other parity of v[D_W] / v[D_M]: its graph, kept or captured */
@@ -963,7 +964,7 @@ int run_block(Run &R, int count, int type) {
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
       d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
       d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_edge = R.edge_comm;
-      d->graph_minres = R.minres;
+      d->graph_minres = R.minres, d->graph_rr = R.rr_on;
       d->graph_w = w;
     }
     CU(cudaGraphLaunch(d->graph, R.stream), "graph launch");
@@ -1236,7 +1237,7 @@ restart: /* (a restart keeps the estimate's ||A||, Rayleigh quotient and calibra
         PK_CALL(user_ax(R, v[D_M]));
         PK_CALL(halo(R, v[D_M]));
         CU(pk_cuda_pipecg_step(R.stream, &R.op, R.d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
-                               v[D_U], v[D_W], R.d->part, &nb),
+                               v[D_U], v[D_W], R.d->part, &nb, R.rr_on),
            "pipelined CG update");
         R.nb_update = nb;
       }
@@ -1344,6 +1345,9 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->pipe_none = env[0] - '0';
   cudaError_t e = cudaMalloc(&d->work, sizeof(double) * stride * D_NVEC);
   if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 2 * kPartNV * (size_t)d->nslots);
+  /* zeros where no launch writes (pipelined CG without the automatic rule leaves its slots' norms
+     unwritten; the distributed sums add them, and nothing reads them) */
+  if (e == cudaSuccess) e = cudaMemset(d->part, 0, sizeof(double) * 2 * kPartNV * (size_t)d->nslots);
   if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state) * 3);
   if (e == cudaSuccess) e = cudaMallocHost(&d->hst, sizeof(pk_cuda_state));
   if (e == cudaSuccess) e = cudaMalloc(&d->dsum, sizeof(double) * kPartNV);
@@ -1762,7 +1766,7 @@ extern "C" int pk_cuda_rci_pipecg_update(pk_cuda_rci *d, double alpha, double be
   PK_CALL(rci_state(d, alpha, beta));
   const pk_cuda_op v = pre_view(d->n, nv);
   int64_t nb;
-  RCU(pk_cuda_pipecg_step(d->stream, &v, d->st, m, z, q, s, p, x, r, u, w, d->part, &nb),
+  RCU(pk_cuda_pipecg_step(d->stream, &v, d->st, m, z, q, s, p, x, r, u, w, d->part, &nb, 0),
       "pipelined CG update");
   double sums[PK_RR_NV]; /* the update's slots hold PK_RR_NV values: the three dots first */
   PK_CALL(rci_sums(d, nb, PK_RR_NV, sums));
