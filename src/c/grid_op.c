@@ -309,6 +309,7 @@ int pkrylov_operator_update_grid_stencil(pkrylov_operator A, const double *aW, c
   pk_stencil_free(&A->st);
   A->st = c;
   A->wet = A->st.wet;
+  A->coef_version++;
 #ifdef PKRYLOV_HAVE_CUDA
   if (A->dev) return pk_cuda_operator_refresh(A); /* into the device arrays the solvers' graphs hold */
 #endif

@@ -943,8 +943,11 @@ int pk_op_rr_norm(const struct pkrylov_operator_s *A, double *amax, double *mu) 
     *amax = 0.0;
     return PKRYLOV_SUCCESS;
   }
+  /* maxima: exact and independent of the order, so of the thread count */
+  const int nt = pk_num_threads(A->ctx);
   if (A->type == PKRYLOV_OPERATOR_CSR) {
     int64_t len = 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n)) reduction(max : m, len)
     for (int64_t r = 0; r < n; r++) {
       const int64_t p = csr_find(A, r, r), l = A->csr.rowptr[r + 1] - A->csr.rowptr[r];
       if (p >= 0 && fabs(A->csr.values[p]) > m) m = fabs(A->csr.values[p]);
@@ -953,12 +956,16 @@ int pk_op_rr_norm(const struct pkrylov_operator_s *A, double *amax, double *mu) 
     *mu = (double)len;
   } else if (A->type == PKRYLOV_OPERATOR_STENCIL7) {
     const uint8_t *wet = A->st.wet;
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n)) reduction(max : m)
     for (int64_t c = 0; c < n; c++)
       if ((!wet || wet[c]) && fabs(A->st.aC[c]) > m) m = fabs(A->st.aC[c]);
   } else {
     const int64_t ncol = (int64_t)A->nx * A->ny;
-    for (int64_t k = 0; k < A->nz; k++)
-      for (int64_t c = 0; c < ncol; c++) m = fmax(m, fabs(ts_diag(A, c, k)));
+#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n)) reduction(max : m)
+    for (int64_t q = 0; q < ncol * A->nz; q++) {
+      const double v = fabs(ts_diag(A, q % ncol, q / ncol));
+      if (v > m) m = v;
+    }
   }
   *amax = m;
   return PKRYLOV_SUCCESS;

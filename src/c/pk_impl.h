@@ -315,6 +315,8 @@ struct pkrylov_operator_s {
   int64_t refs;            /* preconditioners/solvers holding this operator */
   const uint8_t *wet;      /* NULL = every row active; else wet[i] = 0 for dry cells (points into
                               stencil.wet) */
+  uint64_t coef_version;   /* incremented by every update of the coefficients (the solvers' cached ||A||
+                              of pipelined CG's automatic residual replacement, pk_rr_init) */
 
   struct {                 /* CSR, 0-based, columns sorted within each row */
     int64_t *rowptr;       /* n+1 */
@@ -658,6 +660,12 @@ struct pkrylov_solver_s {
   int32_t step;           /* CA-GMRES: basis vectors per block, 0 = auto */
   int32_t stop_rule;      /* PKRYLOV_STOP_CONFIRMED or PKRYLOV_STOP_RECURRENCE */
   int32_t min_res;        /* 1: return the minimum-residual iterate (CG, pipelined CG, SRCG) */
+  /* pipelined CG's automatic residual replacement: this rank's max |a_ii| and most entries of a row
+     (pk_op_rr_norm, an O(n) pass over the operator), kept while the operator's coef_version is rr_version
+     (a model solves with the same operator every time step) */
+  int32_t rr_have;
+  uint64_t rr_version;
+  double rr_amax, rr_mu;
   double *xmin;           /* CPU CG / pipelined CG with min_res: the kept iterate (n), made on first use */
   void *kry;              /* BiCGStab/GMRES families: their vector engine (pk_kry.h), NULL until a solve */
   double *halo_bx;        /* pkrylov_solver_solve_halo: compact copies of b and x (2 n), made at first use */

@@ -51,7 +51,8 @@
  * against ||A|| |y|); with sqrt(n) the reset value alone passes tau |r| early on large grids and the rule
  * stops replacing too soon (on the 3-D basin of legacy_examples/mitgcm_style, 64 x 48 x 15 at 1e-13: 211
  * iterations against CG's 200; without it 200). ||A|| is 2 max |a_ii| over the rows, from the operator's
- * diagonal at the start of each solve (pk_rr_init): for the symmetric definite matrices pipelined CG works
+ * diagonal (pk_rr_init: the rank's pass over the operator once per coefficients, kept by the solver until
+ * an update changes them; the maximum over the ranks at each solve): for the symmetric definite matrices pipelined CG works
  * on |a_ij| <= max |a_ii|, and ||A||_2 <= 2 max |a_ii| when the rows are diagonally dominant, as the pressure
  * operators of these models are; exact and order-free, so every rank and backend gets the same value.
  * Operators without entries (user routines) take the largest Rayleigh quotient |(w, u)| / (u, u) seen in

@@ -227,8 +227,13 @@ int pk_solver_replace_every(const struct pkrylov_solver_s *s) {
 int pk_rr_init(pkrylov_solver s, double bnorm, pk_rr_est *e) {
   double v[2];
   memset(e, 0, sizeof *e);
-  PK_CALL(pk_op_rr_norm(s->A, &v[0], &v[1]));
-  PK_CALL(pk_allreduce_max_nonneg(s->ctx, v, 2));
+  if (!s->rr_have || s->rr_version != s->A->coef_version) { /* the rank's part, once per coefficients */
+    PK_CALL(pk_op_rr_norm(s->A, &s->rr_amax, &s->rr_mu));
+    s->rr_have = 1;
+    s->rr_version = s->A->coef_version;
+  }
+  v[0] = s->rr_amax, v[1] = s->rr_mu;
+  PK_CALL(pk_allreduce_max_nonneg(s->ctx, v, 2)); /* every solve (a rank's update alone changes it) */
   pk_rr_start(e, 2.0 * v[0], v[1], bnorm);
   return PKRYLOV_SUCCESS;
 }
