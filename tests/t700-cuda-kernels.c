@@ -427,9 +427,7 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
   check_nb(tag, nb, cap);
   PK_EXPECT(nb0 == nb, "%s: %lld slots without the norms, %lld with", tag, (long long)nb0, (long long)nb);
   {
-    double g1[PK_RR_NV];
-    gpu_sums(part0, nb0, PK_RR_NV, g1); /* slots of PK_RR_NV values either way */
-    for (int j = 0; j < PK_RR_NV_BASE; j++) g0[j] = g1[j];
+    gpu_sums(part0, nb0, PK_RR_NV_BASE, g0); /* without the norms: slots of the three dots */
     for (int i = 0; i < 9; i++) {
       double *a = hnew(n), *b = hnew(n);
       cudaMemcpy(a, d0[i], sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost);
@@ -842,6 +840,11 @@ static void check_pc_apply_fold(const char *tag, const struct pkrylov_precond_s 
   double *r = hrand(n, seed), *z = hnew(n);
   pk_pc_apply_all(M, r, z);
   double *dr = dup_dev(r, n), *dpin = dup_dev(pin, nbi * PK_RR_NV), *dhist = dnew(8);
+  double *p3 = hnew(nbi * PK_RR_NV_BASE); /* without the rule the update's slots hold the three dots only */
+  for (int64_t b = 0; b < nbi; b++)
+    for (int j = 0; j < PK_RR_NV_BASE; j++) p3[PK_RR_NV_BASE * b + j] = pin[PK_RR_NV * b + j];
+  double *dpin3 = dup_dev(p3, nbi * PK_RR_NV_BASE);
+  free(p3);
   pk_rr_est *dest = NULL;
   for (int c = 0; c < 4; c++) {
     char t2[160];
@@ -858,7 +861,7 @@ static void check_pc_apply_fold(const char *tag, const struct pkrylov_precond_s 
               "%s: reference state %d", t2, ref.status);
     double *dz = dnew(n);
     pk_cuda_state *din = dstate_of(&in), *dout = dstate_poison();
-    const pk_cuda_fold f = {din, dout, dpin, nbi, dhist, pdl, e != NULL}; /* repl: the rule's kernels */
+    const pk_cuda_fold f = {din, dout, e ? dpin : dpin3, nbi, dhist, pdl, e != NULL}; /* repl: the rule's */
     CK(pk_cuda_pc_apply_fold(NULL, v, &f, dr, dz));
     SYNC();
     state_same(t2, "state after the folded pipelined step", dout, &ref);
@@ -873,7 +876,7 @@ static void check_pc_apply_fold(const char *tag, const struct pkrylov_precond_s 
     pkt_dev_same(t2, "r (input)", n, dr, r);
     cudaFree(dz), cudaFree(din), cudaFree(dout);
   }
-  cudaFree(dr), cudaFree(dpin), cudaFree(dhist), cudaFree(dest);
+  cudaFree(dr), cudaFree(dpin), cudaFree(dpin3), cudaFree(dhist), cudaFree(dest);
   free(r), free(z), free(pin);
 }
 
@@ -938,7 +941,7 @@ static void check_fold_stops(const char *tag, const pk_cuda_op *vop, const pk_cu
       if (sc == 2) in.status = PK_ST_CONVERGED;
       if (sc == 3 && which == 0) in.sigma_sign = -1;
       if (sc == 3 && which > 0) in.maxit = which == 1 ? in.it + 1 : in.it; /* the cap */
-      const int nv = which == 0 ? 1 : which == 1 ? 2 : PK_RR_NV; /* pipelined: the update's slots */
+      const int nv = which == 0 ? 1 : which == 1 ? 2 : PK_RR_NV_BASE; /* pipelined, no rule: three dots */
       double *dslots = dnew(nbi * nv);
       double *hs = hnew(nbi * nv);
       for (int64_t b = 0; b < nbi; b++)
@@ -1580,7 +1583,14 @@ PK_TEST_CASE(scalar_steps) {
         if (sc == 7)
           for (int64_t i = 0; i < nb * nv; i++) slots[i] = -slots[i];
         ref_sums(slots, nb, nv, sums);
-        double *dslots = dup_dev(slots, nb * nv);
+        double *dslots = dup_dev(slots, nb * nv), *dslots3 = NULL;
+        if (which == 3) { /* without the rule the update's slots hold the three dots only */
+          double *s3 = hnew(nb * PK_RR_NV_BASE);
+          for (int64_t b = 0; b < nb; b++)
+            for (int j = 0; j < PK_RR_NV_BASE; j++) s3[PK_RR_NV_BASE * b + j] = slots[PK_RR_NV * b + j];
+          dslots3 = dup_dev(s3, nb * PK_RR_NV_BASE);
+          free(s3);
+        }
         pk_rr_est *dest = NULL;
         /* pipelined: the automatic residual replacement off, on, replacing, fresh (rr_case) */
         for (int rc = 0; rc < (which == 3 ? 4 : 1); rc++) {
@@ -1621,7 +1631,7 @@ PK_TEST_CASE(scalar_steps) {
             pk_cuda_state *din = dstate_of(&in), *dout = inplace ? din : dstate_poison();
             if (which < 2) CK(pk_cuda_cg_scalar_rho(NULL, din, dout, dslots, nb, dhist, which));
             if (which == 2) CK(pk_cuda_cg_scalar_sigma(NULL, din, dout, dslots, nb));
-            if (which == 3) CK(pk_cuda_pipecg_scalar(NULL, din, dout, dslots, nb, dhist));
+            if (which == 3) CK(pk_cuda_pipecg_scalar(NULL, din, dout, e0 ? dslots : dslots3, nb, dhist, e0 != NULL));
             SYNC();
             state_same(tag, "state", dout, &ref);
             if (!inplace) state_same(tag, "state read", din, &in);
@@ -1631,7 +1641,7 @@ PK_TEST_CASE(scalar_steps) {
             if (!inplace) cudaFree(dout);
           }
         }
-        cudaFree(dslots), cudaFree(dest);
+        cudaFree(dslots), cudaFree(dslots3), cudaFree(dest);
         free(slots);
       }
   for (int st = 0; st < 8; st++) PK_EXPECT(seen[st] > 0, "no scalar step ended with status %d", st);

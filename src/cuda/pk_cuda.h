@@ -329,9 +329,9 @@ int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_cuda_state *
  *  finite; breakdown_it = it + 1), else sigma, alpha = rho / sigma. */
 int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
                             int64_t nblocks);
-/** Pipelined CG: the slots hold PK_RR_NV values each (pk_cuda_pipecg_step), (r,u), (w,u), (r,r) and the
- *  norms of the automatic residual replacement; the first call after a (re)start has st->first = 1. As
- *  solver.c: NaN check, with st->repl the rule of pk_rr.h (pk_rr_step on *st->repl with the seven sums,
+/** Pipelined CG: the slots (pk_cuda_pipecg_step) hold (r,u), (w,u), (r,r), with repl = 1 (the automatic
+ *  residual replacement) also its norms: PK_RR_NV values each, else PK_RR_NV_BASE; the first call after a
+ *  (re)start has st->first = 1. As solver.c: NaN check, with repl and st->repl the rule of pk_rr.h (pk_rr_step on *st->repl with the seven sums,
  *  alpha_old, beta; a replacement due and it < maxit: REPLACE, nothing else changes), record (hist[it] =
  *  rnorm) and
  *  convergence (the rule as for CG) unless
@@ -341,14 +341,14 @@ int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state
  *  then
  *  rho_old = gamma, alpha_old = alpha, first = 0, it++ (the iteration the following step completes). */
 int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
-                          int64_t nblocks, double *hist);
+                          int64_t nblocks, double *hist, int repl);
 
 /* ---- pipelined CG --------------------------------------------------------------------------------- */
 
 /** Fused update with n = A m: z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
- *  x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; partial (r,u), (w,u), (r,r), (x,x), (p,p),
- *  (u,u), (q,q) (PK_RR_NV per block, part[block * PK_RR_NV + j]; the last four are the automatic residual
- *  replacement's norms, pk_rr.h, written only with norms = 1: the rule's runs, st->repl set). */
+ *  x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; partial (r,u), (w,u), (r,r), with norms = 1 (the
+ *  automatic residual replacement's runs, pk_rr.h) also (x,x), (p,p), (u,u), (q,q): part[block * NV + j],
+ *  NV = PK_RR_NV with the norms, else PK_RR_NV_BASE. */
 int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m, double *z,
                         double *q, double *s, double *p, double *x, double *r, double *u, double *w,
                         double *part, int64_t *nblocks, int norms);

@@ -308,11 +308,12 @@ enum { FOLD_NONE = 0, FOLD_CG_SIGMA = 1, FOLD_CG_RHO = 2, FOLD_PIPE = 3, FOLD_PI
    separate instantiation so that the kernels of every other setting carry none of its code (with it the
    folded pipelined CG kernels of the thin shell 32^3 took 9.3 us an iteration instead of 7.5, H100) */
 
-/** Values a scalar step sums per slot (NV), and the values a slot holds (S: pipelined CG's slots also hold
- *  the norms of the automatic residual replacement, summed by the writer only, see step_scalars). */
+/** Values a scalar step sums per slot (NV), and the values a slot holds (S: with the automatic residual
+ *  replacement pipelined CG's slots also hold its norms, summed by the writer only, see step_scalars; without
+ *  it they hold the three dots, as the update writes them then). */
 template <int FOLD> struct FoldNV {
   static constexpr int NV = FOLD == FOLD_CG_SIGMA ? 1 : FOLD == FOLD_CG_RHO ? 2 : 3;
-  static constexpr int S = FOLD == FOLD_PIPE || FOLD == FOLD_PIPE_RR ? PK_RR_NV : NV;
+  static constexpr int S = FOLD == FOLD_PIPE_RR ? PK_RR_NV : NV;
 };
 
 /**
@@ -652,21 +653,18 @@ __device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, do
 template <int FOLD> __global__ void __launch_bounds__(PKC_SUM_LANES) k_scalar(StepIn in, int init) {
   step_wait();
   pk_cuda_state s;
-  if constexpr (FOLD == FOLD_PIPE) {
-    /* the three dots first (the load of st->repl is not waited for before them: a branch on it ahead of the
-       sums cost 2 % of pipelined CG's iteration at 128 x 128 x 64, H100), then with the automatic rule its
-       four norms (the same sums as all seven at once: each value is added on its own). st->repl is read
-       before the block's barriers, so before thread 0 writes the state (in.out may be in.st). */
+  if constexpr (FOLD == FOLD_PIPE_RR) {
+    /* the three dots, then the rule's four norms (the same sums as all seven at once: each value is added on
+       its own) */
     double v[FoldNV<FOLD>::NV], w[PK_RR_NV - PK_RR_NV_BASE];
-    pk_rr_est *const repl = in.st->repl; /* (the same for every thread: block-uniform) */
     block_sums<FoldNV<FOLD>::NV, PK_RR_NV>(in.part, in.nb, v);
-    if (repl) block_sums<PK_RR_NV - PK_RR_NV_BASE, PK_RR_NV>(in.part + PK_RR_NV_BASE, in.nb, w);
+    block_sums<PK_RR_NV - PK_RR_NV_BASE, PK_RR_NV>(in.part + PK_RR_NV_BASE, in.nb, w);
     if (threadIdx.x != 0) return;
     s = *in.st;
-    if (repl) {
-      pk_rr_est est = *repl;
+    if (s.repl) {
+      pk_rr_est est = *s.repl;
       scalar_update<FOLD>(s, v, w, &est, in.hist, init);
-      *repl = est;
+      *s.repl = est;
     } else {
       scalar_update<FOLD>(s, v, nullptr, nullptr, in.hist, init);
     }
@@ -774,13 +772,12 @@ template <int FOLD> struct ActCgOp {
 /**
  * Pipelined CG update (pk_cpu_pipecg_step) with n = A m: z = n + beta z; q = m + beta q; s = w + beta s;
  * p = u + beta p; x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; acc (r,u), (w,u), (r,r), and with
- * NORMS the automatic residual replacement's (x,x), (p,p), (u,u), (q,q). The slots hold PK_RR_NV values
- * either way (without NORMS the last four are not written: nothing reads them then); the four sums more cost
- * registers and a fifth of the update's time at small sizes, so only the automatic rule has them.
+ * NORMS the automatic residual replacement's (x,x), (p,p), (u,u), (q,q): slots of NV values (the four sums
+ * more cost registers and a fifth of the update's time at small sizes, and slots of 7 read at a stride of 7
+ * a tenth of the folded barotropic iteration at 256^2: only the automatic rule has them).
  */
 template <bool NORMS> struct ActPipe {
   static constexpr int NV = NORMS ? PK_RR_NV : PK_RR_NV_BASE;
-  static constexpr int S = PK_RR_NV;
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false; /* 8 inputs: ahead they would cost 16 more registers (spills) */
   struct In {};
@@ -835,7 +832,6 @@ template <bool NORMS> struct ActPipe {
  */
 template <bool NORMS> struct ActPipeNone {
   static constexpr int NV = NORMS ? PK_RR_NV : PK_RR_NV_BASE;
-  static constexpr int S = PK_RR_NV;
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false;
   struct In {};
@@ -920,20 +916,12 @@ struct ActPcCg {
 /** Accumulator array of an action (at least one element). */
 template <class Act> struct Acc { double v[Act::NV > 0 ? Act::NV : 1]; };
 
-/** The values per partial-sum slot of an action: its S where it has one, else NV. */
-template <class Act, class = void> struct SlotNV {
-  static constexpr int S = Act::NV;
-};
-template <class Act> struct SlotNV<Act, std::void_t<decltype(Act::S)>> {
-  static constexpr int S = Act::S;
-};
-
 template <class Act> __device__ __forceinline__ void finish(const Acc<Act> &a, double *part) {
   if constexpr (Act::NV > 0) {
     double t[Act::NV];
 #pragma unroll
     for (int j = 0; j < Act::NV; j++) t[j] = a.v[j];
-    block_store<Act::NV, SlotNV<Act>::S>(t, part, block_slot());
+    block_store<Act::NV>(t, part, block_slot());
   }
 }
 
@@ -2873,7 +2861,8 @@ extern "C" int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk
 }
 
 extern "C" int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
-                                     const double *part, int64_t nblocks, double *hist) {
+                                     const double *part, int64_t nblocks, double *hist, int repl) {
+  if (repl) return scalar_launch<FOLD_PIPE_RR>(stream, in, out, part, nblocks, hist, 0);
   return scalar_launch<FOLD_PIPE>(stream, in, out, part, nblocks, hist, 0);
 }
 

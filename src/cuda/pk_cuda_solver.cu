@@ -176,6 +176,10 @@ struct Run {
 
 int state_to_host(Run &R);
 
+/** Values per partial-sum slot of pipelined CG's update (and of its gathered and exact sums): the three dots,
+ *  and with the automatic residual replacement its four norms. */
+int pipe_nv(const Run &R) { return R.rr_on ? PK_RR_NV : PK_RR_NV_BASE; }
+
 /* ---- timeline (environment PKRYLOV_CUDA_TIMELINE=1; benchmarks, not for production) ---------------------
  * CUDA events with timing at the steps of each pipelined CG iteration, on the stream that runs the step
  * (the communication stream for the gather and the halos), for the first TL_MAXIT iterations of a solve;
@@ -560,13 +564,13 @@ int exact_cg_sigma(Run &R, const double **gp, int64_t *gnb) {
   const double *xs[1] = {v[D_P]}, *ys[1] = {v[D_Q]};
   return exact_sums(R, 1, xs, ys, gp, gnb);
 }
-/** Pipelined CG's (r, u), (w, u), (r, r) and the automatic residual replacement's (x, x), (p, p), (u, u),
- *  (q, q), exact (the slot of PK_RR_NV values the scalar step reads). */
+/** Pipelined CG's (r, u), (w, u), (r, r) and with the automatic residual replacement its (x, x), (p, p),
+ *  (u, u), (q, q), exact (the one slot the scalar step reads). */
 int exact_pipecg(Run &R, const double **gp, int64_t *gnb) {
   double **v = R.d->v;
   const double *xs[PK_RR_NV] = {v[D_R], v[D_W], v[D_R], v[D_X], v[D_P], v[D_U], v[D_Q]};
   const double *ys[PK_RR_NV] = {v[D_U], v[D_U], v[D_R], v[D_X], v[D_P], v[D_U], v[D_Q]};
-  return exact_sums(R, PK_RR_NV, xs, ys, gp, gnb);
+  return exact_sums(R, pipe_nv(R), xs, ys, gp, gnb);
 }
 
 /** ||b - A x|| into *res (r is overwritten). */
@@ -728,7 +732,7 @@ int dist_pipecg_enqueue(Run &R, int count) {
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
     } else {
-      PK_CALL(sums_begin(R, d->part, d->nslots, PK_RR_NV));
+      PK_CALL(sums_begin(R, d->part, d->nslots, pipe_nv(R)));
       tl_mark(R.stream, 1);
       if (R.nccl) tl_mark(comm, 2);
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
@@ -736,9 +740,9 @@ int dist_pipecg_enqueue(Run &R, int count) {
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
       tl_mark(R.stream, 4);
       if (R.nccl) tl_mark(comm, 5);
-      PK_CALL(sums_end(R, PK_RR_NV, &gp, &gnb));
+      PK_CALL(sums_end(R, pipe_nv(R), &gp, &gnb));
     }
-    CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
+    CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist, R.rr_on), "pipelined CG scalar step");
     PK_CALL(keep_min(R, R.stream, d->st));
     tl_mark(R.stream, 6);
     void *ecomm = NULL; /* the edge update's stream when it runs on the communication stream */
@@ -755,7 +759,7 @@ int dist_pipecg_enqueue(Run &R, int count) {
     tl_mark(R.stream, 7);
     if (!R.edge_comm) PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
     CU(pk_cuda_pipecg_step(ecomm ? ecomm : R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S],
-                           v[D_P], v[D_X], v[D_R], v[D_U], v[D_W], d->part + PK_RR_NV * nb1, &nb2, R.rr_on),
+                           v[D_P], v[D_X], v[D_R], v[D_U], v[D_W], d->part + pipe_nv(R) * nb1, &nb2, R.rr_on),
        "pipelined CG update (tile edges)");
     if (ecomm) { /* what follows on the context's stream (the next sums, m = M^-1 w) waits for the edges */
       CU(cudaEventRecord(d->ev_edge, (cudaStream_t)ecomm), "event");
@@ -835,7 +839,8 @@ int pipecg_enqueue(Run &R, int count) {
     for (int i = 0; i < count; i++) {
       const double *wo = v[i % 2 ? D_M : D_W];
       double *wn = v[i % 2 ? D_W : D_M];
-      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist), "pipelined CG scalar step");
+      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist, R.rr_on),
+         "pipelined CG scalar step");
       PK_CALL(keep_min(R, R.stream, d->st));
       CU(pk_cuda_pipecg_none_step(R.stream, &R.op, d->st, wo, v[D_Z], v[D_S], v[D_P], v[D_X], v[D_R], wn,
                                   d->part, &nb, R.rr_on),
@@ -857,9 +862,9 @@ int pipecg_enqueue(Run &R, int count) {
         PK_CALL(exact_pipecg(R, &gp, &gnb));
       } else if (R.distributed) {
         gnb = R.nb_update;
-        PK_CALL(global_part(R, &gp, &gnb, PK_RR_NV));
+        PK_CALL(global_part(R, &gp, &gnb, pipe_nv(R)));
       }
-      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist), "pipelined CG scalar step");
+      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist, R.rr_on), "pipelined CG scalar step");
       PK_CALL(keep_min(R, R.stream, d->st));
       tl_mark(R.stream, 6);
       if (R.uop) {
@@ -1133,11 +1138,13 @@ int pipecg_replace(Run &R, int have_p) {
     PK_CALL(apply_pc(R, NULL, v[D_S], v[D_Q])); /* q = M^-1 s */
     PK_CALL(apply_op(R, v[D_Q], v[D_Z]));       /* z = A q */
   }
-  /* the update's PK_RR_NV sums: (r, u), (w, u), (r, r), then the norms (x, x), (p, p), (u, u), (q, q) */
+  /* the update's sums: (r, u), (w, u), (r, r), with the automatic rule then the norms (x, x), (p, p), (u, u),
+     (q, q) */
   const double *xs[PK_RR_NV] = {v[D_R], v[D_W], v[D_R], v[D_X], v[D_P], v[D_U], v[D_Q]};
   const double *ys[PK_RR_NV] = {v[D_U], v[D_U], v[D_R], v[D_X], v[D_P], v[D_U], v[D_Q]};
-  for (int g0 = 0; g0 < PK_RR_NV; g0 += 4) { /* pk_cuda_dots: at most 4 at once */
-    const int gn = PK_RR_NV - g0 < 4 ? PK_RR_NV - g0 : 4;
+  const int nv = pipe_nv(R);
+  for (int g0 = 0; g0 < nv; g0 += 4) { /* pk_cuda_dots: at most 4 at once */
+    const int gn = nv - g0 < 4 ? nv - g0 : 4;
     CU(pk_cuda_dots(R.stream, R.n, gn, xs + g0, ys + g0, R.d->part, &nb), "dots");
     CU(pk_cuda_sum_partials(R.stream, R.d->part, nb, gn, R.d->dsum + g0), "sums");
   }
@@ -1147,9 +1154,8 @@ int pipecg_replace(Run &R, int have_p) {
      (sums of all nslots slots: the zeros add exactly), so every iteration of a block does the same calls
      (a graph captured after a replacement is right for the blocks after an update too). */
   R.nb_update = R.d->nslots;
-  CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * PK_RR_NV * (size_t)R.d->nslots, R.stream), "memset");
-  CU(cudaMemcpyAsync(R.d->part, R.d->dsum, sizeof(double) * PK_RR_NV, cudaMemcpyDeviceToDevice, R.stream),
-     "copy");
+  CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * nv * (size_t)R.d->nslots, R.stream), "memset");
+  CU(cudaMemcpyAsync(R.d->part, R.d->dsum, sizeof(double) * nv, cudaMemcpyDeviceToDevice, R.stream), "copy");
   return PKRYLOV_SUCCESS;
 }
 
@@ -1217,9 +1223,9 @@ restart: /* (a restart keeps the estimate's ||A||, Rayleigh quotient and calibra
         PK_CALL(exact_pipecg(R, &gp, &gnb));
       } else if (R.distributed) {
         gnb = R.nb_update;
-        PK_CALL(global_part(R, &gp, &gnb, PK_RR_NV));
+        PK_CALL(global_part(R, &gp, &gnb, pipe_nv(R)));
       }
-      CU(pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, gp, gnb, R.hist), "pipelined CG scalar step");
+      CU(pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, gp, gnb, R.hist, R.rr_on), "pipelined CG scalar step");
       PK_CALL(keep_min(R, R.stream, R.d->st));
       PK_CALL(state_to_host(R));
       if (h->status == PK_ST_REPLACE) { /* nothing recorded: replace, then this iteration again */
@@ -1345,9 +1351,6 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->pipe_none = env[0] - '0';
   cudaError_t e = cudaMalloc(&d->work, sizeof(double) * stride * D_NVEC);
   if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 2 * kPartNV * (size_t)d->nslots);
-  /* zeros where no launch writes (pipelined CG without the automatic rule leaves its slots' norms
-     unwritten; the distributed sums add them, and nothing reads them) */
-  if (e == cudaSuccess) e = cudaMemset(d->part, 0, sizeof(double) * 2 * kPartNV * (size_t)d->nslots);
   if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state) * 3);
   if (e == cudaSuccess) e = cudaMallocHost(&d->hst, sizeof(pk_cuda_state));
   if (e == cudaSuccess) e = cudaMalloc(&d->dsum, sizeof(double) * kPartNV);
@@ -1768,8 +1771,8 @@ extern "C" int pk_cuda_rci_pipecg_update(pk_cuda_rci *d, double alpha, double be
   int64_t nb;
   RCU(pk_cuda_pipecg_step(d->stream, &v, d->st, m, z, q, s, p, x, r, u, w, d->part, &nb, 0),
       "pipelined CG update");
-  double sums[PK_RR_NV]; /* the update's slots hold PK_RR_NV values: the three dots first */
-  PK_CALL(rci_sums(d, nb, PK_RR_NV, sums));
+  double sums[PK_RR_NV_BASE]; /* the update without the norms: slots of the three dots */
+  PK_CALL(rci_sums(d, nb, PK_RR_NV_BASE, sums));
   memcpy(out, sums, sizeof(double) * 3);
   return PKRYLOV_SUCCESS;
 }
