@@ -222,11 +222,10 @@ int64_t op_blocks(const pk_cuda_op *op) {
 /* ---- deterministic block reduction ------------------------------------------------------------- */
 
 /**
- * part[slot * S + j] = sum of acc[j] over the block's threads, by a fixed tree: shuffle-down within each
+ * part[slot * NV + j] = sum of acc[j] over the block's threads, by a fixed tree: shuffle-down within each
  * warp (16, 8, 4, 2, 1), then warp 0 over the 8 warp sums (4, 2, 1). Every thread of the block must call it.
- * S (>= NV): the values a slot holds (pipelined CG's slots have room for the replacement's norms).
  */
-template <int NV, int S = NV>
+template <int NV>
 __device__ __forceinline__ void block_store(const double (&acc)[NV], double *part, int64_t slot) {
   __shared__ double sh[NV][PKC_BLOCK / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -244,7 +243,7 @@ __device__ __forceinline__ void block_store(const double (&acc)[NV], double *par
       double v = lane < PKC_BLOCK / 32 ? sh[j][lane] : 0.0;
 #pragma unroll
       for (int o = (PKC_BLOCK / 32) / 2; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-      if (lane == 0) part[slot * S + j] = v;
+      if (lane == 0) part[slot * NV + j] = v;
     }
   }
 }
@@ -357,7 +356,7 @@ constexpr int PKC_SUM_LANES = 256;
  * the tree levels 128, 64, 32 combine chains inside the lane, 16 ... 1 go through shuffles; every lane gets
  * the sums. Called by all 32 lanes of the warp.
  */
-template <int NV, int S = NV, int J0 = 0>
+template <int NV, int S = NV>
 __device__ __forceinline__ void warp_sums(const double *__restrict__ part, int64_t nb, double (&v)[NV]) {
   constexpr int C = PKC_SUM_LANES / 32;
   const int lane = threadIdx.x & 31;
@@ -372,7 +371,7 @@ __device__ __forceinline__ void warp_sums(const double *__restrict__ part, int64
       const int64_t b = b0 + 32 * c;
       if (b < nb)
 #pragma unroll
-        for (int j = 0; j < NV; j++) acc[c][j] += part[b * S + J0 + j];
+        for (int j = 0; j < NV; j++) acc[c][j] += part[b * S + j];
     }
 #pragma unroll
   for (int h = C / 2; h >= 1; h >>= 1) /* levels 128, 64, 32: lane l + 32 c += lane l + 32 (c + h) */
@@ -629,7 +628,7 @@ __device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, do
 #pragma unroll 1
         for (int j = 0; j < 4; j++) {
           double t[1];
-          warp_sums<1, PK_RR_NV, 3>(in.part + j, in.nb, t);
+          warp_sums<1, PK_RR_NV>(in.part + PK_RR_NV_BASE + j, in.nb, t);
           norms[j] = t[0];
         }
       }

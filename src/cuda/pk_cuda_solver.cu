@@ -1771,8 +1771,5 @@ extern "C" int pk_cuda_rci_pipecg_update(pk_cuda_rci *d, double alpha, double be
   int64_t nb;
   RCU(pk_cuda_pipecg_step(d->stream, &v, d->st, m, z, q, s, p, x, r, u, w, d->part, &nb, 0),
       "pipelined CG update");
-  double sums[PK_RR_NV_BASE]; /* the update without the norms: slots of the three dots */
-  PK_CALL(rci_sums(d, nb, PK_RR_NV_BASE, sums));
-  memcpy(out, sums, sizeof(double) * 3);
-  return PKRYLOV_SUCCESS;
+  return rci_sums(d, nb, PK_RR_NV_BASE, out); /* the update without the norms: slots of the three dots */
 }
