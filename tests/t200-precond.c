@@ -11,7 +11,7 @@
 
 #include "pk_test.h"
 
-#include "../src/c/pk_impl.h"
+#include "pk_impl.h"
 
 /* LAPACK, Fortran calling convention */
 extern void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv, double *b,
