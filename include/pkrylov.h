@@ -377,9 +377,10 @@ PKRYLOV_EXTERN int pkrylov_solver_get_option(pkrylov_solver s, const char *name,
 PKRYLOV_EXTERN int32_t pkrylov_option_count(void);
 /**
  * One line describing option i (0 <= i < pkrylov_option_count()), for a listing such as `pkrylov-solve -o
- * help`: "name  values  level [collective]  default  help", e.g. "cuda.kc  0..1024 or auto  context
- * default auto  levels per thread of the CUDA grid kernels". Written into buf (buflen bytes, always
- * NUL-terminated, cut to fit). i out of range ::PKRYLOV_ERR_INDEX_OUT_OF_RANGE.
+ * help`: the name, the values it accepts, its level (", collective" for the collective ones), its default and
+ * one line of help, e.g. "cuda.l2pf        an integer 0..16; context level; default 1. L2 prefetch
+ * distance ...". Written into buf (buflen bytes, always NUL-terminated, cut to fit). i out of range
+ * ::PKRYLOV_ERR_INDEX_OUT_OF_RANGE.
  */
 PKRYLOV_EXTERN int pkrylov_option_describe(int32_t i, char *buf, int32_t buflen);
 /**@}*/
