@@ -67,6 +67,9 @@ typedef struct {
   int32_t stop_rule;       /* --stop: PKRYLOV_STOP_* */
   int min_residual;        /* --min-residual */
   int32_t px, py;          /* --decomp PX,PY (0 = automatic) */
+  const char *lib_opts[64]; /* -o KEY=VALUE, in order (pkrylov_context_set_option) */
+  int nlib_opts;
+  int opt_help;            /* -o help: list the library's options */
 } options;
 
 /** Print "pkrylov-solve: error: <message>" on stderr. */
@@ -148,6 +151,9 @@ static void print_help(FILE *f) {
           "                             process; under mpirun, this rank's share of its node's cores)\n"
           "  --reproducible             exact global sums: bitwise the same solution for any number of\n"
           "                             ranks and threads, and any --tiles (every solver, CPU and CUDA)\n"
+          "  -o KEY=VALUE               a library option (repeatable; after the environment variable\n"
+          "                             PKRYLOV_OPTIONS, which the library reads too), e.g. -o cuda.csr_format=dia\n"
+          "                             -o kry.graph=0; '-o help' lists the options, their values and defaults\n"
           "\n"
           "under mpirun (MPI builds; every rank gets the same command line):\n"
           "  --decomp PX,PY             cut the NX x NY columns of thinshell (not on a grid) into PX x PY\n"
@@ -187,6 +193,14 @@ static void print_version(FILE *f) {
                {"OpenMP", pkrylov_has_openmp()}};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
     fprintf(f, "%s: %s\n", parts[i].name, parts[i].on ? "yes" : "no");
+}
+
+/** The library's options (-o help): one line each, from the library's table. */
+static void print_lib_options(FILE *f) {
+  fprintf(f, "library options (-o KEY=VALUE, or the environment variable PKRYLOV_OPTIONS=\"KEY=VALUE ...\"):\n");
+  char line[1024];
+  for (int32_t i = 0; i < pkrylov_option_count(); i++)
+    if (pkrylov_option_describe(i, line, (int32_t)sizeof line) == PKRYLOV_SUCCESS) fprintf(f, "  %s\n", line);
 }
 
 /** Parse a whole string as a finite double; 0 on success. */
@@ -398,7 +412,7 @@ static int parse_args(int argc, char **argv, options *o) {
         "--levels",    "--layout",        "--backend", "--rtol",    "--atol",        "--maxit",
         "--replace",   "--true-residual", "--out",     "--history", "--save-system", "--threads",
         "--precision", "--restart",       "--step",    "--decomp",  "--stop",        "--monitor",
-        "--tiles",     "--periodic",      NULL};
+        "--tiles",     "--periodic",      "-o",        "--option",  NULL};
     char name[64];
     const char *val = NULL;
     const char *eq = strchr(arg, '=');
@@ -425,6 +439,23 @@ static int parse_args(int argc, char **argv, options *o) {
       return 1;
     }
 
+    if (strcmp(name, "-o") == 0 || strcmp(name, "--option") == 0) {
+      if (strcmp(val, "help") == 0) {
+        o->opt_help = 1;
+        continue;
+      }
+      const char *e = strchr(val, '=');
+      if (!e || e == val) {
+        usage_error("invalid value '%s' for option '-o': expected KEY=VALUE (see '-o help')", val);
+        return 1;
+      }
+      if (o->nlib_opts == (int)(sizeof o->lib_opts / sizeof o->lib_opts[0])) {
+        usage_error("more than %d '-o' options", (int)(sizeof o->lib_opts / sizeof o->lib_opts[0]));
+        return 1;
+      }
+      o->lib_opts[o->nlib_opts++] = val;
+      continue;
+    }
     if (strcmp(name, "--problem") == 0) {
       if (parse_problem(val, &o->kind, &o->nx, &o->ny, &o->nz)) {
         usage_error(
@@ -557,7 +588,7 @@ static int parse_args(int argc, char **argv, options *o) {
       }
     }
   }
-  if (o->help || o->version) return 0;
+  if (o->help || o->version || o->opt_help) return 0;
 
   if (!o->matrix && !o->problem) {
     usage_error("no problem given: name a MATRIX.mtx file or use --problem (thinshell:NX,NY,NZ, "
@@ -1502,6 +1533,10 @@ static int run(int argc, char **argv) {
     if (g_rank == 0) print_version(stdout);
     return 0;
   }
+  if (o.opt_help) {
+    if (g_rank == 0) print_lib_options(stdout);
+    return 0;
+  }
   if (o.px > 0 && (int64_t)o.px * o.py != g_size) {
     usage_error("'--decomp %d,%d' makes %lld blocks but there are %d ranks (one block per rank)", (int)o.px,
                 (int)o.py, (long long)o.px * o.py, g_size);
@@ -1546,6 +1581,17 @@ static int run(int argc, char **argv) {
     snprintf(what, sizeof what, "cannot create a context for '--backend %s'", enum_name(o.backend));
     lib_error(NULL, st, what);
     goto done;
+  }
+  /* -o KEY=VALUE, before the communicator (cuda.bind is read there, the collective options compared) */
+  for (int k = 0; k < o.nlib_opts; k++) {
+    char key[128];
+    const char *eq = strchr(o.lib_opts[k], '=');
+    snprintf(key, sizeof key, "%.*s", (int)(eq - o.lib_opts[k]), o.lib_opts[k]);
+    if ((st = pkrylov_context_set_option(ctx, key, eq + 1)) != PKRYLOV_SUCCESS) {
+      snprintf(what, sizeof what, "invalid value '%s' for option '-o'", o.lib_opts[k]);
+      lib_error(ctx, st, what);
+      goto done;
+    }
   }
 #ifdef PKRYLOV_HAVE_MPI
   if (g_size > 1 && (st = pkrylov_context_set_comm(ctx, MPI_COMM_WORLD)) != PKRYLOV_SUCCESS) {

@@ -15,7 +15,7 @@
 #
 # Open MPI, no network: shared memory only (-mca pml ob1 -mca btl self,vader), run as root allowed. With
 # NCCL (built in, a GPU per rank) the halos and global sums go device to device through NCCL (MPI only
-# bootstraps it); the host-staged path (PKRYLOV_DIST_NCCL=0, or without NCCL) stages them through pinned
+# bootstraps it); the host-staged path (PKRYLOV_OPTIONS=dist.nccl=0, or without NCCL) stages them through pinned
 # host buffers, so no CUDA-aware MPI is needed. The benchmark measures both paths in the same launch. NVLink
 # multicast stays off (NCCL_NVLS_ENABLE=0, also TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1).
 # A libnccl.so.2 the binaries do not find is looked for on the machine (e.g. a Python wheel's) and added to

@@ -8,11 +8,11 @@
 # number of GPUs); 1 and RANKS are measured. Each variant is one launch:
 #   mpirun -n RANKS pkrylov-bench-mpi --modes weak --solvers pipecg --nccl-only --no-instrument
 #          --ranks 1,RANKS --iters ${ITERS:-150} --reps ${REPS:-3}
-# with the variant's variables set (and its arguments: --strips for the 1 x P decomposition). Variants: the
-# default, strips, PKRYLOV_DIST_EDGE_COMM=1 (edge columns on the communication stream), and timeline
-# launches (PKRYLOV_CUDA_TIMELINE=1: CUDA events at each step of the iteration, blocks without graphs; rank
-# 0's line per solve). Before them, unless VARIANT_TESTS=0: t930's pipelined CG cases with
-# PKRYLOV_DIST_EDGE_COMM=1.
+# with the variant's options set (PKRYLOV_OPTIONS, the library's one environment variable; and its arguments:
+# --strips for the 1 x P decomposition). Variants: the default, strips, dist.edge_comm=1 (edge columns on the
+# communication stream), and timeline launches (cuda.timeline=1: CUDA events at each step of the iteration,
+# blocks without graphs; rank 0's line per solve). Before them, unless VARIANT_TESTS=0: t930's pipelined CG
+# cases with dist.edge_comm=1.
 # Output: $OUT/variants.log (else ./mpi-gpu-variants.log).
 set -u
 BIN=${1:-build}
@@ -51,22 +51,22 @@ run() { # label, then VAR=value ... [-- extra benchmark arguments]
 T930=$(for p in "$BIN/t930-mpi-cuda" "$BIN/tests/t930-mpi-cuda"; do [ -x "$p" ] && echo "$p"; done | head -1)
 if [ -n "$T930" ] && [ "${VARIANT_TESTS:-1}" = 1 ]; then # pipelined CG cases of t930, edges on the comm. stream
   for c in pipecg_column pipecg_none pipecg_stencil_jacobi paths_bitwise; do
-    PKRYLOV_DIST_EDGE_COMM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 120 \
+    PKRYLOV_OPTIONS="dist.edge_comm=1" OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 120 \
       mpirun -n "$RANKS" "$T930" "$c" > case.log 2>&1
     rc=$?
-    echo "t930 $c np$RANKS PKRYLOV_DIST_EDGE_COMM=1: exit $rc"
+    echo "t930 $c np$RANKS dist.edge_comm=1: exit $rc"
     [ $rc != 0 ] && [ $rc != 77 ] && sed -n 1,30p case.log
   done
   rm -f case.log
 fi
 run default X=0
 run strips X=0 -- --strips
-run edge-comm PKRYLOV_DIST_EDGE_COMM=1
-run edge-comm-strips PKRYLOV_DIST_EDGE_COMM=1 -- --strips
-run timeline PKRYLOV_CUDA_TIMELINE=1
-run timeline-edge-comm PKRYLOV_CUDA_TIMELINE=1 PKRYLOV_DIST_EDGE_COMM=1
+run edge-comm "PKRYLOV_OPTIONS=dist.edge_comm=1"
+run edge-comm-strips "PKRYLOV_OPTIONS=dist.edge_comm=1" -- --strips
+run timeline "PKRYLOV_OPTIONS=cuda.timeline=1"
+run timeline-edge-comm "PKRYLOV_OPTIONS=cuda.timeline=1 dist.edge_comm=1"
 run default-again X=0
 run strips-again X=0 -- --strips
-run edge-comm-again PKRYLOV_DIST_EDGE_COMM=1
-run edge-comm-strips-again PKRYLOV_DIST_EDGE_COMM=1 -- --strips
+run edge-comm-again "PKRYLOV_OPTIONS=dist.edge_comm=1"
+run edge-comm-strips-again "PKRYLOV_OPTIONS=dist.edge_comm=1" -- --strips
 echo "== done $(date -u +%Y-%m-%dT%H:%M:%SZ)"

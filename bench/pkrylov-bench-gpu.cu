@@ -54,7 +54,7 @@
  * pkrylov CSR rows report the device storage the operator got at upload (column "form": csr/sdia4 =
  * symmetric DIA with 4 stored diagonals, csr/dia7 = DIA; JSON "storage"), and the byte model counts that
  * storage's bytes; on the 7-point Laplacians the same matrix is also run forced to CSR arrays (form
- * csr-csr) and to plain DIA (csr-dia) through PKRYLOV_CUDA_CSR_FORMAT. The vendor baseline is unchanged:
+ * csr-csr) and to plain DIA (csr-dia) through the option cuda.csr_format. The vendor baseline is unchanged:
  * cuSPARSE CSR SpMV, as a user writes it.
  *
  * The matrix of the baseline comes from the library: pkrylov_operator_get_csr() of the thin-shell
@@ -224,24 +224,19 @@ struct Config {
   std::string matrices = std::string(PKB_SHARED_DIR) + "/matrices";
 };
 
-/** Sets an environment variable for its lifetime (value NULL: leaves it as it is), then restores it. */
-struct EnvSet {
-  std::string name, saved;
-  bool had = false, set = false;
-  EnvSet(const char *n, const char *value) : name(n) {
-    if (!value) return;
-    const char *old = getenv(n);
-    had = old != NULL;
-    if (had) saved = old;
-    setenv(n, value, 1);
-    set = true;
+/** Sets an option of a context for its lifetime (value NULL: leaves it as it is), then restores the value
+ *  it had (the CUDA operator options are read at upload: an A/B run in one process). */
+struct OptSet {
+  pkrylov_context ctx;
+  std::string name;
+  char saved[64] = {0};
+  bool set = false;
+  OptSet(pkrylov_context c, const char *n, const char *value) : ctx(c), name(n) {
+    if (!value || pkrylov_context_get_option(c, n, saved, (int32_t)sizeof saved) != 0) return;
+    set = pkrylov_context_set_option(c, n, value) == 0;
   }
-  ~EnvSet() {
-    if (!set) return;
-    if (had)
-      setenv(name.c_str(), saved.c_str(), 1);
-    else
-      unsetenv(name.c_str());
+  ~OptSet() {
+    if (set) pkrylov_context_set_option(ctx, name.c_str(), saved);
   }
 };
 
@@ -931,10 +926,10 @@ static void run_csr(Bench &B, const std::string &name, const std::string &group,
       else
         pk_rows_for(B.rows, pr, T, A, pctype, 0, PKRYLOV_LAYOUT_AUTO, runs, cf.K, cf.R, cf.maxit, cf.tol);
       pkrylov_operator_destroy(&A);
-      /* the same matrix uploaded with PKRYLOV_CUDA_CSR_FORMAT / PKRYLOV_CUDA_CSR_LANES forcing its device
-         storage or kernel (the variables are read at upload), in this run: */
+      /* the same matrix uploaded with the options cuda.csr_format / cuda.csr_lanes forcing its device
+         storage or kernel (read at upload), in this run: */
       auto forced = [&](const std::string &form, const char *fmt, const char *lanes) {
-        EnvSet e1("PKRYLOV_CUDA_CSR_FORMAT", fmt), e2("PKRYLOV_CUDA_CSR_LANES", lanes);
+        OptSet e1(B.cuda, "cuda.csr_format", fmt), e2(B.cuda, "cuda.csr_lanes", lanes);
         Row pl = proto;
         pl.impl = "pkrylov-cuda", pl.form = form;
         pkrylov_operator AL = NULL;

@@ -40,10 +40,10 @@
  * N iterations, which removes the setup of a solve (copies, initial residual, final residual).
  * Paths (CUDA, P > 1): each configuration runs twice in the same launch, on the NCCL path (device-to-device
  * halos and gathered sums, blocks of iterations as CUDA graphs; when the library has NCCL and the ranks have
- * GPUs of their own) and on the host-staged path (PKRYLOV_DIST_NCCL=0: halos and sums through pinned host
+ * GPUs of their own) and on the host-staged path (option dist.nccl=0: halos and sums through pinned host
  * memory and MPI); the efficiencies of both are against the same one-rank time. --nccl-only: the NCCL path
  * alone (where NCCL is there).
- * Communication (CUDA, P > 1): a separate instrumented run (PKRYLOV_DIST_INSTRUMENT=1: the device work
+ * Communication (CUDA, P > 1): a separate instrumented run (option dist.instrument=1: the device work
  * queued before each halo exchange and each global sum is waited for outside the timers, the copies are
  * blocking) gives the time per iteration of the halo exchanges (pack, device-to-host, MPI, host-to-device)
  * and of the global sums (partial sums, copies, MPI_Allreduce), the slowest rank's. The normal run overlaps
@@ -426,7 +426,7 @@ int main(int argc, char **argv) {
 #ifdef PKB_HAVE_TIMERS
         if (P > 1 && backend == PKRYLOV_BACKEND_CUDA) {
           void *nc = NULL;
-          setenv("PKRYLOV_DIST_NCCL", "1", 1);
+          CHECK(pkrylov_context_set_option(ctx, "dist.nccl", "1"));
           CHECK(pk_mpi_nccl(ctx, &nc)); /* collective: creates the communicator */
           if (nc)
             paths[0] = "nccl", paths[1] = "host", npaths = nccl_only ? 1 : 2;
@@ -438,7 +438,7 @@ int main(int argc, char **argv) {
           for (int q = 0; q < npaths * (reproducible ? 2 : 1); q++) {
             const int pa = q % npaths, rp = q / npaths; /* the default mode first, then reproducible */
             CHECK(pkrylov_context_set_reproducible(ctx, rp));
-            setenv("PKRYLOV_DIST_NCCL", strcmp(paths[pa], "nccl") ? "0" : "1", 1);
+            CHECK(pkrylov_context_set_option(ctx, "dist.nccl", strcmp(paths[pa], "nccl") ? "0" : "1"));
             pkrylov_solver s;
             CHECK(pkrylov_solver_create(ctx, types[t], A, M, &s));
             CHECK(pkrylov_solver_set_tolerances(s, 1e-300, 0.0)); /* never reached: maxit iterations */
@@ -464,14 +464,14 @@ int main(int argc, char **argv) {
             }
 #ifdef PKB_HAVE_TIMERS
             if (instrument && P > 1) {
-              setenv("PKRYLOV_DIST_INSTRUMENT", "1", 1);
+              CHECK(pkrylov_context_set_option(ctx, "dist.instrument", "1"));
               double h1, r1, h2, r2;
               pk_cuda_dist_timers(NULL, NULL, 1);
               const double u1 = timed_solve(comm, s, 10, b, x, wrank, &its);
               pk_cuda_dist_timers(&h1, &r1, 1);
               const double u2 = timed_solve(comm, s, 10 + iters, b, x, wrank, &its2);
               pk_cuda_dist_timers(&h2, &r2, 1);
-              unsetenv("PKRYLOV_DIST_INSTRUMENT");
+              CHECK(pkrylov_context_set_option(ctx, "dist.instrument", "0"));
               double loc[2] = {(h2 - h1), (r2 - r1)}, mx[2];
               MPI_Allreduce(loc, mx, 2, MPI_DOUBLE, MPI_MAX, comm);
               const double k = (double)(its2 - its > 0 ? its2 - its : 1);
@@ -504,7 +504,6 @@ int main(int argc, char **argv) {
             }
             pkrylov_solver_destroy(&s);
           }
-        unsetenv("PKRYLOV_DIST_NCCL");
         free(b), free(x);
         pkrylov_precond_destroy(&M);
         pkrylov_operator_destroy(&A);

@@ -182,6 +182,9 @@ module pkrylov_mod
     public :: pk_solver_set_history, pk_solver_get_history, pk_solver_set_monitor
     public :: pk_context_set_num_threads, pk_context_get_num_threads, pk_context_clear_error, pk_get_version
     public :: pk_has_cuda, pk_has_nccl, pk_has_openmp, pk_context_describe
+    ! options (tuning switches by name; PKRYLOV_OPTIONS is read at pk_context_create)
+    public :: pk_context_set_option, pk_context_set_options, pk_context_get_option
+    public :: pk_solver_set_option, pk_solver_get_option, pk_option_count, pk_option_describe
     public :: pk_operator_get_info, pk_operator_get_csr, pk_operator_create_from_mtx, pk_operator_write_mtx
     public :: pk_mtx_read_vector, pk_mtx_write_vector, pk_precond_apply, pk_precond_get_info
     ! distributed solves (MPI): the module itself needs no MPI (handles are integers)
@@ -1933,6 +1936,107 @@ contains
         end if
         call check(rc, ctx%h, 'pk_context_describe', ierr)
     end subroutine pk_context_describe
+
+    !> Copy the NUL-terminated text of buf into text (cut to len(text), blank-padded).
+    subroutine from_c_buf(buf, text)
+        character(kind=c_char), intent(in) :: buf(:)
+        character(len=*), intent(out) :: text
+        integer :: i
+        text = ''
+        do i = 1, min(len(text), size(buf))
+            if (buf(i) == c_null_char) exit
+            text(i:i) = buf(i)
+        end do
+    end subroutine from_c_buf
+
+    !> Set one option of the context by name, e.g. call pk_context_set_option(ctx, 'cuda.csr_format', 'dia').
+    !> An unknown name or a value the option does not accept is PKRYLOV_ERR_BAD_OPTION (the message names
+    !> the option and what it accepts). Trailing blanks of name and value are ignored.
+    subroutine pk_context_set_option(ctx, name, value, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        character(len=*), intent(in) :: name !! the option's name, e.g. 'kry.graph'
+        character(len=*), intent(in) :: value !! its value as text, e.g. '0', 'auto', 'dia'
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: cname(len_trim(name) + 1), cvalue(len_trim(value) + 1)
+        call to_c_string(name, cname)
+        call to_c_string(value, cvalue)
+        call check(pkrylov_context_set_option(ctx%h, c_loc(cname), c_loc(cvalue)), ctx%h, &
+                   'pk_context_set_option', ierr)
+    end subroutine pk_context_set_option
+
+    !> Set several options of the context from whitespace-separated key=value pairs (the syntax of the
+    !> environment variable PKRYLOV_OPTIONS), all or none.
+    subroutine pk_context_set_options(ctx, options, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        character(len=*), intent(in) :: options !! e.g. 'cuda.kc=16 kry.graph=0'
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: copts(len_trim(options) + 1)
+        call to_c_string(options, copts)
+        call check(pkrylov_context_set_options(ctx%h, c_loc(copts)), ctx%h, 'pk_context_set_options', ierr)
+    end subroutine pk_context_set_options
+
+    !> The value of one option of the context as text ('1', 'auto', 'dia', ...), blank-padded.
+    subroutine pk_context_get_option(ctx, name, value, ierr)
+        type(pk_context), intent(in) :: ctx !! the context
+        character(len=*), intent(in) :: name !! the option's name
+        character(len=*), intent(out) :: value !! its value
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: cname(len_trim(name) + 1), buf(64)
+        integer(c_int) :: rc
+        call to_c_string(name, cname)
+        buf = c_null_char
+        rc = pkrylov_context_get_option(ctx%h, c_loc(cname), c_loc(buf), int(size(buf), c_int32_t))
+        call from_c_buf(buf, value)
+        call check(rc, ctx%h, 'pk_context_get_option', ierr)
+    end subroutine pk_context_get_option
+
+    !> Set one solver-level option of the solver (its copy, taken from the context at pk_solver_create).
+    !> A context-level option is PKRYLOV_ERR_BAD_OPTION naming it.
+    subroutine pk_solver_set_option(s, name, value, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        character(len=*), intent(in) :: name !! the option's name, e.g. 'cuda.fold'
+        character(len=*), intent(in) :: value !! its value as text
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: cname(len_trim(name) + 1), cvalue(len_trim(value) + 1)
+        call to_c_string(name, cname)
+        call to_c_string(value, cvalue)
+        call check(pkrylov_solver_set_option(s%h, c_loc(cname), c_loc(cvalue)), s%ctx, 'pk_solver_set_option', ierr)
+    end subroutine pk_solver_set_option
+
+    !> The value of one option as the solver sees it (its own for solver-level options, the context's
+    !> for context-level ones), blank-padded.
+    subroutine pk_solver_get_option(s, name, value, ierr)
+        type(pk_solver), intent(in) :: s !! the solver
+        character(len=*), intent(in) :: name !! the option's name
+        character(len=*), intent(out) :: value !! its value
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: cname(len_trim(name) + 1), buf(64)
+        integer(c_int) :: rc
+        call to_c_string(name, cname)
+        buf = c_null_char
+        rc = pkrylov_solver_get_option(s%h, c_loc(cname), c_loc(buf), int(size(buf), c_int32_t))
+        call from_c_buf(buf, value)
+        call check(rc, s%ctx, 'pk_solver_get_option', ierr)
+    end subroutine pk_solver_get_option
+
+    !> The number of options the library knows (the lines of pk_option_describe).
+    function pk_option_count() result(n)
+        integer :: n
+        n = int(pkrylov_option_count())
+    end function pk_option_count
+
+    !> One line describing option i (1 <= i <= pk_option_count()): name, values, level, default, help.
+    subroutine pk_option_describe(i, text, ierr)
+        integer, intent(in) :: i !! 1-based index
+        character(len=*), intent(out) :: text !! the line, cut to len(text)
+        integer, intent(out), optional :: ierr !! status
+        character(kind=c_char), target :: buf(MSG_LEN)
+        integer(c_int) :: rc
+        buf = c_null_char
+        rc = pkrylov_option_describe(int(i - 1, c_int32_t), c_loc(buf), int(MSG_LEN, c_int32_t))
+        call from_c_buf(buf, text)
+        call check(rc, c_null_ptr, 'pk_option_describe', ierr)
+    end subroutine pk_option_describe
 
     !> Size n, stored nonzeros nnz of the equivalent CSR matrix (-1 when there is no CSR form: user and
     !> halo-exchange operators), kind type (PKRYLOV_OPERATOR_*) and grid nx, ny, nz (0 for CSR and user

@@ -120,8 +120,11 @@ typedef enum {
   PKRYLOV_ERR_INTERNAL = -20,          /**< a bug in pkrylov: please report it */
   PKRYLOV_ERR_CALLBACK = -21,          /**< a user callback (pkrylov_apply_fn) returned nonzero */
   PKRYLOV_ERR_BUSY = -22,              /**< the object is in use by another thread (see "Threads" above) */
-  PKRYLOV_ERR_TOPOLOGY = -23           /**< a tile connectivity that cannot be: an asymmetric neighbour table,
+  PKRYLOV_ERR_TOPOLOGY = -23,          /**< a tile connectivity that cannot be: an asymmetric neighbour table,
                                             an edge joined to itself, a tile owned by no rank or by two */
+  PKRYLOV_ERR_BAD_OPTION = -24         /**< an unknown option, a value it does not accept, a context-level
+                                            option set on a solver, or a collective option that differs
+                                            between the ranks (the message names it and the allowed values) */
 } pkrylov_error;
 /**@}*/
 
@@ -311,6 +314,75 @@ PKRYLOV_EXTERN int pkrylov_context_clear_error(pkrylov_context ctx);
  * (pkrylov_context_create(), calls given a NULL handle). "" when there is none.
  */
 PKRYLOV_EXTERN const char *pkrylov_last_error_message(void);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------------ */
+/** @name Options
+ * Tuning and measurement switches, set by name with a string value: `pkrylov_context_set_option(ctx,
+ * "cuda.csr_format", "dia")`. One table in the library lists them (pkrylov_option_count(),
+ * pkrylov_option_describe(); `pkrylov-solve -o help`). Each option has a type (a flag: 0/1, on/off,
+ * true/false, yes/no; an integer in a range, some with the keyword auto; one of a list of names), a
+ * level and a default:
+ * - context-level options belong to the context: those of the CUDA operators (cuda.csr_format,
+ *   cuda.csr_lanes, cuda.kc, cuda.l2pf) are read when an operator is created, cuda.bind by
+ *   pkrylov_context_set_comm(), the dist.* ones at each distributed solve or product;
+ * - solver-level options are copied from the context into a solver when it is created and may then be
+ *   changed on the solver (pkrylov_solver_set_option()); they are read at each solve.
+ *
+ * The environment variable `PKRYLOV_OPTIONS` (whitespace-separated key=value pairs, the syntax of
+ * pkrylov_context_set_options()) is read once, by pkrylov_context_create(), after the defaults; calls
+ * made later override it. It is the only environment variable the library reads. Options marked
+ * collective (those that choose a communication path: dist.*) must be the same on every rank of a
+ * communicator: pkrylov_context_set_comm() and every distributed solve or product compare them, and a
+ * difference is ::PKRYLOV_ERR_BAD_OPTION on every rank, naming the option and the values.
+ *
+ * Options never change what a solve computes beyond rounding (most of them give bitwise the same
+ * results); they choose storage formats, kernels and launch paths. A CPU build accepts and stores the
+ * CUDA ones too (they then do nothing).
+ */
+/**@{*/
+/**
+ * Set one option of the context. name: an option's name (e.g. "cuda.kc"); value: its text ("64", "auto",
+ * "off"...). An unknown name or a value the option does not accept is ::PKRYLOV_ERR_BAD_OPTION with a
+ * message that names the option and what it accepts; the options are then unchanged. Solver-level options
+ * set here apply to solvers created afterwards; operator options to operators created afterwards.
+ * Set options before other threads use the context.
+ */
+PKRYLOV_EXTERN int pkrylov_context_set_option(pkrylov_context ctx, const char *name, const char *value);
+/**
+ * Set several options of the context from a string of whitespace-separated key=value pairs, e.g.
+ * "cuda.csr_format=dia kry.graph=0" (the syntax of the environment variable PKRYLOV_OPTIONS), in order.
+ * A pair without '=', an unknown name or a bad value is ::PKRYLOV_ERR_BAD_OPTION and none of the pairs is
+ * applied. NULL or "" changes nothing.
+ */
+PKRYLOV_EXTERN int pkrylov_context_set_options(pkrylov_context ctx, const char *options);
+/**
+ * The value of one option of the context as text (the form pkrylov_context_set_option() accepts: "1", "0",
+ * "auto", a number or a name), written into buf (buflen bytes, always NUL-terminated, cut to fit).
+ * ::PKRYLOV_ERR_BAD_OPTION for an unknown name, ::PKRYLOV_ERR_INVALID_SIZE for buflen <= 0.
+ */
+PKRYLOV_EXTERN int pkrylov_context_get_option(pkrylov_context ctx, const char *name, char *buf, int32_t buflen);
+/**
+ * Set one solver-level option of a solver (its copy, taken from the context when the solver was created).
+ * A context-level option is ::PKRYLOV_ERR_BAD_OPTION naming it (set it on the context); unknown names and
+ * bad values as pkrylov_context_set_option(). Read at the next solve.
+ */
+PKRYLOV_EXTERN int pkrylov_solver_set_option(pkrylov_solver s, const char *name, const char *value);
+/**
+ * The value of one option as the solver sees it: its own copy for solver-level options, the context's for
+ * context-level ones (text as pkrylov_context_get_option()).
+ */
+PKRYLOV_EXTERN int pkrylov_solver_get_option(pkrylov_solver s, const char *name, char *buf, int32_t buflen);
+/** The number of options the library knows (the lines of pkrylov_option_describe()). */
+PKRYLOV_EXTERN int32_t pkrylov_option_count(void);
+/**
+ * One line describing option i (0 <= i < pkrylov_option_count()), for a listing such as `pkrylov-solve -o
+ * help`: the name, the values it accepts, its level (", collective" for the collective ones), its default and
+ * one line of help, e.g. "cuda.l2pf        an integer 0..16; context level; default 1. L2 prefetch
+ * distance ...". Written into buf (buflen bytes, always NUL-terminated, cut to fit). i out of range
+ * ::PKRYLOV_ERR_INDEX_OUT_OF_RANGE.
+ */
+PKRYLOV_EXTERN int pkrylov_option_describe(int32_t i, char *buf, int32_t buflen);
 /**@}*/
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -1314,9 +1386,9 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * communicator too (CPU). On the CUDA
  * backend each rank uses one GPU: pkrylov_context_set_comm() moves the
  * context to device (node-local rank mod visible devices) and makes it the calling thread's current device
- * (environment PKRYLOV_CUDA_BIND=none keeps the device current at creation); CG and pipelined CG run
+ * (option cuda.bind=none keeps the device current at creation); CG and pipelined CG run
  * distributed there (with NCCL, built in when found, and a GPU per rank: halo exchanges and global sums
- * device to device, iterations in CUDA graphs; otherwise, or with the environment PKRYLOV_DIST_NCCL=0, staged
+ * device to device, iterations in CUDA graphs; otherwise, or with the option dist.nccl=0, staged
  * through pinned host memory and MPI; the same results bitwise on both paths), and so do the BiCGStab and
  * GMRES families (their global sums gathered and added in rank order, the same scalars on every rank).
  * All ranks must use the same backend. Destroy the context before MPI_Finalize (it frees its duplicate

@@ -25,8 +25,9 @@ extern "C" {
  * (::PKRYLOV_ERR_INVALID_VALUE). Every rank must use the same backend (::PKRYLOV_ERR_INVALID_VALUE). A CUDA
  * context on more than one rank moves to GPU (node-local rank mod visible devices; the node-local rank from
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)), which becomes the calling thread's current device; set the
- * environment variable PKRYLOV_CUDA_BIND=none to keep the device that was current when the context was
- * created. The default CPU thread count becomes this rank's share of the cores of its node (the cores
+ * option cuda.bind=none (pkrylov_context_set_option()) to keep the device that was current when the
+ * context was created. The options marked collective (dist.*) are compared across the ranks here: a
+ * difference is ::PKRYLOV_ERR_BAD_OPTION on every rank and the communicator is not taken. The default CPU thread count becomes this rank's share of the cores of its node (the cores
  * available to the process divided by the ranks of comm on the node that share them, at least 1; see
  * pkrylov_context_get_num_threads()). A library built without MPI answers ::PKRYLOV_ERR_UNSUPPORTED.
  */

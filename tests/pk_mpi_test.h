@@ -59,8 +59,18 @@ static inline int pk_mpi_have_gpu(void) {
 }
 
 /** Select the exchange path of the next distributed solves / products: NCCL (1, when available) or
- *  host-staged (0). */
-static inline void pk_mpi_set_path(int nccl) { setenv("PKRYLOV_DIST_NCCL", nccl ? "1" : "0", 1); }
+ *  host-staged (0): the option dist.nccl of ctx, or, with ctx NULL, of the contexts created afterwards
+ *  (the environment variable PKRYLOV_OPTIONS, read at context creation). */
+static inline void pk_mpi_set_path(pkrylov_context ctx, int nccl) {
+  if (ctx)
+    pkrylov_context_set_option(ctx, "dist.nccl", nccl ? "1" : "0");
+  else { /* appended: a later pair overrides an earlier one, the others (e.g. a script's) are kept */
+    const char *old = getenv("PKRYLOV_OPTIONS");
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s dist.nccl=%d", old ? old : "", nccl ? 1 : 0);
+    setenv("PKRYLOV_OPTIONS", buf, 1);
+  }
+}
 #endif
 
 #endif /* PK_MPI_TEST_H */

@@ -1109,6 +1109,51 @@ PK_TEST_CASE(nonsymmetric_warning) {
   PK_TEST_END();
 }
 
+/**
+ * -o KEY=VALUE (library options): '-o help' lists them (every documented name, one line each); valid options
+ * are accepted and change nothing a CPU solve computes (the same iterations and residual as without them);
+ * an unknown name, a value out of range and a pair without '=' are usage errors (exit 2) quoting the
+ * library's message; a bad PKRYLOV_OPTIONS in the environment is one too.
+ */
+PK_TEST_CASE(library_options) {
+  char out[PK_CAP], err[PK_CAP], out2[PK_CAP];
+  int rc = solve("o_help", "-o help", out, err);
+  PK_EXPECT(rc == 0 && err[0] == '\0', "-o help: exit %d: %s", rc, err);
+  static const char *const names[] = {"cuda.bind",     "cuda.csr_format", "cuda.csr_lanes", "cuda.kc",
+                                      "cuda.l2pf",     "dist.nccl",       "dist.edge_comm", "dist.instrument",
+                                      "cuda.fold",     "cuda.pdl",        "cuda.pipe_none", "cuda.timeline",
+                                      "kry.graph",     "kry.fuse",        "kry.profile"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\n  %s ", names[i]);
+    PK_EXPECT(strstr(out, pat), "-o help lacks the line of %s:\n%s", names[i], out);
+  }
+  PK_EXPECT(strstr(out, "PKRYLOV_OPTIONS") && strstr(out, "collective"), "-o help:\n%s", out);
+  rc = solve("o_none", "--problem thinshell:6,5,4 --solver bicgstab --json", out, err);
+  PK_EXPECT(rc == 0 && json_one_object(out), "without -o: exit %d: %s %s", rc, out, err);
+  rc = solve("o_some", "--problem thinshell:6,5,4 --solver bicgstab --json -o kry.graph=0 --option=cuda.kc=16 "
+                       "-o cuda.csr_format=dia -o kry.fuse=off",
+             out2, err);
+  PK_EXPECT(rc == 0 && json_one_object(out2), "with -o: exit %d: %s %s", rc, out2, err);
+  double i1 = -1, i2 = -2, r1 = -1, r2 = -2;
+  PK_EXPECT(!json_num(out, "iterations", &i1) && !json_num(out2, "iterations", &i2) && i1 == i2,
+            "iterations %g and %g", i1, i2);
+  PK_EXPECT(!json_num(out, "final_residual", &r1) && !json_num(out2, "final_residual", &r2) && r1 == r2,
+            "final residual %.17g and %.17g", r1, r2);
+  expect_usage("o_range", "--problem thinshell:4,4,4 --json -o cuda.kc=5000", "'-o'", "1..1024");
+  expect_usage("o_unknown", "--problem thinshell:4,4,4 --json -o kry.grph=0", "unknown option 'kry.grph'", NULL);
+  expect_usage("o_nokey", "--problem thinshell:4,4,4 --json -o kry.graph", "KEY=VALUE", "'-o'");
+  expect_usage("o_empty", "--problem thinshell:4,4,4 --json -o =1", "KEY=VALUE", NULL);
+  expect_usage("o_missing", "--problem thinshell:4,4,4 --json -o", "'-o'", "value");
+  PK_REQUIRE(setenv("PKRYLOV_OPTIONS", "kry.graph=maybe", 1) == 0, "setenv");
+  char err2[PK_CAP];
+  rc = solve("o_env", "--problem thinshell:4,4,4 --json", out, err2);
+  unsetenv("PKRYLOV_OPTIONS");
+  PK_EXPECT(rc == 2 && strstr(err2, "PKRYLOV_OPTIONS") && strstr(err2, "kry.graph") && strstr(err2, "'maybe'"),
+            "a bad PKRYLOV_OPTIONS: exit %d: %s", rc, err2);
+  PK_TEST_END();
+}
+
 PK_TEST_CASE(usage_cuda_unavailable) {
   if (pkrylov_has_cuda()) return PK_SKIP;
   expect_usage("u_cuda", "--problem thinshell:4,4,4 --backend cuda --json", "cuda", "CUDA");
@@ -1739,4 +1784,5 @@ PK_TEST_MAIN(PK_TEST_ENTRY(replace_auto), PK_TEST_ENTRY(barotropic_tiles_periodi
              PK_TEST_ENTRY(usage_names), PK_TEST_ENTRY(usage_column_levels), PK_TEST_ENTRY(usage_files),
              PK_TEST_ENTRY(usage_cuda_unavailable), PK_TEST_ENTRY(demo_small), PK_TEST_ENTRY(version_option),
              PK_TEST_ENTRY(monitor_lines), PK_TEST_ENTRY(monitor_every_second), PK_TEST_ENTRY(usage_monitor),
-             PK_TEST_ENTRY(usage_outputs_first), PK_TEST_ENTRY(nonsymmetric_warning))
+             PK_TEST_ENTRY(usage_outputs_first), PK_TEST_ENTRY(nonsymmetric_warning),
+             PK_TEST_ENTRY(library_options))

@@ -8,7 +8,7 @@
  * band (symmetric DIA), with one mirrored value one ulp off (plain DIA), convection-diffusion (plain DIA,
  * 7 offsets), a random sparse matrix (more than 32 offsets: CSR), a Laplacian with one stored zero (CSR),
  * and a tridiagonal matrix with a few far entries (too much padding: CSR, DIA when forced). For each:
- *  - the format the upload chose (pk_cuda_operator_csr_format), also under PKRYLOV_CUDA_CSR_FORMAT = csr,
+ *  - the format the upload chose (pk_cuda_operator_csr_format), also under option cuda.csr_format = csr,
  *    dia and dia-nosym;
  *  - y = A x (host and device arrays, y poisoned with NaN first) bitwise the CPU backend's;
  *  - the residual, the CG operator loop (init and not) and the pipelined-CG step on the backend's own view
@@ -19,7 +19,7 @@
  * precision) on 7-point Laplacians against the CPU backend (iterations within one, x within 1e-10), the
  * BiCGStab and GMRES families through the vector engine on convection-diffusion (plain DIA) and on a
  * symmetric operator (symmetric DIA); every GPU solve also bitwise equal (x and iterations) to the same
- * solve with the matrix forced to CSR storage on the GPU (PKRYLOV_CUDA_CSR_FORMAT = csr: the same products
+ * solve with the matrix forced to CSR storage on the GPU (option cuda.csr_format = csr: the same products
  * and the same partial sums). Every case skips (77) without a GPU, except format_choice_host (the upload's
  * choice on host matrices).
  */
@@ -220,14 +220,12 @@ static int mk(pkrylov_context ctx, const hcsr *M, pkrylov_operator *A) {
   return pkrylov_operator_create_csr(ctx, M->n, 0, M->rp, M->ci, M->v, A);
 }
 
-/** Upload M on the GPU context under PKRYLOV_CUDA_CSR_FORMAT = env (NULL: unset). */
+/** Upload M on the GPU context with its option cuda.csr_format = env (NULL: auto, the default); the option
+ *  is back at auto afterwards. */
 static int mk_env(pkrylov_context ctx, const hcsr *M, const char *env, pkrylov_operator *A) {
-  if (env)
-    setenv("PKRYLOV_CUDA_CSR_FORMAT", env, 1);
-  else
-    unsetenv("PKRYLOV_CUDA_CSR_FORMAT");
-  const int rc = mk(ctx, M, A);
-  unsetenv("PKRYLOV_CUDA_CSR_FORMAT");
+  int rc = pkrylov_context_set_option(ctx, "cuda.csr_format", env ? env : "auto");
+  if (!rc) rc = mk(ctx, M, A);
+  pkrylov_context_set_option(ctx, "cuda.csr_format", "auto");
   return rc;
 }
 
@@ -480,19 +478,16 @@ PK_TEST_CASE(stays_csr) {
   PK_TEST_END();
 }
 
-/** The choice's answer for M under PKRYLOV_CUDA_CSR_FORMAT = env (NULL: unset), on a CPU operator. */
+/** The choice's answer for M with cuda.csr_format = env (NULL: auto) on the CPU context of the operator. */
 static void expect_choice(pkrylov_context cpu, const char *name, const hcsr *M, const char *env, int32_t fmt,
                           int32_t nd, const int64_t *off) {
   pkrylov_operator A;
   PK_EXPECT(mk(cpu, M, &A) == 0, "%s: create", name);
-  if (env)
-    setenv("PKRYLOV_CUDA_CSR_FORMAT", env, 1);
-  else
-    unsetenv("PKRYLOV_CUDA_CSR_FORMAT");
+  PK_EXPECT(pkrylov_context_set_option(cpu, "cuda.csr_format", env ? env : "auto") == 0, "%s: option", name);
   int32_t got_nd = -1;
   int64_t got_off[PK_CUDA_DIA_MAX];
   const int32_t got = pk_cuda_csr_format_choose(A, &got_nd, got_off);
-  unsetenv("PKRYLOV_CUDA_CSR_FORMAT");
+  pkrylov_context_set_option(cpu, "cuda.csr_format", "auto");
   PK_EXPECT(got == fmt && got_nd == nd, "%s (%s): %s with %d diagonals, expected %s with %d", name,
             env ? env : "auto", pk_cuda_csr_format_name(got), got_nd, pk_cuda_csr_format_name(fmt), nd);
   for (int d = 0; d < nd && got_nd == nd && off; d++)
@@ -512,7 +507,9 @@ PK_TEST_CASE(format_choice_host) {
   grid_matrix(13, 11, 9, 7, GM_SYM, 1, &M);
   const int64_t sym7[4] = {0, 1, 13, 143}, all7[7] = {-143, -13, -1, 0, 1, 13, 143};
   expect_choice(cpu, "7-point symmetric", &M, NULL, PK_CUDA_CSR_SYMDIA, 4, sym7);
-  expect_choice(cpu, "7-point symmetric", &M, "bogus", PK_CUDA_CSR_SYMDIA, 4, sym7); /* unknown: auto */
+  /* an unknown format is refused (the option keeps auto) */
+  PK_EXPECT_CODE(cpu, pkrylov_context_set_option(cpu, "cuda.csr_format", "bogus"), PKRYLOV_ERR_BAD_OPTION);
+  expect_choice(cpu, "7-point symmetric", &M, NULL, PK_CUDA_CSR_SYMDIA, 4, sym7);
   expect_choice(cpu, "7-point symmetric", &M, "dia-nosym", PK_CUDA_CSR_DIA, 7, all7);
   expect_choice(cpu, "7-point symmetric", &M, "csr", PK_CUDA_CSR_PLAIN, 0, NULL);
   hcsr_free(&M);
@@ -645,9 +642,9 @@ PK_TEST_CASE(engine_solves_match_cpu) {
     if (prob == 0) {
       const double wind[3] = {1.0, 0.5, 0.25};
       PK_REQUIRE_OK(gpu, pkrylov_operator_create_convdiff(gpu, 17, 15, 13, wind, 1.0, &Ag));
-      setenv("PKRYLOV_CUDA_CSR_FORMAT", "csr", 1);
+      PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "cuda.csr_format", "csr"));
       PK_REQUIRE_OK(gpu, pkrylov_operator_create_convdiff(gpu, 17, 15, 13, wind, 1.0, &As));
-      unsetenv("PKRYLOV_CUDA_CSR_FORMAT");
+      PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "cuda.csr_format", "auto"));
       PK_REQUIRE_OK(cpu, pkrylov_operator_create_convdiff(cpu, 17, 15, 13, wind, 1.0, &Ac));
       expect_format("convection-diffusion", Ag, PK_CUDA_CSR_DIA, 7);
     } else {

@@ -856,9 +856,97 @@ PK_TEST_CASE(launch_paths_match) {
   PK_TEST_END();
 }
 
+/** One solve of b on a new solver of type over A (column preconditioner), with the solver options opts ("k=v" pairs set one by
+ *  one through pkrylov_solver_set_option; NULL: none); x and the result out. */
+static int opt_solve(pkrylov_context ctx, pkrylov_operator A, int type, const char *const *opts, const double *b,
+                     double *x, int64_t n, pkrylov_result *res) {
+  pkrylov_precond M = NULL;
+  pkrylov_solver s = NULL;
+  int rc = pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M);
+  if (!rc) rc = pkrylov_solver_create(ctx, type, A, M, &s);
+  if (!rc) rc = pkrylov_solver_set_tolerances(s, 1e-9, 0);
+  for (int k = 0; !rc && opts && opts[k]; k += 2) rc = pkrylov_solver_set_option(s, opts[k], opts[k + 1]);
+  memset(x, 0, sizeof(double) * (size_t)n);
+  if (!rc) rc = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);
+  if (!rc) rc = pkrylov_solver_get_result(s, res);
+  pkrylov_solver_destroy(&s);
+  pkrylov_precond_destroy(&M);
+  return rc;
+}
+
+/**
+ * The options that choose kernels and launches give the same answer: on the thin shell, CG and pipelined CG
+ * with the solver options cuda.fold=0 / 1, cuda.pdl=0 and cuda.pipe_none=0 bitwise equal to the default
+ * solve (same iterations); an operator created with cuda.l2pf=0 (no L2 prefetch: no arithmetic changes)
+ * bitwise equal too; cuda.kc=4 (other level chunks: the partial sums are partitioned differently) converges
+ * to within 1e-8 of it (launch_paths_match: GPU and CPU, whose sums differ too, agree to 1e-10). BiCGStab
+ * with kry.graph=0 bitwise equal to its default solve (the same kernels in the same order). The solver
+ * reports the options it was given.
+ */
+PK_TEST_CASE(options_same_answer) {
+  pkrylov_context gpu = pkt_cuda_ctx();
+  if (!gpu) return PK_SKIP;
+  const int nx = 29, ny = 27, nz = 15;
+  const int64_t n = (int64_t)nx * ny * nz;
+  double *b = rand_vec(n, 91), *x0 = vec(n), *x = vec(n);
+  pkrylov_operator A, Apf, Akc;
+  PK_REQUIRE_OK(gpu, make_op(gpu, 0, nx, ny, nz, 0, &A));
+  PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "cuda.l2pf", "0"));
+  PK_REQUIRE_OK(gpu, make_op(gpu, 0, nx, ny, nz, 0, &Apf));
+  PK_REQUIRE_OK(gpu, pkrylov_context_set_options(gpu, "cuda.l2pf=1 cuda.kc=4"));
+  PK_REQUIRE_OK(gpu, make_op(gpu, 0, nx, ny, nz, 0, &Akc));
+  PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "cuda.kc", "auto"));
+  static const char *const fold0[] = {"cuda.fold", "0", NULL}, *const fold1[] = {"cuda.fold", "1", NULL},
+                           *const nopdl[] = {"cuda.fold", "1", "cuda.pdl", "0", NULL},
+                           *const general[] = {"cuda.fold", "0", "cuda.pipe_none", "0", NULL};
+  const char *const *variants[] = {fold0, fold1, nopdl, general};
+  for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+    pkrylov_result r0, r;
+    PK_REQUIRE_OK(gpu, opt_solve(gpu, A, type, NULL, b, x0, n, &r0));
+    PK_EXPECT(r0.converged, "type %d: default solve not converged (%s)", type, pkrylov_reason_string(r0.reason));
+    for (int v = 0; v < 4; v++) {
+      PK_REQUIRE_OK(gpu, opt_solve(gpu, A, type, variants[v], b, x, n, &r));
+      PK_EXPECT(r.iterations == r0.iterations && memcmp(x, x0, sizeof(double) * (size_t)n) == 0,
+                "type %d, %s=%s%s%s: %d its (default %d), x differs by %.3e", type, variants[v][0],
+                variants[v][1], variants[v][2] ? " " : "", variants[v][2] ? variants[v][2] : "", r.iterations,
+                r0.iterations, pk_test_rel_diff(n, x, x0));
+    }
+    PK_REQUIRE_OK(gpu, opt_solve(gpu, Apf, type, NULL, b, x, n, &r));
+    PK_EXPECT(r.iterations == r0.iterations && memcmp(x, x0, sizeof(double) * (size_t)n) == 0,
+              "type %d, cuda.l2pf=0: %d its (default %d), x differs by %.3e", type, r.iterations, r0.iterations,
+              pk_test_rel_diff(n, x, x0));
+    PK_REQUIRE_OK(gpu, opt_solve(gpu, Akc, type, NULL, b, x, n, &r));
+    PK_EXPECT(r.converged && pk_test_rel_diff(n, x, x0) <= 1e-8, "type %d, cuda.kc=4: %s, x differs by %.3e", type,
+              pkrylov_reason_string(r.reason), pk_test_rel_diff(n, x, x0));
+  }
+  static const char *const nograph[] = {"kry.graph", "0", NULL};
+  pkrylov_result r0, r;
+  PK_REQUIRE_OK(gpu, opt_solve(gpu, A, PKRYLOV_SOLVER_BICGSTAB, NULL, b, x0, n, &r0));
+  PK_REQUIRE_OK(gpu, opt_solve(gpu, A, PKRYLOV_SOLVER_BICGSTAB, nograph, b, x, n, &r));
+  PK_EXPECT(r0.converged && r.iterations == r0.iterations && memcmp(x, x0, sizeof(double) * (size_t)n) == 0,
+            "BiCGStab kry.graph=0: %d its (default %d), x differs by %.3e", r.iterations, r0.iterations,
+            pk_test_rel_diff(n, x, x0));
+  /* the solver's view of its options */
+  pkrylov_solver s;
+  char v[16];
+  PK_REQUIRE_OK(gpu, pkrylov_solver_create(gpu, PKRYLOV_SOLVER_PIPECG, A, NULL, &s));
+  PK_REQUIRE_OK(gpu, pkrylov_solver_set_option(s, "cuda.fold", "0"));
+  PK_REQUIRE_OK(gpu, pkrylov_solver_get_option(s, "cuda.fold", v, (int32_t)sizeof v));
+  PK_EXPECT(strcmp(v, "0") == 0, "cuda.fold reads '%s'", v);
+  pk_cuda_solver_set_launch(s, 1, -1); /* the tests' hook sets the same option */
+  PK_REQUIRE_OK(gpu, pkrylov_solver_get_option(s, "cuda.fold", v, (int32_t)sizeof v));
+  PK_EXPECT(strcmp(v, "1") == 0, "after pk_cuda_solver_set_launch cuda.fold reads '%s'", v);
+  pkrylov_solver_destroy(&s);
+  free(b), free(x0), free(x);
+  pkrylov_operator_destroy(&A), pkrylov_operator_destroy(&Apf), pkrylov_operator_destroy(&Akc);
+  PK_REQUIRE_OK(gpu, pkrylov_context_destroy(&gpu));
+  PK_TEST_END();
+}
+
 PK_TEST_MAIN(PK_TEST_ENTRY(apply_matches_cpu), PK_TEST_ENTRY(solves_match_cpu),
              PK_TEST_ENTRY(csr_solves_match_cpu), PK_TEST_ENTRY(long_row_csr_solves_match_cpu),
              PK_TEST_ENTRY(column_factors_match_cpu), PK_TEST_ENTRY(user_callbacks_match_cpu),
              PK_TEST_ENTRY(device_pointers_and_reproducibility),
              PK_TEST_ENTRY(mixed_precision_same_accuracy), PK_TEST_ENTRY(outcomes_match_cpu),
-             PK_TEST_ENTRY(bad_device_input), PK_TEST_ENTRY(launch_paths_match))
+             PK_TEST_ENTRY(bad_device_input), PK_TEST_ENTRY(launch_paths_match),
+             PK_TEST_ENTRY(options_same_answer))

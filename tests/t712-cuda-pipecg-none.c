@@ -7,7 +7,7 @@
  * With M = I the general update keeps u == r, q == s and m == w bit for bit, so the specialised one must
  * give bitwise the same solve: the same iterations, reason, history, replacements, true-residual checks and
  * x. Operators (odd sizes): a symmetric 7-point CSR matrix stored as symmetric diagonals, the same forced to
- * CSR storage (PKRYLOV_CUDA_CSR_FORMAT = csr), the matrix-free thin shell (b = A x_r), a masked column
+ * CSR storage (option cuda.csr_format = csr), the matrix-free thin shell (b = A x_r), a masked column
  * stencil.
  * Configurations: sync intervals 32, 5, 4 and 3 (graphs of even and odd length: the w buffers swap after
  * every odd block, the graph cache keeps one graph per parity), residual replacement every 12 or 7
@@ -81,11 +81,10 @@ static int make_csr(pkrylov_context ctx, int nx, int ny, int nz, const char *for
         v[dpos] = 0.01 + asum;
         rp[row + 1] = nnz;
       }
+  int rc = format ? pkrylov_context_set_option(ctx, "cuda.csr_format", format) : 0;
+  if (!rc) rc = pkrylov_operator_create_csr(ctx, n, 0, rp, ci, v, A);
   if (format)
-    setenv("PKRYLOV_CUDA_CSR_FORMAT", format, 1);
-  const int rc = pkrylov_operator_create_csr(ctx, n, 0, rp, ci, v, A);
-  if (format)
-    unsetenv("PKRYLOV_CUDA_CSR_FORMAT");
+    pkrylov_context_set_option(ctx, "cuda.csr_format", "auto");
   free(rp), free(ci), free(v);
   return rc;
 }
@@ -301,7 +300,7 @@ PK_TEST_CASE(specialised_matches_general) {
 }
 
 /**
- * The switch's other ways: PKRYLOV_CUDA_PIPE_NONE = 0 at solver creation (the general update), the folded
+ * The switch's other ways: the option cuda.pipe_none = 0 inherited at solver creation (the general update), the folded
  * launchers (general update) and the automatic launch choice; all bitwise the specialised solve.
  */
 PK_TEST_CASE(env_and_folded_paths) {
@@ -316,9 +315,9 @@ PK_TEST_CASE(env_and_folded_paths) {
   const cfg_t k = {5, 12, 2000, 0, 1, 1e-10};
   pkrylov_solver s0, s1, s2, s3;
   PK_REQUIRE_OK(gpu, make_solver(gpu, A, NULL, &k, 0, -1, &s0)); /* default: specialised */
-  setenv("PKRYLOV_CUDA_PIPE_NONE", "0", 1);
+  PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "cuda.pipe_none", "0")); /* inherited at creation */
   PK_REQUIRE_OK(gpu, make_solver(gpu, A, NULL, &k, 0, -1, &s1));
-  unsetenv("PKRYLOV_CUDA_PIPE_NONE");
+  PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "cuda.pipe_none", "1"));
   PK_REQUIRE_OK(gpu, make_solver(gpu, A, NULL, &k, 1, -1, &s2));  /* folded + PDL: general */
   PK_REQUIRE_OK(gpu, make_solver(gpu, A, NULL, &k, -1, -1, &s3)); /* automatic (folded at this size) */
   outcome o0, o1, o2, o3;

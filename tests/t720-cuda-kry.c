@@ -886,7 +886,7 @@ static int solve_twice(pkrylov_context ctx, pkrylov_operator A, int type, const 
 
 /**
  * Graphs of blocks: a solver's second solve replays the graphs its first solve captured (blocks of 3
- * iterations, so that most blocks repeat), and a solve with graphs off (PKRYLOV_KRY_GRAPH=0) issues the
+ * iterations, so that most blocks repeat), and a solve with graphs off (option kry.graph=0) issues the
  * operations one by one: all three bitwise the same (the same kernels in the same order), and converged.
  */
 PK_TEST_CASE(graphs_replay_bitwise) {
@@ -901,11 +901,11 @@ PK_TEST_CASE(graphs_replay_bitwise) {
   for (size_t t = 0; t < sizeof kMethods / sizeof kMethods[0]; t++) {
     const int type = kMethods[t];
     pkrylov_result r1, r2, r3;
-    unsetenv("PKRYLOV_KRY_GRAPH");
+    PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "kry.graph", "1"));
     PK_REQUIRE_OK(gpu, solve_twice(gpu, A, type, b, x1, x2, &r1, &r2));
-    setenv("PKRYLOV_KRY_GRAPH", "0", 1);
+    PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "kry.graph", "0")); /* inherited by the new solver */
     const int e = solve_twice(gpu, A, type, b, x3, NULL, &r3, NULL);
-    unsetenv("PKRYLOV_KRY_GRAPH");
+    PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "kry.graph", "1"));
     PK_REQUIRE_OK(gpu, e);
     printf("solver %d: %d / %d / %d iterations (%s)\n", type, r1.iterations, r2.iterations, r3.iterations,
            pkrylov_reason_string(r1.reason));

@@ -75,7 +75,7 @@ static int bitwise(int64_t n, const double *a, const double *b) {
  * within 2, x within 1e-10 (the BiCGStab family: 30 % + 2, 1e-9), true residuals (recomputed with the CSR form of the equivalent operator) below
  * 2e-11; against the CUDA solve with the equivalent operator without exchange (periodic: the CSR matrix;
  * walls: pkrylov_operator_create_stencil7): the same bounds (bitwise reported);
- * the same solver solving again, a new solver with PKRYLOV_KRY_GRAPH=0, and b, x as device arrays: bitwise
+ * the same solver solving again, a new solver with the option kry.graph=0, and b, x as device arrays: bitwise
  * the first CUDA solve. The exchange always got the device pointer, a zeroed halo and x in the interior.
  */
 PK_TEST_CASE(engine_matches_cpu) {
@@ -154,9 +154,9 @@ PK_TEST_CASE(engine_matches_cpu) {
                 rg.iterations, bitwise(n, x2, xg));
       PK_REQUIRE_OK(gpu, pkrylov_solver_destroy(&s));
       /* no graphs: the blocks with the exchange are never captured, so nothing changes */
-      PK_REQUIRE(setenv("PKRYLOV_KRY_GRAPH", "0", 1) == 0, "setenv");
+      PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "kry.graph", "0")); /* the new solver inherits it */
       const int e0 = solve_once(gpu, type, Ag, Mg, b, x2, n, &r2);
-      unsetenv("PKRYLOV_KRY_GRAPH");
+      PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "kry.graph", "1"));
       PK_REQUIRE_OK(gpu, e0);
       PK_EXPECT(r2.iterations == rg.iterations && bitwise(n, x2, xg),
                 "set-up %d solver %d: without graphs %d its (with %d), bitwise %d", g, type, r2.iterations,

@@ -19,7 +19,7 @@
  *          every solve case runs twice: host arrays, then device arrays with blocks of one iteration;
  *          kry_paths_bitwise: bitwise the same solution and history on both paths;
  *        - the two exchange paths: NCCL (device to device, when built in and each rank has a GPU of its own;
- *          the default) and host-staged (PKRYLOV_DIST_NCCL=0): the products above are checked on both, the
+ *          the default) and host-staged (option dist.nccl=0): the products above are checked on both, the
  *          solves against the single GPU on both (the *_host cases), nccl_selection checks which path is
  *          taken, and paths_bitwise that CG and pipelined CG give bitwise the same iterations, solution and
  *          residual history on both (the global sums are gathered and added in a fixed order on both).
@@ -198,7 +198,7 @@ PK_TEST_CASE(thinshell_product_bitwise) {
         PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell_dist(ctx, &p, px, size / px, &Ad));
         PK_REQUIRE_OK(c1, pkrylov_operator_create_thinshell(c1, &p, &Ag));
         for (int path = 0; path < 2; path++) {
-          pk_mpi_set_path(path);
+          pk_mpi_set_path(ctx, path);
           if (check_product(ctx, Ad, Ag, 17 + px + 7 * geo) != PK_PASS)
             return PK_FAIL;
         }
@@ -235,7 +235,7 @@ PK_TEST_CASE(stencil_product_bitwise) {
         PK_REQUIRE_OK(c1, pkrylov_operator_create_stencil7(c1, gnx, gny, nz, aW, aS, aV, aC,
                                                            masked ? mask : NULL, &Ag));
         for (int path = 0; path < 2; path++) {
-          pk_mpi_set_path(path);
+          pk_mpi_set_path(ctx, path);
           if (check_product(ctx, Ad, Ag, 31 + px + 5 * masked) != PK_PASS)
             return PK_FAIL;
         }
@@ -265,7 +265,7 @@ static int solve_compare_ref(int32_t type, int32_t pct, int stencil, int nccl, i
   const int on_cpu = kry && kry_on_cpu();
   if (!on_cpu && !pk_mpi_have_gpu())
     return PK_SKIP;
-  pk_mpi_set_path(nccl);
+  pk_mpi_set_path(NULL, nccl); /* the contexts made below */
   int rank, size;
   pk_mpi_world(&rank, &size);
   const int32_t gnx = stencil ? 22 : 24, gny = stencil ? 18 : 20, nz = stencil ? 10 : 16;
@@ -472,7 +472,7 @@ PK_TEST_CASE(pipecg_stencil_jacobi_host) {
 }
 
 /** The path a distributed context takes: NCCL when built in, several ranks and a GPU per rank (this one node:
- *  no more ranks than visible GPUs), unless PKRYLOV_DIST_NCCL=0; the host-staged path otherwise. */
+ *  no more ranks than visible GPUs), unless dist.nccl=0; the host-staged path otherwise. */
 PK_TEST_CASE(nccl_selection) {
   if (!pk_mpi_have_gpu())
     return PK_SKIP;
@@ -483,10 +483,10 @@ PK_TEST_CASE(nccl_selection) {
   if (!ctx)
     return PK_FAIL;
   void *c = NULL;
-  pk_mpi_set_path(0);
+  pk_mpi_set_path(ctx, 0);
   PK_REQUIRE_OK(ctx, pk_mpi_nccl(ctx, &c));
-  PK_EXPECT(c == NULL, "PKRYLOV_DIST_NCCL=0: no NCCL communicator expected");
-  pk_mpi_set_path(1);
+  PK_EXPECT(c == NULL, "dist.nccl=0: no NCCL communicator expected");
+  pk_mpi_set_path(ctx, 1);
   PK_REQUIRE_OK(ctx, pk_mpi_nccl(ctx, &c));
   const int expect = pk_cuda_nccl_compiled() && size > 1 && size <= count;
   PK_EXPECT((c != NULL) == expect,
@@ -554,7 +554,7 @@ PK_TEST_CASE(paths_bitwise) {
       pkrylov_result r[2];
       int32_t len[2];
       for (int path = 0; path < 2; path++) {
-        pk_mpi_set_path(path == 0);
+        pk_mpi_set_path(ctx, path == 0);
         memset(x[path], 0, sizeof(double) * n);
         PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x[path]));
         PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &r[path]));
@@ -689,7 +689,7 @@ PK_TEST_CASE(kry_paths_bitwise) {
       pkrylov_result r[2];
       int32_t len[2];
       for (int path = 0; path < 2; path++) {
-        pk_mpi_set_path(path == 0);
+        pk_mpi_set_path(ctx, path == 0);
         memset(x[path], 0, sizeof(double) * n);
         PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x[path]));
         PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &r[path]));
@@ -774,7 +774,7 @@ PK_TEST_CASE(rule_minres_paths) {
         PK_REQUIRE_OK(cx, pkrylov_solver_set_min_residual(s, 1));
         PK_REQUIRE_OK(cx, pkrylov_solver_set_sync_interval(s, sync ? 1 : 8));
         if (k < 2)
-          pk_mpi_set_path(k == 0);
+          pk_mpi_set_path(cx, k == 0);
         double *xx = k < 2 ? x[k] : x1;
         memset(xx, 0, sizeof(double) * (size_t)(k < 2 ? n : ng));
         PK_REQUIRE_OK(cx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, k < 2 ? b : bg, xx));

@@ -7,7 +7,7 @@
  *        column preconditioner, FGMRES with Jacobi; restart 12; single-reduction CG with the column
  *        preconditioner and Jacobi) on the distributed thin shell over
  *        every px x py decomposition of the ranks, with blocks of 8 iterations and of 1, on the host-staged
- *        path (PKRYLOV_DIST_NCCL=0: the exact accumulators added by MPI_SUM on MPI_INT64_T) and on the
+ *        path (option dist.nccl=0: the exact accumulators added by MPI_SUM on MPI_INT64_T) and on the
  *        NCCL path (ncclSum on ncclInt64, where NCCL is built in and each rank has a GPU of its own; the
  *        host-staged path otherwise): the iterations, the gathered solution, the residual history and the
  *        final residual are bitwise those of the reproducible solve of the global problem on one GPU (a
@@ -57,7 +57,7 @@ static int solve(pkrylov_context ctx, pkrylov_operator A, int32_t type, int32_t 
 static int case_run(int32_t type, int32_t pct, int nccl) {
   if (!pk_mpi_have_gpu())
     return PK_SKIP;
-  pk_mpi_set_path(nccl);
+  pk_mpi_set_path(NULL, nccl); /* the contexts made below */
   int rank, size;
   pk_mpi_world(&rank, &size);
   const int32_t gnx = 30, gny = 24, nz = 12;

@@ -23,7 +23,7 @@ PK_TEST_CASE(product_random_decomp) {
   pkrylov_context ctx = cuda_world();
   PK_REQUIRE(ctx, "CUDA context");
   for (int path = 0; path < 2; path++) {
-    pk_mpi_set_path(path);
+    pk_mpi_set_path(ctx, path);
     for (int which = 0; which < 3; which++)
       for (int nz = 1; nz <= 3; nz += 2) {
         pkt_global G;
@@ -57,7 +57,7 @@ PK_TEST_CASE(reproducible_bitwise_cpu) {
     pkt_tiling Td = which == 1 ? pkt_tiling_make(&G, 4, 3, 1, 1) : pkt_tiling_make(&G, 2, 2, 1, 1);
     pkt_tiling Ts = which == 1 ? pkt_tiling_make(&G, 8, 9, 1, 1) : pkt_tiling_make(&G, 4, 4, 1, 1);
     for (int a = 0; a < 4; a++) {
-      pk_mpi_set_path(a & 1);
+      pk_mpi_set_path(NULL, a & 1); /* the contexts made below */
       double *xd = calloc((size_t)G.ncell, sizeof(double)), *xs = calloc((size_t)G.ncell, sizeof(double));
       int32_t itd = -1, its = -2;
       int32_t tiles[64];
@@ -102,7 +102,7 @@ PK_TEST_CASE(fast_paths_match_cpu) {
     if (pkt_solve_global(self, &G, &T, T.ntiles, all, kTypes[a], 0, 1, xs, &its, 0) != PK_PASS) pk_test_failures++;
     pkrylov_context_destroy(&self);
     for (int path = 0; path < 2; path++) {
-      pk_mpi_set_path(path);
+      pk_mpi_set_path(NULL, path); /* the context made below */
       int32_t tiles[64], itd = -1;
       const int nl = pkt_random_tiles(T.ntiles, 200 + a + 7 * path, tiles);
       pkrylov_context ctx = cuda_world();
@@ -147,7 +147,7 @@ PK_TEST_CASE(ainv_apply_bitwise_cpu) {
   PK_REQUIRE_OK(self, pkrylov_precond_apply(M1, PKRYLOV_MEM_HOST, r1, z1));
   for (int64_t p = 0; p < G.ncell; p++) zg[pkt_compact_to_global(&G, &T, T.ntiles, all, p)] = z1[p];
   for (int path = 0; path < 2; path++) {
-    pk_mpi_set_path(path);
+    pk_mpi_set_path(NULL, path); /* the context made below */
     pkrylov_context ctx = cuda_world();
     PK_REQUIRE(ctx, "CUDA context");
     int32_t tiles[64];
@@ -192,7 +192,7 @@ PK_TEST_CASE(ainv_solves_bitwise_cpu) {
   pkt_make_problem(1, 1, &G, &sn);
   pkt_tiling Td = pkt_tiling_make(&G, 4, 3, 1, 1), Ts = pkt_tiling_make(&G, 8, 9, 1, 1);
   for (int a = 0; a < 4; a++) {
-    pk_mpi_set_path(a & 1);
+    pk_mpi_set_path(NULL, a & 1); /* the contexts made below */
     double *xd = calloc((size_t)G.ncell, sizeof(double)), *xs = calloc((size_t)G.ncell, sizeof(double));
     int32_t itd = -1, its = -2, tiles[64];
     const int nl = pkt_random_tiles(Td.ntiles, 300 + a, tiles);

@@ -60,7 +60,7 @@ typedef struct {
      sum |a_ij x_j| per entry). pk_cuda_operator_upload picks it from the row lengths
      (pk_cuda_csr_lanes). */
   int32_t csr_lanes;
-  /* CSR in diagonal storage (chosen at upload, pk_cuda_operator_upload; PKRYLOV_CUDA_CSR_FORMAT):
+  /* CSR in diagonal storage (chosen at upload, pk_cuda_operator_upload; option cuda.csr_format):
      csr_format PK_CUDA_CSR_PLAIN: the CSR arrays above. PK_CUDA_CSR_DIA: dia_nd diagonals of n values,
      offsets dia_off[0] < dia_off[1] < ... (col - row), diagonal d at dia[d * n + i] = A[i, i + dia_off[d]]
      (0 where absent or outside the matrix). PK_CUDA_CSR_SYMDIA (A exactly symmetric): only the offsets
@@ -134,6 +134,12 @@ typedef struct {
   /* 2-D grid stencils (nz = 1): 1 = launch at most PKC_GRID2D_BLOCKS blocks, each thread a few columns (set by
      the CG driver on its views: fewer partial sums, folded scalar steps); 0 = a thread per column */
   int32_t gcap;
+  /* Grid kernels (thin shell, column stencil), from the context's options when the operator is uploaded:
+     kc levels per thread before the block cap (option cuda.kc; 0 = the type's default, PKC_KC_TS / PKC_KC),
+     l2pf the L2 prefetch distance in levels (option cuda.l2pf, default 1; 0 = none). A view built by hand
+     (memset 0) gets the default kc and no prefetch: the same results, prefetching changes no arithmetic. */
+  int32_t kc;
+  int32_t l2pf;
 } pk_cuda_op;
 
 /** Device view of a preconditioner. */
@@ -215,8 +221,8 @@ typedef struct {
  * CSR threads per row (pk_cuda_op.csr_lanes) for a matrix of n rows, nnz entries and longest row maxrow:
  * 0 (one thread per row) when the mean row length nnz / n is below 24 and no row is both longer than 64
  * and 8 times the mean; else the power of two nearest to an eighth of the mean row length, between 4 and
- * 32 (measurements in pk_cuda_backend.cu). The environment variable PKRYLOV_CUDA_CSR_LANES (0, 1, 2, 4, 8, 16, 32), read at
- * each upload, overrides the choice (tuning and measurement).
+ * 32 (measurements in pk_cuda_backend.cu). The context option cuda.csr_lanes (0, 1, 2, 4, 8, 16, 32; auto
+ * = this rule), read at each upload, overrides the choice (tuning and measurement).
  */
 int32_t pk_cuda_csr_lanes(int64_t n, int64_t nnz, int64_t maxrow);
 
@@ -224,9 +230,9 @@ int32_t pk_cuda_csr_lanes(int64_t n, int64_t nnz, int64_t maxrow);
  * Device storage a CSR matrix gets at upload (pk_cuda_operator_upload), from its host arrays: DIA when it
  * has at most PK_CUDA_DIA_MAX distinct offsets col - row, no stored value equal to zero, and the padded
  * storage (offsets) * n is at most 1.5 nnz; SYMDIA when, in addition, every entry (i, j) has its mirror
- * (j, i) with bitwise the same value; else PLAIN. The environment variable PKRYLOV_CUDA_CSR_FORMAT, read
- * at each call, forces it: "csr" PLAIN; "dia" DIA/SYMDIA whenever the first two conditions hold (padding
- * not limited); "dia-nosym" as "dia" but never SYMDIA; "auto" (or unset) the rule above. Returns the
+ * (j, i) with bitwise the same value; else PLAIN. The option cuda.csr_format of A's context, read at
+ * each call, forces it: "csr" PLAIN; "dia" DIA/SYMDIA whenever the first two conditions hold (padding
+ * not limited); "dia-nosym" as "dia" but never SYMDIA; "auto" (the default) the rule above. Returns the
  * format; *nd and off[0 .. *nd) (ascending) the stored offsets (DIA: all; SYMDIA: those >= 0, 0 always
  * first), *nd = 0 for PLAIN.
  */
@@ -577,10 +583,10 @@ int pk_cuda_dist_precond_apply_public(struct pkrylov_precond_s *M, int32_t mem, 
 void pk_cuda_dist_timers(double *halo_s, double *reduce_s, int reset);
 /** Account t seconds to the global sums' timer (the solver's reductions). */
 void pk_cuda_dist_add_reduce_time(double t);
-/** 1 when the environment variable PKRYLOV_DIST_INSTRUMENT is 1: the device work queued before an exchange
- *  or a global sum is waited for first and the copies are blocking, so that the timers above measure the
- *  communication alone (benchmarks; same results, slower). */
-int pk_cuda_dist_instrumented(void);
+/** 1 when the context's option dist.instrument is 1: the device work queued before an exchange or a global
+ *  sum is waited for first and the copies are blocking, so that the timers above measure the communication
+ *  alone (benchmarks; same results, slower). */
+int pk_cuda_dist_instrumented(const struct pkrylov_context_s *ctx);
 /** Move a CUDA context to another device (before any object exists): new stream on `device`. */
 int pk_cuda_context_set_device(struct pkrylov_context_s *ctx, int device);
 
@@ -591,18 +597,21 @@ int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, const double *
 /**
  * How the solver's iteration is launched: fold = 1 the folded launchers, 0 the one-block scalar kernels,
  * -1 the automatic choice (folded up to 2^20 unknowns); pdl = 1 programmatic dependent launches on the
- * folded path (the default), 0 none, -1 the default. The environment variables PKRYLOV_CUDA_FOLD (0, 1)
- * and PKRYLOV_CUDA_PDL (0, 1), read by pk_cuda_solver_setup, set the same (tuning and measurement). Tests
- * call this to cover both paths; the results are the same bit for bit either way.
+ * folded path (the default), 0 none, -1 the default. The same as the solver options cuda.fold and
+ * cuda.pdl (this sets them: pkrylov_solver_get_option shows it). Tests call this to cover both paths; the
+ * results are the same bit for bit either way.
  */
 void pk_cuda_solver_set_launch(struct pkrylov_solver_s *s, int fold, int pdl);
+/** The device state's copies of the solver's launch options (cuda.fold, cuda.pdl, cuda.pipe_none), taken
+ *  again after pkrylov_solver_set_option (pk_cuda_solver_setup takes them at creation). */
+void pk_cuda_solver_options(struct pkrylov_solver_s *s);
 
 /**
  * Pipelined CG without a preconditioner: on = 1 (the default) the specialised update
  * pk_cuda_pipecg_none_step where it applies (one GPU, unfolded launchers, not reproducible, no user
  * operator or preconditioner, no monitor), 0 the general update after the copy m = w; -1 the default. The
- * environment variable PKRYLOV_CUDA_PIPE_NONE (0, 1), read by pk_cuda_solver_setup, sets the same. The
- * results are the same bit for bit either way.
+ * same as the solver option cuda.pipe_none (this sets it). The results are the same bit for bit either
+ * way.
  */
 void pk_cuda_solver_set_pipe_none(struct pkrylov_solver_s *s, int on);
 /** 1 when the solver's last solve ran the specialised update of pk_cuda_solver_set_pipe_none (tests). */

@@ -96,21 +96,12 @@ void dia_fill(const struct pkrylov_operator_s *A, int32_t format, int32_t nd, co
   }
 }
 
-/** The CSR format asked for by PKRYLOV_CUDA_CSR_FORMAT: 0 auto, 1 csr, 2 dia, 3 dia-nosym. */
-int csr_format_mode(void) {
-  const char *env = getenv("PKRYLOV_CUDA_CSR_FORMAT");
-  if (!env) return 0;
-  if (!strcmp(env, "csr")) return 1;
-  if (!strcmp(env, "dia")) return 2;
-  if (!strcmp(env, "dia-nosym")) return 3;
-  return 0;
-}
-
 } // namespace
 
 extern "C" int32_t pk_cuda_csr_format_choose(const struct pkrylov_operator_s *A, int32_t *nd, int64_t *off) {
   *nd = 0;
-  const int mode = csr_format_mode();
+  /* the context's option cuda.csr_format: 0 auto, 1 csr, 2 dia, 3 dia-nosym (PK_OPT_CSR_*) */
+  const int mode = A->ctx ? A->ctx->opts.cuda_csr_format : PK_OPT_CSR_AUTO;
   if (mode == 1 || A->type != PKRYLOV_OPERATOR_CSR || A->dist) return PK_CUDA_CSR_PLAIN;
   const int64_t n = A->n, nnz = A->nnz, *rp = A->csr.rowptr;
   const double *v = A->csr.values;
@@ -191,11 +182,6 @@ extern "C" int pk_cuda_context_init(pkrylov_context ctx) {
 }
 
 extern "C" int32_t pk_cuda_csr_lanes(int64_t n, int64_t nnz, int64_t maxrow) {
-  const char *env = getenv("PKRYLOV_CUDA_CSR_LANES");
-  if (env && *env) {
-    const int l = atoi(env);
-    if (l == 0 || l == 1 || l == 2 || l == 4 || l == 8 || l == 16 || l == 32) return l;
-  }
   if (n <= 0) return 0;
   const double mean = (double)nnz / (double)n;
   const int uneven = maxrow > 64 && (double)maxrow > 8.0 * mean;
@@ -261,6 +247,8 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
   v->type = A->type;
   v->n = A->n;
   v->nx = A->nx, v->ny = A->ny, v->nz = A->nz;
+  v->kc = ctx->opts.cuda_kc; /* the grid kernels' shape and prefetch: the context's options, read now */
+  v->l2pf = ctx->opts.cuda_l2pf;
   const int64_t n = A->n;
   cudaError_t e = cudaSuccess;
 #define UP(src, bytes, dst)                                                                         \
@@ -302,7 +290,8 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
     int64_t maxrow = 0;
     for (int64_t r = 0; r < n; r++)
       if (A->csr.rowptr[r + 1] - A->csr.rowptr[r] > maxrow) maxrow = A->csr.rowptr[r + 1] - A->csr.rowptr[r];
-    v->csr_lanes = pk_cuda_csr_lanes(n, A->nnz, maxrow);
+    /* the context's option cuda.csr_lanes (-1 auto: the rule of pk_cuda_csr_lanes) */
+    v->csr_lanes = ctx->opts.cuda_csr_lanes >= 0 ? ctx->opts.cuda_csr_lanes : pk_cuda_csr_lanes(n, A->nnz, maxrow);
     break;
   }
   case PKRYLOV_OPERATOR_STENCIL7: {

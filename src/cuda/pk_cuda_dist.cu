@@ -19,7 +19,7 @@
  * the rest (cols = 2, the list grcols): bitwise grid.c's product.
  *
  * Two paths, chosen per solve / product (pk_mpi_nccl: NCCL when it was built in, the ranks have GPUs of
- * their own and PKRYLOV_DIST_NCCL is not 0):
+ * their own and the option dist.nccl is not 0):
  *
  * NCCL (device to device, no host synchronisation): _begin makes the operator's communication stream
  * (`copy`) wait for the context's (an event: x is complete), then runs there the pack kernel and ncclSend of
@@ -50,7 +50,7 @@
  * path (before NCCL)").
  *
  * Timers of the host time spent in the exchanges and the global sums serve the benchmark. In the
- * instrumented mode (environment PKRYLOV_DIST_INSTRUMENT=1, read at each exchange) the device work queued
+ * instrumented mode (context option dist.instrument=1, read at each exchange) the device work queued
  * before an exchange or a sum is waited for outside the timers and the copies are made blocking, so the
  * timers hold the whole cost of the communication (packing and copies included) without overlap; the
  * results are the same, only slower.
@@ -351,7 +351,7 @@ int nccl_err(pkrylov_context ctx, ncclResult_t r, const char *what) {
 /** The NCCL half of _begin: pack (context's stream), then the group of sends and receives (copy stream). */
 int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t comm) {
   cudaStream_t st = stream_of(ctx);
-  const int instr = pk_cuda_dist_instrumented();
+  const int instr = pk_cuda_dist_instrumented(ctx);
   double t0 = 0.0;
   if (instr) {
     cudaError_t e = cudaStreamSynchronize(st);
@@ -407,7 +407,7 @@ extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const doubl
   (void)nccl;
 #endif
   cudaStream_t st = stream_of(ctx);
-  const int instr = pk_cuda_dist_instrumented();
+  const int instr = pk_cuda_dist_instrumented(ctx);
   double t0 = 0.0;
   if (instr) { /* the work queued before is not the exchange's */
     cudaError_t e = cudaStreamSynchronize(st);
@@ -451,7 +451,7 @@ extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl) {
     cudaError_t e = cudaStreamWaitEvent(stream_of(ctx), d->arrived, 0);
     return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_err(ctx, e, "waiting for the halos");
   }
-  const int instr = pk_cuda_dist_instrumented();
+  const int instr = pk_cuda_dist_instrumented(ctx);
   cudaError_t e = cudaEventSynchronize(d->packed);
   if (e != cudaSuccess)
     return cuda_err(ctx, e, "waiting for the packed edges");
@@ -526,7 +526,7 @@ extern "C" int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, 
     return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "global sums", "no NCCL communicator / distributed operator");
 #ifdef PKRYLOV_HAVE_NCCL
   cudaStream_t st = stream_of(ctx);
-  const int instr = pk_cuda_dist_instrumented();
+  const int instr = pk_cuda_dist_instrumented(ctx);
   double t0 = 0.0;
   cudaError_t e = cudaSuccess;
   if (instr) {
@@ -666,6 +666,8 @@ int dist_public(struct pkrylov_operator_s *A, const pk_cuda_pc *pc, const char *
   }
   e = pk_mpi_agree(ctx, e); /* every rank reaches the exchange, or none */
   void *nccl = NULL;
+  if (!e) /* the options that choose the path agree (collective; the same error on every rank) */
+    e = pk_mpi_check_options(ctx, "pkrylov_operator_apply");
   if (!e)
     e = pk_mpi_nccl(ctx, &nccl); /* collective */
   if (!e) {
@@ -716,7 +718,6 @@ extern "C" void pk_cuda_dist_add_reduce_time(double t) {
   g_reduce_s += t;
 }
 
-extern "C" int pk_cuda_dist_instrumented(void) {
-  const char *s = getenv("PKRYLOV_DIST_INSTRUMENT");
-  return s && s[0] == '1';
+extern "C" int pk_cuda_dist_instrumented(const struct pkrylov_context_s *ctx) {
+  return ctx && ctx->opts.dist_instrument != 0;
 }

@@ -108,7 +108,7 @@ constexpr int64_t PKC_MAX_BLOCKS = 4096;
 constexpr int64_t PKC_GRID2D_BLOCKS = 1024;
 /**
  * Levels per thread of the grid operators before the block cap is considered: PKC_KC_TS for the thin shell,
- * PKC_KC for the column stencil (PKRYLOV_CUDA_KC=n overrides both, for tuning runs). Measured on an H200
+ * PKC_KC for the column stencil (pk_cuda_op.kc, the option cuda.kc, overrides both, for tuning runs). Measured on an H200
  * (256 x 256 x 128, with the L2 prefetch of l2pf_levels(), us per iteration): thin shell CG 258 / 251 / 246
  * / 242 at 8 / 16 / 32 / 64 levels, pipelined CG 374 / 381 / 377 / 405; column stencil CG 450 / 444 / 441,
  * pipelined CG 542 / 563 / 563 at 8 / 16 / 32 levels.
@@ -159,12 +159,8 @@ GridShape grid_shape(const pk_cuda_op *op) {
      CG 91.7 -> 94.4 at 1024^2 (it keeps a thread per column) */
   if (op->gsny > 0 && nz == 1 && op->gcap && g.bx > PKC_GRID2D_BLOCKS) g.bx = PKC_GRID2D_BLOCKS;
   if (g.bx < 1) g.bx = 1;
-  static int env_kc = -1; /* PKRYLOV_CUDA_KC=n (0: unset) */
-  if (env_kc < 0) {
-    const char *env = getenv("PKRYLOV_CUDA_KC");
-    env_kc = env && atoi(env) > 0 && atoi(env) <= 1024 ? atoi(env) : 0;
-  }
-  const int kcl = env_kc ? env_kc : op->type == PKRYLOV_OPERATOR_THINSHELL ? PKC_KC_TS : PKC_KC;
+  const int kcl = op->kc > 0 && op->kc <= 1024 ? op->kc /* option cuda.kc (0: the type's) */
+                  : op->type == PKRYLOV_OPERATOR_THINSHELL ? PKC_KC_TS : PKC_KC;
   int64_t nzc = (nz + kcl - 1) / kcl; /* chunks of ~kcl levels */
   if (g.bx * nzc < PKC_FILL_BLOCKS) { /* small grid: shorter chunks, down to one level, to fill the GPU */
     nzc = (PKC_FILL_BLOCKS + g.bx - 1) / g.bx;
@@ -1107,23 +1103,15 @@ struct Halo {
  * L2 prefetch distance (levels) of the grid-operator kernels: while a thread works on level k, it asks the
  * L2 for level k + pfd (+ 1 when the registers already hold level k + 1) of the vectors it streams
  * (prefetch.global.L2: no registers, no wait), so the register loads find them in the L2: more bytes in
- * flight than the registers allow. Default 1; PKRYLOV_CUDA_L2PF=d overrides (0: off). Measured on an H200
+ * flight than the registers allow. Default 1; the option cuda.l2pf=d (pk_cuda_op.l2pf) sets it (0: off). Measured on an H200
  * (thin shell 256 x 256 x 128, us per iteration): 8 levels per thread, CG 279 / 258 at d = 0 / 1, pipelined
  * CG 388 / 374; 16 levels, d = 0 / 1 / 2: CG 273 / 251 / 248, pipelined CG 395 / 381 / 409; 32 levels,
  * d = 1 / 2: CG 246 / 243, pipelined CG 377 / 425.
  */
-int l2pf_levels() {
-  static int v = -1;
-  if (v < 0) {
-    const char *env = getenv("PKRYLOV_CUDA_L2PF");
-    v = env && *env ? atoi(env) : 1;
-    if (v < 0 || v > 16) v = 0;
-  }
-  return v;
-}
+int l2pf_levels(const pk_cuda_op *op) { return op->l2pf >= 0 && op->l2pf <= 16 ? op->l2pf : 0; }
 
 Halo halo_of(const pk_cuda_op *op) {
-  return Halo{op->dhw, op->dhe, op->dhs, op->dhn, op->dWe, op->dSn, op->cols, halo_mask(op), l2pf_levels()};
+  return Halo{op->dhw, op->dhe, op->dhs, op->dhn, op->dWe, op->dSn, op->cols, halo_mask(op), l2pf_levels(op)};
 }
 
 /** What the grid-stencil kernel reads across the tile edges (pk_cuda_op gsny ... ghalo). */

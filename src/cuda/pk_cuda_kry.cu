@@ -55,8 +55,8 @@
  * calls MPI between the kernels), and not for blocks that a started sum crosses (pipelined GMRES).
  *
  * Blocks (pk_kry_block_begin/end): the operations of a block are recorded and replayed as a CUDA graph when
- * the same sequence comes again (see "operations" below). Environment switches, read at create:
- * PKRYLOV_KRY_GRAPH=0 (no graphs), PKRYLOV_KRY_FUSE=0 (basis_axpy_dots as two kernels), PKRYLOV_KRY_PROFILE=1
+ * the same sequence comes again (see "operations" below). The solver's options, read at create:
+ * kry.graph=0 (no graphs), kry.fuse=0 (basis_axpy_dots as two kernels), kry.profile=1
  * (every operation timed with events and a synchronisation; a summary on stderr when the engine is freed;
  * no graphs).
  *
@@ -1309,13 +1309,6 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
 
 void kd_destroy(pk_kry *E);
 
-int env_flag(const char *name, int def) {
-  const char *v = getenv(name);
-  if (!v || !*v)
-    return def;
-  return atoi(v) != 0;
-}
-
 int kd_create(pk_kry *E) {
   pkrylov_solver s = E->s;
   pkrylov_context ctx = E->ctx;
@@ -1334,9 +1327,9 @@ int kd_create(pk_kry *E) {
   /* a halo-exchange stencil runs like a user operator: its exchange is a host call between the kernels */
   D->uop = s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange != NULL;
   D->upc = s->M && s->M->type == PKRYLOV_PRECOND_USER;
-  D->graph_on = env_flag("PKRYLOV_KRY_GRAPH", 1);
-  D->fuse_on = env_flag("PKRYLOV_KRY_FUSE", 1);
-  D->prof = env_flag("PKRYLOV_KRY_PROFILE", 0);
+  D->graph_on = s->opts.kry_graph; /* the solver's options kry.graph, kry.fuse, kry.profile */
+  D->fuse_on = s->opts.kry_fuse;
+  D->prof = s->opts.kry_profile;
   D->dist = pk_distributed(ctx);
   D->nranks = D->dist ? ctx->size : 1;
   D->dop = D->dist && (s->A->dist || s->A->grid) ? s->A : NULL; /* one rank: the single-GPU products */
@@ -1476,7 +1469,7 @@ int kd_bind(pk_kry *E, int32_t x_zero) {
   D->repro = repro;
   if (repro) /* the largest sums the drivers ask for at once; more are made room for when asked */
     PK_CALL(ensure_xacc(E, (size_t)(E->nbasis + 2 > PK_KRY_MAXPAIRS ? E->nbasis + 2 : PK_KRY_MAXPAIRS)));
-  if (D->dist && D->dop) { /* the path of this solve (PKRYLOV_DIST_NCCL is read per solve, collectively) */
+  if (D->dist && D->dop) { /* the path of this solve (the option dist.nccl is read per solve, collectively) */
     void *nc = NULL;
     PK_CALL(pk_mpi_nccl(ctx, &nc));
     if (nc != D->nccl)
@@ -1691,7 +1684,7 @@ int kd_block_begin(pk_kry *E) {
   if (!D->graph_on || D->uop || D->upc || D->prof)
     return PKRYLOV_SUCCESS; /* host calls (user routines, the caller's halo exchange) cannot be in a graph;
                                the profile times operations one by one */
-  if (D->dist && (!D->nccl || pk_cuda_dist_instrumented() || D->repro))
+  if (D->dist && (!D->nccl || pk_cuda_dist_instrumented(E->ctx) || D->repro))
     return PKRYLOV_SUCCESS; /* host-staged exchanges and sums are MPI calls between the kernels; the exact
                                sums of several ranks are not captured */
   D->rec_on = 1;

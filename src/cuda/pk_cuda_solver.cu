@@ -86,10 +86,10 @@ struct SolverDev {
   double *xmin;           /* minimum-residual iterate (n), allocated on the first solve that tracks it */
   int graph_minres;       /* the graph's blocks copy the improved iterate */
   int graph_rr;           /* the graph's updates sum the automatic residual replacement's norms */
-  int fold_mode;          /* -1 auto, 0 off, 1 on (pk_cuda_solver_set_launch, PKRYLOV_CUDA_FOLD) */
-  int pdl;                /* 1: programmatic dependent launches on the folded path (PKRYLOV_CUDA_PDL) */
+  int fold_mode;          /* -1 auto, 0 off, 1 on (solver option cuda.fold, pk_cuda_solver_set_launch) */
+  int pdl;                /* 1: programmatic dependent launches on the folded path (option cuda.pdl) */
   int pipe_none;          /* 1: pipelined CG without a preconditioner uses the specialised update where it
-                             applies (pk_cuda_solver_set_pipe_none, PKRYLOV_CUDA_PIPE_NONE) */
+                             applies (option cuda.pipe_none, pk_cuda_solver_set_pipe_none) */
   int last_pnone;         /* the last solve ran the specialised update (pk_cuda_solver_used_pipe_none) */
   cudaEvent_t ev_sums;    /* distributed: the local sums are on the host (created on first use) */
   cudaEvent_t ev_scal, ev_edge; /* distributed pipelined CG, edge columns on the communication stream: the
@@ -163,7 +163,7 @@ struct Run {
   int repro;             /* reproducible mode: every global sum the iteration reads is an exact one */
   int edge_comm;         /* NCCL path, pipelined CG: the edge-column update on the communication stream, after
                             the halos and the scalar step, concurrent with the interior update (default;
-                            PKRYLOV_DIST_EDGE_COMM=0: on the context's stream after it) */
+                            option dist.edge_comm=0: on the context's stream after it) */
   /* pipelined CG without a preconditioner on the unfolded single-GPU path (solve_pipecg sets it): the
      update pk_cuda_pipecg_none_step, no m = w copy; u (= r) and q (= s) are not updated and stay out of
      every computation until pipecg_replace recomputes them; w alternates between the arrays v[D_W] and
@@ -180,17 +180,18 @@ int state_to_host(Run &R);
  *  and with the automatic residual replacement its four norms. */
 int pipe_nv(const Run &R) { return R.rr_on ? PK_RR_NV : PK_RR_NV_BASE; }
 
-/* ---- timeline (environment PKRYLOV_CUDA_TIMELINE=1; benchmarks, not for production) ---------------------
+/* ---- timeline (solver option cuda.timeline=1; benchmarks, not for production) ---------------------------
  * CUDA events with timing at the steps of each pipelined CG iteration, on the stream that runs the step
  * (the communication stream for the gather and the halos), for the first TL_MAXIT iterations of a solve;
  * blocks then run without graphs. At the end of a solve of 20 or more iterations one line per rank goes
  * to stderr: the median time of each step's end after the iteration's start and the median iteration,
  * over iterations 2 .. n-2 (medians: the iterations at the ends of blocks wait for the host, and those
  * after the solve has stopped do nothing). Points: 0 start, 1 local sums summed, 2 gather done (comm.), 3 m = M^-1 w, 4 pack,
- * 5 halos arrived (comm.), 6 scalar step, 7 update (interior columns when distributed), 8 edge columns. */
+ * 5 halos arrived (comm.), 6 scalar step, 7 update (interior columns when distributed), 8 edge columns.
+ * The switch is process-wide (g_tl.on), set from the solving solver's option at the start of each solve. */
 constexpr int TL_MAXIT = 256, TL_NPT = 9;
 struct Timeline {
-  int on = -1;
+  int on = 0;
   int it = -1;
   bool created = false;
   cudaEvent_t ev[TL_MAXIT][TL_NPT];
@@ -198,13 +199,7 @@ struct Timeline {
 };
 Timeline g_tl;
 
-int tl_on() {
-  if (g_tl.on < 0) {
-    const char *e = getenv("PKRYLOV_CUDA_TIMELINE");
-    g_tl.on = e && e[0] == '1';
-  }
-  return g_tl.on;
-}
+int tl_on() { return g_tl.on; }
 
 /** Record point p of the current iteration on stream st (p = 0 starts the next iteration). */
 void tl_mark(cudaStream_t st, int p) {
@@ -427,7 +422,7 @@ int sums_begin(Run &R, const double *part, int64_t nb, int nvals) {
     return PKRYLOV_SUCCESS;
   }
   if (!d->ev_sums) CU(cudaEventCreateWithFlags(&d->ev_sums, cudaEventDisableTiming), "event");
-  const int instr = pk_cuda_dist_instrumented();
+  const int instr = pk_cuda_dist_instrumented(ctx);
   double t0 = 0.0;
   if (instr) { /* the work queued before is not the reduction's */
     CU(cudaStreamSynchronize(R.stream), "synchronising");
@@ -930,7 +925,7 @@ int run_block(Run &R, int count, int type) {
   /* distributed: a graph only on the NCCL path (the host-staged one calls MPI between the kernels), and not
      in the instrumented mode (it synchronises around every exchange) */
   const int dist_graph =
-      R.nccl && R.dop && !R.upc && !d->dist_graph_failed && !pk_cuda_dist_instrumented() && !R.repro;
+      R.nccl && R.dop && !R.upc && !d->dist_graph_failed && !pk_cuda_dist_instrumented(ctx) && !R.repro;
   if (count == k && k > 1 && (!R.distributed || dist_graph) && !tl_on()) {
     const double *w = d->v[D_W];
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
@@ -1340,15 +1335,7 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   if (s->type == PKRYLOV_SOLVER_CG) op.gcap = pc.op.gcap = 1; /* as the solves set it (solve_views) */
   d->nslots = pk_cuda_partials_needed(&op, s->M ? &pc : NULL);
   if (d->nslots < 1) d->nslots = 1;
-  d->fold_mode = -1;
-  d->pdl = 1;
-  d->pipe_none = 1;
-  const char *env = getenv("PKRYLOV_CUDA_FOLD");
-  if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->fold_mode = env[0] - '0';
-  env = getenv("PKRYLOV_CUDA_PDL");
-  if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->pdl = env[0] - '0';
-  env = getenv("PKRYLOV_CUDA_PIPE_NONE");
-  if (env && (env[0] == '0' || env[0] == '1') && env[1] == 0) d->pipe_none = env[0] - '0';
+  pk_cuda_solver_options(s); /* cuda.fold, cuda.pdl, cuda.pipe_none */
   cudaError_t e = cudaMalloc(&d->work, sizeof(double) * stride * D_NVEC);
   if (e == cudaSuccess) e = cudaMalloc(&d->part, sizeof(double) * 2 * kPartNV * (size_t)d->nslots);
   if (e == cudaSuccess) e = cudaMalloc(&d->st, sizeof(pk_cuda_state) * 3);
@@ -1404,17 +1391,23 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   s->dev = NULL;
 }
 
-extern "C" void pk_cuda_solver_set_launch(struct pkrylov_solver_s *s, int fold, int pdl) {
+extern "C" void pk_cuda_solver_options(struct pkrylov_solver_s *s) {
   SolverDev *d = (SolverDev *)s->dev;
   if (!d) return;
-  d->fold_mode = fold < 0 ? -1 : fold != 0;
-  d->pdl = pdl < 0 ? 1 : pdl != 0;
+  d->fold_mode = s->opts.cuda_fold;
+  d->pdl = s->opts.cuda_pdl;
+  d->pipe_none = s->opts.cuda_pipe_none;
+}
+
+extern "C" void pk_cuda_solver_set_launch(struct pkrylov_solver_s *s, int fold, int pdl) {
+  s->opts.cuda_fold = fold < 0 ? -1 : fold != 0;
+  s->opts.cuda_pdl = pdl < 0 ? 1 : pdl != 0;
+  pk_cuda_solver_options(s);
 }
 
 extern "C" void pk_cuda_solver_set_pipe_none(struct pkrylov_solver_s *s, int on) {
-  SolverDev *d = (SolverDev *)s->dev;
-  if (!d) return;
-  d->pipe_none = on < 0 ? 1 : on != 0;
+  s->opts.cuda_pipe_none = on < 0 ? 1 : on != 0;
+  pk_cuda_solver_options(s);
 }
 
 extern "C" int pk_cuda_solver_used_pipe_none(const struct pkrylov_solver_s *s) {
@@ -1441,6 +1434,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   }
   const double t0 = pk_wtime();
   d->last_pnone = 0;
+  g_tl.on = s->opts.cuda_timeline; /* the timeline (process-wide) follows the solving solver's option */
   Run R;
   memset(&R, 0, sizeof R);
   R.s = s, R.d = d, R.ctx = ctx, R.n = n;
@@ -1476,8 +1470,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     }
   }
   if (R.nccl && R.dop && !R.repro) {
-    const char *env = getenv("PKRYLOV_DIST_EDGE_COMM");
-    R.edge_comm = !(env && env[0] == '0');
+    R.edge_comm = ctx->opts.dist_edge_comm != 0; /* collective option (checked by pk_mpi_solve_check) */
     if (R.edge_comm && !d->ev_scal) {
       CU(cudaEventCreateWithFlags(&d->ev_scal, cudaEventDisableTiming), "event");
       CU(cudaEventCreateWithFlags(&d->ev_edge, cudaEventDisableTiming), "event");

@@ -106,6 +106,8 @@ const char *pkrylov_error_string(int code) {
   case PKRYLOV_ERR_INTERNAL: return "internal error (a bug in pkrylov)";
   case PKRYLOV_ERR_CALLBACK: return "a user callback returned nonzero (abort)";
   case PKRYLOV_ERR_BUSY: return "the object is in use by another thread";
+  case PKRYLOV_ERR_TOPOLOGY: return "impossible tile connectivity";
+  case PKRYLOV_ERR_BAD_OPTION: return "unknown option or value not accepted";
   default: return "unknown status code";
   }
 }
@@ -169,6 +171,18 @@ int pkrylov_context_create(int backend, pkrylov_context *ctx) {
   c->rank = 0; /* single rank until pkrylov_context_set_comm */
   c->size = 1;
   c->default_threads = pk_default_threads();
+  /* the options: the defaults, then the environment variable PKRYLOV_OPTIONS (the one place the library
+     reads the environment; later calls override it). A bad value fails the creation: the message names
+     the variable and the option */
+  pk_options_default(&c->opts);
+  {
+    const char *env = getenv("PKRYLOV_OPTIONS");
+    int e = pk_options_parse(NULL, __func__, &c->opts, env, "environment variable PKRYLOV_OPTIONS");
+    if (e) {
+      free(c);
+      return e;
+    }
+  }
   if (pthread_mutex_init(&c->err_lock, NULL) != 0) {
     free(c);
     return pk_error(NULL, PKRYLOV_ERR_BACKEND, __func__, "cannot initialise the context's lock");

@@ -120,6 +120,70 @@ static inline void pk_busy_drop(pk_busy_flag *f) { atomic_store_explicit(f, 0, m
 /** 1 when a loop over n values (rows, cells) should run in parallel (the if clause of every loop). */
 static inline int pk_par(int64_t n) { return n >= PK_PAR_MIN_ROWS; }
 
+/* ------------------------------------------------------------------------------------------------ */
+/* Options (options.c): one table of descriptors; the values in a typed struct, read as fields.      */
+
+/**
+ * The values of every option (options.c's table names each field). A context holds one (defaults, then
+ * PKRYLOV_OPTIONS, then the caller's calls); a solver copies the context's at creation and may change its
+ * solver-level fields. The hot paths read these fields; nothing parses a string after a set call.
+ */
+typedef struct pk_options {
+  /* context level */
+  int32_t cuda_bind;       /* 1: pkrylov_context_set_comm moves a CUDA context to local rank mod devices; 0 none */
+  int32_t cuda_csr_format; /* PK_OPT_CSR_*: the device storage of CSR operators (read at upload) */
+  int32_t cuda_csr_lanes;  /* -1 auto (pk_cuda_csr_lanes), else 0, 1, 2, 4, ..., 32 (read at upload) */
+  int32_t cuda_kc;         /* levels per thread of the grid kernels, 0 = the operator type's (read at upload) */
+  int32_t cuda_l2pf;       /* L2 prefetch distance of the grid kernels, 0 = off (read at upload) */
+  int32_t dist_nccl;       /* collective: 0 forces the host-staged path of distributed CUDA solves */
+  int32_t dist_edge_comm;  /* collective: pipelined CG's edge columns on the communication stream (NCCL path) */
+  int32_t dist_instrument; /* collective: wait for each exchange and sum (timers; no graphs) */
+  /* solver level */
+  int32_t cuda_fold;       /* -1 auto, 0 off, 1 on: the folded scalar steps of CUDA CG / pipelined CG */
+  int32_t cuda_pdl;        /* programmatic dependent launches on the folded path */
+  int32_t cuda_pipe_none;  /* pipelined CG without a preconditioner: the specialised update */
+  int32_t cuda_timeline;   /* CUDA events at each step of pipelined CG (stderr line per solve) */
+  int32_t kry_graph;       /* CUDA engine (BiCGStab/GMRES families, SRCG): CUDA graphs of blocks */
+  int32_t kry_fuse;        /* CUDA engine: the fused Gram-Schmidt kernel */
+  int32_t kry_profile;     /* CUDA engine: per-operation timing to stderr */
+} pk_options;
+
+/** cuda.csr_format values. */
+enum { PK_OPT_CSR_AUTO = 0, PK_OPT_CSR_CSR = 1, PK_OPT_CSR_DIA = 2, PK_OPT_CSR_DIA_NOSYM = 3 };
+/** Most collective options (pk_options_collective). */
+#define PK_OPT_MAX_COLLECTIVE 8
+
+/** The defaults of every option. */
+void pk_options_default(pk_options *o);
+/**
+ * Set option name to the text value in *o: unknown names, values out of range and (solver_only) context-level
+ * names are PKRYLOV_ERR_BAD_OPTION raised through ctx as func; *o is unchanged then.
+ */
+int pk_options_set(pkrylov_context ctx, const char *func, pk_options *o, int solver_only, const char *name,
+                   const char *value);
+/**
+ * Apply a string of whitespace-separated key=value pairs (the PKRYLOV_OPTIONS syntax) to *o, all or none;
+ * errors as pk_options_set, the message saying where the string came from (what, e.g. "PKRYLOV_OPTIONS").
+ */
+int pk_options_parse(pkrylov_context ctx, const char *func, pk_options *o, const char *str, const char *what);
+/** The text of option name in *o into buf (buflen bytes); unknown names PKRYLOV_ERR_BAD_OPTION raised as func. */
+int pk_options_get(pkrylov_context ctx, const char *func, const pk_options *o, const char *name, char *buf,
+                   int32_t buflen);
+/** 1 when name is a solver-level option, else 0 (context-level or unknown). */
+int pk_options_is_solver_level(const char *name);
+/** The collective options' values in table order (at most PK_OPT_MAX_COLLECTIVE); returns their count. */
+int pk_options_collective(const pk_options *o, int64_t *vals);
+/** The name of collective option i (the order of pk_options_collective). */
+const char *pk_options_collective_name(int i);
+/** The text of collective option i's value v ("1", "auto", a name) into buf. */
+void pk_options_collective_text(int i, int64_t v, char *buf, size_t len);
+/**
+ * Compare the collective options of ctx across the ranks of its communicator (one MPI_Allreduce; no-op
+ * without one): a difference is PKRYLOV_ERR_BAD_OPTION on every rank, naming the option and the smallest and
+ * largest values, raised as func. mpi.c.
+ */
+int pk_mpi_check_options(pkrylov_context ctx, const char *func);
+
 struct pkrylov_context_s {
   int32_t backend;        /* resolved: PKRYLOV_BACKEND_CPU or PKRYLOV_BACKEND_CUDA */
   int32_t num_threads;    /* the caller's count (pkrylov_context_set_num_threads), 0 = the default */
@@ -143,6 +207,7 @@ struct pkrylov_context_s {
   int32_t reproducible;   /* 1: exact global sums (pkrylov_context_set_reproducible) */
   void *mpi;              /* mpi.c: the duplicated communicator, NULL = single rank (pk_impl.h stays free of
                              mpi.h, which the CUDA sources would need otherwise) */
+  pk_options opts;        /* the options (options.c): defaults, PKRYLOV_OPTIONS, the caller's calls */
 };
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -164,8 +229,8 @@ int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, in
 int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, double *all);
 /**
  * The NCCL communicator of a distributed CUDA context (an ncclComm_t), or *comm = NULL for the host-staged
- * path: NCCL not built in, one rank, the environment variable PKRYLOV_DIST_NCCL=0 (read at each call: every
- * rank must see the same value), ranks sharing a GPU, or a failed creation (tried once). Created on the
+ * path: NCCL not built in, one rank, the option dist.nccl=0 (read at each call: collective, every rank has
+ * the same value, checked at set_comm and by every distributed solve and product), ranks sharing a GPU, or a failed creation (tried once). Created on the
  * first call (collective then: ncclGetUniqueId on rank 0, MPI_Bcast, ncclCommInitRank; call it from
  * collective operations only), destroyed with the context (pk_mpi_free).
  */
@@ -660,6 +725,8 @@ struct pkrylov_solver_s {
   int32_t step;           /* CA-GMRES: basis vectors per block, 0 = auto */
   int32_t stop_rule;      /* PKRYLOV_STOP_CONFIRMED or PKRYLOV_STOP_RECURRENCE */
   int32_t min_res;        /* 1: return the minimum-residual iterate (CG, pipelined CG, SRCG) */
+  pk_options opts;        /* the context's options at creation; its solver-level fields may be changed
+                             (pkrylov_solver_set_option), the context-level ones are read from ctx->opts */
   /* pipelined CG's automatic residual replacement: this rank's max |a_ii| and most entries of a row
      (pk_op_rr_norm, an O(n) pass over the operator), kept while the operator's coef_version is rr_version
      (a model solves with the same operator every time step) */

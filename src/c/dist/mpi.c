@@ -97,6 +97,36 @@ static int node_threads(pkrylov_context ctx, MPI_Comm comm, int rank, int *threa
   return PKRYLOV_SUCCESS;
 }
 
+/**
+ * The collective options of ctx compared over comm: one MPI_Allreduce (MPI_MAX) of (v, -v), so every rank
+ * gets the largest and the smallest value of each and raises the same error (naming the option and the two
+ * values) when they differ. Collective over comm.
+ */
+static int check_options(pkrylov_context ctx, MPI_Comm comm, const char *func) {
+  int64_t v[2 * PK_OPT_MAX_COLLECTIVE];
+  const int k = pk_options_collective(&ctx->opts, v);
+  if (k == 0) return PKRYLOV_SUCCESS;
+  for (int i = 0; i < k; i++) v[k + i] = -v[i];
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, v, 2 * k, MPI_INT64_T, MPI_MAX, comm);
+  if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, func, "MPI_Allreduce", rc);
+  for (int i = 0; i < k; i++)
+    if (v[i] != -v[k + i]) { /* the same comparison on every rank: the same error everywhere */
+      char lo[32], hi[32];
+      pk_options_collective_text(i, -v[k + i], lo, sizeof lo);
+      pk_options_collective_text(i, v[i], hi, sizeof hi);
+      return pk_error(ctx, PKRYLOV_ERR_BAD_OPTION, func,
+                      "option '%s' differs between the ranks (%s on some, %s on others): it chooses a "
+                      "communication path and must be the same on every rank",
+                      pk_options_collective_name(i), lo, hi);
+    }
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_mpi_check_options(pkrylov_context ctx, const char *func) {
+  if (!ctx || !ctx->mpi) return PKRYLOV_SUCCESS;
+  return check_options(ctx, pk_mpi_comm(ctx), func);
+}
+
 int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
   PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
   int init = 0, fin = 0;
@@ -123,15 +153,16 @@ int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
            "the context runs on the %s backend but another rank's on the %s one: every rank of a communicator "
            "must use the same backend",
            cuda ? "CUDA" : "CPU", cuda ? "CPU" : "CUDA");
+  /* the options that choose a communication path: the same on every rank */
+  PK_CALL(check_options(ctx, comm, __func__));
 #ifdef PKRYLOV_HAVE_CUDA
   /* one GPU per rank: device = node-local rank mod visible devices (node-local rank from
-     MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); PKRYLOV_CUDA_BIND=none keeps the device that was current
-     when the context was created (the caller's cudaSetDevice). No object exists yet, so the context's
-     stream can move. */
+     MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); the option cuda.bind=none keeps the device that was
+     current when the context was created (the caller's cudaSetDevice). No object exists yet, so the
+     context's stream can move. */
   if (cuda && size > 1) {
-    const char *bind = getenv("PKRYLOV_CUDA_BIND");
     int e = PKRYLOV_SUCCESS;
-    if (!(bind && strcmp(bind, "none") == 0)) {
+    if (ctx->opts.cuda_bind) {
       MPI_Comm node;
       int lrank = 0;
       if ((rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node)) != MPI_SUCCESS)
@@ -252,8 +283,7 @@ int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
 #if defined(PKRYLOV_HAVE_CUDA)
   if (!pk_distributed(ctx) || ctx->backend != PKRYLOV_BACKEND_CUDA || !pk_cuda_nccl_compiled())
     return PKRYLOV_SUCCESS;
-  const char *env = getenv("PKRYLOV_DIST_NCCL");
-  if (env && env[0] == '0') return PKRYLOV_SUCCESS; /* the host-staged path, forced */
+  if (!ctx->opts.dist_nccl) return PKRYLOV_SUCCESS; /* the host-staged path, forced (collective option) */
   pk_mpi_state *st = ctx->mpi;
   if (!st->nccl_tried) {
     st->nccl_tried = 1;
@@ -311,6 +341,10 @@ int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm) {
 }
 
 void pk_mpi_free(pkrylov_context ctx) { (void)ctx; }
+int pk_mpi_check_options(pkrylov_context ctx, const char *func) {
+  (void)ctx, (void)func;
+  return PKRYLOV_SUCCESS;
+}
 int pk_mpi_agree(pkrylov_context ctx, int code) {
   (void)ctx;
   return code;
@@ -361,17 +395,30 @@ int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const dou
      the same collective calls whatever its local outcome) */
   double rt = s->rtol, at = s->atol;
   enum { NSET = 14 };
-  int64_t v[NSET] = {s->type, s->maxit, s->nonzero_guess, s->true_res_interval, s->replace_interval,
-                     s->stag_window, ctx->reproducible, s->A->type, s->M ? s->M->type : 0, 0, 0,
-                     s->history_on, s->stop_rule, s->min_res};
+  int64_t v[NSET + PK_OPT_MAX_COLLECTIVE] = {s->type, s->maxit, s->nonzero_guess, s->true_res_interval,
+                                             s->replace_interval, s->stag_window, ctx->reproducible, s->A->type,
+                                             s->M ? s->M->type : 0, 0, 0, s->history_on, s->stop_rule,
+                                             s->min_res};
   memcpy(&v[9], &rt, sizeof rt);
   memcpy(&v[10], &at, sizeof at);
-  int64_t mn[NSET], mx[NSET];
+  /* and the options that choose a communication path (the context's), in the same reductions */
+  const int nopt = pk_options_collective(&ctx->opts, &v[NSET]), nall = NSET + nopt;
+  int64_t mn[NSET + PK_OPT_MAX_COLLECTIVE], mx[NSET + PK_OPT_MAX_COLLECTIVE];
   memcpy(mn, v, sizeof v);
   memcpy(mx, v, sizeof v);
-  int e = pk_mpi_allreduce_i64(ctx, mn, NSET, 1);
-  if (!e) e = pk_mpi_allreduce_i64(ctx, mx, NSET, 2);
+  int e = pk_mpi_allreduce_i64(ctx, mn, nall, 1);
+  if (!e) e = pk_mpi_allreduce_i64(ctx, mx, nall, 2);
   if (e) return e; /* an MPI failure */
+  for (int i = 0; i < nopt; i++)
+    if (mn[NSET + i] != mx[NSET + i]) {
+      char lo[32], hi[32];
+      pk_options_collective_text(i, mn[NSET + i], lo, sizeof lo);
+      pk_options_collective_text(i, mx[NSET + i], hi, sizeof hi);
+      return pk_error(ctx, PKRYLOV_ERR_BAD_OPTION, "pkrylov_solver_solve",
+                      "option '%s' differs between the ranks (%s on some, %s on others): it chooses a "
+                      "communication path and must be the same on every rank",
+                      pk_options_collective_name(i), lo, hi);
+    }
   static const char *const names[NSET] = {"solver type",         "iteration cap (max_iterations)",
                                           "initial_guess_nonzero", "true_residual_interval",
                                           "residual_replacement", "stagnation_window",

@@ -71,6 +71,7 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   S->restart = 30;
   S->step = 0;
   S->stop_rule = PKRYLOV_STOP_CONFIRMED;
+  S->opts = ctx->opts; /* the solver-level options: the context's now, changed by pkrylov_solver_set_option */
   /* CG: r z p q (+ t for true residuals); pipelined CG: all; the BiCGStab and GMRES families keep their
      vectors in their engine (pk_kry.h), made at the first solve */
   const int kry = pk_kry_is_kry_type(type);
@@ -129,6 +130,23 @@ static int solver_take(pkrylov_solver s, const char *func) {
 static int solver_give(pkrylov_solver s, int ierr) {
   pk_busy_drop(&s->busy);
   return ierr;
+}
+
+int pkrylov_solver_set_option(pkrylov_solver s, const char *name, const char *value) {
+  PK_CHECK(s != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 's' is NULL");
+  PK_CALL(solver_take(s, __func__));
+  int e = pk_options_set(s->ctx, __func__, &s->opts, 1, name, value);
+#ifdef PKRYLOV_HAVE_CUDA
+  if (!e && s->dev) pk_cuda_solver_options(s); /* the device state's copies of the launch options */
+#endif
+  return solver_give(s, e);
+}
+
+int pkrylov_solver_get_option(pkrylov_solver s, const char *name, char *buf, int32_t buflen) {
+  PK_CHECK(s != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 's' is NULL");
+  /* the context-level options are the context's (the solver reads them there) */
+  const pk_options *o = pk_options_is_solver_level(name) ? &s->opts : &s->ctx->opts;
+  return pk_options_get(s->ctx, __func__, o, name, buf, buflen);
 }
 
 int pkrylov_solver_destroy(pkrylov_solver *s) {
