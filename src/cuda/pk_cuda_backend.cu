@@ -340,7 +340,7 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
   }
   case PKRYLOV_OPERATOR_USER: /* the caller's routine: nothing on the device (pk_cuda_op.pre) */
     break;
-  default: { /* thin shell */
+  case PKRYLOV_OPERATOR_THINSHELL: {
     const int64_t nx = A->nx, ny = A->ny, nz = A->nz;
     double *a, *b, *c, *dd, *area, *ax, *ay;
     UP(A->ts.a, sizeof(double) * (size_t)nz, &a);
@@ -351,7 +351,12 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
     UP(A->ts.ax, sizeof(double) * (size_t)((nx + 1) * ny), &ax);
     UP(A->ts.ay, sizeof(double) * (size_t)(nx * (ny + 1)), &ay);
     v->ta = a, v->tb = b, v->tc = c, v->td = dd, v->area = area, v->ax = ax, v->ay = ay;
+    break;
   }
+  default: /* pkrylov_operator_create_* set the type: a bug */
+    free(d);
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "pkrylov_operator_create", "operator type %d is unknown",
+                    (int)A->type);
   }
 #undef UP
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
