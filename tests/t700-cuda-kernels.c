@@ -1787,6 +1787,43 @@ PK_TEST_CASE(unknown_type_refused) {
   PK_TEST_END();
 }
 
+/** A status for PK_CUDA_CHECK below (a launcher's cudaError_t as int). */
+static int status_of(int e) { return e; }
+
+/** PK_CUDA_CHECK as the backend's files use it. */
+static int checked_step(pkrylov_context ctx, int e) {
+  PK_CUDA_CHECK(ctx, "pkrylov_operator_apply", status_of(e), "the step");
+  return PKRYLOV_SUCCESS;
+}
+
+/**
+ * pk_cuda_error and PK_CUDA_CHECK (pk_cuda.h), the backend's one report of a failed CUDA call: out of memory
+ * for cudaErrorMemoryAllocation, else a backend error; the message names the public function given, what
+ * was being done, the call's text and the CUDA error's name. Host code: runs without a device.
+ */
+PK_TEST_CASE(error_report) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_EXPECT_CODE(ctx,
+                 pk_cuda_error(ctx, "pkrylov_solver_solve", (int)cudaErrorMemoryAllocation, "allocating x",
+                               "cudaMalloc(&x, bytes)"),
+                 PKRYLOV_ERR_OUT_OF_MEMORY);
+  PK_EXPECT(pk_test_msg_has(ctx, "pkrylov_solver_solve") && pk_test_msg_has(ctx, "allocating x") &&
+                pk_test_msg_has(ctx, "cudaMalloc(&x, bytes)") && pk_test_msg_has(ctx, "cudaErrorMemoryAllocation"),
+            "out-of-memory message");
+  PK_EXPECT_CODE(ctx, pk_cuda_error(ctx, "pkrylov_rci_start", (int)cudaErrorInvalidValue, "dots", NULL),
+                 PKRYLOV_ERR_BACKEND);
+  PK_EXPECT(pk_test_msg_has(ctx, "pkrylov_rci_start") && pk_test_msg_has(ctx, "dots: CUDA error cudaErrorInvalidValue"),
+            "message without a call");
+  PK_EXPECT_CODE(ctx, checked_step(ctx, 0), PKRYLOV_SUCCESS);
+  PK_EXPECT_CODE(ctx, checked_step(ctx, (int)cudaErrorLaunchFailure), PKRYLOV_ERR_BACKEND);
+  PK_EXPECT(pk_test_msg_has(ctx, "pkrylov_operator_apply") && pk_test_msg_has(ctx, "the step: status_of(e)") &&
+                pk_test_msg_has(ctx, "cudaErrorLaunchFailure"),
+            "PK_CUDA_CHECK message");
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
 PK_TEST_MAIN(PK_TEST_ENTRY(vector_kernels), PK_TEST_ENTRY(csr_operator), PK_TEST_ENTRY(csr_long_rows),
              PK_TEST_ENTRY(stencil_operator),
              PK_TEST_ENTRY(stencil_masked), PK_TEST_ENTRY(thinshell_operator),
@@ -1794,4 +1831,4 @@ PK_TEST_MAIN(PK_TEST_ENTRY(vector_kernels), PK_TEST_ENTRY(csr_operator), PK_TEST
              PK_TEST_ENTRY(column_sym_kfast), PK_TEST_ENTRY(column_general), PK_TEST_ENTRY(column_onthefly),
              PK_TEST_ENTRY(stopped_state_noop), PK_TEST_ENTRY(large_grid_stride),
              PK_TEST_ENTRY(partials_needed_bounds), PK_TEST_ENTRY(scalar_steps), PK_TEST_ENTRY(folded_steps),
-             PK_TEST_ENTRY(unknown_type_refused))
+             PK_TEST_ENTRY(unknown_type_refused), PK_TEST_ENTRY(error_report))

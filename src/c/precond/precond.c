@@ -851,7 +851,7 @@ int pk_pc_refactor(struct pkrylov_precond_s *M, const char *func) {
   M->ipiv = T.ipiv;
   M->symmetric = T.symmetric;
 #ifdef PKRYLOV_HAVE_CUDA
-  if (M->dev) return pk_cuda_precond_refresh(M); /* into the device arrays the solvers' graphs hold */
+  if (M->dev) return pk_cuda_precond_refresh(M, func); /* into the device arrays the solvers' graphs hold */
 #endif
   return PKRYLOV_SUCCESS;
 }
