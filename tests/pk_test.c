@@ -10,6 +10,42 @@
 #include <sys/wait.h>
 
 int pk_test_failures = 0;
+int pk_test_backend = PKRYLOV_BACKEND_CPU;
+
+int pk_test_context_create(pkrylov_context *ctx) { return pkrylov_context_create(pk_test_backend, ctx); }
+
+/**
+ * Set pk_test_backend from the backend argument ("cpu", "cuda"). Returns PK_PASS when the backend can run
+ * here, PK_SKIP (with the reason) when the build or the machine lacks it, PK_FAIL for an unknown name or a
+ * context that fails otherwise.
+ */
+static int select_backend(const char *name) {
+  if (strcmp(name, "cpu") == 0) {
+    pk_test_backend = PKRYLOV_BACKEND_CPU;
+    return PK_PASS;
+  }
+  if (strcmp(name, "cuda") != 0) {
+    fprintf(stderr, "unknown backend '%s' (cpu, cuda)\n", name);
+    return PK_FAIL;
+  }
+  pk_test_backend = PKRYLOV_BACKEND_CUDA;
+  if (!pkrylov_has_cuda()) {
+    printf("SKIP: this build has no CUDA backend\n");
+    return PK_SKIP;
+  }
+  pkrylov_context ctx = NULL;
+  const int rc = pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx);
+  if (rc == PKRYLOV_ERR_BACKEND_UNAVAILABLE) { /* no device visible */
+    printf("SKIP: %s\n", pkrylov_last_error_message());
+    return PK_SKIP;
+  }
+  if (rc) {
+    fprintf(stderr, "CUDA context: %d (%s): %s\n", rc, pkrylov_error_string(rc), pkrylov_last_error_message());
+    return PK_FAIL;
+  }
+  pkrylov_context_destroy(&ctx);
+  return PK_PASS;
+}
 
 int pk_test_main(int argc, char **argv, const pk_test_entry *entries, int count) {
   int status = PK_PASS, ran = 0;
@@ -17,14 +53,20 @@ int pk_test_main(int argc, char **argv, const pk_test_entry *entries, int count)
     for (int i = 0; i < count; i++) printf("%s\n", entries[i].name);
     return PK_PASS;
   }
+  /* tNNN-object [case|all [backend]] */
+  const char *only = argc > 1 && strcmp(argv[1], "all") != 0 ? argv[1] : NULL;
+  if (argc > 2) {
+    const int rc = select_backend(argv[2]);
+    if (rc != PK_PASS) return rc;
+  }
   for (int i = 0; i < count; i++) {
-    if (argc > 1 && strcmp(argv[1], entries[i].name) != 0) continue;
+    if (only && strcmp(only, entries[i].name) != 0) continue;
     pk_test_failures = 0;
     int rc = entries[i].fn();
     ran++;
     if (rc == PK_SKIP) {
       printf("SKIP %s\n", entries[i].name);
-      if (argc > 1) return PK_SKIP;
+      if (only) return PK_SKIP;
     } else if (rc != PK_PASS || pk_test_failures) {
       printf("FAIL %s\n", entries[i].name);
       status = PK_FAIL;
@@ -33,7 +75,7 @@ int pk_test_main(int argc, char **argv, const pk_test_entry *entries, int count)
     }
   }
   if (!ran) {
-    fprintf(stderr, "no test case named '%s'\n", argc > 1 ? argv[1] : "");
+    fprintf(stderr, "no test case named '%s'\n", only ? only : "");
     return PK_FAIL;
   }
   return status;

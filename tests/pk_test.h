@@ -20,6 +20,31 @@
 
 #define PK_TEST_CASE(name) static int test_##name(void)
 
+/**
+ * Backends. A test whose source has a line "PK_TEST_BACKENDS: cpu cuda" (in a comment) runs its cases on
+ * every backend the build has: tests/CMakeLists.txt registers each case as "tNNN-object:case" (CPU) and, in
+ * CUDA builds, as "tNNN-object:case:cuda" (label cuda), which runs `tNNN-object case cuda`. Such a test
+ * creates its contexts with pk_test_context_create() (the backend of the command line, pk_test_backend).
+ * The CUDA variant exits 77 (skipped) where no device is visible or the build has no CUDA (the harness
+ * checks before the case runs). A case that makes sense on the CPU only is declared PK_TEST_CASE_CPU(name),
+ * with the reason in a comment: it is registered for the CPU alone (and skips when run on another backend).
+ */
+#define PK_TEST_CASE_CPU(name)                                                                      \
+  static int test_##name##_cpu_only(void);                                                         \
+  static int test_##name(void) {                                                                   \
+    return pk_test_backend == PKRYLOV_BACKEND_CPU ? test_##name##_cpu_only() : PK_SKIP;            \
+  }                                                                                                \
+  static int test_##name##_cpu_only(void)
+
+/** The backend of this run (::PKRYLOV_BACKEND_CPU unless the command line names another). */
+extern int pk_test_backend;
+
+/** Create a context on pk_test_backend (pkrylov_context_create's status). */
+int pk_test_context_create(pkrylov_context *ctx);
+
+/** 1 when this run's backend is CUDA. */
+static inline int pk_test_on_cuda(void) { return pk_test_backend == PKRYLOV_BACKEND_CUDA; }
+
 typedef struct {
   const char *name;
   int (*fn)(void);

@@ -3,6 +3,9 @@
  * @brief Solvers: CG and pipelined CG against dense LAPACK solves, against each other, on every SPD matrix
  *        of shared/matrices, on the three operator forms of the thin-shell problem; breakdowns, outcomes
  *        and bad input.
+ *
+ * PK_TEST_BACKENDS: cpu cuda (pk_test.h: each case also runs on a CUDA context as "t300-solver:case:cuda",
+ * host arrays; the references are computed on the host either way).
  */
 #include <string.h>
 
@@ -75,7 +78,7 @@ static double *rand_vec(int64_t n, uint64_t seed) {
 static int dense_case(int type, int pctype) {
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int n = 157;
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, n, 42, 1.0, &A));
   double *b = rand_vec(n, 7), *x = vec(n), *xref = vec(n);
@@ -105,7 +108,7 @@ static int thinshell_dense_case(int type, int geometry) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_thinshell_params p;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(7, 6, 9, &p));
   p.geometry = geometry;
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
@@ -141,7 +144,7 @@ PK_TEST_CASE(cg_vs_pipecg_thinshell) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_thinshell_params p;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(24, 20, 16, &p));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
   const int64_t n = 24 * 20 * 16;
@@ -193,7 +196,7 @@ PK_TEST_CASE(pipecg_replacement_attains_cg_accuracy) {
   pkrylov_solver s;
   const int m = 60;
   const int64_t n = m * m;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, make_lap2d(ctx, m, &A));
   double *b = rand_vec(n, 5), *x = vec(n), *xcg = vec(n);
   pkrylov_result res, rcg;
@@ -226,7 +229,7 @@ PK_TEST_CASE(three_forms_same_solve) {
   pkrylov_thinshell_params p;
   const int nx = 9, ny = 8, nz = 10;
   const int64_t n = nx * ny * nz;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(nx, ny, nz, &p));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &T));
   double *aw = vec(n), *as = vec(n), *av = vec(n), *ac = vec(n);
@@ -269,7 +272,7 @@ PK_TEST_CASE(column_kfast_equals_kslow) {
   pkrylov_thinshell_params p;
   const int nx = 6, ny = 7, nz = 11;
   const int64_t n = nx * ny * nz, ncols = nx * ny;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(nx, ny, nz, &p));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &T));
   int64_t nnz;
@@ -313,7 +316,7 @@ PK_TEST_CASE(column_beats_jacobi_thinshell) {
   pkrylov_thinshell_params p;
   const int nx = 32, ny = 32, nz = 32;
   const int64_t n = (int64_t)nx * ny * nz;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(nx, ny, nz, &p));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
   double *b = rand_vec(n, 17), *x = vec(n);
@@ -338,7 +341,7 @@ static int shared_case(const char *name, int type) {
   if (!path) return PK_SKIP;
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, path, &A));
   int64_t n;
   PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
@@ -398,7 +401,7 @@ static int breakdown_case(int type, int n, const double *D, const double *b, int
                           int expect_iter) {
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, csr_from_dense(ctx, n, D, &A));
   double *x = vec(n);
   pkrylov_result res;
@@ -448,7 +451,7 @@ PK_TEST_CASE(pipecg_indefinite_sign_change) {
 PK_TEST_CASE(negative_definite_solves) {
   pkrylov_context ctx;
   pkrylov_operator A, N;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int n = 120;
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, n, 77, 1.0, &A));
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, n, 77, -1.0, &N));
@@ -480,7 +483,7 @@ PK_TEST_CASE(negative_definite_solves) {
  */
 PK_TEST_CASE(singular_consistent_neumann) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int nx = 12, ny = 10, nz = 8;
   const int64_t n = nx * ny * nz;
   for (int sign = 1; sign >= -1; sign -= 2) {
@@ -528,7 +531,7 @@ PK_TEST_CASE(exact_guess_and_zero_rhs) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_solver s;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int n = 64;
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, n, 5, 1.0, &A));
   double *xe = rand_vec(n, 2), *b = vec(n), *x = vec(n), *zero = vec(n);
@@ -578,7 +581,7 @@ PK_TEST_CASE(maxit_history_monitor) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_solver s;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int n = 300;
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, n, 8, 1.0, &A));
   double *b = rand_vec(n, 4), *x = vec(n);
@@ -624,7 +627,7 @@ PK_TEST_CASE(maxit_history_monitor) {
 PK_TEST_CASE(unattainable_tolerance_stagnation) {
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int n = 200;
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, n, 12, 1.0, &A));
   double *b = rand_vec(n, 6), *x = vec(n);
@@ -650,7 +653,7 @@ PK_TEST_CASE(stagnation_window) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_solver s;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, path, &A));
   const int n = 1138, window = 3;
   double *b = rand_vec(n, 6), *x = vec(n), *h = vec(20001);
@@ -686,7 +689,7 @@ PK_TEST_CASE(true_residual_interval) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_solver s;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int n = 400;
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, n, 21, 1.0, &A));
   double *b = rand_vec(n, 8), *x = vec(n);
@@ -715,7 +718,7 @@ PK_TEST_CASE(reuse_many_rhs) {
   pkrylov_precond M;
   pkrylov_solver s;
   pkrylov_thinshell_params p;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(12, 10, 8, &p));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
   PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
@@ -742,12 +745,13 @@ PK_TEST_CASE(reuse_many_rhs) {
 }
 
 /** Results are bitwise identical for 1 and 2 threads (fixed-order reductions). n = 19200 lies above the
- *  library's one-thread threshold (PK_PAR_MIN_ROWS = 8192), so the loops do run on two threads. */
-PK_TEST_CASE(deterministic_across_threads) {
+ *  library's one-thread threshold (PK_PAR_MIN_ROWS = 8192), so the loops do run on two threads.
+ *  CPU only: the thread count is the CPU backend's (a CUDA solve's repeatability: reuse_many_rhs). */
+PK_TEST_CASE_CPU(deterministic_across_threads) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_thinshell_params p;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(40, 30, 16, &p));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
   const int64_t n = 40 * 30 * 16;
@@ -776,7 +780,7 @@ PK_TEST_CASE(masked_stencil_dry_cells) {
   pkrylov_thinshell_params p;
   const int nx = 8, ny = 7, nz = 6;
   const int64_t n = nx * ny * nz;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(nx, ny, nz, &p));
   double *aw = vec(n), *as = vec(n), *av = vec(n), *ac = vec(n);
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_stencil_coefficients(&p, aw, as, av, ac));
@@ -820,8 +824,8 @@ PK_TEST_CASE(bad_solver_create) {
   pkrylov_precond MB;
   pkrylov_solver s = NULL;
   const char *msg;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &other));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&other));
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, 20, 1, 1.0, &A));
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, 21, 1, 1.0, &B));
   PK_REQUIRE_OK(other, make_spd_csr(other, 20, 1, 1.0, &O));
@@ -852,7 +856,7 @@ PK_TEST_CASE(bad_solver_options) {
   pkrylov_operator A;
   pkrylov_solver s;
   const char *msg;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, 20, 1, 1.0, &A));
   PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_CG, A, NULL, &s));
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_tolerances(s, -1e-8, 0), PKRYLOV_ERR_INVALID_VALUE);
@@ -876,8 +880,12 @@ PK_TEST_CASE(bad_solver_options) {
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_stagnation_window(s, -1), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_history(s, 7), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT_CODE(NULL, pkrylov_solver_set_tolerances(NULL, 1e-8, 0), PKRYLOV_ERR_NULL_POINTER);
-  PK_EXPECT_CODE(ctx, pkrylov_solver_set_precision(s, PKRYLOV_PRECISION_MIXED), PKRYLOV_ERR_UNSUPPORTED);
-  PK_EXPECT(pk_test_msg_has(ctx, "'precision'"), "message names precision");
+  if (pk_test_on_cuda()) { /* mixed precision is the CUDA backend's */
+    PK_EXPECT_CODE(ctx, pkrylov_solver_set_precision(s, PKRYLOV_PRECISION_MIXED), PKRYLOV_SUCCESS);
+  } else {
+    PK_EXPECT_CODE(ctx, pkrylov_solver_set_precision(s, PKRYLOV_PRECISION_MIXED), PKRYLOV_ERR_UNSUPPORTED);
+    PK_EXPECT(pk_test_msg_has(ctx, "'precision'"), "message names precision");
+  }
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_precision(s, 999), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_precision(s, PKRYLOV_PRECISION_FP64), PKRYLOV_SUCCESS);
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_sync_interval(s, 0), PKRYLOV_ERR_INVALID_VALUE);
@@ -900,7 +908,7 @@ PK_TEST_CASE(bad_solve_arguments) {
   pkrylov_solver s;
   const char *msg;
   const int n = 30;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, n, 1, 1.0, &A));
   PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_PIPECG, A, NULL, &s));
   double *b = rand_vec(n, 3), *x = rand_vec(n, 4), *x0 = vec(n);
@@ -942,7 +950,7 @@ PK_TEST_CASE(bad_destroy_order) {
   pkrylov_operator A;
   pkrylov_precond M;
   pkrylov_solver s;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, make_spd_csr(ctx, 20, 1, 1.0, &A));
   PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, 0, &M));
   PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_CG, A, M, &s));

@@ -1,6 +1,6 @@
 /**
  * @file t303-pipecg-replace.c
- * @brief Pipelined CG's automatic residual replacement (PKRYLOV_REPLACE_AUTO, the default), CPU backend:
+ * @brief Pipelined CG's automatic residual replacement (PKRYLOV_REPLACE_AUTO, the default), on each backend:
  *        at most 1.02 times the iterations of a hand-written PCG (pk_rr_test.h) on the thin shell at rtol
  *        1e-10 and on the 3-D basin of legacy_examples/mitgcm_style at 1e-13 (relative; and absolute 1e-13
  *        over three of the model's time steps, each from the last solution), with the true residual
@@ -10,6 +10,10 @@
  *        replacement costs five); the rule with a user operator (no entries: the Rayleigh estimate of
  *        ||A||); the default is the rule; reproducible mode bitwise the same on 1 and 2 threads; pipelined
  *        BiCGStab with the rule replaces every 50 iterations, bitwise as with 50; bad input.
+ *
+ * PK_TEST_BACKENDS: cpu cuda (pk_test.h). The reference PCG runs on the host with the library's products
+ * (pkrylov_operator_apply and pkrylov_precond_apply on host arrays, also on a CUDA context). The thread case
+ * is CPU only.
  */
 #include <string.h>
 
@@ -41,7 +45,7 @@ static int check_auto(pkrylov_context ctx, const pk_rr_problem *P, const double 
 PK_TEST_CASE(thinshell_rtol_1e10) {
   pkrylov_context ctx;
   pk_rr_problem P;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pk_rr_thinshell(ctx, 64, 64, 32, &P));
   check_auto(ctx, &P, NULL, "thin shell 64 x 64 x 32");
   pk_rr_free(&P);
@@ -55,7 +59,7 @@ PK_TEST_CASE(thinshell_rtol_1e10) {
 PK_TEST_CASE(basin_rtol_1e13) {
   pkrylov_context ctx;
   pk_rr_problem P;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pk_rr_basin(ctx, 64, 48, 15, &P));
   check_auto(ctx, &P, NULL, "basin 64 x 48 x 15");
   /* the problem needs the replacements: without, pipelined CG takes more than 1.1 times the reference */
@@ -82,7 +86,7 @@ PK_TEST_CASE(basin_rtol_1e13) {
 PK_TEST_CASE(basin_model_steps) {
   pkrylov_context ctx;
   pk_rr_problem P;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pk_rr_basin(ctx, 32, 24, 15, &P));
   P.rtol = 0.0, P.atol = 1e-13;
   double *phi = calloc((size_t)P.n, sizeof(double)), *x0 = malloc(sizeof(double) * (size_t)P.n);
@@ -112,16 +116,18 @@ typedef struct {
   long applies;
 } counting;
 
+/* the library passes host arrays to user routines on the CPU, device arrays on a CUDA context */
 static int count_apply(void *user, int64_t n, const double *x, double *y) {
   (void)n;
   counting *c = (counting *)user;
   c->applies++;
-  return pkrylov_operator_apply(c->A, PKRYLOV_MEM_HOST, x, y);
+  return pkrylov_operator_apply(c->A, pk_test_on_cuda() ? PKRYLOV_MEM_DEVICE : PKRYLOV_MEM_HOST, x, y);
 }
 
 static int count_precond(void *user, int64_t n, const double *r, double *z) {
   (void)n;
-  return pkrylov_precond_apply(((counting *)user)->M, PKRYLOV_MEM_HOST, r, z);
+  return pkrylov_precond_apply(((counting *)user)->M, pk_test_on_cuda() ? PKRYLOV_MEM_DEVICE : PKRYLOV_MEM_HOST,
+                               r, z);
 }
 
 /**
@@ -136,7 +142,7 @@ PK_TEST_CASE(user_operator_count) {
   pkrylov_context ctx;
   pk_rr_problem P, U;
   counting c = {0};
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pk_rr_basin(ctx, 64, 48, 15, &P));
   c.A = P.A, c.M = P.M;
   U = P;
@@ -173,7 +179,7 @@ PK_TEST_CASE(default_is_auto) {
   pk_rr_problem P;
   pkrylov_solver s;
   pkrylov_result r1, r2;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pk_rr_basin(ctx, 32, 24, 15, &P));
   double *x1 = malloc(sizeof(double) * (size_t)P.n), *x2 = calloc((size_t)P.n, sizeof(double));
   PK_REQUIRE(x1 && x2, "out of memory");
@@ -195,15 +201,16 @@ PK_TEST_CASE(default_is_auto) {
   PK_TEST_END();
 }
 
-/** Reproducible mode: the rule's norms are exact sums too, so 1 and 2 threads give the same x bit for bit. */
-PK_TEST_CASE(reproducible_threads) {
+/** Reproducible mode: the rule's norms are exact sums too, so 1 and 2 threads give the same x bit for bit.
+ *  CPU only: threads are the CPU backend's (CUDA against the CPU in reproducible mode: t713, t725). */
+PK_TEST_CASE_CPU(reproducible_threads) {
   double *x[2] = {NULL, NULL};
   pkrylov_result res[2];
   int64_t n = 0;
   for (int t = 0; t < 2; t++) {
     pkrylov_context ctx;
     pk_rr_problem P;
-    PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+    PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
     PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
     PK_REQUIRE_OK(ctx, pkrylov_context_set_num_threads(ctx, t + 1));
     PK_REQUIRE_OK(ctx, pk_rr_basin(ctx, 64, 48, 15, &P));
@@ -231,7 +238,7 @@ PK_TEST_CASE(reproducible_threads) {
 PK_TEST_CASE(pipebicgstab_fixed) {
   pkrylov_context ctx;
   pk_rr_problem P;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pk_rr_thinshell(ctx, 24, 20, 16, &P));
   double *x1 = malloc(sizeof(double) * (size_t)P.n), *x2 = malloc(sizeof(double) * (size_t)P.n);
   PK_REQUIRE(x1 && x2, "out of memory");
@@ -264,7 +271,7 @@ PK_TEST_CASE(bad_input) {
   pkrylov_context ctx;
   pk_rr_problem P;
   pkrylov_solver s;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pk_rr_thinshell(ctx, 4, 4, 4, &P));
   PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_PIPECG, P.A, P.M, &s));
   PK_EXPECT_CODE(ctx, pkrylov_solver_set_residual_replacement(s, -2), PKRYLOV_ERR_INVALID_VALUE);

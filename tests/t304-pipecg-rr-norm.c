@@ -8,6 +8,8 @@
  *        value must follow the update; the two coefficient sets have different ||A||, so the test can
  *        fail), a failed update keeping the value, and ||A|| = 2 max |a_ii| over the wet cells computed
  *        here from the global arrays.
+ *
+ * CPU only (no PK_TEST_BACKENDS line): white box of the host-side ||A|| the solvers of both backends share.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -7,6 +7,9 @@
  *        one after another; and an object used by two threads at once: the second caller gets
  *        PKRYLOV_ERR_BUSY naming the argument while the first solve, held in a user callback on a barrier,
  *        goes on to the right answer.
+ *
+ * CPU backend (no PK_TEST_BACKENDS line): the thread counts are the CPU backend's; a CUDA context serves one
+ * solve at a time, which cuda_context_one_solve_at_a_time checks.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>

@@ -7,6 +7,8 @@
  *        solve on the default count twice as slow as the last one probes at once (one thread's slowing down
  *        does not); no choice with a count the caller set, a default of one thread or a vector below
  *        PK_PAR_MIN_ROWS; the override is the calling thread's and is undone after each solve.
+ *
+ * CPU backend only (no PK_TEST_BACKENDS line): the thread choice is the CPU backend's.
  */
 #include <string.h>
 

@@ -5,6 +5,9 @@
  *        operator; solutions against dense LAPACK solves, iteration counts against the library's CG,
  *        dpar(3..8) against norms and coefficients recomputed here, the request sequence, the user
  *        stopping test, resuming, re-entrancy (interleaved solves) and the MKL error codes.
+ *
+ * CPU only (no PK_TEST_BACKENDS line): the MKL-compatible interface has no context and runs on the host
+ * whatever the build has; the contexts here only build the test matrices and the reference CG solves.
  */
 #include <pthread.h>
 #include <string.h>

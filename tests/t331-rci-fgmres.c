@@ -6,6 +6,9 @@
  *        dense LAPACK dgesv and recomputed residuals, restart lengths 1, 5 and n, with and without request 3,
  *        the user test (request 2), the zero-norm check (request 4), every ipar(13) mode, every documented
  * dpar entry recomputed here, the tmp layout, resuming, re-entrancy and the MKL error codes.
+ *
+ * CPU only (no PK_TEST_BACKENDS line): the MKL-compatible interface has no context and runs on the host
+ * whatever the build has.
  */
 #include <string.h>
 #include <unistd.h>

@@ -4,6 +4,10 @@
  *        preconditioner written here, the "global sum" done by the test (identity on one process); solutions
  *        against a dense LAPACK solve, iteration counts against pkrylov_solver_* on the same matrix, the
  *        request order of pipelined CG, bad input and a breakdown.
+ *
+ * PK_TEST_BACKENDS: cpu cuda (pk_test.h). With host vectors a CUDA context runs the same host loop (device
+ * vectors: t711); the library solves compared with run on the context's backend. On a CUDA context
+ * bad_input also checks that the types other than CG and pipelined CG are refused (PKRYLOV_ERR_UNSUPPORTED).
  */
 #include <string.h>
 
@@ -156,7 +160,7 @@ static int library_solve(pkrylov_context ctx, pkrylov_operator Aop, int32_t type
 static int run_case(int32_t type, int precond, int by_caller, double sign, int nonzero_guess, trace *tr) {
   const int before = pk_test_failures;
   pkrylov_context ctx;
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx)) return 1;
+  if (pk_test_context_create(&ctx)) return 1;
   csr A = make_matrix(16, sign);
   pkrylov_operator Aop;
   if (pkrylov_operator_create_csr(ctx, A.n, 0, A.rowptr, A.colind, A.val, &Aop)) return 1;
@@ -305,7 +309,7 @@ PK_TEST_CASE(pipecg_none_request_order) {
 
 PK_TEST_CASE(max_iterations) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   csr A = make_matrix(16, 1.0);
   double *b = malloc(sizeof(double) * A.n), *x = malloc(sizeof(double) * A.n), *t = malloc(sizeof(double) * A.n);
   for (int i = 0; i < A.n; i++) b[i] = 1.0;
@@ -339,7 +343,7 @@ PK_TEST_CASE(breakdown_indefinite) {
   csr A = {2, rp, ci, va};
   double b[2] = {1.0, 1.0}, x[2];
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   pkrylov_operator Aop;
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_csr(ctx, 2, 0, rp, ci, va, &Aop));
   for (int32_t type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++)
@@ -364,7 +368,7 @@ PK_TEST_CASE(breakdown_indefinite) {
 
 PK_TEST_CASE(bad_input) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   pkrylov_rci r = NULL;
   double b[4] = {1, 2, 3, 4}, x[4] = {0, 0, 0, 0};
   int32_t req;
@@ -382,6 +386,13 @@ PK_TEST_CASE(bad_input) {
   PK_EXPECT(pk_test_msg_has(ctx, "'preconditioned'"), "message");
   PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_CG, 4, 0, -1, &r), PKRYLOV_ERR_INVALID_VALUE);
   PK_EXPECT(pk_test_msg_has(ctx, "'reduce_by_caller'"), "message");
+  if (pk_test_on_cuda()) { /* CUDA: CG and pipelined CG only (the other types on the CPU: t341) */
+    static const int32_t others[3] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_GMRES, PKRYLOV_SOLVER_SRCG};
+    for (int k = 0; k < 3; k++) {
+      PK_EXPECT_CODE(ctx, pkrylov_rci_create(ctx, others[k], 4, 0, 0, &r), PKRYLOV_ERR_UNSUPPORTED);
+      PK_EXPECT(pk_test_msg_has(ctx, "CG and pipelined CG only"), "message");
+    }
+  }
   PK_EXPECT(r == NULL, "handle set on error");
 
   PK_REQUIRE_OK(ctx, pkrylov_rci_create(ctx, PKRYLOV_SOLVER_PIPECG, 4, 1, 1, &r));

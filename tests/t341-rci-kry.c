@@ -13,6 +13,9 @@
  * order than the library's single-process sums, so x agrees with the library's only to rounding (checked
  * against a dense LAPACK solve and the recomputed residual) and the iteration counts within 2.
  *
+ * CPU only: reverse communication on a CUDA context serves CG and pipelined CG (pkrylov_rci_create refuses
+ * the other types with PKRYLOV_ERR_UNSUPPORTED there; t340's bad_input checks that on its CUDA variant).
+ *
  * Also: the request protocol (every REDUCE_START followed by its REDUCE_WAIT with the same array and
  * count, the partials poisoned with NaN between them to prove the driver does not read them, the
  * pipelined methods' START, PRECOND, MATVEC, WAIT overlap), abandoning a solve mid-way (its x untouched,

@@ -7,6 +7,8 @@
  * White-box: links the internal static library. Reductions of the engine are chunk-ordered (PK_ROW_CHUNK
  * rows per partial), so the references here sum the same way and the results must agree bitwise; the
  * double-double products are checked against long double and an exactly known sum.
+ *
+ * CPU only (no PK_TEST_BACKENDS line): the CPU engine's table; the CUDA engine's ops: t720.
  */
 #include <string.h>
 

@@ -1,10 +1,13 @@
 /**
  * @file t351-bicgstab.c
- * @brief BiCGStab and pipelined BiCGStab (CPU): nonsymmetric shared matrices against a dense LAPACK
+ * @brief BiCGStab and pipelined BiCGStab: nonsymmetric shared matrices against a dense LAPACK
  *        solution and the recomputed residual, the convection-diffusion operator with every
  *        preconditioner (the column preconditioner on its nonsymmetric path), SPD problems against CG,
  *        each breakdown reason constructed, user callbacks, history/monitor/maxit, thread-count
  *        independence.
+ *
+ * PK_TEST_BACKENDS: cpu cuda (pk_test.h): host arrays on a CUDA context, references on the host. CPU only:
+ * the user callbacks (host routines; a CUDA context passes device arrays: t720) and the thread count.
  */
 #include <string.h>
 
@@ -37,7 +40,7 @@ static int check_matrix(const char *file, int32_t pctype, double rtol, double xt
   const char *path = pk_test_matrix_path(file);
   if (!path) return PK_SKIP;
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   pkrylov_operator A;
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, path, &A));
   int64_t n;
@@ -77,7 +80,7 @@ PK_TEST_CASE(orsirr_2_jacobi_dense) { return check_matrix("orsirr_2.mtx", PKRYLO
 /** Convection-diffusion 12 x 10 x 16 with vertical wind and anisotropy 50: none, Jacobi, column. */
 PK_TEST_CASE(convdiff_preconditioners) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int nx = 12, ny = 10, nz = 16, n = nx * ny * nz;
   const double wind[3] = {3.0, -2.0, 20.0};
   pkrylov_operator A;
@@ -114,7 +117,7 @@ PK_TEST_CASE(convdiff_preconditioners) {
 /** The column preconditioner on the nonsymmetric columns of convdiff equals a per-column dgtsv solve. */
 PK_TEST_CASE(convdiff_column_nonsymmetric_path) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int nx = 5, ny = 4, nz = 9, n = nx * ny * nz, nc = nx * ny;
   const double wind[3] = {1.0, 0.5, -30.0}, aniso = 10.0;
   pkrylov_operator A;
@@ -149,7 +152,7 @@ PK_TEST_CASE(convdiff_column_nonsymmetric_path) {
 
 PK_TEST_CASE(convdiff_bad_input) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   pkrylov_operator A = NULL;
   const double w[3] = {1, 2, 3}, wnan[3] = {1, NAN, 3};
   PK_EXPECT_CODE(ctx, pkrylov_operator_create_convdiff(ctx, 0, 2, 2, w, 1.0, &A), PKRYLOV_ERR_INVALID_SIZE);
@@ -190,7 +193,7 @@ PK_TEST_CASE(spd_against_cg) {
   const char *path = pk_test_matrix_path("gr_900_900_crg.mtx");
   if (!path) return PK_SKIP;
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   pkrylov_operator A[2];
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, path, &A[0]));
   pkrylov_thinshell_params tp;
@@ -240,7 +243,7 @@ static int dense_csr(pkrylov_context ctx, int n, const double *D, pkrylov_operat
  *  iteration 1, x is the initial guess. */
 PK_TEST_CASE(breakdown_shadow_skew) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const double D[16] = {0, 1, 0, 0, -1, 0, 0, 0, 0, 0, 0, 2, 0, 0, -2, 0};
   pkrylov_operator A;
   PK_REQUIRE_OK(ctx, dense_csr(ctx, 4, D, &A));
@@ -271,7 +274,7 @@ PK_TEST_CASE(breakdown_shadow_skew) {
  *  exactly: omega = 0 at iteration 1 (||s|| is far from converged): x stays 0. */
 PK_TEST_CASE(breakdown_omega) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const double D[4] = {0, -2, 1, -2};
   pkrylov_operator A;
   PK_REQUIRE_OK(ctx, dense_csr(ctx, 2, D, &A));
@@ -296,7 +299,7 @@ PK_TEST_CASE(breakdown_omega) {
  *  iterations 1, x = x1 (computed here by the textbook formulas). */
 PK_TEST_CASE(breakdown_rho) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const double D[9] = {0, -1, -1, -2, 1, 1, -2, -2, 3};
   pkrylov_operator A;
   PK_REQUIRE_OK(ctx, dense_csr(ctx, 3, D, &A));
@@ -365,9 +368,10 @@ static int user_prec(void *data, int64_t n, const double *r, double *z) {
   return pkrylov_precond_apply(((user_pc *)data)->M, PKRYLOV_MEM_HOST, r, z);
 }
 
-PK_TEST_CASE(user_callbacks) {
+/* CPU only: user_apply is a host loop (pk_test_csr_matvec); a CUDA context would pass it device arrays */
+PK_TEST_CASE_CPU(user_callbacks) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int nx = 8, ny = 7, nz = 10, n = nx * ny * nz;
   const double wind[3] = {2, 1, 5};
   pkrylov_operator A, U;
@@ -435,7 +439,7 @@ static int stop_at_3(void *u, int32_t it, double r) {
 
 PK_TEST_CASE(history_monitor_maxit_options) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int nx = 10, ny = 9, nz = 8, n = nx * ny * nz;
   const double wind[3] = {4, -3, 2};
   pkrylov_operator A;
@@ -460,7 +464,10 @@ PK_TEST_CASE(history_monitor_maxit_options) {
     PK_EXPECT(hist[len - 1] <= 1e-8 * res.rhs_norm, "%s: last history entry %g", mname(methods[m]), hist[len - 1]);
     PK_EXPECT(fabs(hist[len - 1] - res.final_residual) <= 1e-3 * res.rhs_norm * 1e-8 + 0.5 * res.final_residual,
               "%s: last history %g vs true %g", mname(methods[m]), hist[len - 1], res.final_residual);
-    /* monitor stop at iteration 3 */
+    /* monitor stop at iteration 3. A CUDA context runs blocks of sync_interval iterations (32) and applies a
+       monitor stop found inside a block at its end (pk_kry.h, pk_kry_poll): blocks of one iteration here, so
+       that the stop is at once as on the CPU */
+    if (pk_test_on_cuda()) PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, 1));
     int calls = 0;
     pkrylov_solver_set_monitor(s, stop_at_3, &calls);
     PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
@@ -508,7 +515,8 @@ PK_TEST_CASE(history_monitor_maxit_options) {
   PK_TEST_END();
 }
 
-PK_TEST_CASE(thread_count_independence) {
+/* CPU only: the thread count is the CPU backend's */
+PK_TEST_CASE_CPU(thread_count_independence) {
   const int nx = 40, ny = 30, nz = 12, n = nx * ny * nz; /* 14400: four row chunks */
   const double wind[3] = {2, 3, -6};
   double *b = malloc(sizeof(double) * n), *x[2];
@@ -518,7 +526,7 @@ PK_TEST_CASE(thread_count_independence) {
     int its[2];
     for (int t = 0; t < 2; t++) {
       pkrylov_context ctx;
-      PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+      PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
       pkrylov_context_set_num_threads(ctx, t + 1);
       pkrylov_operator A;
       pkrylov_precond M;

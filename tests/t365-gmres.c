@@ -5,6 +5,10 @@
  *        matrices of shared/matrices, a convection-diffusion operator and the SPD model problem (against
  *        CG); restart lengths, variable preconditioners (FGMRES), the m >= n property, breakdowns and edge
  *        cases.
+ *
+ * PK_TEST_BACKENDS: cpu cuda (pk_test.h): host arrays on a CUDA context, references on the host. CPU only:
+ * the cases with a host routine as user operator or preconditioner (a CUDA context passes device arrays to
+ * it; the CUDA engine's callbacks: t720, t721).
  */
 #include <string.h>
 
@@ -114,7 +118,7 @@ static int matrix_case(const char *name, int pctype, int restart, const int *ste
   if (!path) return PK_SKIP;
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, path, &A));
   int64_t n;
   PK_REQUIRE_OK(ctx, pkrylov_operator_get_info(A, &n, NULL, NULL, NULL, NULL, NULL));
@@ -152,7 +156,7 @@ PK_TEST_CASE(orsirr_2_jacobi) {
 static int convdiff_case(int pctype, double wz) {
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const double wind[3] = {1.5, -0.7, wz};
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 10, 9, 8, wind, 20.0, &A));
   const int64_t n = 10 * 9 * 8;
@@ -180,7 +184,7 @@ PK_TEST_CASE(thinshell_against_cg) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_thinshell_params p;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(12, 10, 16, &p));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
   const int64_t n = 12 * 10 * 16;
@@ -217,7 +221,7 @@ PK_TEST_CASE(full_space_n_iterations) {
   if (!path) return PK_SKIP;
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_from_mtx(ctx, path, &A));
   const int64_t n = 36;
   uint64_t seed = 3;
@@ -279,10 +283,11 @@ static int var_pc_apply(void *user, int64_t n, const double *r, double *z) {
   return 0;
 }
 
-PK_TEST_CASE(fgmres_variable_preconditioner) {
+/* CPU only: var_pc_apply is a host loop */
+PK_TEST_CASE_CPU(fgmres_variable_preconditioner) {
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const double wind[3] = {3.0, 2.0, 0.5};
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 12, 10, 6, wind, 4.0, &A));
   int64_t n, nnz;
@@ -340,7 +345,7 @@ static int make_diag(pkrylov_context ctx, int n, const double *d, pkrylov_operat
 PK_TEST_CASE(zero_rhs_and_exact_guess) {
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const double wind[3] = {1.0, 0.5, 0.2};
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 6, 5, 4, wind, 2.0, &A));
   const int64_t n = 120;
@@ -379,7 +384,7 @@ PK_TEST_CASE(lucky_breakdown) {
   /* A diagonal with ne distinct eigenvalues: the Krylov space of any b has dimension ne, GMRES is exact after
      ne iterations (h_{ne+1,ne} = 0) */
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const int n = 50;
   double d[50], *b = vec(n), *x = vec(n), xref[50];
   for (int ne = 1; ne <= 3; ne += 2) {
@@ -428,7 +433,7 @@ PK_TEST_CASE(lucky_breakdown) {
  */
 PK_TEST_CASE(singular_inconsistent_never_worse) {
   pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   enum { N = 50 };
   int rp[N + 1], ci[3 * N], k = 0;
   double v[3 * N], b[N], x[N], x0[N], sum = 0.0;
@@ -481,7 +486,7 @@ static int monitor(void *user, int32_t it, double res) {
 PK_TEST_CASE(monitor_history) {
   pkrylov_context ctx;
   pkrylov_operator A;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const double wind[3] = {2.0, 1.0, 0.5};
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 8, 7, 6, wind, 3.0, &A));
   const int64_t n = 8 * 7 * 6;
@@ -494,6 +499,9 @@ PK_TEST_CASE(monitor_history) {
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_restart(s, 4));
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_step(s, t == 3 ? 2 : 0));
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_monitor(s, monitor, &md));
+    /* a CUDA context polls every sync_interval iterations (32; a monitor stop applies at the poll,
+       pk_kry.h): every iteration here, as on the CPU */
+    if (pk_test_on_cuda()) PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, 1));
     memset(x, 0, sizeof(double) * (size_t)n);
     PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
     pkrylov_result res;
@@ -543,10 +551,11 @@ static int bad_op_apply(void *user, int64_t n, const double *x, double *y) {
   return 0;
 }
 
-PK_TEST_CASE(nan_and_callback_failure) {
+/* CPU only: bad_op_apply writes a NaN into y on the host */
+PK_TEST_CASE_CPU(nan_and_callback_failure) {
   pkrylov_context ctx;
   pkrylov_operator A, U;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const double wind[3] = {2.0, 1.0, 0.5};
   PK_REQUIRE_OK(ctx, pkrylov_operator_create_convdiff(ctx, 8, 7, 6, wind, 3.0, &A));
   const int64_t n = 8 * 7 * 6;
@@ -591,7 +600,7 @@ PK_TEST_CASE(bad_options) {
   pkrylov_context ctx;
   pkrylov_operator A;
   pkrylov_solver s;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_REQUIRE_OK(NULL, pk_test_context_create(&ctx));
   const double d[4] = {1, 2, 3, 4};
   PK_REQUIRE_OK(ctx, make_diag(ctx, 4, d, &A));
   PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, PKRYLOV_SOLVER_CAGMRES, A, NULL, &s));

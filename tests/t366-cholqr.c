@@ -7,7 +7,8 @@
  *        orthogonality and the condition numbers are measured independently here (host loops in long double,
  *        LAPACK dgesvd). Also the automatic step choice of CA-GMRES (test hook).
  *
- * White-box: links the internal static library (pk_kry.h test hooks).
+ * White-box: links the internal static library (pk_kry.h test hooks). CPU only (no PK_TEST_BACKENDS line):
+ * the CPU engine's CholQR and step choice; the CUDA engine's: t720.
  */
 #include <string.h>
 

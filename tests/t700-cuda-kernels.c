@@ -1736,10 +1736,99 @@ PK_TEST_CASE(folded_steps) {
   PK_TEST_END();
 }
 
+/**
+ * Views of unknown type (a corrupted handle): pk_cuda_op_apply and pk_cuda_pc_apply refuse them with
+ * cudaErrorInvalidValue before launching, the output untouched (they ran as a thin shell and as a column
+ * solve before); the same views with their types restored apply.
+ */
+PK_TEST_CASE(unknown_type_refused) {
+  SKIP_WITHOUT_GPU();
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_thinshell_params p;
+  PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(5, 4, 3, &p));
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &A));
+  pkrylov_precond M;
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  enum { N = 60 };
+  double one[N], poison[N], ref[N];
+  for (int i = 0; i < N; i++) one[i] = 1.0, poison[i] = 3.0;
+  pkt_mem m = {0};
+  pk_cuda_op v;
+  pk_cuda_pc pv;
+  PK_REQUIRE(pkt_upload_op(A, 0, 0, &v, &m) == 0 && pkt_upload_pc(M, 0, &pv, &m) == 0, "upload failed");
+  double *dx = (double *)pkt_dev(&m, one, sizeof one), *dy = (double *)pkt_dev(&m, poison, sizeof poison);
+  PK_REQUIRE(dx && dy && !m.failed, "device vectors");
+  v.type = 799;
+  int e = pk_cuda_op_apply(NULL, &v, dx, dy);
+  PK_EXPECT(e == (int)cudaErrorInvalidValue, "operator type 799: launcher returned %d", e);
+  SYNC();
+  pkt_dev_same("unknown operator type", "y", N, dy, poison);
+  pv.type = 499;
+  e = pk_cuda_pc_apply(NULL, &pv, NULL, dx, dy);
+  PK_EXPECT(e == (int)cudaErrorInvalidValue, "preconditioner type 499: launcher returned %d", e);
+  SYNC();
+  pkt_dev_same("unknown preconditioner type", "z", N, dy, poison);
+  v.type = PKRYLOV_OPERATOR_THINSHELL;
+  CK(pk_cuda_op_apply(NULL, &v, dx, dy));
+  SYNC();
+  pk_op_apply_all(A, one, ref);
+  pkt_dev_same("thin shell restored", "y", N, dy, ref);
+  pv.type = PKRYLOV_PRECOND_COLUMN;
+  CK(pk_cuda_pc_apply(NULL, &pv, NULL, dx, dy));
+  SYNC();
+  pk_pc_apply_all(M, one, ref);
+  pkt_dev_same("column restored", "z", N, dy, ref);
+  pkt_free(&m);
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/** A status for PK_CUDA_CHECK below (a launcher's cudaError_t as int). */
+static int status_of(int e) { return e; }
+
+/** PK_CUDA_CHECK as the backend's files use it. */
+static int checked_step(pkrylov_context ctx, int e) {
+  PK_CUDA_CHECK(ctx, "pkrylov_operator_apply", status_of(e), "the step");
+  return PKRYLOV_SUCCESS;
+}
+
+/**
+ * pk_cuda_error and PK_CUDA_CHECK (pk_cuda.h), the backend's one report of a failed CUDA call: out of memory
+ * for cudaErrorMemoryAllocation, else a backend error; the message names the public function given, what
+ * was being done, the call's text and the CUDA error's name. Host code: runs without a device.
+ */
+PK_TEST_CASE(error_report) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  PK_EXPECT_CODE(ctx,
+                 pk_cuda_error(ctx, "pkrylov_solver_solve", (int)cudaErrorMemoryAllocation, "allocating x",
+                               "cudaMalloc(&x, bytes)"),
+                 PKRYLOV_ERR_OUT_OF_MEMORY);
+  PK_EXPECT(pk_test_msg_has(ctx, "pkrylov_solver_solve") && pk_test_msg_has(ctx, "allocating x") &&
+                pk_test_msg_has(ctx, "cudaMalloc(&x, bytes)") && pk_test_msg_has(ctx, "cudaErrorMemoryAllocation"),
+            "out-of-memory message");
+  PK_EXPECT_CODE(ctx, pk_cuda_error(ctx, "pkrylov_rci_start", (int)cudaErrorInvalidValue, "dots", NULL),
+                 PKRYLOV_ERR_BACKEND);
+  PK_EXPECT(pk_test_msg_has(ctx, "pkrylov_rci_start") && pk_test_msg_has(ctx, "dots: CUDA error cudaErrorInvalidValue"),
+            "message without a call");
+  PK_EXPECT_CODE(ctx, checked_step(ctx, 0), PKRYLOV_SUCCESS);
+  PK_EXPECT_CODE(ctx, checked_step(ctx, (int)cudaErrorLaunchFailure), PKRYLOV_ERR_BACKEND);
+  PK_EXPECT(pk_test_msg_has(ctx, "pkrylov_operator_apply") && pk_test_msg_has(ctx, "the step: status_of(e)") &&
+                pk_test_msg_has(ctx, "cudaErrorLaunchFailure"),
+            "PK_CUDA_CHECK message");
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
 PK_TEST_MAIN(PK_TEST_ENTRY(vector_kernels), PK_TEST_ENTRY(csr_operator), PK_TEST_ENTRY(csr_long_rows),
              PK_TEST_ENTRY(stencil_operator),
              PK_TEST_ENTRY(stencil_masked), PK_TEST_ENTRY(thinshell_operator),
              PK_TEST_ENTRY(precond_pointwise), PK_TEST_ENTRY(column_sym_kslow),
              PK_TEST_ENTRY(column_sym_kfast), PK_TEST_ENTRY(column_general), PK_TEST_ENTRY(column_onthefly),
              PK_TEST_ENTRY(stopped_state_noop), PK_TEST_ENTRY(large_grid_stride),
-             PK_TEST_ENTRY(partials_needed_bounds), PK_TEST_ENTRY(scalar_steps), PK_TEST_ENTRY(folded_steps))
+             PK_TEST_ENTRY(partials_needed_bounds), PK_TEST_ENTRY(scalar_steps), PK_TEST_ENTRY(folded_steps),
+             PK_TEST_ENTRY(unknown_type_refused), PK_TEST_ENTRY(error_report))

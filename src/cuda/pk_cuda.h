@@ -454,7 +454,7 @@ void pk_cuda_context_free(struct pkrylov_context_s *ctx);
  * kind (column: symmetric <-> general) is PKRYLOV_ERR_UNSUPPORTED (the caller keeps the old factors).
  */
 int pk_cuda_operator_refresh(struct pkrylov_operator_s *A);
-int pk_cuda_precond_refresh(struct pkrylov_precond_s *M);
+int pk_cuda_precond_refresh(struct pkrylov_precond_s *M, const char *func); /* func: the public caller */
 /** Device buffer of bytes on the context's device (*p NULL on failure: PKRYLOV_ERR_OUT_OF_MEMORY); free. */
 int pk_cuda_buffer_alloc(struct pkrylov_context_s *ctx, size_t bytes, void **p);
 void pk_cuda_buffer_free(void *p);
@@ -469,6 +469,22 @@ int pk_cuda_precond_view(struct pkrylov_precond_s *M, int fp32, pk_cuda_pc *view
 /** The public apply calls on a CUDA context (mem: host arrays are copied, device arrays used in place). */
 int pk_cuda_operator_apply_public(struct pkrylov_operator_s *A, int32_t mem, const double *x, double *y);
 int pk_cuda_precond_apply_public(struct pkrylov_precond_s *M, int32_t mem, const double *r, double *z);
+/**
+ * The one report of a failed CUDA call of the backend: CUDA status e (a cudaError_t as int, nonzero) becomes
+ * pk_error(ctx, code, func, ...) with code PKRYLOV_ERR_OUT_OF_MEMORY for cudaErrorMemoryAllocation, else
+ * PKRYLOV_ERR_BACKEND; func is the public function the caller serves ("pkrylov_solver_solve"); the
+ * message says what was being done, the call's text (call; NULL where e gathers several calls) and the
+ * CUDA error's name and string. Clears the last (non-sticky) CUDA error. Returns the code. Called on the
+ * failure path only: checking costs a compare of the returned status, nothing more (no synchronisation).
+ */
+int pk_cuda_error(struct pkrylov_context_s *ctx, const char *func, int e, const char *what, const char *call);
+/** Return pk_cuda_error(ctx, func, status, what, "call") from the current function when call fails. */
+#define PK_CUDA_CHECK(ctx, func, call, what)                                                                 \
+  do {                                                                                                       \
+    const int pk_cuda_e_ = (int)(call);                                                                      \
+    if (pk_cuda_e_ != 0)                                                                                     \
+      return pk_cuda_error((ctx), (func), pk_cuda_e_, (what), #call);                                        \
+  } while (0)
 /**
  * Check that p lives where mem says (cudaPointerGetAttributes): a device pointer passed as host memory or a
  * host pointer passed as device memory is PKRYLOV_ERR_MEMTYPE naming the argument.
@@ -489,7 +505,7 @@ int pk_cuda_user_call(struct pkrylov_context_s *ctx, int (*apply)(void *, int64_
  * stencil and the edge couplings run as kernels (bitwise the CPU's A x). A nonzero return of the exchange
  * is PKRYLOV_ERR_CALLBACK (message as on the CPU); y is then not written.
  */
-int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x, double *y);
+int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x, double *y, const char *func);
 /**
  * Device work of a handle-based reverse-communication solve (rci.c, CG and pipelined CG with
  * mem = PKRYLOV_MEM_DEVICE on a CUDA context; pk_cuda_solver.cu). The vector steps of the state machine run
@@ -502,6 +518,8 @@ typedef struct pk_cuda_rci_s pk_cuda_rci;
 /** Work area of nvec device vectors of n values (*work, contiguous, vector i at i * n) and the sums. */
 int pk_cuda_rci_create(struct pkrylov_context_s *ctx, int64_t n, int nvec, pk_cuda_rci **out, double **work);
 void pk_cuda_rci_free(pk_cuda_rci *d);
+/** The public function now calling d's operations (pkrylov_rci_start, pkrylov_rci_step): named by errors. */
+void pk_cuda_rci_set_func(pk_cuda_rci *d, const char *func);
 /** Wait for the queued kernels (before a request hands device pointers to the caller). */
 int pk_cuda_rci_sync(pk_cuda_rci *d);
 /** v = 0; dst = src; z = x + a y (pk_cuda_xpay). */

@@ -14,6 +14,18 @@ extern "C" {
 }
 #include "pk_cuda.h"
 
+extern "C" int pk_cuda_error(pkrylov_context ctx, const char *func, int e, const char *what,
+                             const char *call) {
+  const cudaError_t ce = (cudaError_t)e;
+  cudaGetLastError(); /* a non-sticky error is reported once, here */
+  const int code = ce == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND;
+  if (call)
+    return pk_error(ctx, code, func, "%s: %s: CUDA error %s (%s)", what, call, cudaGetErrorName(ce),
+                    cudaGetErrorString(ce));
+  return pk_error(ctx, code, func, "%s: CUDA error %s (%s)", what, cudaGetErrorName(ce),
+                  cudaGetErrorString(ce));
+}
+
 namespace {
 
 /** Per-context CUDA state. */
@@ -39,11 +51,6 @@ struct PcDev {
   void *owned[12];
   int nowned;
 };
-
-int cuda_error(pkrylov_context ctx, const char *func, cudaError_t e, const char *what) {
-  int code = (e == cudaErrorMemoryAllocation) ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND;
-  return pk_error(ctx, code, func, "%s: CUDA error %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
-}
 
 /** cudaMalloc + copy of `bytes` host bytes; records the allocation in owned[]. NULL src: just allocate. */
 template <typename T>
@@ -175,7 +182,7 @@ extern "C" int pk_cuda_context_init(pkrylov_context ctx) {
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
   if (e != cudaSuccess) {
     free(c);
-    return cuda_error(NULL, "pkrylov_context_create", e, "creating the CUDA stream");
+    return pk_cuda_error(NULL, "pkrylov_context_create", e, "creating the CUDA stream", NULL);
   }
   ctx->cuda = c;
   return PKRYLOV_SUCCESS;
@@ -220,7 +227,7 @@ extern "C" int pk_cuda_context_set_device(pkrylov_context ctx, int device) {
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   if (e != cudaSuccess) {
     cudaSetDevice(c->device);
-    return cuda_error(ctx, "pkrylov_context_set_comm", e, "selecting the rank's CUDA device");
+    return pk_cuda_error(ctx, "pkrylov_context_set_comm", e, "selecting the rank's CUDA device", NULL);
   }
   cudaSetDevice(c->device); /* the old stream is destroyed on its own device */
   cudaStreamDestroy(c->stream);
@@ -329,7 +336,7 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
   }
   case PKRYLOV_OPERATOR_USER: /* the caller's routine: nothing on the device (pk_cuda_op.pre) */
     break;
-  default: { /* thin shell */
+  case PKRYLOV_OPERATOR_THINSHELL: {
     const int64_t nx = A->nx, ny = A->ny, nz = A->nz;
     double *a, *b, *c, *dd, *area, *ax, *ay;
     UP(A->ts.a, sizeof(double) * (size_t)nz, &a);
@@ -340,14 +347,19 @@ extern "C" int pk_cuda_operator_upload(struct pkrylov_operator_s *A) {
     UP(A->ts.ax, sizeof(double) * (size_t)((nx + 1) * ny), &ax);
     UP(A->ts.ay, sizeof(double) * (size_t)(nx * (ny + 1)), &ay);
     v->ta = a, v->tb = b, v->tc = c, v->td = dd, v->area = area, v->ax = ax, v->ay = ay;
+    break;
   }
+  default: /* pkrylov_operator_create_* set the type: a bug */
+    free(d);
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "pkrylov_operator_create", "operator type %d is unknown",
+                    (int)A->type);
   }
 #undef UP
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
   A->dev = d; /* freed by pk_cuda_operator_free also on failure */
   if (e != cudaSuccess) {
     pk_cuda_operator_free(A);
-    return cuda_error(ctx, "pkrylov_operator_create", e, "uploading the operator");
+    return pk_cuda_error(ctx, "pkrylov_operator_create", e, "uploading the operator", NULL);
   }
   if (A->dist || (A->grid && pk_distributed(ctx))) { /* distributed: halo buffers (pk_cuda_dist.cu) */
     const int rc = pk_cuda_dist_attach(A, v);
@@ -405,7 +417,7 @@ extern "C" int pk_cuda_operator_view(struct pkrylov_operator_s *A, int fp32, pk_
         v.gedgef = ge;
       }
     }
-    if (e != cudaSuccess) return cuda_error(A->ctx, __func__, e, "uploading fp32 coefficients");
+    if (e != cudaSuccess) return pk_cuda_error(A->ctx, "pkrylov_solver_solve", e, "uploading fp32 coefficients", NULL);
     v.fp32 = 1;
     d->view32 = v;
     d->have_fp32 = 1;
@@ -509,7 +521,7 @@ extern "C" int pk_cuda_precond_upload(struct pkrylov_precond_s *M) {
   M->dev = d;
   if (e != cudaSuccess) {
     pk_cuda_precond_free(M);
-    return cuda_error(ctx, "pkrylov_precond_create", e, "uploading the preconditioner");
+    return pk_cuda_error(ctx, "pkrylov_precond_create", e, "uploading the preconditioner", NULL);
   }
   return PKRYLOV_SUCCESS;
 }
@@ -545,7 +557,7 @@ extern "C" int pk_cuda_precond_view(struct pkrylov_precond_s *M, int fp32, pk_cu
     cudaError_t e = upload_float(d->owned, &d->nowned, M->dinv, M->n, &df, st);
     if (e == cudaSuccess && M->type == PKRYLOV_PRECOND_COLUMN)
       e = upload_float(d->owned, &d->nowned, M->lmul, M->n, &lf, st);
-    if (e != cudaSuccess) return cuda_error(M->ctx, __func__, e, "uploading fp32 factors");
+    if (e != cudaSuccess) return pk_cuda_error(M->ctx, "pkrylov_solver_solve", e, "uploading fp32 factors", NULL);
     v.dinvf = df, v.lmulf = lf, v.fp32 = 1;
     d->view32 = v;
     d->have_fp32 = 1;
@@ -585,10 +597,12 @@ extern "C" int pk_cuda_operator_refresh(struct pkrylov_operator_s *A) {
   if (e == cudaSuccess && A->grid)
     e = refresh_copy((double *)v->gedge, f ? (float *)f->gedgef : NULL, A->st.edge, A->grid->nedge * A->nz, st);
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-  return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_error(A->ctx, __func__, e, "copying the new coefficients");
+  return e == cudaSuccess ? PKRYLOV_SUCCESS
+                          : pk_cuda_error(A->ctx, "pkrylov_operator_update_grid_stencil", e,
+                                          "copying the new coefficients", NULL);
 }
 
-extern "C" int pk_cuda_precond_refresh(struct pkrylov_precond_s *M) {
+extern "C" int pk_cuda_precond_refresh(struct pkrylov_precond_s *M, const char *func) {
   PcDev *d = (PcDev *)M->dev;
   if (!d) return pk_error(M->ctx, PKRYLOV_ERR_INTERNAL, __func__, "not an uploaded preconditioner");
   cudaStream_t st = stream_of(M->ctx);
@@ -629,7 +643,7 @@ extern "C" int pk_cuda_precond_refresh(struct pkrylov_precond_s *M) {
     free(h), free(hp);
   }
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-  return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_error(M->ctx, __func__, e, "copying the new factors");
+  return e == cudaSuccess ? PKRYLOV_SUCCESS : pk_cuda_error(M->ctx, func, e, "copying the new factors", NULL);
 }
 
 extern "C" int pk_cuda_buffer_alloc(pkrylov_context ctx, size_t bytes, void **p) {
@@ -637,7 +651,7 @@ extern "C" int pk_cuda_buffer_alloc(pkrylov_context ctx, size_t bytes, void **p)
   cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
   if (e != cudaSuccess) {
     *p = NULL;
-    return cuda_error(ctx, "pkrylov_solver_solve_halo", e, "allocating device buffers");
+    return pk_cuda_error(ctx, "pkrylov_solver_solve_halo", e, "allocating device buffers", NULL);
   }
   return PKRYLOV_SUCCESS;
 }
@@ -687,7 +701,7 @@ int public_apply(pkrylov_context ctx, const char *func, int64_t n, int32_t mem, 
   cudaError_t e = cudaSuccess;
   if (mem == PKRYLOV_MEM_HOST) {
     e = cudaMalloc(&tmp, 2 * bytes);
-    if (e != cudaSuccess) return cuda_error(ctx, func, e, "allocating temporary vectors");
+    if (e != cudaSuccess) return pk_cuda_error(ctx, func, e, "allocating temporary vectors", NULL);
     din = tmp, dout = tmp + n;
     e = cudaMemcpyAsync(din, in, bytes, cudaMemcpyHostToDevice, st);
   }
@@ -696,7 +710,7 @@ int public_apply(pkrylov_context ctx, const char *func, int64_t n, int32_t mem, 
   cudaError_t es = cudaStreamSynchronize(st);
   if (e == cudaSuccess) e = es;
   if (tmp) cudaFree(tmp);
-  if (e != cudaSuccess) return cuda_error(ctx, func, e, "applying on the device");
+  if (e != cudaSuccess) return pk_cuda_error(ctx, func, e, "applying on the device", NULL);
   return PKRYLOV_SUCCESS;
 }
 
@@ -737,32 +751,33 @@ int public_user_apply(pkrylov_context ctx, const char *func, const char *what, p
 extern "C" int pk_cuda_user_call(struct pkrylov_context_s *ctx, pkrylov_apply_fn apply, void *data, int64_t n,
                                  const double *x, double *y, const char *what) {
   cudaError_t e = cudaStreamSynchronize(stream_of(ctx));
-  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "synchronising before a callback");
+  if (e != cudaSuccess) return pk_cuda_error(ctx, "pkrylov_solver_solve", e, "synchronising before a callback", NULL);
   const int rc = apply(data, n, x, y);
   /* the routine may leave its kernels or copies queued on any stream (the library's stream is
      non-blocking, so nothing orders them before our next kernel): wait for the whole device */
   e = cudaDeviceSynchronize();
-  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "after the user callback");
+  if (e != cudaSuccess) return pk_cuda_error(ctx, "pkrylov_solver_solve", e, "after the user callback", NULL);
   if (rc)
     return pk_error(ctx, PKRYLOV_ERR_CALLBACK, "user callback",
                     "the apply routine of the user %s (n = %lld) returned %d (nonzero aborts the solve)", what,
                     (long long)n, rc);
   e = cudaGetLastError(); /* a launch failure the routine left behind */
-  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "after the user callback");
+  if (e != cudaSuccess) return pk_cuda_error(ctx, "pkrylov_solver_solve", e, "after the user callback", NULL);
   return PKRYLOV_SUCCESS;
 }
 
-extern "C" int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x, double *y) {
+extern "C" int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x, double *y,
+                                  const char *func) {
   pkrylov_context ctx = A->ctx;
   const OpDev *d = (const OpDev *)A->dev;
   const pk_cuda_op *v = &d->view;
   cudaStream_t st = stream_of(ctx);
   cudaError_t e = (cudaError_t)pk_cuda_halo_fill(st, v, x);
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "filling the halo'ed array");
+  if (e != cudaSuccess) return pk_cuda_error(ctx, func, e, "filling the halo'ed array", NULL);
   const int rc = A->halo.exchange(A->halo.data, A->nx, A->ny, A->nz, v->xh);
   e = cudaDeviceSynchronize(); /* the exchange may leave copies queued on any stream (ours is non-blocking) */
-  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "after the halo exchange");
+  if (e != cudaSuccess) return pk_cuda_error(ctx, func, e, "after the halo exchange", NULL);
   if (rc)
     return pk_error(ctx, PKRYLOV_ERR_CALLBACK, "user callback",
                     "the halo exchange routine of the stencil operator (nx x ny x nz = %d x %d x %d) returned %d "
@@ -771,7 +786,7 @@ extern "C" int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x,
   e = cudaGetLastError(); /* a launch failure the routine left behind */
   if (e == cudaSuccess) e = (cudaError_t)pk_cuda_op_apply(st, v, x, y);
   if (e == cudaSuccess) e = (cudaError_t)pk_cuda_halo_edges(st, v, y);
-  if (e != cudaSuccess) return cuda_error(ctx, "pkrylov_solver_solve", e, "after the halo exchange");
+  if (e != cudaSuccess) return pk_cuda_error(ctx, func, e, "after the halo exchange", NULL);
   return PKRYLOV_SUCCESS;
 }
 
@@ -784,7 +799,7 @@ extern "C" int pk_cuda_operator_apply_public(struct pkrylov_operator_s *A, int32
     const size_t bytes = sizeof(double) * (size_t)A->n;
     int rc = public_apply(A->ctx, "pkrylov_operator_apply", A->n, mem, x, "x", y, "y",
                           [&](cudaStream_t st, const double *in, double *out) {
-                            hrc = pk_cuda_halo_apply(A, in, out);
+                            hrc = pk_cuda_halo_apply(A, in, out, "pkrylov_operator_apply");
                             if (hrc == PKRYLOV_ERR_CALLBACK) return (int)cudaMemsetAsync(out, 0xff, bytes, st);
                             return 0;
                           });

@@ -182,12 +182,9 @@ cudaError_t comm_after(DistDev *d, cudaEvent_t ev, cudaStream_t st) {
   return e == cudaSuccess ? cudaStreamWaitEvent(d->copy, ev, 0) : e;
 }
 
-int cuda_err(pkrylov_context ctx, cudaError_t e, const char *what) {
-  cudaGetLastError();
-  return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
-                  "halo exchange", "%s: CUDA error %s (%s)", what, cudaGetErrorName(e),
-                  cudaGetErrorString(e));
-}
+/* the public functions the exchanges and sums serve, for pk_cuda_error (pk_cuda.h): a solve's, an operator's
+   set-up; the public products (dist_public) pass their own */
+constexpr const char *kSolve = "pkrylov_solver_solve", *kCreate = "pkrylov_operator_create";
 
 DistDev *dist_of(struct pkrylov_operator_s *A) {
   pk_cuda_op v;
@@ -259,7 +256,8 @@ int grid_attach(struct pkrylov_operator_s *A, DistDev *d, pk_cuda_op *view) {
   if (e == cudaSuccess) e = cudaMemcpyAsync(d->drmask, rmask, (size_t)g->ncol, cudaMemcpyHostToDevice, st);
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
   free(sidx), free(rmask), free(rcols);
-  if (e != cudaSuccess) return cuda_err(ctx, e, "allocating the halo buffers");
+  if (e != cudaSuccess)
+    return pk_cuda_error(ctx, kCreate, (int)e, "allocating the halo buffers", NULL);
   view->ghalo = d->dbuf;
   view->grcols = d->drcols, view->grmask = d->drmask, view->gnrc = d->nrc;
   view->cols = 0;
@@ -301,7 +299,7 @@ extern "C" int pk_cuda_dist_attach(struct pkrylov_operator_s *A, pk_cuda_op *vie
     e = cudaStreamSynchronize(st);
   free(t.aWe), free(t.aSn);
   if (e != cudaSuccess)
-    return cuda_err(ctx, e, "allocating the halo buffers");
+    return pk_cuda_error(ctx, kCreate, (int)e, "allocating the halo buffers", NULL);
   view->dhw = d->has[0] ? d->dbuf + d->roff[0] : NULL;
   view->dhe = d->has[1] ? d->dbuf + d->roff[1] : NULL;
   view->dhs = d->has[2] ? d->dbuf + d->roff[2] : NULL;
@@ -343,20 +341,20 @@ extern "C" void pk_cuda_dist_detach(pk_cuda_op *view) {
 
 #ifdef PKRYLOV_HAVE_NCCL
 namespace {
-int nccl_err(pkrylov_context ctx, ncclResult_t r, const char *what) {
-  return pk_error(ctx, PKRYLOV_ERR_BACKEND, "halo exchange", "%s: NCCL error %d (%s)", what, (int)r,
+int nccl_err(pkrylov_context ctx, const char *func, ncclResult_t r, const char *what) {
+  return pk_error(ctx, PKRYLOV_ERR_BACKEND, func, "%s: NCCL error %d (%s)", what, (int)r,
                   ncclGetErrorString(r));
 }
 
 /** The NCCL half of _begin: pack (context's stream), then the group of sends and receives (copy stream). */
-int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t comm) {
+int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t comm, const char *func) {
   cudaStream_t st = stream_of(ctx);
   const int instr = pk_cuda_dist_instrumented(ctx);
   double t0 = 0.0;
   if (instr) {
     cudaError_t e = cudaStreamSynchronize(st);
     if (e != cudaSuccess)
-      return cuda_err(ctx, e, "synchronising");
+      return pk_cuda_error(ctx, func, (int)e, "synchronising", NULL);
     t0 = pk_wtime();
   }
   double *snd = d->dbuf + d->rtotal;
@@ -366,7 +364,7 @@ int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t
   if (e == cudaSuccess)
     e = pack(d, x, d->copy);
   if (e != cudaSuccess)
-    return cuda_err(ctx, e, "packing the tile edges");
+    return pk_cuda_error(ctx, func, (int)e, "packing the tile edges", NULL);
   ncclResult_t r = ncclGroupStart();
   for (int k = 0; k < d->ndir && r == ncclSuccess; k++) {
     if (!d->has[k])
@@ -377,12 +375,12 @@ int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t
   }
   const ncclResult_t r2 = ncclGroupEnd();
   if (r != ncclSuccess || r2 != ncclSuccess)
-    return nccl_err(ctx, r != ncclSuccess ? r : r2, "ncclSend/ncclRecv");
+    return nccl_err(ctx, func, r != ncclSuccess ? r : r2, "ncclSend/ncclRecv");
   e = cudaEventRecord(d->arrived, d->copy);
   if (e == cudaSuccess && instr)
     e = cudaEventSynchronize(d->arrived);
   if (e != cudaSuccess)
-    return cuda_err(ctx, e, "halo exchange");
+    return pk_cuda_error(ctx, func, (int)e, "halo exchange", NULL);
   if (instr)
     g_halo_s += pk_wtime() - t0;
   return PKRYLOV_SUCCESS;
@@ -390,7 +388,8 @@ int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t
 } // namespace
 #endif
 
-extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x, void *nccl) {
+/** pk_cuda_dist_halo_begin for the public function func. */
+static int halo_begin(struct pkrylov_operator_s *A, const double *x, void *nccl, const char *func) {
   DistDev *d = dist_of(A);
   if (!d || !d->any)
     return PKRYLOV_SUCCESS;
@@ -399,7 +398,7 @@ extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const doubl
     return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "halo exchange", "an exchange is pending");
 #ifdef PKRYLOV_HAVE_NCCL
   if (nccl) {
-    PK_CALL(nccl_halo_begin(ctx, d, x, (ncclComm_t)nccl));
+    PK_CALL(nccl_halo_begin(ctx, d, x, (ncclComm_t)nccl, func));
     d->pending = 2;
     return PKRYLOV_SUCCESS;
   }
@@ -412,7 +411,7 @@ extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const doubl
   if (instr) { /* the work queued before is not the exchange's */
     cudaError_t e = cudaStreamSynchronize(st);
     if (e != cudaSuccess)
-      return cuda_err(ctx, e, "synchronising");
+      return pk_cuda_error(ctx, func, (int)e, "synchronising", NULL);
     t0 = pk_wtime();
   }
   double *snd = d->dbuf + d->rtotal;
@@ -429,14 +428,15 @@ extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const doubl
   if (e == cudaSuccess && instr)
     e = cudaEventSynchronize(d->packed);
   if (e != cudaSuccess)
-    return cuda_err(ctx, e, "packing the tile edges");
+    return pk_cuda_error(ctx, func, (int)e, "packing the tile edges", NULL);
   if (instr)
     g_halo_s += pk_wtime() - t0;
   d->pending = 1;
   return PKRYLOV_SUCCESS;
 }
 
-extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl) {
+/** pk_cuda_dist_halo_end for the public function func. */
+static int halo_end(struct pkrylov_operator_s *A, void *nccl, const char *func) {
   DistDev *d = dist_of(A);
   if (!d || !d->any)
     return PKRYLOV_SUCCESS;
@@ -449,12 +449,13 @@ extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl) {
   d->pending = 0;
   if (was == 2) { /* NCCL: the launches enqueued from now on wait for the received halos */
     cudaError_t e = cudaStreamWaitEvent(stream_of(ctx), d->arrived, 0);
-    return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_err(ctx, e, "waiting for the halos");
+    return e == cudaSuccess ? PKRYLOV_SUCCESS
+                            : pk_cuda_error(ctx, func, (int)e, "waiting for the halos", NULL);
   }
   const int instr = pk_cuda_dist_instrumented(ctx);
   cudaError_t e = cudaEventSynchronize(d->packed);
   if (e != cudaSuccess)
-    return cuda_err(ctx, e, "waiting for the packed edges");
+    return pk_cuda_error(ctx, func, (int)e, "waiting for the packed edges", NULL);
   const double t0 = pk_wtime();
   PK_CALL(host_exchange(A, d));
   cudaStream_t st = stream_of(ctx);
@@ -472,8 +473,23 @@ extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl) {
     e = cudaEventSynchronize(d->arrived);
   g_halo_s += pk_wtime() - t0;
   if (e != cudaSuccess)
-    return cuda_err(ctx, e, "copying the halos to the device");
+    return pk_cuda_error(ctx, func, (int)e, "copying the halos to the device", NULL);
   return PKRYLOV_SUCCESS;
+}
+
+/** halo_begin, then halo_end. */
+static int halo_both(struct pkrylov_operator_s *A, const double *x, void *nccl, const char *func) {
+  PK_CALL(halo_begin(A, x, nccl, func));
+  return halo_end(A, nccl, func);
+}
+
+/* the solve drivers' exchanges */
+extern "C" int pk_cuda_dist_halo_begin(struct pkrylov_operator_s *A, const double *x, void *nccl) {
+  return halo_begin(A, x, nccl, kSolve);
+}
+
+extern "C" int pk_cuda_dist_halo_end(struct pkrylov_operator_s *A, void *nccl) {
+  return halo_end(A, nccl, kSolve);
 }
 
 extern "C" int pk_cuda_dist_halo_end_comm(struct pkrylov_operator_s *A, void **comm) {
@@ -500,14 +516,13 @@ extern "C" int pk_cuda_dist_fork(struct pkrylov_operator_s *A, void **comm) {
     return pk_error(A->ctx, PKRYLOV_ERR_INTERNAL, "global sums", "not a distributed operator");
   const cudaError_t e = comm_after(d, d->fork, stream_of(A->ctx));
   if (e != cudaSuccess)
-    return cuda_err(A->ctx, e, "global sums");
+    return pk_cuda_error(A->ctx, kSolve, (int)e, "global sums", NULL);
   *comm = d->copy;
   return PKRYLOV_SUCCESS;
 }
 
 extern "C" int pk_cuda_dist_halo(struct pkrylov_operator_s *A, const double *x, void *nccl) {
-  PK_CALL(pk_cuda_dist_halo_begin(A, x, nccl));
-  return pk_cuda_dist_halo_end(A, nccl);
+  return halo_both(A, x, nccl, kSolve);
 }
 
 extern "C" int pk_cuda_dist_allgather_wait(struct pkrylov_operator_s *A) {
@@ -515,7 +530,8 @@ extern "C" int pk_cuda_dist_allgather_wait(struct pkrylov_operator_s *A) {
   if (!d)
     return pk_error(A->ctx, PKRYLOV_ERR_INTERNAL, "global sums", "not a distributed operator");
   cudaError_t e = cudaStreamWaitEvent(stream_of(A->ctx), d->join, 0);
-  return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_err(A->ctx, e, "waiting for the global sums");
+  return e == cudaSuccess ? PKRYLOV_SUCCESS
+                          : pk_cuda_error(A->ctx, kSolve, (int)e, "waiting for the global sums", NULL);
 }
 
 extern "C" int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, const double *src,
@@ -532,12 +548,12 @@ extern "C" int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, 
   if (instr) {
     e = cudaStreamSynchronize(st);
     if (e != cudaSuccess)
-      return cuda_err(ctx, e, "synchronising");
+      return pk_cuda_error(ctx, kSolve, (int)e, "synchronising", NULL);
     t0 = pk_wtime();
   }
   e = comm_after(d, d->fork, st);
   if (e != cudaSuccess)
-    return cuda_err(ctx, e, "global sums");
+    return pk_cuda_error(ctx, kSolve, (int)e, "global sums", NULL);
   ncclResult_t r = ncclAllGather(src, dst, (size_t)count, ncclDouble, (ncclComm_t)nccl, d->copy);
   if (r != ncclSuccess)
     return pk_error(ctx, PKRYLOV_ERR_BACKEND, "global sums", "ncclAllGather: NCCL error %d (%s)", (int)r,
@@ -548,7 +564,7 @@ extern "C" int pk_cuda_dist_allgather(struct pkrylov_operator_s *A, void *nccl, 
   if (e == cudaSuccess && instr)
     e = cudaStreamSynchronize(st);
   if (e != cudaSuccess)
-    return cuda_err(ctx, e, "global sums");
+    return pk_cuda_error(ctx, kSolve, (int)e, "global sums", NULL);
   if (instr)
     g_reduce_s += pk_wtime() - t0;
   return PKRYLOV_SUCCESS;
@@ -569,7 +585,7 @@ extern "C" int pk_cuda_dist_allreduce_i64(struct pkrylov_operator_s *A, void *nc
   cudaStream_t st = stream_of(ctx);
   cudaError_t e = comm_after(d, d->fork, st);
   if (e != cudaSuccess)
-    return cuda_err(ctx, e, "global sums");
+    return pk_cuda_error(ctx, kSolve, (int)e, "global sums", NULL);
   ncclResult_t r = ncclAllReduce(buf, buf, (size_t)count, ncclInt64, ncclSum, (ncclComm_t)nccl, d->copy);
   if (r != ncclSuccess)
     return pk_error(ctx, PKRYLOV_ERR_BACKEND, "global sums", "ncclAllReduce: NCCL error %d (%s)", (int)r,
@@ -577,7 +593,7 @@ extern "C" int pk_cuda_dist_allreduce_i64(struct pkrylov_operator_s *A, void *nc
   e = cudaEventRecord(d->join, d->copy);
   if (e == cudaSuccess)
     e = cudaStreamWaitEvent(st, d->join, 0);
-  return e == cudaSuccess ? PKRYLOV_SUCCESS : cuda_err(ctx, e, "global sums");
+  return e == cudaSuccess ? PKRYLOV_SUCCESS : pk_cuda_error(ctx, kSolve, (int)e, "global sums", NULL);
 #else
   (void)buf, (void)count;
   return pk_error(ctx, PKRYLOV_ERR_INTERNAL, "global sums", "built without NCCL");
@@ -662,7 +678,7 @@ int dist_public(struct pkrylov_operator_s *A, const pk_cuda_pc *pc, const char *
     if (ce == cudaSuccess)
       ce = cudaMemcpyAsync(dx, x, bytes, cudaMemcpyHostToDevice, st);
     if (ce != cudaSuccess)
-      e = cuda_err(ctx, ce, "copying x to the device");
+      e = pk_cuda_error(ctx, func, (int)ce, "copying x to the device", NULL);
   }
   e = pk_mpi_agree(ctx, e); /* every rank reaches the exchange, or none */
   void *nccl = NULL;
@@ -674,7 +690,7 @@ int dist_public(struct pkrylov_operator_s *A, const pk_cuda_pc *pc, const char *
     const double *in = mem == PKRYLOV_MEM_HOST ? dx : x;
     double *out = mem == PKRYLOV_MEM_HOST ? dy : y;
     pk_cuda_op v;
-    e = pk_cuda_dist_halo(A, in, nccl);
+    e = halo_both(A, in, nccl, func);
     if (!e && !pc)
       e = pk_cuda_operator_view(A, 0, &v);
     if (!e) {
@@ -684,7 +700,8 @@ int dist_public(struct pkrylov_operator_s *A, const pk_cuda_pc *pc, const char *
       if (ce == cudaSuccess)
         ce = cudaStreamSynchronize(st);
       if (ce != cudaSuccess)
-        e = cuda_err(ctx, ce, pc ? "applying the preconditioner" : "applying the operator");
+        e = pk_cuda_error(ctx, func, (int)ce, pc ? "applying the preconditioner" : "applying the operator",
+                          NULL);
     }
   }
   cudaFree(dx);

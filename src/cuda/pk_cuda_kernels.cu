@@ -1574,6 +1574,9 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
     return launch_kernel(pdl, k_csr<double, int64_t, Act>, g, b, 0, s, op->rowptr, op->col64, op->val, op->n,
                          x, act, part);
   }
+  /* the device cannot report an unknown type: refuse it here rather than run it as a thin shell */
+  if (op->type != PKRYLOV_OPERATOR_STENCIL7 && op->type != PKRYLOV_OPERATOR_THINSHELL)
+    return (int)cudaErrorInvalidValue;
   const GridShape gs = grid_shape(op);
   if (nblocks) *nblocks = gs.bx * gs.by;
   const dim3 grid((unsigned)gs.bx, (unsigned)gs.by), b(PKC_BLOCK);
@@ -2443,6 +2446,8 @@ int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepIn &sin, int alpha
     return launch_kernel(pdl, k_pointwise<double, STEP, FOLD>, g, b, 0, s, pc->dinv, n, sin, alpha_zero, r, q,
                          z, part);
   }
+  if (pc->type != PKRYLOV_PRECOND_COLUMN) /* an unknown type (or a user view): never run as a column solve */
+    return (int)cudaErrorInvalidValue;
   const bool kslow = pc->layout == PKRYLOV_LAYOUT_KSLOW;
   if (pc->symmetric && kslow) { /* the column on chip when it fits in shared memory */
     int64_t nbs = 0;

@@ -156,19 +156,8 @@ KryDev *dev_of(pk_kry *E) {
   return (KryDev *)E->priv;
 }
 
-int kerr(pk_kry *E, cudaError_t e, const char *what) {
-  cudaGetLastError(); /* clear a sticky launch error */
-  return pk_error(E->ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
-                  "pkrylov_solver_solve", "CUDA vector engine, %s: CUDA error %s (%s)", what,
-                  cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-#define KCU(expr, what)                                                                                      \
-  do {                                                                                                       \
-    cudaError_t kcu_e_ = (cudaError_t)(expr);                                                                \
-    if (kcu_e_ != cudaSuccess)                                                                               \
-      return kerr(E, kcu_e_, (what));                                                                        \
-  } while (0)
+/* the public function the engine serves, for pk_cuda_error / PK_CUDA_CHECK (pk_cuda.h) */
+constexpr const char *kSolve = "pkrylov_solver_solve";
 
 /** Device pointer of vector id v (ids were checked by the front end). */
 double *vp(pk_kry *E, pk_vid v) {
@@ -220,10 +209,11 @@ int ensure_part(pk_kry *E, size_t need) {
     return PKRYLOV_SUCCESS;
   drop_graphs(E); /* they hold the old buffer */
   if (D->part)
-    KCU(cudaFreeAsync(D->part, D->st), "freeing the partial sums");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaFreeAsync(D->part, D->st), "freeing the partial sums");
   D->part = NULL;
   D->part_cap = 0;
-  KCU(cudaMallocAsync((void **)&D->part, sizeof(double) * need, D->st), "allocating the partial sums");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaMallocAsync((void **)&D->part, sizeof(double) * need, D->st),
+                "allocating the partial sums");
   D->part_cap = need;
   return PKRYLOV_SUCCESS;
 }
@@ -728,12 +718,17 @@ int ensure_gsum(pk_kry *E, size_t count) {
   D->gs_cap = 0;
   for (int k = 0; k < 2; k++) {
     GSlot &g = D->gs[k];
-    KCU(cudaMalloc((void **)&g.dsum, sizeof(double) * count), "allocating the global sums");
-    KCU(cudaMalloc((void **)&g.gath, sizeof(double) * all), "allocating the global sums");
-    KCU(cudaMallocHost((void **)&g.hsum, sizeof(double) * count), "allocating the global sums");
-    KCU(cudaMallocHost((void **)&g.hgath, sizeof(double) * all), "allocating the global sums");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMalloc((void **)&g.dsum, sizeof(double) * count),
+                  "allocating the global sums");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMalloc((void **)&g.gath, sizeof(double) * all),
+                  "allocating the global sums");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMallocHost((void **)&g.hsum, sizeof(double) * count),
+                  "allocating the global sums");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMallocHost((void **)&g.hgath, sizeof(double) * all),
+                  "allocating the global sums");
     if (!g.ev)
-      KCU(cudaEventCreateWithFlags(&g.ev, cudaEventDisableTiming), "creating an event");
+      PK_CUDA_CHECK(E->ctx, kSolve, cudaEventCreateWithFlags(&g.ev, cudaEventDisableTiming),
+                    "creating an event");
   }
   D->gs_cap = count;
   return PKRYLOV_SUCCESS;
@@ -748,9 +743,11 @@ int gsum_begin(pk_kry *E, int k, int count) {
                     D->gs_cap);
   if (D->nccl)
     return pk_cuda_dist_allgather(D->dop, D->nccl, g.dsum, g.gath, count, 0);
-  KCU(cudaMemcpyAsync(g.hsum, g.dsum, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
+  PK_CUDA_CHECK(
+      E->ctx, kSolve,
+      cudaMemcpyAsync(g.hsum, g.dsum, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
       "copying the local sums");
-  KCU(cudaEventRecord(g.ev, D->st), "recording an event");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaEventRecord(g.ev, D->st), "recording an event");
   return PKRYLOV_SUCCESS;
 }
 
@@ -762,17 +759,18 @@ int gsum_end(pk_kry *E, int k, int nvals, bool dd, int32_t out) {
   if (D->nccl) {
     PK_CALL(pk_cuda_dist_allgather_wait(D->dop)); /* the launches enqueued from now on see gath */
   } else {
-    KCU(cudaEventSynchronize(g.ev), "waiting for the local sums");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaEventSynchronize(g.ev), "waiting for the local sums");
     const double t0 = pk_wtime();
     PK_CALL(pk_mpi_allgather_f64(E->ctx, g.hsum, count, g.hgath));
     pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
-    KCU(cudaMemcpyAsync(g.gath, g.hgath, sizeof(double) * (size_t)count * (size_t)D->nranks,
-                        cudaMemcpyHostToDevice, D->st),
-        "copying the gathered sums");
+    PK_CUDA_CHECK(E->ctx, kSolve,
+                  cudaMemcpyAsync(g.gath, g.hgath, sizeof(double) * (size_t)count * (size_t)D->nranks,
+                                  cudaMemcpyHostToDevice, D->st),
+                  "copying the gathered sums");
   }
   k_gsum<<<(unsigned)((nvals + KB - 1) / KB), KB, 0, D->st>>>(g.gath, D->nranks, count, nvals, dd ? 1 : 0,
                                                                 D->S + out);
-  KCU(cudaGetLastError(), "adding the ranks' sums");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "adding the ranks' sums");
   return PKRYLOV_SUCCESS;
 }
 
@@ -792,7 +790,7 @@ int sum_into(pk_kry *E, int64_t nb, int nvals, bool dd, int32_t out, bool async 
     k_sum<true><<<nvals, KB, 0, D->st>>>(D->part, nb, 2 * nvals, dst);
   else
     k_sum<false><<<nvals, KB, 0, D->st>>>(D->part, nb, nvals, dst);
-  KCU(cudaGetLastError(), "summing partials");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "summing partials");
   if (!D->dist)
     return PKRYLOV_SUCCESS;
   PK_CALL(gsum_begin(E, k, nvals * (dd ? 2 : 1)));
@@ -835,7 +833,8 @@ int ensure_xacc(pk_kry *E, size_t count) {
                       "reproducible mode: %lld local values are more than the exact sums take on a GPU",
                       (long long)E->n);
     const int64_t len = grid * PKC_XACC_MAXV * PK_XACC_LEN;
-    KCU(cudaMalloc((void **)&D->xblk, sizeof(int64_t) * (size_t)len), "allocating the exact sums");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMalloc((void **)&D->xblk, sizeof(int64_t) * (size_t)len),
+                  "allocating the exact sums");
     D->xblk_len = len;
   }
   if (count <= D->xcap)
@@ -845,8 +844,10 @@ int ensure_xacc(pk_kry *E, size_t count) {
   cudaFree(D->xacc), cudaFreeHost(D->hxacc);
   D->xacc = D->hxacc = NULL;
   D->xcap = 0;
-  KCU(cudaMalloc((void **)&D->xacc, sizeof(int64_t) * PK_XACC_LEN * count), "allocating the exact sums");
-  KCU(cudaMallocHost((void **)&D->hxacc, sizeof(int64_t) * PK_XACC_LEN * count), "allocating the exact sums");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaMalloc((void **)&D->xacc, sizeof(int64_t) * PK_XACC_LEN * count),
+                "allocating the exact sums");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaMallocHost((void **)&D->hxacc, sizeof(int64_t) * PK_XACC_LEN * count),
+                "allocating the exact sums");
   D->xcap = count;
   return PKRYLOV_SUCCESS;
 }
@@ -861,26 +862,32 @@ int xsums(pk_kry *E, int count, const double *const *a, const double *const *b, 
                     D->xcap);
   for (int g0 = 0; g0 < count; g0 += PKC_XACC_MAXV) {
     const int gn = count - g0 < PKC_XACC_MAXV ? count - g0 : PKC_XACC_MAXV;
-    KCU(pk_cuda_xacc_dots_ex(D->st, E->n, gn, a + g0, b + g0, dd ? 1 : 0, D->xblk,
-                             D->xacc + (size_t)g0 * PK_XACC_LEN, NULL),
-        "exact sums");
+    PK_CUDA_CHECK(E->ctx, kSolve,
+                  pk_cuda_xacc_dots_ex(D->st, E->n, gn, a + g0, b + g0, dd ? 1 : 0, D->xblk,
+                                       D->xacc + (size_t)g0 * PK_XACC_LEN, NULL),
+                  "exact sums");
   }
   if (D->dist) {
     const int cnt = count * PK_XACC_LEN;
     if (D->nccl) {
       PK_CALL(pk_cuda_dist_allreduce_i64(D->dop, D->nccl, D->xacc, cnt));
     } else {
-      KCU(cudaMemcpyAsync(D->hxacc, D->xacc, sizeof(int64_t) * (size_t)cnt, cudaMemcpyDeviceToHost, D->st),
+      PK_CUDA_CHECK(
+          E->ctx, kSolve,
+          cudaMemcpyAsync(D->hxacc, D->xacc, sizeof(int64_t) * (size_t)cnt, cudaMemcpyDeviceToHost, D->st),
           "copying the exact sums");
-      KCU(cudaStreamSynchronize(D->st), "waiting for the exact sums");
+      PK_CUDA_CHECK(E->ctx, kSolve, cudaStreamSynchronize(D->st), "waiting for the exact sums");
       const double t0 = pk_wtime();
       PK_CALL(pk_mpi_allreduce_i64(E->ctx, D->hxacc, cnt, 0));
       pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
-      KCU(cudaMemcpyAsync(D->xacc, D->hxacc, sizeof(int64_t) * (size_t)cnt, cudaMemcpyHostToDevice, D->st),
+      PK_CUDA_CHECK(
+          E->ctx, kSolve,
+          cudaMemcpyAsync(D->xacc, D->hxacc, sizeof(int64_t) * (size_t)cnt, cudaMemcpyHostToDevice, D->st),
           "copying the exact sums");
     }
   }
-  KCU(pk_cuda_xacc_round_ex(D->st, D->xacc, count, dd ? 1 : 0, D->S + out), "rounding the exact sums");
+  PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_xacc_round_ex(D->st, D->xacc, count, dd ? 1 : 0, D->S + out),
+                "rounding the exact sums");
   return PKRYLOV_SUCCESS;
 }
 
@@ -922,16 +929,18 @@ int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out, bool asy
     const int nta = (A.k + TA - 1) / TA, ntb = (B.k + TB - 1) / TB;
     k_mdot<TA, TB, false><<<dim3((unsigned)nb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, D->part);
   }
-  KCU(cudaGetLastError(), "dot products");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "dot products");
   return sum_into(E, nb, nvals, dd, out, async);
 }
 
 /** Wait for the stream, then report a scalar step id that the device did not know (a driver bug). */
 int sync_checked(pk_kry *E, const char *what) {
   KryDev *D = dev_of(E);
-  KCU(cudaMemcpyAsync(D->haux + 1, D->aux + 1, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st),
+  PK_CUDA_CHECK(
+      E->ctx, kSolve,
+      cudaMemcpyAsync(D->haux + 1, D->aux + 1, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st),
       what);
-  KCU(cudaStreamSynchronize(D->st), what);
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaStreamSynchronize(D->st), what);
   if (D->haux[1])
     return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry_scalar", "unknown scalar step id %lld",
                     (long long)D->haux[1] - 1);
@@ -975,7 +984,7 @@ constexpr size_t KGRAPH_CACHE = 48; /* graphs kept per engine */
 int uop_apply(pk_kry *E, const double *x, double *y) {
   pkrylov_operator A = E->s->A;
   if (A->halo.exchange)
-    return pk_cuda_halo_apply(A, x, y);
+    return pk_cuda_halo_apply(A, x, y, "pkrylov_solver_solve");
   return pk_cuda_user_call(E->ctx, A->user.apply, A->user.data, E->n, x, y, "operator");
 }
 
@@ -985,12 +994,13 @@ int do_matvec(pk_kry *E, pk_vid x, pk_vid y) {
     return uop_apply(E, vp(E, x), vp(E, y));
   if (D->dop) { /* distributed: the columns off the tile edges while the halo travels, then the edges */
     PK_CALL(pk_cuda_dist_halo_begin(D->dop, vp(E, x), D->nccl));
-    KCU(pk_cuda_op_apply(D->st, &D->op_in, vp(E, x), vp(E, y)), "operator product");
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_op_apply(D->st, &D->op_in, vp(E, x), vp(E, y)), "operator product");
     PK_CALL(pk_cuda_dist_halo_end(D->dop, D->nccl));
-    KCU(pk_cuda_op_apply(D->st, &D->op_edge, vp(E, x), vp(E, y)), "operator product (tile edges)");
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_op_apply(D->st, &D->op_edge, vp(E, x), vp(E, y)),
+                  "operator product (tile edges)");
     return PKRYLOV_SUCCESS;
   }
-  KCU(pk_cuda_op_apply(D->st, &D->op, vp(E, x), vp(E, y)), "operator product");
+  PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_op_apply(D->st, &D->op, vp(E, x), vp(E, y)), "operator product");
   return PKRYLOV_SUCCESS;
 }
 
@@ -1001,12 +1011,14 @@ int do_precond(pk_kry *E, pk_vid x, pk_vid y) {
     return pk_cuda_user_call(E->ctx, E->s->M->user.apply, E->s->M->user.data, E->n, a, b, "preconditioner");
   if (D->pc.type == PKRYLOV_PRECOND_NONE) {
     if (a != b)
-      KCU(cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, D->st), "copy");
+      PK_CUDA_CHECK(E->ctx, kSolve,
+                    cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, D->st),
+                    "copy");
     return PKRYLOV_SUCCESS;
   }
   if (D->dop && D->pc.type == PKRYLOV_PRECOND_AINV) /* it reads a's neighbours: their halo first */
     PK_CALL(pk_cuda_dist_halo(D->dop, a, D->nccl));
-  KCU(pk_cuda_pc_apply(D->st, &D->pc, NULL, a, b), "preconditioner");
+  PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_pc_apply(D->st, &D->pc, NULL, a, b), "preconditioner");
   return PKRYLOV_SUCCESS;
 }
 
@@ -1017,7 +1029,8 @@ int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
     PK_CALL(uop_apply(E, vp(E, x), D->ax));
   if (D->dop) /* distributed: the halo of x first (the residual's partial slots need one launch) */
     PK_CALL(pk_cuda_dist_halo(D->dop, vp(E, x), D->nccl));
-  KCU(pk_cuda_residual(D->st, &D->op64, D->b, vp(E, x), vp(E, r), D->part, &nb), "residual");
+  PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_residual(D->st, &D->op64, D->b, vp(E, x), vp(E, r), D->part, &nb),
+                "residual");
   if (out >= 0 && D->repro) { /* (r, r) exact; the launcher's partials are ignored */
     const double *rp = vp(E, r);
     return xsums(E, 1, &rp, &rp, false, out);
@@ -1053,11 +1066,11 @@ int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const p
   if (D->repro && npairs > 0) { /* the updates only, then the exact sums of the updated vectors */
     a.npairs = 0;
     k_update<<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, nullptr);
-    KCU(cudaGetLastError(), "vector update");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "vector update");
     return xsums(E, npairs, a.pa, a.pb, false, out);
   }
   k_update<<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, npairs > 0 ? D->part : nullptr);
-  KCU(cudaGetLastError(), "vector update");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "vector update");
   if (npairs > 0)
     return sum_into(E, nb, npairs, false, out, async);
   return PKRYLOV_SUCCESS;
@@ -1085,7 +1098,7 @@ int do_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_
   const size_t smem = sizeof(double) * (size_t)basis_axpy_npad(k);
   k_basis_axpy<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, smem, D->st>>>(
       E->n, vp(E, y), cy, bp(E, b0 < E->nbasis ? b0 : 0), E->ld, k, D->S, c0, neg);
-  KCU(cudaGetLastError(), "basis axpy");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "basis axpy");
   return PKRYLOV_SUCCESS;
 }
 
@@ -1097,7 +1110,7 @@ int do_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, i
     return PKRYLOV_SUCCESS; /* nothing defined to write (the CPU engine reads row 0 regardless) */
   k_basis_gemm<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, 0, D->st>>>(
       E->n, bp(E, a0), bp(E, b1), E->ld, kin, kout, D->S + t0, ldt, b1 == a0);
-  KCU(cudaGetLastError(), "basis gemm");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "basis gemm");
   return PKRYLOV_SUCCESS;
 }
 
@@ -1123,7 +1136,7 @@ int do_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t
   else
     k_axpy_dots<32><<<(unsigned)nb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm,
                                                      D->part);
-  KCU(cudaGetLastError(), "basis axpy and dots");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "basis axpy and dots");
   return sum_into(E, nb, nv, false, out, async);
 }
 
@@ -1134,7 +1147,7 @@ int do_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
     SetArgs a;
     memcpy(a.v, host + o, sizeof(double) * (size_t)c);
     k_set<<<1, KSET_MAX, 0, D->st>>>(D->S + first + o, c, a);
-    KCU(cudaGetLastError(), "writing the scalars");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "writing the scalars");
   }
   return PKRYLOV_SUCCESS;
 }
@@ -1156,7 +1169,7 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
   const int32_t *p = r + 2;
   const bool prof = D->prof && !graph;
   if (prof)
-    KCU(cudaEventRecord(D->ev[0], D->st), "profile");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaEventRecord(D->ev[0], D->st), "profile");
   int rc = PKRYLOV_SUCCESS;
   switch (type) {
   case OP_MATVEC:
@@ -1208,7 +1221,7 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
   case OP_SCALAR:
     k_scalar<<<1, 1, 0, D->st>>>(p[0], D->S, graph ? p[1] : p[1] + base, graph ? D->argbase : nullptr,
                                  D->aux + 1);
-    KCU(cudaGetLastError(), "scalar step");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "scalar step");
     break;
   case OP_SET: {
     const int32_t count = p[1];
@@ -1225,7 +1238,9 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
   case OP_COPY: {
     double *a = vp(E, p[0]), *b = vp(E, p[1]);
     if (a != b)
-      KCU(cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, D->st), "copy");
+      PK_CUDA_CHECK(E->ctx, kSolve,
+                    cudaMemcpyAsync(b, a, sizeof(double) * (size_t)E->n, cudaMemcpyDeviceToDevice, D->st),
+                    "copy");
     break;
   }
   case OP_AXPY_DOTS: {
@@ -1242,9 +1257,9 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
   }
   if (prof && rc == PKRYLOV_SUCCESS) {
     float ms = 0.0f;
-    KCU(cudaEventRecord(D->ev[1], D->st), "profile");
-    KCU(cudaEventSynchronize(D->ev[1]), "profile");
-    KCU(cudaEventElapsedTime(&ms, D->ev[0], D->ev[1]), "profile");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaEventRecord(D->ev[1], D->st), "profile");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaEventSynchronize(D->ev[1]), "profile");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaEventElapsedTime(&ms, D->ev[0], D->ev[1]), "profile");
     D->prof_ms[type] += ms;
     D->prof_n[type]++;
   }
@@ -1388,10 +1403,10 @@ int kd_create(pk_kry *E) {
       e = cudaFuncSetAttribute(k_basis_axpy, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   }
   if (e != cudaSuccess) {
-    cudaGetLastError();
-    return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND, fn,
-                    "allocating the CUDA engine (%zu vectors of %lld values): %s", nvec, (long long)n,
-                    cudaGetErrorString(e));
+    char what[96];
+    snprintf(what, sizeof what, "allocating the CUDA engine (%zu vectors of %lld values)", nvec,
+             (long long)n);
+    return pk_cuda_error(ctx, fn, (int)e, what, NULL);
   }
   if (D->uop)
     D->op.pre = D->op64.pre = D->ax;
@@ -1488,11 +1503,11 @@ int kd_bind(pk_kry *E, int32_t x_zero) {
   const cudaMemcpyKind kin = E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
   D->b = D->vec + (nvec - 2) * (size_t)E->ld;
   D->x = D->vec + (nvec - 1) * (size_t)E->ld;
-  KCU(cudaMemcpyAsync(D->b, E->b_user, bytes, kin, D->st), "copying b");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaMemcpyAsync(D->b, E->b_user, bytes, kin, D->st), "copying b");
   if (!x_zero)
-    KCU(cudaMemcpyAsync(D->x, E->x_user, bytes, kin, D->st), "copying x");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMemcpyAsync(D->x, E->x_user, bytes, kin, D->st), "copying x");
   if (x_zero)
-    KCU(cudaMemsetAsync(D->x, 0, bytes, D->st), "zeroing x");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMemsetAsync(D->x, 0, bytes, D->st), "zeroing x");
   return PKRYLOV_SUCCESS;
 }
 
@@ -1500,8 +1515,11 @@ int kd_unbind(pk_kry *E) {
   KryDev *D = dev_of(E);
   const int frc = flush(E);
   if (E->x_user && !E->discard_x && frc == PKRYLOV_SUCCESS)
-    KCU(cudaMemcpyAsync(E->x_user, D->x, sizeof(double) * (size_t)E->n,
-                        E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, D->st),
+    PK_CUDA_CHECK(
+        E->ctx, kSolve,
+        cudaMemcpyAsync(E->x_user, D->x, sizeof(double) * (size_t)E->n,
+                        E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost,
+                        D->st),
         "copying x back");
   PK_CALL(frc);
   PK_CALL(sync_checked(E, "finishing the solve"));
@@ -1520,11 +1538,14 @@ int kd_first_nonfinite(pk_kry *E, pk_vid v, int64_t *index, double *value) {
   KryDev *D = dev_of(E);
   PK_CALL(flush(E));
   const double *p = vp(E, v);
-  KCU(cudaMemsetAsync(D->aux, 0xff, sizeof(unsigned long long), D->st), "first non-finite");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaMemsetAsync(D->aux, 0xff, sizeof(unsigned long long), D->st),
+                "first non-finite");
   k_first_nonfinite<<<(unsigned)grid_1d(E->n, KMAX_UPD_BLOCKS), KB, 0, D->st>>>(E->n, p, D->aux);
-  KCU(cudaGetLastError(), "first non-finite");
-  KCU(cudaMemcpyAsync(D->haux, D->aux, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st), "copy");
-  KCU(cudaStreamSynchronize(D->st), "first non-finite");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "first non-finite");
+  PK_CUDA_CHECK(E->ctx, kSolve,
+                cudaMemcpyAsync(D->haux, D->aux, sizeof(unsigned long long), cudaMemcpyDeviceToHost, D->st),
+                "copy");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaStreamSynchronize(D->st), "first non-finite");
   const unsigned long long i = D->haux[0];
   *index = -1;
   if (value)
@@ -1532,7 +1553,7 @@ int kd_first_nonfinite(pk_kry *E, pk_vid v, int64_t *index, double *value) {
   if (i != ~0ULL) {
     *index = (int64_t)i;
     double h = 0.0;
-    KCU(cudaMemcpy(&h, p + i, sizeof(double), cudaMemcpyDeviceToHost), "copy");
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMemcpy(&h, p + i, sizeof(double), cudaMemcpyDeviceToHost), "copy");
     if (value)
       *value = h;
   }
@@ -1655,7 +1676,9 @@ int kd_get(pk_kry *E, int32_t first, int32_t count, double *host) {
   if (count <= 0)
     return PKRYLOV_SUCCESS;
   PK_CALL(flush(E));
-  KCU(cudaMemcpyAsync(D->hbuf, D->S + first, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
+  PK_CUDA_CHECK(
+      E->ctx, kSolve,
+      cudaMemcpyAsync(D->hbuf, D->S + first, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
       "reading the scalars");
   PK_CALL(sync_checked(E, "reading the scalars"));
   memcpy(host, D->hbuf, sizeof(double) * (size_t)count);
@@ -1743,7 +1766,7 @@ int kd_block_end(pk_kry *E) {
       if (e == cudaSuccess)
         e = cudaGraphLaunch(g->exec, D->st);
       if (e != cudaSuccess)
-        rc = kerr(E, e, "launching the graph of a block");
+        rc = pk_cuda_error(E->ctx, kSolve, (int)e, "launching the graph of a block", NULL);
     } else {
       rc = play(E, D->log, false, D->base);
     }

@@ -117,18 +117,8 @@ cudaStream_t stream_of(pkrylov_context ctx) { return (cudaStream_t)pk_cuda_conte
 
 /* ---- host helpers ------------------------------------------------------------------------------------ */
 
-int cuda_fail(pkrylov_context ctx, int e, const char *what) {
-  const cudaError_t ce = (cudaError_t)e;
-  return pk_error(ctx, ce == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
-                  "pkrylov_solver_solve", "%s: CUDA error %s (%s)", what, cudaGetErrorName(ce),
-                  cudaGetErrorString(ce));
-}
-
-#define CU(expr, what)                                                                              \
-  do {                                                                                             \
-    int cu_e_ = (int)(expr);                                                                       \
-    if (cu_e_ != 0) return cuda_fail(ctx, cu_e_, (what));                                          \
-  } while (0)
+/* the public function the drivers serve, for pk_cuda_error / PK_CUDA_CHECK (pk_cuda.h) */
+constexpr const char *kSolve = "pkrylov_solver_solve";
 
 /** One run of a solve: what the host keeps between blocks. */
 struct Run {
@@ -260,7 +250,8 @@ int halo(Run &R, const double *x) { return R.dop ? pk_cuda_dist_halo(R.dop, x, R
 int keep_min(Run &R, void *st, const pk_cuda_state *sp) {
   pkrylov_context ctx = R.ctx;
   if (!R.minres) return PKRYLOV_SUCCESS;
-  CU(pk_cuda_copy_improved(st, sp, R.n, R.d->v[D_X], R.d->xmin), "minimum-residual iterate");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_copy_improved(st, sp, R.n, R.d->v[D_X], R.d->xmin),
+                "minimum-residual iterate");
   return PKRYLOV_SUCCESS;
 }
 
@@ -279,7 +270,7 @@ int still_running(Run &R, int *running) {
 
 /** y = A x by the caller's routine: the user operator's, or the halo stencil's exchange (then the kernels). */
 int uop_apply(Run &R, const double *x, double *y) {
-  if (R.uop->halo.exchange) return pk_cuda_halo_apply(R.uop, x, y);
+  if (R.uop->halo.exchange) return pk_cuda_halo_apply(R.uop, x, y, "pkrylov_solver_solve");
   return pk_cuda_user_call(R.ctx, R.uop->user.apply, R.uop->user.data, R.n, x, y, "operator");
 }
 
@@ -288,7 +279,7 @@ int apply_op(Run &R, const double *x, double *y) {
   pkrylov_context ctx = R.ctx;
   if (R.uop) return uop_apply(R, x, y);
   PK_CALL(halo(R, x));
-  CU(pk_cuda_op_apply(R.stream, &R.op, x, y), "operator");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_op_apply(R.stream, &R.op, x, y), "operator");
   return PKRYLOV_SUCCESS;
 }
 
@@ -313,7 +304,7 @@ int apply_pc(Run &R, const pk_cuda_state *st, const double *r, double *z) {
     }
     return pk_cuda_user_call(ctx, R.upc->user.apply, R.upc->user.data, R.n, r, z, "preconditioner");
   }
-  CU(pk_cuda_pc_apply(R.stream, R.pcp, st, r, z), "z = M^-1 r");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_pc_apply(R.stream, R.pcp, st, r, z), "z = M^-1 r");
   return PKRYLOV_SUCCESS;
 }
 
@@ -324,20 +315,24 @@ int cg_precond(Run &R, int alpha_zero, int64_t *nb) {
   SolverDev *d = R.d;
   double **v = d->v;
   if (pc_reads_halo(R)) { /* r -= alpha q, r's halo, then z = M^-1 r with the sums */
-    CU(pk_cuda_cg_rupdate(R.stream, d->st, alpha_zero, R.n, v[D_R], v[D_Q]), "CG preconditioner loop");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_rupdate(R.stream, d->st, alpha_zero, R.n, v[D_R], v[D_Q]),
+                  "CG preconditioner loop");
     PK_CALL(halo(R, v[D_R]));
-    CU(pk_cuda_cg_precond_after(R.stream, R.pcp, d->st, v[D_R], v[D_Z], d->part, nb), "CG preconditioner loop");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_precond_after(R.stream, R.pcp, d->st, v[D_R], v[D_Z], d->part, nb),
+                  "CG preconditioner loop");
     return PKRYLOV_SUCCESS;
   }
-  CU(pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, alpha_zero, R.n, v[D_R], v[D_Q], v[D_Z], d->part, nb),
-     "CG preconditioner loop");
+  PK_CUDA_CHECK(
+      ctx, kSolve,
+      pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, alpha_zero, R.n, v[D_R], v[D_Q], v[D_Z], d->part, nb),
+      "CG preconditioner loop");
   if (!R.upc) return PKRYLOV_SUCCESS;
   int running;
   PK_CALL(still_running(R, &running));
   if (!running) return PKRYLOV_SUCCESS; /* the scalar step copies a stopped state */
   PK_CALL(pk_cuda_user_call(ctx, R.upc->user.apply, R.upc->user.data, R.n, v[D_R], v[D_Z], "preconditioner"));
   const double *xs[2] = {v[D_R], v[D_R]}, *ys[2] = {v[D_Z], v[D_R]};
-  CU(pk_cuda_dots(R.stream, R.n, 2, xs, ys, d->part, nb), "dots");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_dots(R.stream, R.n, 2, xs, ys, d->part, nb), "dots");
   return PKRYLOV_SUCCESS;
 }
 
@@ -352,17 +347,23 @@ int cg_operator(Run &R, int init, int64_t *nb) {
     if (running) PK_CALL(user_ax(R, v[D_Z]));
   }
   PK_CALL(halo(R, v[D_Z]));
-  CU(pk_cuda_cg_operator_step(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, nb),
-     "CG operator loop");
+  PK_CUDA_CHECK(
+      ctx, kSolve,
+      pk_cuda_cg_operator_step(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, nb),
+      "CG operator loop");
   return PKRYLOV_SUCCESS;
 }
 
 /** Sum nvals partials on the device and bring the sums to the host (one synchronisation). */
 int sums_to_host(Run &R, int64_t nb, int nvals, double *out) {
   pkrylov_context ctx = R.ctx;
-  CU(pk_cuda_sum_partials(R.stream, R.d->part, nb, nvals, R.d->dsum), "summing partials");
-  CU(cudaMemcpyAsync(R.d->hsum, R.d->dsum, sizeof(double) * nvals, cudaMemcpyDeviceToHost, R.stream), "copy");
-  CU(cudaStreamSynchronize(R.stream), "synchronising");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_sum_partials(R.stream, R.d->part, nb, nvals, R.d->dsum),
+                "summing partials");
+  PK_CUDA_CHECK(
+      ctx, kSolve,
+      cudaMemcpyAsync(R.d->hsum, R.d->dsum, sizeof(double) * nvals, cudaMemcpyDeviceToHost, R.stream),
+      "copy");
+  PK_CUDA_CHECK(ctx, kSolve, cudaStreamSynchronize(R.stream), "synchronising");
   memcpy(out, R.d->hsum, sizeof(double) * nvals);
   return PKRYLOV_SUCCESS;
 }
@@ -388,8 +389,10 @@ int gath_alloc(Run &R) {
   if (d->gath && d->gath_ranks >= ctx->size) return PKRYLOV_SUCCESS;
   cudaFree(d->gath), cudaFreeHost(d->hgath);
   d->gath = d->hgath = NULL, d->gath_ranks = 0;
-  CU(cudaMalloc(&d->gath, sizeof(double) * kPartNV * (size_t)ctx->size), "allocating the gathered sums");
-  CU(cudaMallocHost(&d->hgath, sizeof(double) * kPartNV * (size_t)ctx->size), "allocating the gathered sums");
+  PK_CUDA_CHECK(ctx, kSolve, cudaMalloc(&d->gath, sizeof(double) * kPartNV * (size_t)ctx->size),
+                "allocating the gathered sums");
+  PK_CUDA_CHECK(ctx, kSolve, cudaMallocHost(&d->hgath, sizeof(double) * kPartNV * (size_t)ctx->size),
+                "allocating the gathered sums");
   d->gath_ranks = ctx->size;
   return PKRYLOV_SUCCESS;
 }
@@ -399,9 +402,10 @@ int gather_host(Run &R, int nvals) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
   PK_CALL(pk_mpi_allgather_f64(ctx, d->hsum, nvals, d->hgath));
-  CU(cudaMemcpyAsync(d->gath, d->hgath, sizeof(double) * (size_t)nvals * ctx->size, cudaMemcpyHostToDevice,
-                     R.stream),
-     "copy");
+  PK_CUDA_CHECK(ctx, kSolve,
+                cudaMemcpyAsync(d->gath, d->hgath, sizeof(double) * (size_t)nvals * ctx->size,
+                                cudaMemcpyHostToDevice, R.stream),
+                "copy");
   return PKRYLOV_SUCCESS;
 }
 
@@ -416,27 +420,32 @@ int sums_begin(Run &R, const double *part, int64_t nb, int nvals) {
        once (pipelined CG: the preconditioner) until sums_end waits */
     void *comm;
     PK_CALL(pk_cuda_dist_fork(R.dop, &comm));
-    CU(pk_cuda_sum_partials(comm, part, nb, nvals, d->dsum), "summing partials");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_sum_partials(comm, part, nb, nvals, d->dsum), "summing partials");
     PK_CALL(pk_cuda_dist_allgather(R.dop, R.nccl, d->dsum, d->gath, nvals, 0));
     R.sums_done = 1;
     return PKRYLOV_SUCCESS;
   }
-  if (!d->ev_sums) CU(cudaEventCreateWithFlags(&d->ev_sums, cudaEventDisableTiming), "event");
+  if (!d->ev_sums)
+    PK_CUDA_CHECK(ctx, kSolve, cudaEventCreateWithFlags(&d->ev_sums, cudaEventDisableTiming), "event");
   const int instr = pk_cuda_dist_instrumented(ctx);
   double t0 = 0.0;
   if (instr) { /* the work queued before is not the reduction's */
-    CU(cudaStreamSynchronize(R.stream), "synchronising");
+    PK_CUDA_CHECK(ctx, kSolve, cudaStreamSynchronize(R.stream), "synchronising");
     t0 = pk_wtime();
   }
-  CU(pk_cuda_sum_partials(R.stream, part, nb, nvals, d->dsum), "summing partials");
-  CU(cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double) * nvals, cudaMemcpyDeviceToHost, R.stream), "copy");
-  CU(cudaMemcpyAsync(d->hst, d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream), "state");
-  CU(cudaEventRecord(d->ev_sums, R.stream), "event");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_sum_partials(R.stream, part, nb, nvals, d->dsum), "summing partials");
+  PK_CUDA_CHECK(ctx, kSolve,
+                cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double) * nvals, cudaMemcpyDeviceToHost, R.stream),
+                "copy");
+  PK_CUDA_CHECK(ctx, kSolve,
+                cudaMemcpyAsync(d->hst, d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream),
+                "state");
+  PK_CUDA_CHECK(ctx, kSolve, cudaEventRecord(d->ev_sums, R.stream), "event");
   R.sums_done = 0;
   if (instr) { /* the whole reduction now, timed alone (sums_end then only hands out the result) */
-    CU(cudaEventSynchronize(d->ev_sums), "synchronising");
+    PK_CUDA_CHECK(ctx, kSolve, cudaEventSynchronize(d->ev_sums), "synchronising");
     PK_CALL(gather_host(R, nvals));
-    CU(cudaStreamSynchronize(R.stream), "synchronising");
+    PK_CUDA_CHECK(ctx, kSolve, cudaStreamSynchronize(R.stream), "synchronising");
     pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
     R.sums_done = 1;
   }
@@ -451,7 +460,7 @@ int sums_end(Run &R, int nvals, const double **gpart, int64_t *gnb) {
   if (R.nccl) { /* the launches enqueued from now on wait for the gather */
     PK_CALL(pk_cuda_dist_allgather_wait(R.dop));
   } else if (!R.sums_done) {
-    CU(cudaEventSynchronize(d->ev_sums), "synchronising");
+    PK_CUDA_CHECK(ctx, kSolve, cudaEventSynchronize(d->ev_sums), "synchronising");
     const double t0 = pk_wtime();
     PK_CALL(gather_host(R, nvals));
     pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
@@ -494,11 +503,14 @@ int xacc_alloc(Run &R) {
   cudaFree(d->xblk);
   d->xblk = NULL, d->xblk_len = 0;
   if (!d->xacc) {
-    CU(cudaMalloc(&d->xacc, sizeof(int64_t) * kPartNV * PK_XACC_LEN), "allocating the exact sums");
-    CU(cudaMallocHost(&d->hxacc, sizeof(int64_t) * kPartNV * PK_XACC_LEN), "allocating the exact sums");
-    CU(cudaMalloc(&d->xs, sizeof(double) * kPartNV), "allocating the exact sums");
+    PK_CUDA_CHECK(ctx, kSolve, cudaMalloc(&d->xacc, sizeof(int64_t) * kPartNV * PK_XACC_LEN),
+                  "allocating the exact sums");
+    PK_CUDA_CHECK(ctx, kSolve, cudaMallocHost(&d->hxacc, sizeof(int64_t) * kPartNV * PK_XACC_LEN),
+                  "allocating the exact sums");
+    PK_CUDA_CHECK(ctx, kSolve, cudaMalloc(&d->xs, sizeof(double) * kPartNV), "allocating the exact sums");
   }
-  CU(cudaMalloc(&d->xblk, sizeof(int64_t) * (size_t)len), "allocating the exact sums");
+  PK_CUDA_CHECK(ctx, kSolve, cudaMalloc(&d->xblk, sizeof(int64_t) * (size_t)len),
+                "allocating the exact sums");
   d->xblk_len = len;
   return PKRYLOV_SUCCESS;
 }
@@ -514,24 +526,33 @@ int exact_sums(Run &R, int nv, const double *const *x, const double *const *y, c
   /* groups of PKC_XACC_MAXV dots (the scratch d->xblk in turn) */
   for (int g0 = 0; g0 < nv; g0 += PKC_XACC_MAXV) {
     const int gn = nv - g0 < PKC_XACC_MAXV ? nv - g0 : PKC_XACC_MAXV;
-    CU(pk_cuda_xacc_dots(R.stream, R.n, gn, x + g0, y + g0, d->xblk, d->xacc + (size_t)g0 * PK_XACC_LEN,
-                         R.distributed ? NULL : d->xs + g0),
-       "exact sums");
+    PK_CUDA_CHECK(ctx, kSolve,
+                  pk_cuda_xacc_dots(R.stream, R.n, gn, x + g0, y + g0, d->xblk,
+                                    d->xacc + (size_t)g0 * PK_XACC_LEN, R.distributed ? NULL : d->xs + g0),
+                  "exact sums");
   }
   if (R.distributed) {
     const int cnt = nv * PK_XACC_LEN;
     if (R.nccl) {
       PK_CALL(pk_cuda_dist_allreduce_i64(R.dop, R.nccl, d->xacc, cnt));
     } else {
-      CU(cudaMemcpyAsync(d->hxacc, d->xacc, sizeof(int64_t) * cnt, cudaMemcpyDeviceToHost, R.stream), "copy");
-      CU(cudaMemcpyAsync(d->hst, d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream), "state");
-      CU(cudaStreamSynchronize(R.stream), "synchronising");
+      PK_CUDA_CHECK(
+          ctx, kSolve,
+          cudaMemcpyAsync(d->hxacc, d->xacc, sizeof(int64_t) * cnt, cudaMemcpyDeviceToHost, R.stream),
+          "copy");
+      PK_CUDA_CHECK(ctx, kSolve,
+                    cudaMemcpyAsync(d->hst, d->st, sizeof(pk_cuda_state), cudaMemcpyDeviceToHost, R.stream),
+                    "state");
+      PK_CUDA_CHECK(ctx, kSolve, cudaStreamSynchronize(R.stream), "synchronising");
       const double t0 = pk_wtime();
       PK_CALL(pk_mpi_allreduce_i64(ctx, d->hxacc, cnt, 0));
       pk_cuda_dist_add_reduce_time(pk_wtime() - t0);
-      CU(cudaMemcpyAsync(d->xacc, d->hxacc, sizeof(int64_t) * cnt, cudaMemcpyHostToDevice, R.stream), "copy");
+      PK_CUDA_CHECK(
+          ctx, kSolve,
+          cudaMemcpyAsync(d->xacc, d->hxacc, sizeof(int64_t) * cnt, cudaMemcpyHostToDevice, R.stream),
+          "copy");
     }
-    CU(pk_cuda_xacc_round_ex(R.stream, d->xacc, nv, 0, d->xs), "exact sums");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_xacc_round_ex(R.stream, d->xacc, nv, 0, d->xs), "exact sums");
   }
   if (gp) *gp = d->xs, *gnb = 1;
   return PKRYLOV_SUCCESS;
@@ -541,8 +562,10 @@ int exact_sums(Run &R, int nv, const double *const *x, const double *const *y, c
 int exact_sums_host(Run &R, int nv, const double *const *x, const double *const *y, double *out) {
   pkrylov_context ctx = R.ctx;
   PK_CALL(exact_sums(R, nv, x, y, NULL, NULL));
-  CU(cudaMemcpyAsync(R.d->hsum, R.d->xs, sizeof(double) * nv, cudaMemcpyDeviceToHost, R.stream), "copy");
-  CU(cudaStreamSynchronize(R.stream), "synchronising");
+  PK_CUDA_CHECK(ctx, kSolve,
+                cudaMemcpyAsync(R.d->hsum, R.d->xs, sizeof(double) * nv, cudaMemcpyDeviceToHost, R.stream),
+                "copy");
+  PK_CUDA_CHECK(ctx, kSolve, cudaStreamSynchronize(R.stream), "synchronising");
   memcpy(out, R.d->hsum, sizeof(double) * nv);
   return PKRYLOV_SUCCESS;
 }
@@ -575,7 +598,8 @@ int true_residual(Run &R, double *r, double *res) {
   double rr;
   PK_CALL(user_ax(R, R.d->v[D_X]));
   PK_CALL(halo(R, R.d->v[D_X]));
-  CU(pk_cuda_residual(R.stream, &R.op64, R.d->v[D_B], R.d->v[D_X], r, R.d->part, &nb), "residual");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_residual(R.stream, &R.op64, R.d->v[D_B], R.d->v[D_X], r, R.d->part, &nb),
+                "residual");
   if (R.repro) {
     const double *xs[1] = {r};
     PK_CALL(exact_sums_host(R, 1, xs, xs, &rr));
@@ -591,8 +615,9 @@ int true_residual(Run &R, double *r, double *res) {
 int copy_small(Run &R, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, int sync,
                const char *what) {
   pkrylov_context ctx = R.ctx;
-  CU(cudaMemcpyAsync(dst, src, bytes, kind, R.stream), what);
-  if (sync) CU(cudaStreamSynchronize(R.stream), "synchronising");
+  PK_CUDA_CHECK(ctx, kSolve, cudaMemcpyAsync(dst, src, bytes, kind, R.stream), what);
+  if (sync)
+    PK_CUDA_CHECK(ctx, kSolve, cudaStreamSynchronize(R.stream), "synchronising");
   return PKRYLOV_SUCCESS;
 }
 
@@ -614,7 +639,8 @@ int host_record(Run &R, int32_t upto) {
   pkrylov_context ctx = R.ctx;
   for (int32_t i = R.hist_seen; i <= upto; i++) {
     double h;
-    CU(cudaMemcpy(&h, R.d->hist + i, sizeof(double), cudaMemcpyDeviceToHost), "history");
+    PK_CUDA_CHECK(ctx, kSolve, cudaMemcpy(&h, R.d->hist + i, sizeof(double), cudaMemcpyDeviceToHost),
+                  "history");
     R.hist_seen = i + 1;
     if (s->monitor && s->monitor(s->monitor_user, i, h)) return PKRYLOV_STOPPED_BY_MONITOR;
     if (s->stag_window > 0) {
@@ -677,13 +703,17 @@ int dist_cg_enqueue(Run &R, int count) {
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z], R.nccl));
       PK_CALL(sums_end(R, 2, &gp, &gnb));
     }
-    CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, gp, gnb, R.hist, 0), "CG scalar step");
-    CU(pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, &nb1),
-       "CG operator loop");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, gp, gnb, R.hist, 0),
+                  "CG scalar step");
+    PK_CUDA_CHECK(
+        ctx, kSolve,
+        pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, &nb1),
+        "CG operator loop");
     PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
-    CU(pk_cuda_cg_operator_step(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part + nb1,
-                                &nb2),
-       "CG operator loop (tile edges)");
+    PK_CUDA_CHECK(ctx, kSolve,
+                  pk_cuda_cg_operator_step(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                           d->part + nb1, &nb2),
+                  "CG operator loop (tile edges)");
     PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
     if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
     if (R.repro) {
@@ -692,7 +722,7 @@ int dist_cg_enqueue(Run &R, int count) {
       PK_CALL(sums_begin(R, d->part, nb1 + nb2, 1));
       PK_CALL(sums_end(R, 1, &gp, &gnb));
     }
-    CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, gp, gnb), "CG scalar step");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, gp, gnb), "CG scalar step");
     /* host path: stopped at the rho step or before (the state copied with the sums): the rest does nothing.
        NCCL: the host does not see the state inside a block; the kernels of a stopped solve do nothing. */
     if (!R.nccl && d->hst->status != PK_ST_RUNNING) break;
@@ -737,28 +767,32 @@ int dist_pipecg_enqueue(Run &R, int count) {
       if (R.nccl) tl_mark(comm, 5);
       PK_CALL(sums_end(R, pipe_nv(R), &gp, &gnb));
     }
-    CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist, R.rr_on), "pipelined CG scalar step");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist, R.rr_on),
+                  "pipelined CG scalar step");
     PK_CALL(keep_min(R, R.stream, d->st));
     tl_mark(R.stream, 6);
     void *ecomm = NULL; /* the edge update's stream when it runs on the communication stream */
     if (R.edge_comm) {
       PK_CALL(pk_cuda_dist_halo_end_comm(R.dop, &ecomm));
       if (ecomm) {
-        CU(cudaEventRecord(d->ev_scal, R.stream), "event");
-        CU(cudaStreamWaitEvent((cudaStream_t)ecomm, d->ev_scal, 0), "event");
+        PK_CUDA_CHECK(ctx, kSolve, cudaEventRecord(d->ev_scal, R.stream), "event");
+        PK_CUDA_CHECK(ctx, kSolve, cudaStreamWaitEvent((cudaStream_t)ecomm, d->ev_scal, 0), "event");
       }
     }
-    CU(pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
-                           v[D_U], v[D_W], d->part, &nb1, R.rr_on),
-       "pipelined CG update");
+    PK_CUDA_CHECK(ctx, kSolve,
+                  pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
+                                      v[D_X], v[D_R], v[D_U], v[D_W], d->part, &nb1, R.rr_on),
+                  "pipelined CG update");
     tl_mark(R.stream, 7);
     if (!R.edge_comm) PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
-    CU(pk_cuda_pipecg_step(ecomm ? ecomm : R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S],
-                           v[D_P], v[D_X], v[D_R], v[D_U], v[D_W], d->part + pipe_nv(R) * nb1, &nb2, R.rr_on),
-       "pipelined CG update (tile edges)");
+    PK_CUDA_CHECK(ctx, kSolve,
+                  pk_cuda_pipecg_step(ecomm ? ecomm : R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q],
+                                      v[D_S], v[D_P], v[D_X], v[D_R], v[D_U], v[D_W],
+                                      d->part + pipe_nv(R) * nb1, &nb2, R.rr_on),
+                  "pipelined CG update (tile edges)");
     if (ecomm) { /* what follows on the context's stream (the next sums, m = M^-1 w) waits for the edges */
-      CU(cudaEventRecord(d->ev_edge, (cudaStream_t)ecomm), "event");
-      CU(cudaStreamWaitEvent(R.stream, d->ev_edge, 0), "event");
+      PK_CUDA_CHECK(ctx, kSolve, cudaEventRecord(d->ev_edge, (cudaStream_t)ecomm), "event");
+      PK_CUDA_CHECK(ctx, kSolve, cudaStreamWaitEvent(R.stream, d->ev_edge, 0), "event");
     }
     tl_mark(R.stream, 8);
     if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
@@ -787,32 +821,37 @@ int cg_enqueue(Run &R, int count) {
       const double *pp = d->part;
       PK_CALL(cg_precond(R, 0, &nbp));
       PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nbp) : global_part(R, &pp, &nbp, 2));
-      CU(pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, pp, nbp, R.hist, 0), "CG scalar step");
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, pp, nbp, R.hist, 0),
+                    "CG scalar step");
       PK_CALL(cg_operator(R, 0, &nbo));
       PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
       pp = d->part;
       PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nbo) : global_part(R, &pp, &nbo, 1));
-      CU(pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, pp, nbo), "CG scalar step");
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, pp, nbo), "CG scalar step");
       if (R.distributed && !R.nccl && d->hst->status != PK_ST_RUNNING) break; /* the rest would do nothing */
     }
     return PKRYLOV_SUCCESS;
   }
   pk_cuda_state *A = d->st, *B = d->st + 1;
   double *ppc = part_buf(d, 1), *pop = part_buf(d, 0);
-  CU(pk_cuda_cg_precond_step(R.stream, R.pcp, A, 0, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
-     "CG preconditioner loop");
+  PK_CUDA_CHECK(ctx, kSolve,
+                pk_cuda_cg_precond_step(R.stream, R.pcp, A, 0, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
+                "CG preconditioner loop");
   for (int i = 0; i < count; i++) {
     if (i > 0) {
       const pk_cuda_fold f = {B, A, pop, nbo, NULL, R.pdl};
-      CU(pk_cuda_cg_precond_step_fold(R.stream, R.pcp, &f, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
-         "CG preconditioner loop (folded)");
+      PK_CUDA_CHECK(ctx, kSolve,
+                    pk_cuda_cg_precond_step_fold(R.stream, R.pcp, &f, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
+                    "CG preconditioner loop (folded)");
     }
     const pk_cuda_fold g = {A, B, ppc, nbp, R.hist, R.pdl};
-    CU(pk_cuda_cg_operator_step_fold(R.stream, &R.op, &g, v[D_X], v[D_P], v[D_Z], v[D_Q], pop, &nbo),
-       "CG operator loop (folded)");
+    PK_CUDA_CHECK(
+        ctx, kSolve,
+        pk_cuda_cg_operator_step_fold(R.stream, &R.op, &g, v[D_X], v[D_P], v[D_Z], v[D_Q], pop, &nbo),
+        "CG operator loop (folded)");
     PK_CALL(keep_min(R, R.stream, B)); /* the folded rho step's state */
   }
-  CU(pk_cuda_cg_scalar_sigma(R.stream, B, A, pop, nbo), "CG scalar step");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, B, A, pop, nbo), "CG scalar step");
   return PKRYLOV_SUCCESS;
 }
 
@@ -834,12 +873,14 @@ int pipecg_enqueue(Run &R, int count) {
     for (int i = 0; i < count; i++) {
       const double *wo = v[i % 2 ? D_M : D_W];
       double *wn = v[i % 2 ? D_W : D_M];
-      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist, R.rr_on),
-         "pipelined CG scalar step");
+      PK_CUDA_CHECK(ctx, kSolve,
+                    pk_cuda_pipecg_scalar(R.stream, d->st, d->st, d->part, d->nslots, R.hist, R.rr_on),
+                    "pipelined CG scalar step");
       PK_CALL(keep_min(R, R.stream, d->st));
-      CU(pk_cuda_pipecg_none_step(R.stream, &R.op, d->st, wo, v[D_Z], v[D_S], v[D_P], v[D_X], v[D_R], wn,
-                                  d->part, &nb, R.rr_on),
-         "pipelined CG update (no preconditioner)");
+      PK_CUDA_CHECK(ctx, kSolve,
+                    pk_cuda_pipecg_none_step(R.stream, &R.op, d->st, wo, v[D_Z], v[D_S], v[D_P], v[D_X],
+                                             v[D_R], wn, d->part, &nb, R.rr_on),
+                    "pipelined CG update (no preconditioner)");
       if (nb > d->nslots)
         return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
       R.nb_update = nb;
@@ -859,7 +900,8 @@ int pipecg_enqueue(Run &R, int count) {
         gnb = R.nb_update;
         PK_CALL(global_part(R, &gp, &gnb, pipe_nv(R)));
       }
-      CU(pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist, R.rr_on), "pipelined CG scalar step");
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_pipecg_scalar(R.stream, d->st, d->st, gp, gnb, R.hist, R.rr_on),
+                    "pipelined CG scalar step");
       PK_CALL(keep_min(R, R.stream, d->st));
       tl_mark(R.stream, 6);
       if (R.uop) {
@@ -868,9 +910,10 @@ int pipecg_enqueue(Run &R, int count) {
         if (running) PK_CALL(user_ax(R, v[D_M]));
       }
       PK_CALL(halo(R, v[D_M]));
-      CU(pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
-                             v[D_U], v[D_W], d->part, &nb, R.rr_on),
-         "pipelined CG update");
+      PK_CUDA_CHECK(ctx, kSolve,
+                    pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
+                                        v[D_X], v[D_R], v[D_U], v[D_W], d->part, &nb, R.rr_on),
+                    "pipelined CG update");
       tl_mark(R.stream, 7);
       if (nb > d->nslots)
         return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");
@@ -885,11 +928,14 @@ int pipecg_enqueue(Run &R, int count) {
     int next = cur == 0 ? 1 : 0;
     if (count % 2 == 1 && i < 2) next = i == 0 ? 2 : 1; /* odd count: 0 -> 2 -> 1, then alternate to 0 */
     const pk_cuda_fold f = {d->st + cur, d->st + next, d->part, nbu, R.hist, R.pdl, R.rr_on};
-    CU(pk_cuda_pc_apply_fold(R.stream, R.pcp, &f, v[D_W], v[D_M]), "m = M^-1 w (folded)");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_pc_apply_fold(R.stream, R.pcp, &f, v[D_W], v[D_M]),
+                  "m = M^-1 w (folded)");
     PK_CALL(keep_min(R, R.stream, d->st + next));
-    CU(pk_cuda_pipecg_step_pdl(R.stream, &R.op, d->st + next, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X],
-                               v[D_R], v[D_U], v[D_W], d->part, &nb, R.rr_on, R.pdl),
-       "pipelined CG update");
+    PK_CUDA_CHECK(ctx, kSolve,
+                  pk_cuda_pipecg_step_pdl(R.stream, &R.op, d->st + next, v[D_M], v[D_Z], v[D_Q], v[D_S],
+                                          v[D_P], v[D_X], v[D_R], v[D_U], v[D_W], d->part, &nb, R.rr_on,
+                                          R.pdl),
+                  "pipelined CG update");
     cur = next;
   }
   if (cur != 0) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "state buffer order");
@@ -960,14 +1006,14 @@ int run_block(Run &R, int count, int type) {
         e = capture_graph(R, k, type, &rc);
       }
       if (rc) return rc;
-      CU(e, "graph capture");
+      PK_CUDA_CHECK(ctx, kSolve, e, "graph capture");
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
       d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
       d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_edge = R.edge_comm;
       d->graph_minres = R.minres, d->graph_rr = R.rr_on;
       d->graph_w = w;
     }
-    CU(cudaGraphLaunch(d->graph, R.stream), "graph launch");
+    PK_CUDA_CHECK(ctx, kSolve, cudaGraphLaunch(d->graph, R.stream), "graph launch");
   } else {
     PK_CALL(type == PKRYLOV_SOLVER_CG ? cg_enqueue(R, count) : pipecg_enqueue(R, count));
   }
@@ -1052,18 +1098,20 @@ restart:
     int64_t nb;
     PK_CALL(user_ax(R, v[D_X]));
     PK_CALL(halo(R, v[D_X]));
-    CU(pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb), "residual");
-    CU(cudaMemsetAsync(v[D_Q], 0, bytes, R.stream), "memset");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb),
+                  "residual");
+    PK_CUDA_CHECK(ctx, kSolve, cudaMemsetAsync(v[D_Q], 0, bytes, R.stream), "memset");
     PK_CALL(cg_precond(R, 1, &nb));
     const double *pp = R.d->part;
     PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nb) : global_part(R, &pp, &nb, 2));
-    CU(pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, pp, nb, R.hist, 1), "CG scalar step");
-    CU(cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, pp, nb, R.hist, 1),
+                  "CG scalar step");
+    PK_CUDA_CHECK(ctx, kSolve, cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
     PK_CALL(cg_operator(R, 1, &nb));
     PK_CALL(keep_min(R, R.stream, R.d->st)); /* a (re)start keeps its x */
     pp = R.d->part;
     PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nb) : global_part(R, &pp, &nb, 1));
-    CU(pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, pp, nb), "CG scalar step");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, pp, nb), "CG scalar step");
     PK_CALL(state_to_host(R));
   }
   if (it == 0) {
@@ -1101,7 +1149,8 @@ restart:
         R.res->reason = stop;
         return PKRYLOV_SUCCESS;
       }
-      CU(pk_cuda_axpy_dev(R.stream, R.n, &R.d->st->alpha, v[D_P], v[D_X]), "x += alpha p");
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_axpy_dev(R.stream, R.n, &R.d->st->alpha, v[D_P], v[D_X]),
+                    "x += alpha p");
     }
     if (st == PK_ST_CONVERGED) {
       int accept, stagnated;
@@ -1125,7 +1174,8 @@ int pipecg_replace(Run &R, int have_p) {
   int64_t nb;
   PK_CALL(user_ax(R, v[D_X]));
   PK_CALL(halo(R, v[D_X]));
-  CU(pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb), "residual");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_residual(R.stream, &R.op64, v[D_B], v[D_X], v[D_R], R.d->part, &nb),
+                "residual");
   PK_CALL(apply_pc(R, NULL, v[D_R], v[D_U]));  /* u = M^-1 r */
   PK_CALL(apply_op(R, v[D_U], v[D_W]));        /* w = A u */
   if (have_p) {
@@ -1140,8 +1190,8 @@ int pipecg_replace(Run &R, int have_p) {
   const int nv = pipe_nv(R);
   for (int g0 = 0; g0 < nv; g0 += 4) { /* pk_cuda_dots: at most 4 at once */
     const int gn = nv - g0 < 4 ? nv - g0 : 4;
-    CU(pk_cuda_dots(R.stream, R.n, gn, xs + g0, ys + g0, R.d->part, &nb), "dots");
-    CU(pk_cuda_sum_partials(R.stream, R.d->part, nb, gn, R.d->dsum + g0), "sums");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_dots(R.stream, R.n, gn, xs + g0, ys + g0, R.d->part, &nb), "dots");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_sum_partials(R.stream, R.d->part, nb, gn, R.d->dsum + g0), "sums");
   }
   /* The scalar kernel adds nslots slots, the most any launcher writes; the update writes its own number of
      slots and every other slot must be zero: keep the sums in slot 0 and clear the rest. Distributed:
@@ -1149,8 +1199,11 @@ int pipecg_replace(Run &R, int have_p) {
      (sums of all nslots slots: the zeros add exactly), so every iteration of a block does the same calls
      (a graph captured after a replacement is right for the blocks after an update too). */
   R.nb_update = R.d->nslots;
-  CU(cudaMemsetAsync(R.d->part, 0, sizeof(double) * nv * (size_t)R.d->nslots, R.stream), "memset");
-  CU(cudaMemcpyAsync(R.d->part, R.d->dsum, sizeof(double) * nv, cudaMemcpyDeviceToDevice, R.stream), "copy");
+  PK_CUDA_CHECK(ctx, kSolve,
+                cudaMemsetAsync(R.d->part, 0, sizeof(double) * nv * (size_t)R.d->nslots, R.stream), "memset");
+  PK_CUDA_CHECK(
+      ctx, kSolve,
+      cudaMemcpyAsync(R.d->part, R.d->dsum, sizeof(double) * nv, cudaMemcpyDeviceToDevice, R.stream), "copy");
   return PKRYLOV_SUCCESS;
 }
 
@@ -1168,19 +1221,23 @@ int replace_now(Run &R) {
   double **v = d->v;
   pk_cuda_state *h = d->hst;
   double gap2;
-  CU(cudaMemcpyAsync(v[D_T], v[D_R], sizeof(double) * (size_t)R.n, cudaMemcpyDeviceToDevice, R.stream),
-     "copy");
+  PK_CUDA_CHECK(
+      ctx, kSolve,
+      cudaMemcpyAsync(v[D_T], v[D_R], sizeof(double) * (size_t)R.n, cudaMemcpyDeviceToDevice, R.stream),
+      "copy");
   PK_CALL(pipecg_replace(R, 1));
-  CU(pk_cuda_xpay(R.stream, R.n, v[D_T], -1.0, v[D_R], v[D_T]), "t = r_old - r_new");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_xpay(R.stream, R.n, v[D_T], -1.0, v[D_R], v[D_T]), "t = r_old - r_new");
   const double *xs[1] = {v[D_T]};
   if (R.repro) {
     PK_CALL(exact_sums_host(R, 1, xs, xs, &gap2));
   } else { /* the sums of part buffer 1 (buffer 0 holds the replacement's sums for the next step) */
     int64_t nb;
-    CU(pk_cuda_dots(R.stream, R.n, 1, xs, xs, part_buf(d, 1), &nb), "dot");
-    CU(pk_cuda_sum_partials(R.stream, part_buf(d, 1), nb, 1, d->dsum), "sums");
-    CU(cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double), cudaMemcpyDeviceToHost, R.stream), "copy");
-    CU(cudaStreamSynchronize(R.stream), "synchronising");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_dots(R.stream, R.n, 1, xs, xs, part_buf(d, 1), &nb), "dot");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_sum_partials(R.stream, part_buf(d, 1), nb, 1, d->dsum), "sums");
+    PK_CUDA_CHECK(ctx, kSolve,
+                  cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double), cudaMemcpyDeviceToHost, R.stream),
+                  "copy");
+    PK_CUDA_CHECK(ctx, kSolve, cudaStreamSynchronize(R.stream), "synchronising");
     gap2 = d->hsum[0];
     PK_CALL(pk_allreduce_sum(ctx, &gap2, 1));
   }
@@ -1203,7 +1260,8 @@ int solve_pipecg(Run &R) {
             R.pc.type == PKRYLOV_PRECOND_NONE;
   R.d->last_pnone = R.pnone;
 restart: /* (a restart keeps the estimate's ||A||, Rayleigh quotient and calibration) */
-  for (int i : {D_Z, D_Q, D_S, D_P}) CU(cudaMemsetAsync(v[i], 0, bytes, R.stream), "memset");
+  for (int i : {D_Z, D_Q, D_S, D_P})
+    PK_CUDA_CHECK(ctx, kSolve, cudaMemsetAsync(v[i], 0, bytes, R.stream), "memset");
   PK_CALL(pipecg_replace(R, 0));
   PK_CALL(rr_fresh(R, -1.0));
   reset_state(R, it, 1);
@@ -1220,7 +1278,8 @@ restart: /* (a restart keeps the estimate's ||A||, Rayleigh quotient and calibra
         gnb = R.nb_update;
         PK_CALL(global_part(R, &gp, &gnb, pipe_nv(R)));
       }
-      CU(pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, gp, gnb, R.hist, R.rr_on), "pipelined CG scalar step");
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_pipecg_scalar(R.stream, R.d->st, R.d->st, gp, gnb, R.hist, R.rr_on),
+                    "pipelined CG scalar step");
       PK_CALL(keep_min(R, R.stream, R.d->st));
       PK_CALL(state_to_host(R));
       if (h->status == PK_ST_REPLACE) { /* nothing recorded: replace, then this iteration again */
@@ -1237,9 +1296,10 @@ restart: /* (a restart keeps the estimate's ||A||, Rayleigh quotient and calibra
         int64_t nb;
         PK_CALL(user_ax(R, v[D_M]));
         PK_CALL(halo(R, v[D_M]));
-        CU(pk_cuda_pipecg_step(R.stream, &R.op, R.d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X], v[D_R],
-                               v[D_U], v[D_W], R.d->part, &nb, R.rr_on),
-           "pipelined CG update");
+        PK_CUDA_CHECK(ctx, kSolve,
+                      pk_cuda_pipecg_step(R.stream, &R.op, R.d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
+                                          v[D_X], v[D_R], v[D_U], v[D_W], R.d->part, &nb, R.rr_on),
+                      "pipelined CG update");
         R.nb_update = nb;
       }
       if (stop && h->status != PK_ST_CONVERGED) {
@@ -1276,14 +1336,17 @@ restart: /* (a restart keeps the estimate's ||A||, Rayleigh quotient and calibra
       int64_t nb;
       double curv;
       /* u (= r bitwise; not updated by the update without a preconditioner: read r there) */
-      CU(cudaMemcpyAsync(v[D_T], v[R.pnone ? D_R : D_U], bytes, cudaMemcpyDeviceToDevice, R.stream), "copy");
-      CU(pk_cuda_axpy_dev(R.stream, R.n, &R.d->st->beta, v[D_P], v[D_T]), "t = u + beta p");
+      PK_CUDA_CHECK(
+          ctx, kSolve,
+          cudaMemcpyAsync(v[D_T], v[R.pnone ? D_R : D_U], bytes, cudaMemcpyDeviceToDevice, R.stream), "copy");
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_axpy_dev(R.stream, R.n, &R.d->st->beta, v[D_P], v[D_T]),
+                    "t = u + beta p");
       PK_CALL(apply_op(R, v[D_T], v[D_AT])); /* A t */
       const double *xs[1] = {v[D_T]}, *ys[1] = {v[D_AT]};
       if (R.repro) {
         PK_CALL(exact_sums_host(R, 1, xs, ys, &curv));
       } else {
-        CU(pk_cuda_dots(R.stream, R.n, 1, xs, ys, R.d->part, &nb), "dot");
+        PK_CUDA_CHECK(ctx, kSolve, pk_cuda_dots(R.stream, R.n, 1, xs, ys, R.d->part, &nb), "dot");
         PK_CALL(sums_to_host(R, nb, 1, &curv));
         PK_CALL(pk_allreduce_sum(ctx, &curv, 1));
       }
@@ -1353,10 +1416,10 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   if (e == cudaSuccess) e = cudaMemsetAsync(d->st, 0, sizeof(pk_cuda_state) * 3, stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) {
-    cudaGetLastError();
-    return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
-                    "pkrylov_solver_create", "allocating the device work area (%d vectors of %lld values): %s",
-                    D_NVEC, (long long)n, cudaGetErrorString(e));
+    char what[96];
+    snprintf(what, sizeof what, "allocating the device work area (%d vectors of %lld values)", D_NVEC,
+             (long long)n);
+    return pk_cuda_error(ctx, "pkrylov_solver_create", (int)e, what, NULL);
   }
   for (int i = 0; i < D_NVEC; i++) d->v[i] = d->work + (size_t)i * stride;
   return PKRYLOV_SUCCESS;
@@ -1472,8 +1535,8 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   if (R.nccl && R.dop && !R.repro) {
     R.edge_comm = ctx->opts.dist_edge_comm != 0; /* collective option (checked by pk_mpi_solve_check) */
     if (R.edge_comm && !d->ev_scal) {
-      CU(cudaEventCreateWithFlags(&d->ev_scal, cudaEventDisableTiming), "event");
-      CU(cudaEventCreateWithFlags(&d->ev_edge, cudaEventDisableTiming), "event");
+      PK_CUDA_CHECK(ctx, kSolve, cudaEventCreateWithFlags(&d->ev_scal, cudaEventDisableTiming), "event");
+      PK_CUDA_CHECK(ctx, kSolve, cudaEventCreateWithFlags(&d->ev_edge, cudaEventDisableTiming), "event");
     }
   }
   if (R.repro) { /* the exact sums (pk_cuda_xacc.cu) between the launchers: no folded steps */
@@ -1528,16 +1591,16 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   }
   double **v = d->v;
   cudaMemcpyKind kind = mem == PKRYLOV_MEM_HOST ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
-  CU(cudaMemcpyAsync(v[D_B], b, bytes, kind, R.stream), "copying b");
+  PK_CUDA_CHECK(ctx, kSolve, cudaMemcpyAsync(v[D_B], b, bytes, kind, R.stream), "copying b");
   if (s->nonzero_guess)
-    CU(cudaMemcpyAsync(v[D_X], x, bytes, kind, R.stream), "copying x");
+    PK_CUDA_CHECK(ctx, kSolve, cudaMemcpyAsync(v[D_X], x, bytes, kind, R.stream), "copying x");
   else
-    CU(cudaMemsetAsync(v[D_X], 0, bytes, R.stream), "memset");
+    PK_CUDA_CHECK(ctx, kSolve, cudaMemsetAsync(v[D_X], 0, bytes, R.stream), "memset");
   double sums[2];
   {
     const double *xs[2] = {v[D_B], v[D_X]}, *ys[2] = {v[D_B], v[D_X]};
     int64_t nb;
-    CU(pk_cuda_dots(R.stream, n, 2, xs, ys, d->part, &nb), "norms");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_dots(R.stream, n, 2, xs, ys, d->part, &nb), "norms");
     PK_CALL(sums_to_host(R, nb, 2, sums));
   }
   if (!isfinite(sums[0]))
@@ -1551,9 +1614,9 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.res = &res;
   if (s->A->wet) { /* b is ignored at dry cells */
     int64_t nb;
-    CU(pk_cuda_zero_dry(R.stream, n, R.op64.wet, v[D_B]), "dry cells");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_zero_dry(R.stream, n, R.op64.wet, v[D_B]), "dry cells");
     const double *xs[1] = {v[D_B]};
-    CU(pk_cuda_dots(R.stream, n, 1, xs, xs, d->part, &nb), "norm");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_dots(R.stream, n, 1, xs, xs, d->part, &nb), "norm");
     PK_CALL(sums_to_host(R, nb, 1, sums));
   }
   if (R.repro) { /* (b, b) exact (b is 0 at dry cells: the CPU's sum over the wet ones) */
@@ -1581,7 +1644,9 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   if (rc) return rc;
   const pk_cuda_state *h = d->hst; /* the state the solve stopped in */
   const int replaced = pk_solver_min_result(&res, R.minres && h->min_it >= 0, h->min_rr, h->min_it, h->rr);
-  if (replaced) CU(cudaMemcpyAsync(v[D_X], d->xmin, bytes, cudaMemcpyDeviceToDevice, R.stream), "x = x_min");
+  if (replaced)
+    PK_CUDA_CHECK(ctx, kSolve, cudaMemcpyAsync(v[D_X], d->xmin, bytes, cudaMemcpyDeviceToDevice, R.stream),
+                  "x = x_min");
   /* the recurrence rule: the last recurrence residual; else the true residual of the returned x */
   if (pk_solver_recurrence(s) && res.reason != PKRYLOV_DIVERGED_NAN)
     res.final_residual = h->rnorm;
@@ -1592,16 +1657,21 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   res.rel_residual = res.rhs_norm > 0 ? res.final_residual / res.rhs_norm : res.final_residual;
   res.converged = res.reason > 0;
   /* results out */
-  CU(cudaMemcpyAsync(x, v[D_X], bytes, mem == PKRYLOV_MEM_HOST ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice,
-                     R.stream),
-     "copying x");
+  PK_CUDA_CHECK(ctx, kSolve,
+                cudaMemcpyAsync(x, v[D_X], bytes,
+                                mem == PKRYLOV_MEM_HOST ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice,
+                                R.stream),
+                "copying x");
   s->hist_len = 0;
   if (s->history_on) {
     const int32_t len = res.iterations + 1 <= s->hist_cap ? res.iterations + 1 : s->hist_cap;
-    if (len > 0) CU(cudaMemcpyAsync(s->hist, d->hist, sizeof(double) * len, cudaMemcpyDeviceToHost, R.stream), "history");
+    if (len > 0)
+      PK_CUDA_CHECK(ctx, kSolve,
+                    cudaMemcpyAsync(s->hist, d->hist, sizeof(double) * len, cudaMemcpyDeviceToHost, R.stream),
+                    "history");
     s->hist_len = len;
   }
-  CU(cudaStreamSynchronize(R.stream), "synchronising");
+  PK_CUDA_CHECK(ctx, kSolve, cudaStreamSynchronize(R.stream), "synchronising");
   res.solve_time_s = pk_wtime() - t0;
   s->res = res;
   s->has_result = 1;
@@ -1620,22 +1690,10 @@ struct pk_cuda_rci_s {
   double *hsum;       /* kPartNV pinned host sums */
   pk_cuda_state *st;  /* device state carrying alpha and beta to the fused launchers */
   pk_cuda_state hst;  /* its host image (pageable: the copy is staged at once) */
+  const char *func;   /* the public function in progress (pkrylov_rci_start or _step), for errors */
 };
 
 namespace {
-
-int rci_fail(pk_cuda_rci *d, int e, const char *what) {
-  cudaGetLastError();
-  const cudaError_t ce = (cudaError_t)e;
-  return pk_error(d->ctx, ce == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
-                  "pkrylov_rci_step", "%s: CUDA error %s (%s)", what, cudaGetErrorName(ce), cudaGetErrorString(ce));
-}
-
-#define RCU(expr, what)                                                                              \
-  do {                                                                                             \
-    int rcu_e_ = (int)(expr);                                                                      \
-    if (rcu_e_ != 0) return rci_fail(d, rcu_e_, (what));                                           \
-  } while (0)
 
 /** A USER view of n values whose A x is pre. */
 pk_cuda_op pre_view(int64_t n, const double *pre) {
@@ -1650,10 +1708,13 @@ pk_cuda_op pre_view(int64_t n, const double *pre) {
 /** nvals sums of nb partial slots to out (host). */
 int rci_sums(pk_cuda_rci *d, int64_t nb, int nvals, double *out) {
   if (nb > d->nslots) return pk_error(d->ctx, PKRYLOV_ERR_INTERNAL, "pkrylov_rci_step", "more slots than sized");
-  RCU(pk_cuda_sum_partials(d->stream, d->part, nb, nvals, d->dsum), "summing partials");
-  RCU(cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double) * (size_t)nvals, cudaMemcpyDeviceToHost, d->stream),
+  PK_CUDA_CHECK(d->ctx, d->func, pk_cuda_sum_partials(d->stream, d->part, nb, nvals, d->dsum),
+                "summing partials");
+  PK_CUDA_CHECK(
+      d->ctx, d->func,
+      cudaMemcpyAsync(d->hsum, d->dsum, sizeof(double) * (size_t)nvals, cudaMemcpyDeviceToHost, d->stream),
       "copying sums");
-  RCU(cudaStreamSynchronize(d->stream), "synchronising");
+  PK_CUDA_CHECK(d->ctx, d->func, cudaStreamSynchronize(d->stream), "synchronising");
   memcpy(out, d->hsum, sizeof(double) * (size_t)nvals);
   return PKRYLOV_SUCCESS;
 }
@@ -1665,7 +1726,9 @@ int rci_state(pk_cuda_rci *d, double alpha, double beta) {
   d->hst.beta = beta;
   d->hst.status = PK_ST_RUNNING;
   d->hst.breakdown_it = -1;
-  RCU(cudaMemcpyAsync(d->st, &d->hst, sizeof d->hst, cudaMemcpyHostToDevice, d->stream), "copying the state");
+  PK_CUDA_CHECK(d->ctx, d->func,
+                cudaMemcpyAsync(d->st, &d->hst, sizeof d->hst, cudaMemcpyHostToDevice, d->stream),
+                "copying the state");
   return PKRYLOV_SUCCESS;
 }
 
@@ -1675,6 +1738,7 @@ extern "C" int pk_cuda_rci_create(pkrylov_context ctx, int64_t n, int nvec, pk_c
   pk_cuda_rci *d = (pk_cuda_rci *)calloc(1, sizeof(pk_cuda_rci));
   if (!d) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_rci_start", "cannot allocate");
   d->ctx = ctx;
+  d->func = "pkrylov_rci_start";
   d->stream = stream_of(ctx);
   d->n = n;
   const pk_cuda_op u = pre_view(n, NULL);
@@ -1687,11 +1751,11 @@ extern "C" int pk_cuda_rci_create(pkrylov_context ctx, int64_t n, int nvec, pk_c
   if (e == cudaSuccess) e = cudaMemsetAsync(d->work, 0, sizeof(double) * (size_t)nvec * (size_t)n, d->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
   if (e != cudaSuccess) {
-    cudaGetLastError();
     pk_cuda_rci_free(d);
-    return pk_error(ctx, e == cudaErrorMemoryAllocation ? PKRYLOV_ERR_OUT_OF_MEMORY : PKRYLOV_ERR_BACKEND,
-                    "pkrylov_rci_start", "allocating the device work area (%d vectors of %lld values): %s", nvec,
-                    (long long)n, cudaGetErrorString(e));
+    char what[96];
+    snprintf(what, sizeof what, "allocating the device work area (%d vectors of %lld values)", nvec,
+             (long long)n);
+    return pk_cuda_error(ctx, "pkrylov_rci_start", (int)e, what, NULL);
   }
   *out = d;
   *work = d->work;
@@ -1708,30 +1772,36 @@ extern "C" void pk_cuda_rci_free(pk_cuda_rci *d) {
   free(d);
 }
 
+extern "C" void pk_cuda_rci_set_func(pk_cuda_rci *d, const char *func) {
+  d->func = func;
+}
+
 extern "C" int pk_cuda_rci_sync(pk_cuda_rci *d) {
-  RCU(cudaStreamSynchronize(d->stream), "synchronising");
+  PK_CUDA_CHECK(d->ctx, d->func, cudaStreamSynchronize(d->stream), "synchronising");
   return PKRYLOV_SUCCESS;
 }
 
 extern "C" int pk_cuda_rci_zero(pk_cuda_rci *d, double *v) {
-  RCU(cudaMemsetAsync(v, 0, sizeof(double) * (size_t)d->n, d->stream), "memset");
+  PK_CUDA_CHECK(d->ctx, d->func, cudaMemsetAsync(v, 0, sizeof(double) * (size_t)d->n, d->stream), "memset");
   return PKRYLOV_SUCCESS;
 }
 
 extern "C" int pk_cuda_rci_copy(pk_cuda_rci *d, double *dst, const double *src) {
-  RCU(cudaMemcpyAsync(dst, src, sizeof(double) * (size_t)d->n, cudaMemcpyDeviceToDevice, d->stream), "copy");
+  PK_CUDA_CHECK(d->ctx, d->func,
+                cudaMemcpyAsync(dst, src, sizeof(double) * (size_t)d->n, cudaMemcpyDeviceToDevice, d->stream),
+                "copy");
   return PKRYLOV_SUCCESS;
 }
 
 extern "C" int pk_cuda_rci_xpay(pk_cuda_rci *d, const double *x, double a, const double *y, double *z) {
-  RCU(pk_cuda_xpay(d->stream, d->n, x, a, y, z), "z = x + a y");
+  PK_CUDA_CHECK(d->ctx, d->func, pk_cuda_xpay(d->stream, d->n, x, a, y, z), "z = x + a y");
   return PKRYLOV_SUCCESS;
 }
 
 extern "C" int pk_cuda_rci_dots(pk_cuda_rci *d, int nv, const double *const *x, const double *const *y,
                                 double *out) {
   int64_t nb;
-  RCU(pk_cuda_dots(d->stream, d->n, nv, x, y, d->part, &nb), "dots");
+  PK_CUDA_CHECK(d->ctx, d->func, pk_cuda_dots(d->stream, d->n, nv, x, y, d->part, &nb), "dots");
   return rci_sums(d, nb, nv, out);
 }
 
@@ -1743,7 +1813,7 @@ extern "C" int pk_cuda_rci_residual(pk_cuda_rci *d, const double *b, const doubl
   }
   const pk_cuda_op u = pre_view(d->n, t);
   int64_t nb;
-  RCU(pk_cuda_residual(d->stream, &u, b, b, r, d->part, &nb), "r = b - A x");
+  PK_CUDA_CHECK(d->ctx, d->func, pk_cuda_residual(d->stream, &u, b, b, r, d->part, &nb), "r = b - A x");
   return rci_sums(d, nb, 1, rr);
 }
 
@@ -1752,7 +1822,8 @@ extern "C" int pk_cuda_rci_cg_update(pk_cuda_rci *d, double alpha, double beta, 
   PK_CALL(rci_state(d, alpha, beta));
   const pk_cuda_op u = pre_view(d->n, t);
   int64_t nb;
-  RCU(pk_cuda_cg_operator_step(d->stream, &u, d->st, 0, x, p, z, q, d->part, &nb), "CG update");
+  PK_CUDA_CHECK(d->ctx, d->func, pk_cuda_cg_operator_step(d->stream, &u, d->st, 0, x, p, z, q, d->part, &nb),
+                "CG update");
   return rci_sums(d, nb, 1, pq);
 }
 
@@ -1762,7 +1833,8 @@ extern "C" int pk_cuda_rci_pipecg_update(pk_cuda_rci *d, double alpha, double be
   PK_CALL(rci_state(d, alpha, beta));
   const pk_cuda_op v = pre_view(d->n, nv);
   int64_t nb;
-  RCU(pk_cuda_pipecg_step(d->stream, &v, d->st, m, z, q, s, p, x, r, u, w, d->part, &nb, 0),
-      "pipelined CG update");
+  PK_CUDA_CHECK(d->ctx, d->func,
+                pk_cuda_pipecg_step(d->stream, &v, d->st, m, z, q, s, p, x, r, u, w, d->part, &nb, 0),
+                "pipelined CG update");
   return rci_sums(d, nb, PK_RR_NV_BASE, out); /* the update without the norms: slots of the three dots */
 }

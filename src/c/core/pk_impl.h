@@ -499,6 +499,12 @@ int pk_dist_csr_gather_scatter(const struct pkrylov_operator_s *A, const char *f
 void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, double *y, int64_t r0,
                       int64_t r1);
 /**
+ * 0 when A->type is a ::pkrylov_operator_type, else PKRYLOV_ERR_INTERNAL (a corrupted handle) raised as
+ * func, naming the value. Every entry point that dispatches on the type checks it first: the product loops
+ * cannot return an error (they write NaN for an unknown type).
+ */
+int pk_op_check_type(const struct pkrylov_operator_s *A, const char *func);
+/**
  * y = A x over all rows, OpenMP-parallel over fixed row chunks. A user operator calls its routine once
  * (serially), a halo-exchange stencil its exchange once; when the routine returns nonzero, or failed
  * before since the last pk_user_reset() (it is then not called again), y is set to NaN, the sticky flag
@@ -604,6 +610,8 @@ int pk_pc_refactor(struct pkrylov_precond_s *M, const char *func);
  */
 void pk_pc_apply_cols(const struct pkrylov_precond_s *M, const double *r, double *z, int64_t c0,
                       int64_t c1);
+/** 0 when M->type is a ::pkrylov_precond_type, else PKRYLOV_ERR_INTERNAL raised as func (pk_op_check_type). */
+int pk_pc_check_type(const struct pkrylov_precond_s *M, const char *func);
 /**
  * The CG preconditioner loop fused into the column sweeps where the preconditioner has such a form
  * (column, symmetric, k-slow): r -= alpha q; z = M^-1 r; out[0] = (r, z), out[1] = (r, r) on the

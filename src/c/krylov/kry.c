@@ -492,9 +492,9 @@ static int kry_method(pkrylov_solver s, int (**sizes)(pkrylov_solver, pk_kry_siz
     *sizes = pk_srcg_sizes;
     *solve = pk_srcg_solve;
     return PKRYLOV_SUCCESS;
-  default:
-    return pk_error(s->ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
-                    "solver type %d is not implemented yet", s->type);
+  default: /* solver_solve checked the type: a bug */
+    return pk_error(s->ctx, PKRYLOV_ERR_INTERNAL, "pkrylov_solver_solve",
+                    "solver type %d has no method of the vector engine", s->type);
   }
 }
 

@@ -822,6 +822,13 @@ restart:
 static int solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   pkrylov_context ctx = s->ctx;
   const int64_t n = s->n;
+  /* the types the drivers below dispatch on: an unknown one is a corrupted handle, never another method */
+  PK_CHECK_AS("pkrylov_solver_solve", s->type >= PKRYLOV_SOLVER_CG && s->type <= PKRYLOV_SOLVER_SRCG, ctx,
+              PKRYLOV_ERR_INTERNAL,
+              "argument 's' has the unknown solver type %d (CG %d to SRCG %d): a corrupted or destroyed handle",
+              (int)s->type, PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_SRCG);
+  PK_CALL(pk_op_check_type(s->A, "pkrylov_solver_solve"));
+  if (s->Mobj) PK_CALL(pk_pc_check_type(s->Mobj, "pkrylov_solver_solve"));
   /* distributed: the argument checks and the settings agree on every rank (else the same error on each) */
   PK_CALL(pk_mpi_solve_check(s, mem, b, x));
   PK_CALL(pk_check_vectors(ctx, "pkrylov_solver_solve", mem, b, "b", x, "x", n));

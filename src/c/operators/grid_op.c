@@ -615,7 +615,7 @@ int pkrylov_precond_update(pkrylov_precond M) {
     pk_stencil_free(&M->ainv.c);
     M->ainv.c = c;
 #ifdef PKRYLOV_HAVE_CUDA
-    if (M->dev) return pk_cuda_precond_refresh(M);
+    if (M->dev) return pk_cuda_precond_refresh(M, func);
 #endif
     return PKRYLOV_SUCCESS;
   }
@@ -645,7 +645,7 @@ int pkrylov_precond_update_ainv_coefficients(pkrylov_precond M, const double *pW
   M->ainv.c = c;
   M->ainv.offdiag = 0.0;
 #ifdef PKRYLOV_HAVE_CUDA
-  if (M->dev) return pk_cuda_precond_refresh(M);
+  if (M->dev) return pk_cuda_precond_refresh(M, func);
 #endif
   return PKRYLOV_SUCCESS;
 }

@@ -603,6 +603,7 @@ int pkrylov_operator_get_info(pkrylov_operator A, int64_t *n, int64_t *nnz, int3
 
 int pkrylov_operator_get_csr(pkrylov_operator A, int64_t *rowptr, int64_t *colind, double *values) {
   PK_CHECK(A != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'A' is NULL");
+  PK_CALL(pk_op_check_type(A, __func__));
   PK_CHECK(A->type != PKRYLOV_OPERATOR_USER, A->ctx, PKRYLOV_ERR_UNSUPPORTED,
            "argument 'A' is a user operator (pkrylov_operator_create_user): it has no matrix entries to "
            "export");
@@ -857,7 +858,24 @@ void pk_op_apply_rows(const struct pkrylov_operator_s *A, const double *x, doubl
     else
       for (int64_t r = r0; r < r1; r++) y[r] = NAN;
     break;
-  default: ts_apply_rows(A, x, y, r0, r1); break;
+  case PKRYLOV_OPERATOR_THINSHELL: ts_apply_rows(A, x, y, r0, r1); break;
+  default: /* an unknown type (pk_op_check_type refuses it before any product): NaN, never another form */
+    for (int64_t r = r0; r < r1; r++) y[r] = NAN;
+    break;
+  }
+}
+
+int pk_op_check_type(const struct pkrylov_operator_s *A, const char *func) {
+  switch (A->type) {
+  case PKRYLOV_OPERATOR_CSR:
+  case PKRYLOV_OPERATOR_STENCIL7:
+  case PKRYLOV_OPERATOR_THINSHELL:
+  case PKRYLOV_OPERATOR_USER: return PKRYLOV_SUCCESS;
+  default:
+    return pk_error(A->ctx, PKRYLOV_ERR_INTERNAL, func,
+                    "argument 'A' has the unknown operator type %d (CSR %d to USER %d): a corrupted or "
+                    "destroyed handle",
+                    (int)A->type, PKRYLOV_OPERATOR_CSR, PKRYLOV_OPERATOR_USER);
   }
 }
 
@@ -890,6 +908,7 @@ void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double
 
 static int operator_apply(pkrylov_operator A, int32_t mem, const double *x, double *y) {
   pkrylov_context ctx = A->ctx;
+  PK_CALL(pk_op_check_type(A, "pkrylov_operator_apply"));
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_operator_apply_public(A, mem, x, y);
 #endif
@@ -919,6 +938,7 @@ static int op_no_entries(const struct pkrylov_operator_s *A, const char *func) {
 
 int pk_op_get_diagonal(const struct pkrylov_operator_s *A, double *diag) {
   const int64_t n = A->n;
+  PK_CALL(pk_op_check_type(A, __func__));
   if (A->type == PKRYLOV_OPERATOR_USER) return op_no_entries(A, __func__);
   if (A->type == PKRYLOV_OPERATOR_CSR) {
     for (int64_t r = 0; r < n; r++) {
@@ -939,6 +959,7 @@ int pk_op_rr_norm(const struct pkrylov_operator_s *A, double *amax, double *mu) 
   const int64_t n = A->n;
   double m = 0.0;
   *mu = 7.0; /* grid operators (and what a user operator is taken to have) */
+  PK_CALL(pk_op_check_type(A, __func__));
   if (A->type == PKRYLOV_OPERATOR_USER) {
     *amax = 0.0;
     return PKRYLOV_SUCCESS;
@@ -973,6 +994,7 @@ int pk_op_rr_norm(const struct pkrylov_operator_s *A, double *amax, double *mu) 
 
 int pk_op_get_tridiag(const struct pkrylov_operator_s *A, int32_t nz, int32_t layout, double *lo,
                       double *di, double *up) {
+  PK_CALL(pk_op_check_type(A, __func__));
   if (A->type == PKRYLOV_OPERATOR_USER) return op_no_entries(A, __func__);
   PK_CHECK(nz >= 1 && A->n % nz == 0, A->ctx, PKRYLOV_ERR_LAYOUT,
            "argument 'levels' = %d must be >= 1 and divide n = %lld", nz, (long long)A->n);

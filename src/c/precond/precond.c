@@ -607,7 +607,7 @@ void pk_pc_apply_cols(const struct pkrylov_precond_s *M, const double *r, double
     for (int64_t i = c0; i < c1; i++) zz[i] = dv[i] * rr[i]; /* z = D^-1 r */
     return;
   }
-  default:
+  case PKRYLOV_PRECOND_COLUMN:
     if (!M->symmetric && M->layout == PKRYLOV_LAYOUT_KSLOW)
       pc_general_kslow(M, r, z, c0, c1);
     else if (!M->symmetric)
@@ -616,6 +616,29 @@ void pk_pc_apply_cols(const struct pkrylov_precond_s *M, const double *r, double
       pc_sym_kslow(M, r, z, c0, c1);
     else
       pc_sym_kfast(M, r, z, c0, c1);
+    return;
+  default: /* an unknown type (pk_pc_check_type refuses it before any product): NaN, never another kind */
+    for (int64_t c = c0; c < c1; c++)
+      for (int64_t k = 0; k < M->nz; k++) {
+        const int64_t cell = c * M->col_stride + k * M->lev_stride;
+        if (cell >= 0 && cell < M->n) z[cell] = NAN;
+      }
+    return;
+  }
+}
+
+int pk_pc_check_type(const struct pkrylov_precond_s *M, const char *func) {
+  switch (M->type) {
+  case PKRYLOV_PRECOND_NONE:
+  case PKRYLOV_PRECOND_JACOBI:
+  case PKRYLOV_PRECOND_COLUMN:
+  case PKRYLOV_PRECOND_USER:
+  case PKRYLOV_PRECOND_AINV: return PKRYLOV_SUCCESS;
+  default:
+    return pk_error(M->ctx, PKRYLOV_ERR_INTERNAL, func,
+                    "argument 'M' has the unknown preconditioner type %d (NONE %d to AINV %d): a corrupted or "
+                    "destroyed handle",
+                    (int)M->type, PKRYLOV_PRECOND_NONE, PKRYLOV_PRECOND_AINV);
   }
 }
 
@@ -671,6 +694,7 @@ int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type
   PK_CHECK_PTR(M, ctx);
   PK_CHECK(A->ctx == ctx, ctx, PKRYLOV_ERR_INCOMPATIBLE,
            "argument 'A' was created from another context than argument 'ctx'");
+  PK_CALL(pk_op_check_type(A, __func__)); /* the set-up reads A's entries by its type */
   PK_CHECK(type == PKRYLOV_PRECOND_NONE || type == PKRYLOV_PRECOND_JACOBI || type == PKRYLOV_PRECOND_COLUMN,
            ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'type' = %d is not a pkrylov_precond_type (NONE %d, JACOBI %d, COLUMN %d; USER "
@@ -827,13 +851,14 @@ int pk_pc_refactor(struct pkrylov_precond_s *M, const char *func) {
   M->ipiv = T.ipiv;
   M->symmetric = T.symmetric;
 #ifdef PKRYLOV_HAVE_CUDA
-  if (M->dev) return pk_cuda_precond_refresh(M); /* into the device arrays the solvers' graphs hold */
+  if (M->dev) return pk_cuda_precond_refresh(M, func); /* into the device arrays the solvers' graphs hold */
 #endif
   return PKRYLOV_SUCCESS;
 }
 
 static int precond_apply(pkrylov_precond M, int32_t mem, const double *r, double *z) {
   pkrylov_context ctx = M->ctx;
+  PK_CALL(pk_pc_check_type(M, "pkrylov_precond_apply"));
 #ifdef PKRYLOV_HAVE_CUDA
   if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_precond_apply_public(M, mem, r, z);
 #endif

@@ -698,6 +698,7 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
     if (on_device) {
       if (!r->cu)
         PK_CALL(pk_cuda_rci_create(ctx, r->n, r->nvec, &r->cu, &r->dwork));
+      pk_cuda_rci_set_func(r->cu, __func__); /* the device work's CUDA errors name this call */
       const double *xs[2] = {b, x};
       double o[2];
       PK_CALL(pk_cuda_rci_dots(r->cu, x_nonzero ? 2 : 1, xs, xs, o));
@@ -788,6 +789,9 @@ int pkrylov_rci_step(pkrylov_rci r, int32_t *request, double **in, double **out,
     if (kp) r->kpart = kp;
     r->npart = kn;
   } else {
+#ifdef PKRYLOV_HAVE_CUDA
+    if (r->dev) pk_cuda_rci_set_func(r->cu, __func__);
+#endif
     int ierr = rci_run(r);
 #ifdef PKRYLOV_HAVE_CUDA
     if (!ierr && r->dev) /* the request's vectors (and x at DONE) are complete before the caller sees them */
