@@ -62,7 +62,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", nargs="+", required=True)
     ap.add_argument("--new", nargs="+", required=True)
-    ap.add_argument("--match", default=r"impl=pkrylov|benchmark=pkrylov-bench-cpu|pkrylov-bench-replace")
+    ap.add_argument("--match", default=r"impl=pkrylov|^pkrylov-bench-cpu|^pkrylov-bench-replace")
     ap.add_argument("--limit", type=float, default=1.03)
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()

@@ -128,6 +128,8 @@ double pk_test_rand(uint64_t *state);
 /** ||a - b||_2 / ||b||_2 (||a - b|| when b = 0). */
 double pk_test_rel_diff(int64_t n, const double *a, const double *b);
 /** ||v||_2 */
+/** Rounding bound of a true relative residual ||b - A x|| / ||b|| (any summation order, pk_test.c). */
+double pk_test_relres_rounding(pkrylov_operator A, const double *b, const double *x);
 double pk_test_norm(int64_t n, const double *v);
 /**
  * Dense copy (row-major, n*n, malloc'ed) of an operator through pkrylov_operator_get_csr; NULL on failure.

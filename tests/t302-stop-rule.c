@@ -675,9 +675,16 @@ PK_TEST_CASE(srcg_preconditioners_dense) {
         pkrylov_result res;
         PK_REQUIRE_OK(ctx, lib_solve(ctx, A, M, &o, b, x, &res, NULL));
         const double e = pk_test_rel_diff(n, x, xd), tr = pk_test_true_relres(A, b, x);
-        PK_EXPECT(res.converged && e <= 1e-8 && tr <= (rule ? 1e-10 : 1.0001e-12),
-                  "neg %d precond %d rule %d: %s after %d, x error %.3g, true relres %.3g", neg, pcs[k], rule,
-                  pkrylov_reason_string(res.reason), res.iterations, e, tr);
+        /* The confirmed rule: the library's own evaluation of the true residual (res.final_residual) meets
+           the tolerance; this independent recomputation may differ from it by the rounding of either, which
+           is large here (nu = 1: |A| |x| >> |b|; the worst-case bound is ~1.5e-11, the differences seen are
+           ~1e-13, and on CUDA, whose products sum in another order, 1.02e-12 against the library's < 1e-12) */
+        const double slack = 2 * pk_test_relres_rounding(A, b, x), rep = res.final_residual / pk_test_norm(n, b);
+        PK_EXPECT(res.converged && e <= 1e-8 &&
+                      (rule ? tr <= 1e-10 : rep <= 1.0001e-12 && tr <= 1.0001e-12 + slack),
+                  "neg %d precond %d rule %d: %s after %d, x error %.3g, true relres %.3g (reported %.3g, "
+                  "rounding %.2g)",
+                  neg, pcs[k], rule, pkrylov_reason_string(res.reason), res.iterations, e, tr, rep, slack);
       }
       pkrylov_precond_destroy(&M);
       pkrylov_precond_destroy(&Mc);
