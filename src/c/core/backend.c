@@ -49,7 +49,7 @@ static void *pk_cuda_dlopen(void) {
       void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
       if (h) return h;
       const char *e = dlerror();
-      snprintf(first, sizeof first, "%s", e ? e : path);
+      snprintf(first, sizeof first, "%.1000s", e ? e : path);
     }
   }
   void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);

@@ -183,7 +183,7 @@ void pk_options_collective_text(int i, int64_t v, char *buf, size_t len);
  * without one): a difference is PKRYLOV_ERR_BAD_OPTION on every rank, naming the option and the smallest and
  * largest values, raised as func. mpi.c.
  */
-int pk_mpi_check_options(pkrylov_context ctx, const char *func);
+PK_PLUGIN_API int pk_mpi_check_options(pkrylov_context ctx, const char *func);
 
 struct pkrylov_context_s {
   int32_t backend;        /* resolved: PKRYLOV_BACKEND_CPU or PKRYLOV_BACKEND_CUDA */
