@@ -25,7 +25,7 @@ static int cuda_devices(char *why, size_t len) {
     if (e == cudaSuccess || e == cudaErrorNoDevice)
       snprintf(why, len, "no CUDA device is visible");
     else if (e == cudaErrorInsufficientDriver)
-      snprintf(why, len, "no CUDA driver for this runtime (%s: %s)", cudaGetErrorName(e), cudaGetErrorString(e));
+      snprintf(why, len, "no usable CUDA driver (%s: %s)", cudaGetErrorName(e), cudaGetErrorString(e));
     else
       snprintf(why, len, "no CUDA device usable (%s: %s)", cudaGetErrorName(e), cudaGetErrorString(e));
   }
