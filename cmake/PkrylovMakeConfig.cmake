@@ -31,7 +31,7 @@ function(pk_link_flags out)
 endfunction()
 
 # What a program linking the static library needs besides it: LAPACK, BLAS, OpenMP, MPI, the CUDA runtime
-# (and the C++ runtime of the CUDA objects), NCCL, threads, libm.
+# (and the C++ runtime of the CUDA objects), NCCL, threads, libm (shared builds: their Libs.private).
 set(_pk_private ${LAPACK_LIBRARIES} ${BLAS_LIBRARIES})
 if(PKRYLOV_ENABLE_OPENMP)
   list(APPEND _pk_private ${OpenMP_C_LIBRARIES})
@@ -39,11 +39,17 @@ endif()
 if(PKRYLOV_ENABLE_MPI)
   list(APPEND _pk_private ${MPI_C_LIBRARIES})
 endif()
-if(PKRYLOV_HAVE_NCCL)
-  list(APPEND _pk_private ${PKRYLOV_NCCL_LIBRARY})
-endif()
-if(PKRYLOV_ENABLE_CUDA)
-  list(APPEND _pk_private ${CUDA_cudart_LIBRARY} stdc++)
+# The CUDA runtime and NCCL only for the static archive, which holds the CUDA objects: a shared build's
+# libpkrylov.so loads them through its plugin libpkrylov_cuda.so (dlopen), so a model links libpkrylov only.
+if(NOT BUILD_SHARED_LIBS)
+  if(PKRYLOV_HAVE_NCCL)
+    list(APPEND _pk_private ${PKRYLOV_NCCL_LIBRARY})
+  endif()
+  if(PKRYLOV_ENABLE_CUDA)
+    list(APPEND _pk_private ${CUDA_cudart_LIBRARY} stdc++)
+  endif()
+else()
+  list(APPEND _pk_private ${CMAKE_DL_LIBS})
 endif()
 list(APPEND _pk_private ${CMAKE_THREAD_LIBS_INIT} m)
 pk_link_flags(PKRYLOV_PC_PRIVATE_LIBS ${_pk_private})

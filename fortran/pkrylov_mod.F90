@@ -1898,13 +1898,15 @@ contains
         if (present(patch)) patch = v(3)
     end subroutine pk_get_version
 
-    !> .true. when the CUDA backend was compiled in (whether a device exists shows at pk_context_create).
+    !> .true. when the CUDA backend loads (built in; shared builds: its plugin libpkrylov_cuda.so beside
+    !> libpkrylov.so); whether a driver and a device exist shows at pk_context_create.
     function pk_has_cuda() result(flag)
         logical :: flag
         flag = pkrylov_has_cuda() == 1
     end function pk_has_cuda
 
-    !> .true. when NCCL was compiled in (device-to-device halos and sums of distributed CUDA solves).
+    !> .true. when the CUDA backend was built with NCCL (device-to-device halos and sums of distributed CUDA
+    !> solves).
     function pk_has_nccl() result(flag)
         logical :: flag
         flag = pkrylov_has_nccl() == 1

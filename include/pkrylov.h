@@ -131,7 +131,7 @@ typedef enum {
 /* ------------------------------------------------------------------------------------------------ */
 /** @name Enumerations (disjoint value ranges) */
 /**@{*/
-/** Backend a context runs on. AUTO picks CUDA when it is compiled in and a device is present. */
+/** Backend a context runs on. AUTO: CUDA when it loads and a device is present (pkrylov_context_create()). */
 typedef enum {
   PKRYLOV_BACKEND_AUTO = 100,
   PKRYLOV_BACKEND_CPU = 101,
@@ -237,11 +237,16 @@ typedef struct pkrylov_grid_s *pkrylov_grid;         /**< a model's tiles, halos
 /**@{*/
 /** Library version at run time. Any output pointer may be NULL. */
 PKRYLOV_EXTERN int pkrylov_get_version(int32_t *major, int32_t *minor, int32_t *patch);
-/** 1 when the CUDA backend was compiled in, else 0 (whether a device exists is checked at context creation). */
+/**
+ * 1 when the CUDA backend can be loaded, else 0: built in, and, in a shared build, its plugin
+ * libpkrylov_cuda.so found beside libpkrylov.so (or through the loader's path) and loadable (the CUDA
+ * runtime present). Whether a driver and a device exist is checked at context creation.
+ */
 PKRYLOV_EXTERN int32_t pkrylov_has_cuda(void);
 /**
- * 1 when NCCL was compiled in (CUDA and MPI builds that found it: distributed solves on CUDA contexts send
- * their halos and global sums device to device), else 0. pkrylov_has_mpi() is in the MPI section below.
+ * 1 when the CUDA backend (pkrylov_has_cuda()) was built with NCCL (CUDA and MPI builds that found it:
+ * distributed solves on CUDA contexts send their halos and global sums device to device), else 0.
+ * pkrylov_has_mpi() is in the MPI section below.
  */
 PKRYLOV_EXTERN int32_t pkrylov_has_nccl(void);
 /** 1 when the CPU backend was compiled with OpenMP (threads: pkrylov_context_set_num_threads()), else 0. */
@@ -252,9 +257,11 @@ PKRYLOV_EXTERN const char *pkrylov_error_string(int code);
 PKRYLOV_EXTERN const char *pkrylov_reason_string(int reason);
 
 /**
- * Create a context on a backend. AUTO resolves to CUDA when compiled in and a device is present,
- * otherwise to CPU. Asking for CUDA where it is not available returns ::PKRYLOV_ERR_BACKEND_UNAVAILABLE
- * (the reason is in pkrylov_last_error_message(), since no context exists then).
+ * Create a context on a backend. AUTO resolves to CUDA when the CUDA backend loads (pkrylov_has_cuda())
+ * and a device is present, otherwise to CPU, keeping why (pkrylov_context_describe()). Asking for CUDA
+ * where it is not available (built without it, its plugin libpkrylov_cuda.so missing or not loadable, no
+ * driver, no device) returns ::PKRYLOV_ERR_BACKEND_UNAVAILABLE (the reason is in
+ * pkrylov_last_error_message(), since no context exists then).
  * @param[in]  backend  ::pkrylov_backend
  * @param[out] ctx      the new context
  */
@@ -275,7 +282,9 @@ PKRYLOV_EXTERN int pkrylov_context_set_num_threads(pkrylov_context ctx, int32_t 
  * One line that says what the context runs on, for a model's log: "CPU backend, 8 OpenMP threads" (the
  * threads a call uses now: pkrylov_context_set_num_threads() or OpenMP's default), "CPU backend, 1 thread
  * (built without OpenMP)", or "CUDA backend on NVIDIA H100 80GB HBM3 (device 0 of 4)"; a context with a
- * communicator of several ranks adds ", rank R of N". Written into buf (buflen bytes, always
+ * communicator of several ranks adds ", rank R of N"; a context created with PKRYLOV_BACKEND_AUTO that runs
+ * on the CPU adds why, on one line: " (AUTO: no CUDA device is visible)", " (AUTO: the CUDA plugin cannot be
+ * loaded: <the loader's message>)", " (AUTO: built without CUDA ...)". Written into buf (buflen bytes, always
  * NUL-terminated, cut to fit). ::PKRYLOV_ERR_NULL_POINTER for a NULL ctx or buf, ::PKRYLOV_ERR_INVALID_SIZE
  * for buflen <= 0.
  */

@@ -53,24 +53,14 @@ int pkrylov_get_version(int32_t *major, int32_t *minor, int32_t *patch) {
   return PKRYLOV_SUCCESS;
 }
 
-#ifdef PKRYLOV_HAVE_CUDA
-#include "pk_cuda.h"
-#endif
+/* Whether a CUDA context can be made up to the device: the CUDA backend's table is found (the plugin
+   libpkrylov_cuda.so loads, or the static build has it); a GPU may still be missing. */
+int32_t pkrylov_has_cuda(void) { return pk_backend_cuda(NULL, 0) != NULL; }
 
-int32_t pkrylov_has_cuda(void) {
-#ifdef PKRYLOV_HAVE_CUDA
-  return 1;
-#else
-  return 0;
-#endif
-}
-
+/* NCCL: the CUDA backend that has loaded was built with it. */
 int32_t pkrylov_has_nccl(void) {
-#ifdef PKRYLOV_HAVE_NCCL
-  return 1;
-#else
-  return 0;
-#endif
+  const pk_backend *be = pk_backend_cuda(NULL, 0);
+  return be && be->nccl;
 }
 
 int32_t pkrylov_has_openmp(void) {
@@ -142,24 +132,30 @@ int pkrylov_context_create(int backend, pkrylov_context *ctx) {
   PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
   *ctx = NULL;
   int resolved;
+  const pk_backend *be = &pk_backend_cpu;
+  char why[256] = "", devwhy[256] = "";
   switch (backend) {
   case PKRYLOV_BACKEND_CPU: resolved = PKRYLOV_BACKEND_CPU; break;
-  case PKRYLOV_BACKEND_AUTO:
-#ifdef PKRYLOV_HAVE_CUDA
-    resolved = pk_cuda_device_count() > 0 ? PKRYLOV_BACKEND_CUDA : PKRYLOV_BACKEND_CPU;
-#else
-    resolved = PKRYLOV_BACKEND_CPU;
-#endif
+  case PKRYLOV_BACKEND_AUTO: {
+    /* the CUDA backend when its table is found and a device is visible; else the CPU, with the reason */
+    const pk_backend *cu = pk_backend_cuda(why, sizeof why);
+    if (cu && cu->devices(devwhy, sizeof devwhy) > 0) {
+      be = cu;
+      resolved = PKRYLOV_BACKEND_CUDA;
+    } else {
+      if (cu) snprintf(why, sizeof why, "%s", devwhy);
+      resolved = PKRYLOV_BACKEND_CPU;
+    }
     break;
+  }
   case PKRYLOV_BACKEND_CUDA:
-#ifdef PKRYLOV_HAVE_CUDA
-    resolved = PKRYLOV_BACKEND_CUDA; /* pk_cuda_context_init reports a missing device */
+    be = pk_backend_cuda(why, sizeof why);
+    if (!be)
+      return pk_error(NULL, PKRYLOV_ERR_BACKEND_UNAVAILABLE, __func__, "backend CUDA requested but %s", why);
+    if (be->devices(devwhy, sizeof devwhy) <= 0)
+      return pk_error(NULL, PKRYLOV_ERR_BACKEND_UNAVAILABLE, __func__, "backend CUDA requested but %s", devwhy);
+    resolved = PKRYLOV_BACKEND_CUDA;
     break;
-#else
-    return pk_error(NULL, PKRYLOV_ERR_BACKEND_UNAVAILABLE, __func__,
-                    "backend CUDA requested but this build has no CUDA support "
-                    "(configure with -DPKRYLOV_ENABLE_CUDA=ON)");
-#endif
   default:
     return pk_error(NULL, PKRYLOV_ERR_INVALID_VALUE, __func__,
                     "argument 'backend' = %d is not a pkrylov_backend (AUTO %d, CPU %d, CUDA %d)", backend,
@@ -168,6 +164,9 @@ int pkrylov_context_create(int backend, pkrylov_context *ctx) {
   pkrylov_context c = calloc(1, sizeof *c);
   PK_CHECK(c != NULL, NULL, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate a context");
   c->backend = resolved;
+  c->be = be;
+  if (backend == PKRYLOV_BACKEND_AUTO && resolved == PKRYLOV_BACKEND_CPU)
+    snprintf(c->be_why, sizeof c->be_why, "%s", why);
   c->rank = 0; /* single rank until pkrylov_context_set_comm */
   c->size = 1;
   c->default_threads = pk_default_threads();
@@ -187,16 +186,14 @@ int pkrylov_context_create(int backend, pkrylov_context *ctx) {
     free(c);
     return pk_error(NULL, PKRYLOV_ERR_BACKEND, __func__, "cannot initialise the context's lock");
   }
-#ifdef PKRYLOV_HAVE_CUDA
-  if (resolved == PKRYLOV_BACKEND_CUDA) {
-    int ierr = pk_cuda_context_init(c);
+  if (be->context_init) {
+    int ierr = be->context_init(c);
     if (ierr) {
       pthread_mutex_destroy(&c->err_lock);
       free(c);
       return ierr;
     }
   }
-#endif
   *ctx = c;
   return PKRYLOV_SUCCESS;
 }
@@ -207,9 +204,7 @@ int pkrylov_context_destroy(pkrylov_context *ctx) {
   PK_CHECK((*ctx)->live_objects == 0, *ctx, PKRYLOV_ERR_INVALID_STATE,
            "%lld objects created from this context are not destroyed yet",
            (long long)(*ctx)->live_objects);
-#ifdef PKRYLOV_HAVE_CUDA
-  pk_cuda_context_free(*ctx);
-#endif
+  if ((*ctx)->be->context_free) (*ctx)->be->context_free(*ctx);
   pk_mpi_free(*ctx); /* the duplicated communicator */
   pthread_mutex_destroy(&(*ctx)->err_lock);
   free(*ctx);
@@ -238,12 +233,9 @@ int pkrylov_context_describe(pkrylov_context ctx, char *buf, int32_t buflen) {
   PK_CHECK_PTR(buf, ctx);
   PK_CHECK(buflen > 0, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'buflen' = %d must be > 0", buflen);
   char line[512];
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA)
-    pk_cuda_context_describe(ctx, line, sizeof line);
-  else
-#endif
-  {
+  if (ctx->be->context_describe)
+    ctx->be->context_describe(ctx, line, sizeof line);
+  else {
     const int nt = pk_num_threads(ctx);
     if (pkrylov_has_openmp())
       snprintf(line, sizeof line, "CPU backend, %d OpenMP thread%s", nt, nt == 1 ? "" : "s");
@@ -253,6 +245,10 @@ int pkrylov_context_describe(pkrylov_context ctx, char *buf, int32_t buflen) {
   if (ctx->size > 1) {
     const size_t len = strlen(line);
     snprintf(line + len, sizeof line - len, ", rank %d of %d", (int)ctx->rank, (int)ctx->size);
+  }
+  if (ctx->be_why[0]) { /* AUTO on the CPU: why not CUDA */
+    const size_t len = strlen(line);
+    snprintf(line + len, sizeof line - len, " (AUTO: %s)", ctx->be_why);
   }
   snprintf(buf, (size_t)buflen, "%s", line);
   return PKRYLOV_SUCCESS;
@@ -376,10 +372,10 @@ int pk_use_begin(pkrylov_context ctx, const char *func, const char *arg, struct 
   const int ex = pk_context_exclusive(ctx), sa = pk_op_stateful(A), sm = pk_pc_stateful(M);
   if (ex && !context_take(ctx))
     return pk_error(ctx, PKRYLOV_ERR_BUSY, func,
-                    "argument '%s': its context is in use by another thread's solve or product (a %s serves "
+                    "argument '%s': its context is in use by another thread's solve or product (a %s%s serves "
                     "one at a time)",
-                    arg,
-                    ctx->backend == PKRYLOV_BACKEND_CUDA ? "CUDA context" : "context with a communicator");
+                    arg, ctx->be->device ? ctx->be->name : "context with a communicator",
+                    ctx->be->device ? " context" : "");
   if (sa && !pk_busy_take(&A->busy)) {
     if (ex) context_drop(ctx);
     return pk_error(ctx, PKRYLOV_ERR_BUSY, func,
@@ -409,7 +405,7 @@ void pk_use_end(pkrylov_context ctx, struct pkrylov_operator_s *A, struct pkrylo
 /** 1 when s's solves choose between the default count and one thread (pk_thread_choice). */
 static int threads_adapt(pkrylov_solver s) {
   const pkrylov_context ctx = s->ctx;
-  return ctx->backend == PKRYLOV_BACKEND_CPU && ctx->num_threads <= 0 && ctx->default_threads > 1 &&
+  return !ctx->be->device && ctx->num_threads <= 0 && ctx->default_threads > 1 &&
          pk_par(s->n);
 }
 
@@ -474,7 +470,7 @@ int pk_check_vectors(pkrylov_context ctx, const char *func, int32_t mem, const d
     return pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, func,
                     "argument 'mem' = %d is not a pkrylov_memtype (HOST %d, DEVICE %d)", mem, PKRYLOV_MEM_HOST,
                     PKRYLOV_MEM_DEVICE);
-  if (mem != PKRYLOV_MEM_HOST && (!ctx || ctx->backend != PKRYLOV_BACKEND_CUDA))
+  if (mem != PKRYLOV_MEM_HOST && (!ctx || !ctx->be->device))
     return pk_error(ctx, PKRYLOV_ERR_MEMTYPE, func,
                     "argument 'mem' = PKRYLOV_MEM_DEVICE but the CPU backend accepts host memory only");
   if (!in) return pk_error(ctx, PKRYLOV_ERR_NULL_POINTER, func, "argument '%s' is NULL", in_name);

@@ -21,6 +21,7 @@
 #define PK_IMPL_H
 
 #include "pkrylov.h"
+#include "pk_backend.h"
 #include "pk_rr.h"
 
 #include <math.h>
@@ -34,7 +35,7 @@
  * Record an error in ctx (or, with ctx NULL, in the thread-local slot read by
  * pkrylov_last_error_message()) and return code. The message is "func: " followed by the formatted text.
  */
-int pk_error(pkrylov_context ctx, int code, const char *func, const char *fmt, ...)
+PK_PLUGIN_API int pk_error(pkrylov_context ctx, int code, const char *func, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
@@ -182,7 +183,7 @@ void pk_options_collective_text(int i, int64_t v, char *buf, size_t len);
  * without one): a difference is PKRYLOV_ERR_BAD_OPTION on every rank, naming the option and the smallest and
  * largest values, raised as func. mpi.c.
  */
-int pk_mpi_check_options(pkrylov_context ctx, const char *func);
+PK_PLUGIN_API int pk_mpi_check_options(pkrylov_context ctx, const char *func);
 
 struct pkrylov_context_s {
   int32_t backend;        /* resolved: PKRYLOV_BACKEND_CPU or PKRYLOV_BACKEND_CUDA */
@@ -198,6 +199,8 @@ struct pkrylov_context_s {
                              same thread may nest, e.g. a product inside a callback of its solve) */
   int32_t owner_depth;    /* nesting depth of the owner's calls (touched by the owner only) */
   int64_t live_objects;   /* operators + preconditioners + solvers not yet destroyed */
+  const pk_backend *be;   /* the backend's table (pk_backend.h): pk_backend_cpu or the CUDA plugin's */
+  char be_why[256];       /* AUTO that fell back to the CPU: why, one line (pkrylov_context_describe) */
   void *cuda;             /* CUDA backend state (device, stream), NULL on the CPU */
   const struct pk_reduce_hook *reduce_hook; /* reduce.c: override of the global sums, NULL = none (set
                                                only on the private context of a reverse-communication
@@ -220,13 +223,13 @@ static inline int pk_distributed(pkrylov_context ctx) { return ctx && ctx->size 
  * recorded in its context); all ranks return the error of the lowest rank that failed, with that rank's
  * message ("rank R: ..." on the others), or 0 when all succeeded. Single rank: returns code.
  */
-int pk_mpi_agree(pkrylov_context ctx, int code);
+PK_PLUGIN_API int pk_mpi_agree(pkrylov_context ctx, int code);
 /** In-place MPI_Allreduce of count int64 values with op 0 = sum, 1 = min, 2 = max (no-op on one rank). */
-int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op);
+PK_PLUGIN_API int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op);
 /** all[r*count + c] = rank r's mine[c] (MPI_Allgather; a copy on one rank). */
 int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all);
 /** all[r*count + c] = rank r's mine[c] (MPI_Allgather of doubles; a copy on one rank). */
-int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, double *all);
+PK_PLUGIN_API int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, double *all);
 /**
  * The NCCL communicator of a distributed CUDA context (an ncclComm_t), or *comm = NULL for the host-staged
  * path: NCCL not built in, one rank, the option dist.nccl=0 (read at each call: collective, every rank has
@@ -234,7 +237,7 @@ int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, dou
  * first call (collective then: ncclGetUniqueId on rank 0, MPI_Bcast, ncclCommInitRank; call it from
  * collective operations only), destroyed with the context (pk_mpi_free).
  */
-int pk_mpi_nccl(pkrylov_context ctx, void **comm);
+PK_PLUGIN_API int pk_mpi_nccl(pkrylov_context ctx, void **comm);
 /** Free the context's MPI state (the duplicated communicator, the NCCL communicator). */
 void pk_mpi_free(pkrylov_context ctx);
 /**
@@ -249,7 +252,7 @@ int pk_mpi_solve_check(pkrylov_solver s, int32_t mem, const double *b, const dou
  * Check the two vector arguments of an apply or solve call: mem is a pkrylov_memtype the backend accepts,
  * in/out are non-NULL and do not overlap (n values each). Errors name the arguments and come from func.
  */
-int pk_check_vectors(pkrylov_context ctx, const char *func, int32_t mem, const double *in, const char *in_name,
+PK_PLUGIN_API int pk_check_vectors(pkrylov_context ctx, const char *func, int32_t mem, const double *in, const char *in_name,
                      const double *out, const char *out_name, int64_t n);
 
 /**
@@ -273,7 +276,7 @@ int pk_threads_cap(int n);
 /** The default thread count of a context without a communicator: pk_threads_cap(pk_cores_available()). */
 int pk_default_threads(void);
 /** Wall clock in seconds. */
-double pk_wtime(void);
+PK_PLUGIN_API double pk_wtime(void);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Tiled grids (grid.c): the model's tiles, their connectivity and the halo-exchange plan            */
@@ -337,7 +340,7 @@ int pk_grid_xchg_begin(const struct pkrylov_grid_s *g, const double *x, pk_grid_
 int pk_grid_xchg_end(const struct pkrylov_grid_s *g, pk_grid_xchg *X);
 /** One blocking exchange of packed buffers in the layout of pk_grid_xchg (sbuf: send_off[nnb] * nz values
  *  in, halo: nhalo * nz out; the CUDA backend's host-staged path). Collective among neighbours. */
-int pk_grid_exchange_bufs(const struct pkrylov_grid_s *g, int32_t nz, const double *sbuf, double *halo);
+PK_PLUGIN_API int pk_grid_exchange_bufs(const struct pkrylov_grid_s *g, int32_t nz, const double *sbuf, double *halo);
 /**
  * Per edge cell values across the edges (set-up: coefficients, masks): theirs[ecell + nedge*k] := the value
  * mine[] holds at the neighbour's edge cell that faces this one (0 at walls), for nz levels. Collective.
@@ -463,14 +466,14 @@ typedef struct {
                           caller frees; NULL for the thin shell */
 } pk_dist_tile;
 /** The tile of distributed operator A (PKRYLOV_ERR_INTERNAL when A is not distributed). */
-int pk_dist_get_tile(const struct pkrylov_operator_s *A, pk_dist_tile *t);
+PK_PLUGIN_API int pk_dist_get_tile(const struct pkrylov_operator_s *A, pk_dist_tile *t);
 /**
  * Start a halo exchange of caller-packed edges (CUDA backend: pinned host buffers): snd and rcv hold the
  * four directions W, E (ny*nz each, index j + ny*k), S, N (nx*nz, i + nx*k) one after the other; snd the
  * tile's own edges, rcv gets the neighbours'. Finish with pk_dist_exchange_end before touching either.
  */
-int pk_dist_exchange_begin(const struct pkrylov_operator_s *A, double *rcv, double *snd);
-int pk_dist_exchange_end(const struct pkrylov_operator_s *A);
+PK_PLUGIN_API int pk_dist_exchange_begin(const struct pkrylov_operator_s *A, double *rcv, double *snd);
+PK_PLUGIN_API int pk_dist_exchange_end(const struct pkrylov_operator_s *A);
 /** The distributed parts (A->dist) start with their kind, so that dist.c can route the CSR ones. */
 enum { PK_DIST_GRID = 1, PK_DIST_CSR = 2 };
 static inline int32_t pk_dist_kind(const void *dist) { return dist ? *(const int32_t *)dist : 0; }
@@ -648,7 +651,7 @@ int64_t pk_pc_chunk_cols(const struct pkrylov_precond_s *M);
 
 /** 1 when the context serves one solve at a time: a CUDA context (one stream) or one with a communicator. */
 static inline int pk_context_exclusive(pkrylov_context ctx) {
-  return ctx->backend == PKRYLOV_BACKEND_CUDA || ctx->mpi != NULL;
+  return ctx->be->device || ctx->mpi != NULL;
 }
 /** 1 when a product with A changes state in A (A->busy guards it): pk_op_whole_vector(). */
 static inline int pk_op_stateful(const struct pkrylov_operator_s *A) { return A && pk_op_whole_vector(A); }
@@ -759,7 +762,7 @@ struct pkrylov_solver_s {
 int pk_solver_replace_every(const struct pkrylov_solver_s *s);
 /** A fresh estimate of the automatic rule (pk_rr.h) for a solve of s with ||b|| = bnorm: ||A|| and mu from
  *  the operator over all ranks (collective). */
-int pk_rr_init(pkrylov_solver s, double bnorm, pk_rr_est *e);
+PK_PLUGIN_API int pk_rr_init(pkrylov_solver s, double bnorm, pk_rr_est *e);
 
 /* Residual bookkeeping shared by the drivers of solver.c and kry.c */
 
@@ -780,20 +783,20 @@ int pk_solver_converged(pkrylov_solver s, double tol, double res);
  * PKRYLOV_STOP_CONFIRMED: pk_solver_converged(s, tol, sqrt(rr)); PKRYLOV_STOP_RECURRENCE: rr < tol * tol
  * (strict) or rr == 0, then PKRYLOV_CONVERGED_ATOL when atol >= tol (atol >= rtol ||b||), else _RTOL.
  */
-int pk_solver_converged_rr(pkrylov_solver s, double tol, double rr);
+PK_PLUGIN_API int pk_solver_converged_rr(pkrylov_solver s, double tol, double rr);
 /**
  * The end of a solve with the minimum-residual iterate (tracked = 1; else nothing, returns 0): fills
  * res->min_residual = sqrt(min_rr) and min_residual_iteration = min_it and returns 1 when the caller must
  * return the kept iterate instead of the last one (its recurrence sum last_rr > min_rr, MITgcm's rule; or
  * last_rr NaN).
  */
-int pk_solver_min_result(pkrylov_result *res, int tracked, double min_rr, int32_t min_it, double last_rr);
+PK_PLUGIN_API int pk_solver_min_result(pkrylov_result *res, int tracked, double min_rr, int32_t min_it, double last_rr);
 /** 1 when solver s stops on the recurrence residual alone (PKRYLOV_STOP_RECURRENCE). */
 static inline int pk_solver_recurrence(const struct pkrylov_solver_s *s) {
   return s->stop_rule == PKRYLOV_STOP_RECURRENCE;
 }
 /** A result before a solve: zeros, breakdown_iteration -1, min_residual -1, min_residual_iteration -1. */
-void pk_result_init(pkrylov_result *res);
+PK_PLUGIN_API void pk_result_init(pkrylov_result *res);
 /**
  * Sign bookkeeping of a curvature-like scalar of CG ((p, A p), (r, M^-1 r)): the first value fixes *sign
  * (0 before it), so negative definite operators, as ocean models store them, solve. 0 on breakdown: zero,
@@ -839,7 +842,7 @@ typedef struct {
 } pk_reduce_request;
 
 /** vals[0..count) := global sums of the local values (blocking). */
-int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count);
+PK_PLUGIN_API int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count);
 /** vals[0..count) := their maxima over the ranks (blocking; every value finite and >= 0, count <= 8). Exact,
  *  so the same on every rank and for every decomposition. */
 int pk_allreduce_max_nonneg(pkrylov_context ctx, double *vals, int count);
@@ -930,6 +933,6 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am, do
 /** 1 when all n values are finite. */
 int pk_all_finite(const double *v, int64_t n);
 /** Index of the first non-finite value, or -1. */
-int64_t pk_first_nonfinite(const double *v, int64_t n);
+PK_PLUGIN_API int64_t pk_first_nonfinite(const double *v, int64_t n);
 
 #endif /* PK_IMPL_H */

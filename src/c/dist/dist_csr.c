@@ -469,10 +469,10 @@ int pkrylov_operator_create_csr_dist(pkrylov_context ctx, int64_t n_global, int6
     e = pk_error(ctx, PKRYLOV_ERR_INVALID_VALUE, func,
                  "argument 'first_row' = %lld: the block of %lld rows must lie in [%d, %lld) (or pass -1)",
                  (long long)first_row, (long long)nlocal, index_base, (long long)(n_global + index_base));
-  else if (ctx->backend != PKRYLOV_BACKEND_CPU)
+  else if (ctx->be->device)
     e = pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, func,
-                 "argument 'ctx' runs on the CUDA backend: distributed operators run on the CPU backend only "
-                 "for now");
+                 "argument 'ctx' runs on the %s backend: distributed operators run on the CPU backend only "
+                 "for now", ctx->be->name);
   else
     e = check_arrays(ctx, func, n_global, nlocal, index_base, rowptr, colind, values);
   PK_CALL(pk_mpi_agree(ctx, e));

@@ -28,9 +28,6 @@
 
 #include "pk_impl.h"
 #include "pk_mpi.h"
-#ifdef PKRYLOV_HAVE_CUDA
-#include "pk_cuda.h"
-#endif
 
 /** Tag of the grid exchanges on the context's communicator (dist.c uses 0..3). */
 #define PK_GRID_TAG 7100
@@ -491,20 +488,19 @@ static int pack_check(pkrylov_grid g, const char *func, int32_t nz, int32_t mem,
 int pk_grid_copy_mem(const struct pkrylov_grid_s *g, int32_t nz, int32_t mem, const double *src, double *dst,
                      int dir, const char *func) {
   pkrylov_context ctx = g->ctx;
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
-    PK_CALL(pk_cuda_check_pointer(ctx, func, mem, src, dir ? "compact" : "halo"));
-    PK_CALL(pk_cuda_check_pointer(ctx, func, mem, dst, dir ? "halo" : "compact"));
+  const pk_backend *be = ctx->be;
+  if (be->grid_copy) { /* a device backend */
+    PK_CALL(be->check_pointer(ctx, func, mem, src, dir ? "compact" : "halo"));
+    PK_CALL(be->check_pointer(ctx, func, mem, dst, dir ? "halo" : "compact"));
     if (mem == PKRYLOV_MEM_DEVICE) {
-      void *st = pk_cuda_context_stream(ctx);
-      int e = pk_cuda_grid_copy(st, g->snx, g->sny, g->olx, g->oly, g->nt, nz, src, dst, dir);
-      if (!e) e = pk_cuda_stream_sync(st);
+      void *st = be->context_stream(ctx);
+      int e = be->grid_copy(st, g->snx, g->sny, g->olx, g->oly, g->nt, nz, src, dst, dir);
+      if (!e) e = be->stream_sync(st);
       PK_CHECK(e == 0, ctx, PKRYLOV_ERR_BACKEND, "copying between the halo'd and the compact arrays on the device "
                "failed (CUDA error %d)", e);
       return PKRYLOV_SUCCESS;
     }
   }
-#endif
   PK_CHECK(mem == PKRYLOV_MEM_HOST, ctx, PKRYLOV_ERR_MEMTYPE,
            "argument 'mem' = DEVICE: the CPU backend works on host arrays");
   grid_copy(g, nz, src, dst, dir);

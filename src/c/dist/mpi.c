@@ -16,9 +16,6 @@
 #ifdef PKRYLOV_HAVE_MPI
 #include "pkrylov_mpi.h"
 #endif
-#ifdef PKRYLOV_HAVE_CUDA
-#include "pk_cuda.h"
-#endif
 
 int32_t pkrylov_has_mpi(void) {
 #ifdef PKRYLOV_HAVE_MPI
@@ -155,12 +152,11 @@ int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
            cuda ? "CUDA" : "CPU", cuda ? "CPU" : "CUDA");
   /* the options that choose a communication path: the same on every rank */
   PK_CALL(check_options(ctx, comm, __func__));
-#ifdef PKRYLOV_HAVE_CUDA
   /* one GPU per rank: device = node-local rank mod visible devices (node-local rank from
      MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); the option cuda.bind=none keeps the device that was
      current when the context was created (the caller's cudaSetDevice). No object exists yet, so the
      context's stream can move. */
-  if (cuda && size > 1) {
+  if (ctx->be->context_set_device && size > 1) {
     int e = PKRYLOV_SUCCESS;
     if (ctx->opts.cuda_bind) {
       MPI_Comm node;
@@ -169,8 +165,8 @@ int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
         return pk_mpi_error(ctx, __func__, "MPI_Comm_split_type", rc);
       MPI_Comm_rank(node, &lrank);
       MPI_Comm_free(&node);
-      const int count = pk_cuda_device_count();
-      e = count > 0 ? pk_cuda_context_set_device(ctx, lrank % count)
+      const int count = ctx->be->devices(NULL, 0);
+      e = count > 0 ? ctx->be->context_set_device(ctx, lrank % count)
                     : pk_error(ctx, PKRYLOV_ERR_BACKEND_UNAVAILABLE, __func__, "no CUDA device is visible");
     }
     int bad = e != PKRYLOV_SUCCESS, anybad = 0;
@@ -180,7 +176,6 @@ int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
       return e ? e
                : pk_error(ctx, PKRYLOV_ERR_BACKEND, __func__, "another rank could not select its CUDA device");
   }
-#endif
   /* the default thread count: this rank's share of the cores of its node (every rank calls: collective) */
   int threads = 1, e = node_threads(ctx, comm, rank, &threads), anybad = 0;
   if ((rc = MPI_Allreduce(&e, &anybad, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
@@ -213,10 +208,8 @@ int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm) {
 void pk_mpi_free(pkrylov_context ctx) {
   if (!ctx || !ctx->mpi) return;
   pk_mpi_state *st = ctx->mpi;
-#ifdef PKRYLOV_HAVE_CUDA
-  if (st->nccl) pk_cuda_nccl_comm_destroy(st->nccl);
+  if (st->nccl) ctx->be->nccl_comm_destroy(st->nccl);
   st->nccl = NULL;
-#endif
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin) MPI_Comm_free(&st->comm);
@@ -280,9 +273,8 @@ int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, dou
 
 int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
   *comm = NULL;
-#if defined(PKRYLOV_HAVE_CUDA)
-  if (!pk_distributed(ctx) || ctx->backend != PKRYLOV_BACKEND_CUDA || !pk_cuda_nccl_compiled())
-    return PKRYLOV_SUCCESS;
+  const pk_backend *be = ctx->be; /* NCCL entries: a device backend built with NCCL */
+  if (!pk_distributed(ctx) || !be->nccl_comm_create) return PKRYLOV_SUCCESS;
   if (!ctx->opts.dist_nccl) return PKRYLOV_SUCCESS; /* the host-staged path, forced (collective option) */
   pk_mpi_state *st = ctx->mpi;
   if (!st->nccl_tried) {
@@ -293,7 +285,7 @@ int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
     /* one GPU per rank: NCCL refuses ranks that share a device (then the host-staged path) */
     unsigned char uuid[16] = {0}, *all = malloc((size_t)16 * (size_t)size);
     if (!all) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate");
-    int ok = pk_cuda_device_uuid(uuid) == 0, allok = 0;
+    int ok = be->device_uuid(uuid) == 0, allok = 0;
     if ((rc = MPI_Allgather(uuid, 16, MPI_BYTE, all, 16, MPI_BYTE, c)) != MPI_SUCCESS) {
       free(all);
       return pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
@@ -310,24 +302,21 @@ int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
       char id[128];
     } uid;
     memset(&uid, 0, sizeof uid);
-    if (ctx->rank == 0) uid.ok = pk_cuda_nccl_unique_id(uid.id, (int)sizeof uid.id) == 0;
+    if (ctx->rank == 0) uid.ok = be->nccl_unique_id(uid.id, (int)sizeof uid.id) == 0;
     if ((rc = MPI_Bcast(&uid, (int)sizeof uid, MPI_BYTE, 0, c)) != MPI_SUCCESS)
       return pk_mpi_error(ctx, __func__, "MPI_Bcast", rc);
     if (!uid.ok) return PKRYLOV_SUCCESS;
     void *nc = NULL;
-    ok = pk_cuda_nccl_comm_create(uid.id, ctx->rank, size, &nc) == 0;
+    ok = be->nccl_comm_create(uid.id, ctx->rank, size, &nc) == 0;
     if ((rc = MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, c)) != MPI_SUCCESS)
       return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
     if (!allok) {
-      if (nc) pk_cuda_nccl_comm_destroy(nc);
+      if (nc) be->nccl_comm_destroy(nc);
       return PKRYLOV_SUCCESS;
     }
     st->nccl = nc;
   }
   *comm = st->nccl;
-#else
-  (void)ctx;
-#endif
   return PKRYLOV_SUCCESS;
 }
 

@@ -69,7 +69,7 @@ int pk_cagmres_sizes(pkrylov_solver s, pk_kry_sizes *z) {
   z->nbasis = mmax + 1 + smax; /* v_0..v_mmax and the scratch block */
   z->nscalars = pk_ca_off(mmax, smax).total;
   /* a block of up to smax iterations ends in one step: polls come at most sync - 1 + smax apart */
-  z->poll_iters = (s->ctx->backend == PKRYLOV_BACKEND_CUDA ? s->sync_interval : 1) + smax;
+  z->poll_iters = (s->ctx->be->device ? s->sync_interval : 1) + smax;
   return PKRYLOV_SUCCESS;
 }
 

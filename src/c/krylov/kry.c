@@ -19,9 +19,6 @@
 #include <string.h>
 
 #include "pk_kry.h"
-#ifdef PKRYLOV_HAVE_CUDA
-#include "pk_cuda.h"
-#endif
 
 int pk_kry_is_kry_type(int32_t type) {
   return (type >= PKRYLOV_SOLVER_BICGSTAB && type <= PKRYLOV_SOLVER_CAGMRES) || type == PKRYLOV_SOLVER_SRCG;
@@ -32,13 +29,8 @@ int pk_kry_is_kry_type(int32_t type) {
 
 #define KRY_BAD(E, func, ...) pk_error((E) ? (E)->ctx : NULL, PKRYLOV_ERR_INTERNAL, func, __VA_ARGS__)
 
-static const pk_kry_backend *pk_kry_backend_of(pkrylov_context ctx) {
-  if (ctx->backend == PKRYLOV_BACKEND_CPU) return &pk_kry_cpu_backend;
-#if defined(PKRYLOV_HAVE_CUDA) && defined(PKRYLOV_HAVE_CUDA_KRY)
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) return &pk_kry_cuda_backend;
-#endif
-  return NULL;
-}
+/* The engine of the context's backend (its table's kry; NULL: not served there). */
+static const pk_kry_backend *pk_kry_backend_of(pkrylov_context ctx) { return ctx->be->kry; }
 
 int pk_kry_create(pkrylov_solver s, int32_t nwork, int32_t nbasis, int32_t nscalars, pk_kry **E) {
   if (!s || !E) return pk_error(s ? s->ctx : NULL, PKRYLOV_ERR_INTERNAL, __func__, "NULL solver or output");
@@ -47,7 +39,7 @@ int pk_kry_create(pkrylov_solver s, int32_t nwork, int32_t nbasis, int32_t nscal
   const pk_kry_backend *be = pk_kry_backend_of(ctx);
   if (!be)
     return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
-                    "solver type %d is not implemented on the CUDA backend yet", s->type);
+                    "solver type %d is not implemented on the %s backend yet", s->type, ctx->be->name);
   if (nwork < 0 || nwork > PK_KV_V0 - PK_KV_W0 || nbasis < 0 || nbasis > 100000 || nscalars < 0 ||
       nscalars > (1 << 26))
     return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "bad sizes nwork %d (0..%d), nbasis %d, nscalars %d",
@@ -80,7 +72,7 @@ void pk_kry_destroy(pk_kry *E) {
 
 int32_t pk_kry_sync_interval(const pk_kry *E) {
   /* user callbacks on CUDA: one iteration per block, so that the routine is not called after a stop */
-  return E && E->ctx->backend == PKRYLOV_BACKEND_CUDA && !pk_op_whole_vector(E->s->A) &&
+  return E && E->ctx->be->device && !pk_op_whole_vector(E->s->A) &&
                  !(E->s->M && E->s->M->type == PKRYLOV_PRECOND_USER)
              ? E->s->sync_interval
              : 1;
@@ -525,14 +517,12 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   PK_CALL(kry_method(s, &sizes, &solve));
   if (!pk_kry_backend_of(ctx))
     return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, "pkrylov_solver_solve",
-                    "solver type %d is not implemented on the CUDA backend yet", s->type);
+                    "solver type %d is not implemented on the %s backend yet", s->type, ctx->be->name);
   const int host = mem == PKRYLOV_MEM_HOST;
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) { /* where b and x live, before any host read of them */
-    PK_CALL(pk_cuda_check_pointer(ctx, "pkrylov_solver_solve", mem, b, "b"));
-    PK_CALL(pk_cuda_check_pointer(ctx, "pkrylov_solver_solve", mem, x, "x"));
+  if (ctx->be->check_pointer) { /* where b and x live, before any host read of them */
+    PK_CALL(ctx->be->check_pointer(ctx, "pkrylov_solver_solve", mem, b, "b"));
+    PK_CALL(ctx->be->check_pointer(ctx, "pkrylov_solver_solve", mem, x, "x"));
   }
-#endif
   if (host)
     PK_CALL(pk_solver_check_finite(s, __func__, b, x));
   PK_CALL(pk_solver_history_reserve(s));
@@ -542,7 +532,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   pk_kry_sizes z;
   memset(&z, 0, sizeof z);
   PK_CALL(sizes(s, &z));
-  const int32_t interval = ctx->backend == PKRYLOV_BACKEND_CUDA ? s->sync_interval : 1;
+  const int32_t interval = ctx->be->device ? s->sync_interval : 1;
   const int32_t ring = (z.poll_iters > interval ? z.poll_iters : interval) + 1;
   const int32_t nwork = z.nwork + 2, nscal = z.nscalars + ring; /* + R.tmp and R.xbest */
   pk_kry *E = (pk_kry *)s->kry;
@@ -588,7 +578,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
 
   /* ||b|| over the wet cells */
   double bb = 0.0;
-  if (host && ctx->backend == PKRYLOV_BACKEND_CPU) {
+  if (host && !ctx->be->device) {
     const uint8_t *wet = s->A->wet;
     if (wet) {
       for (int64_t i = 0; i < n; i++)

@@ -410,9 +410,8 @@ typedef struct pk_kry_backend {
 } pk_kry_backend;
 
 extern const pk_kry_backend pk_kry_cpu_backend;
-#ifdef PKRYLOV_HAVE_CUDA
+/* pk_kry_cuda_backend (src/cuda/pk_cuda_kry.cu) is reached through the CUDA backend's table (pk_backend.kry) */
 extern const pk_kry_backend pk_kry_cuda_backend;
-#endif
 
 #ifdef __cplusplus
 }

@@ -32,9 +32,6 @@
 
 #include "pk_impl.h"
 #include "pk_kry.h"
-#ifdef PKRYLOV_HAVE_CUDA
-#include "pk_cuda.h"
-#endif
 
 
 /** Extra doubles between consecutive work vectors (5 cache lines), see pkrylov_solver_create. */
@@ -81,8 +78,8 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   /* Work vectors in one block, each start shifted by 5 more cache lines than the previous one: large
      power-of-two strides would map every vector of a fused loop to the same cache sets. */
   const size_t stride = ((size_t)A->n + 7) / 8 * 8 + PK_VEC_SHIFT;
-  /* the CUDA backend keeps its vectors on the device (pk_cuda_solver_setup) */
-  S->work = ctx->backend == PKRYLOV_BACKEND_CPU && nvec > 0 ? calloc((size_t)nvec * stride, sizeof(double))
+  /* a device backend keeps its vectors on the device (its solver_setup) */
+  S->work = !ctx->be->device && nvec > 0 ? calloc((size_t)nvec * stride, sizeof(double))
                                                               : malloc(1);
   S->part = calloc((size_t)pk_cpu_scratch_size(A->n, S->M), sizeof(double));
   if (!S->work || !S->part) {
@@ -92,22 +89,20 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__,
                     "cannot allocate %d work vectors of %lld values", nvec, (long long)A->n);
   }
-  if (ctx->backend == PKRYLOV_BACKEND_CPU && nvec > 0)
+  if (!ctx->be->device && nvec > 0)
     for (int i = 0; i < nvec; i++) S->v[i] = S->work + (size_t)i * stride;
   S->sync_interval = 32;
   if (type == PKRYLOV_SOLVER_CG) S->v[V_T] = S->v[V_U]; /* scratch for true residuals */
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA && !kry) {
-    int ierr = pk_cuda_solver_setup(S);
+  if (ctx->be->solver_setup && !kry) {
+    int ierr = ctx->be->solver_setup(S);
     if (ierr) {
-      pk_cuda_solver_free(S);
+      ctx->be->solver_free(S);
       free(S->work);
       free(S->part);
       free(S);
       return ierr;
     }
   }
-#endif
   A->refs++;
   if (M) M->refs++;
   ctx->live_objects++;
@@ -136,9 +131,7 @@ int pkrylov_solver_set_option(pkrylov_solver s, const char *name, const char *va
   PK_CHECK(s != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 's' is NULL");
   PK_CALL(solver_take(s, __func__));
   int e = pk_options_set(s->ctx, __func__, &s->opts, 1, name, value);
-#ifdef PKRYLOV_HAVE_CUDA
-  if (!e && s->dev) pk_cuda_solver_options(s); /* the device state's copies of the launch options */
-#endif
+  if (!e && s->dev) s->ctx->be->solver_options(s); /* the device state's copies of the launch options */
   return solver_give(s, e);
 }
 
@@ -157,14 +150,10 @@ int pkrylov_solver_destroy(pkrylov_solver *s) {
   S->A->refs--;
   if (S->Mobj) S->Mobj->refs--;
   S->ctx->live_objects--;
-#ifdef PKRYLOV_HAVE_CUDA
-  pk_cuda_solver_free(S);
-#endif
+  if (S->ctx->be->solver_free) S->ctx->be->solver_free(S);
   pk_kry_destroy((pk_kry *)S->kry);
   free(S->halo_bx);
-#ifdef PKRYLOV_HAVE_CUDA
-  pk_cuda_buffer_free(S->halo_bx_dev);
-#endif
+  if (S->halo_bx_dev) S->ctx->be->buffer_free(S->halo_bx_dev);
   free(S->work);
   free(S->part);
   free(S->hist);
@@ -292,7 +281,7 @@ static int set_precision(pkrylov_solver s, const char *func, int32_t precision) 
               PKRYLOV_ERR_INVALID_VALUE,
               "argument 'precision' = %d is not a pkrylov_precision (FP64 %d, MIXED_PRECOND %d, MIXED %d)",
               precision, PKRYLOV_PRECISION_FP64, PKRYLOV_PRECISION_MIXED_PRECOND, PKRYLOV_PRECISION_MIXED);
-  PK_CHECK_AS(func, precision == PKRYLOV_PRECISION_FP64 || s->ctx->backend == PKRYLOV_BACKEND_CUDA, s->ctx,
+  PK_CHECK_AS(func, precision == PKRYLOV_PRECISION_FP64 || s->ctx->be->fp32, s->ctx,
               PKRYLOV_ERR_UNSUPPORTED,
               "argument 'precision' = %d: mixed precision is implemented by the CUDA backend only",
               precision);
@@ -833,12 +822,10 @@ static int solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *
   PK_CALL(pk_mpi_solve_check(s, mem, b, x));
   PK_CALL(pk_check_vectors(ctx, "pkrylov_solver_solve", mem, b, "b", x, "x", n));
   if (pk_kry_is_kry_type(s->type)) return pk_kry_solve(s, mem, b, x);
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
-    PK_CALL(history_grow(s, "pkrylov_solver_solve")); /* the CUDA solve empties the history itself */
-    return pk_cuda_solver_solve(s, mem, b, x);
+  if (ctx->be->solver_solve) {
+    PK_CALL(history_grow(s, "pkrylov_solver_solve")); /* the device solve empties the history itself */
+    return ctx->be->solver_solve(s, mem, b, x);
   }
-#endif
   PK_CALL(pk_solver_check_finite(s, "pkrylov_solver_solve", b, x));
   PK_CALL(history_grow(s, "pkrylov_solver_solve"));
   s->hist_len = 0;

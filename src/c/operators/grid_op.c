@@ -25,10 +25,6 @@
 #include <string.h>
 
 #include "pk_impl.h"
-#ifdef PKRYLOV_HAVE_CUDA
-#include "pk_cuda.h"
-#endif
-
 /* ------------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                           */
 
@@ -310,9 +306,7 @@ int pkrylov_operator_update_grid_stencil(pkrylov_operator A, const double *aW, c
   A->st = c;
   A->wet = A->st.wet;
   A->coef_version++;
-#ifdef PKRYLOV_HAVE_CUDA
-  if (A->dev) return pk_cuda_operator_refresh(A); /* into the device arrays the solvers' graphs hold */
-#endif
+  if (A->dev) return A->ctx->be->operator_refresh(A); /* into the device arrays the solvers' graphs hold */
   return PKRYLOV_SUCCESS;
 }
 
@@ -544,9 +538,7 @@ static int ainv_create(pkrylov_context ctx, pkrylov_operator A, double offdiag, 
   P->ainv.offdiag = pC ? 0.0 : offdiag;
   e = pC ? ainv_from_caller(P, func, pW, pS, pC, &P->ainv.c) : ainv_from_operator(P, func, &P->ainv.c);
   if (!e && A->grid) e = pk_grid_xchg_init(A->grid, 1, &P->ainv.gx);
-#ifdef PKRYLOV_HAVE_CUDA
-  if (!e && ctx->backend == PKRYLOV_BACKEND_CUDA) e = pk_cuda_precond_upload(P);
-#endif
+  if (!e && ctx->be->precond_upload) e = ctx->be->precond_upload(P);
   if (A->grid) e = pk_mpi_agree(ctx, e);
   if (e) {
     pk_ainv_free(P);
@@ -614,9 +606,7 @@ int pkrylov_precond_update(pkrylov_precond M) {
     }
     pk_stencil_free(&M->ainv.c);
     M->ainv.c = c;
-#ifdef PKRYLOV_HAVE_CUDA
-    if (M->dev) return pk_cuda_precond_refresh(M, func);
-#endif
+    if (M->dev) return M->ctx->be->precond_refresh(M, func);
     return PKRYLOV_SUCCESS;
   }
   return pk_pc_refactor(M, func);
@@ -644,9 +634,7 @@ int pkrylov_precond_update_ainv_coefficients(pkrylov_precond M, const double *pW
   pk_stencil_free(&M->ainv.c);
   M->ainv.c = c;
   M->ainv.offdiag = 0.0;
-#ifdef PKRYLOV_HAVE_CUDA
-  if (M->dev) return pk_cuda_precond_refresh(M, func);
-#endif
+  if (M->dev) return M->ctx->be->precond_refresh(M, func);
   return PKRYLOV_SUCCESS;
 }
 
@@ -667,10 +655,8 @@ int pkrylov_solver_solve_halo(pkrylov_solver s, int32_t mem, const double *b, do
            "argument 'mem' = %d is not a pkrylov_memtype (HOST %d, DEVICE %d)", mem, PKRYLOV_MEM_HOST,
            PKRYLOV_MEM_DEVICE);
   double *bc, *xc;
-  if (mem == PKRYLOV_MEM_DEVICE && ctx->backend == PKRYLOV_BACKEND_CUDA) {
-#ifdef PKRYLOV_HAVE_CUDA
-    if (!s->halo_bx_dev) PK_CALL(pk_cuda_buffer_alloc(ctx, sizeof(double) * 2 * (size_t)s->n, &s->halo_bx_dev));
-#endif
+  if (mem == PKRYLOV_MEM_DEVICE && ctx->be->buffer_alloc) {
+    if (!s->halo_bx_dev) PK_CALL(ctx->be->buffer_alloc(ctx, sizeof(double) * 2 * (size_t)s->n, &s->halo_bx_dev));
     bc = s->halo_bx_dev, xc = bc + s->n;
   } else {
     if (!s->halo_bx) {

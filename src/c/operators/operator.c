@@ -25,18 +25,12 @@
 #include <string.h>
 
 #include "pk_impl.h"
-#ifdef PKRYLOV_HAVE_CUDA
-#include "pk_cuda.h"
-#endif
-
 /* ------------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                           */
 
 /** Free every array of an operator and the operator itself (any field may be NULL). */
 void pk_op_free(struct pkrylov_operator_s *A) {
-#ifdef PKRYLOV_HAVE_CUDA
-  if (A && A->dev) pk_cuda_operator_free(A);
-#endif
+  if (A && A->dev) A->ctx->be->operator_free(A);
   if (!A) return;
   free(A->csr.rowptr);
   free(A->csr.colind32);
@@ -559,15 +553,13 @@ int pk_user_check(const struct pkrylov_operator_s *A, const struct pkrylov_preco
 }
 
 int pk_op_register(pkrylov_context ctx, struct pkrylov_operator_s *A, pkrylov_operator *out) {
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) {
-    int ierr = pk_cuda_operator_upload(A);
+  if (ctx->be->operator_upload) {
+    int ierr = ctx->be->operator_upload(A);
     if (ierr) {
       pk_op_free(A);
       return ierr;
     }
   }
-#endif
   ctx->live_objects++;
   *out = A;
   return PKRYLOV_SUCCESS;
@@ -909,9 +901,7 @@ void pk_op_apply_all(const struct pkrylov_operator_s *A, const double *x, double
 static int operator_apply(pkrylov_operator A, int32_t mem, const double *x, double *y) {
   pkrylov_context ctx = A->ctx;
   PK_CALL(pk_op_check_type(A, "pkrylov_operator_apply"));
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_operator_apply_public(A, mem, x, y);
-#endif
+  if (ctx->be->operator_apply) return ctx->be->operator_apply(A, mem, x, y);
   PK_CALL(pk_check_vectors(ctx, "pkrylov_operator_apply", mem, x, "x", y, "y", A->n));
   pk_user_reset(A, NULL);
   pk_op_apply_all(A, x, y);

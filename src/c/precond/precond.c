@@ -20,10 +20,6 @@
 #include <string.h>
 
 #include "pk_impl.h"
-#ifdef PKRYLOV_HAVE_CUDA
-#include "pk_cuda.h"
-#endif
-
 /* LAPACK, Fortran calling convention (no character arguments are used, so no hidden lengths). */
 extern void dpttrf_(const int *n, double *d, double *e, int *info);
 extern void dgttrf_(const int *n, double *dl, double *d, double *du, double *du2, int *ipiv, int *info);
@@ -50,9 +46,7 @@ static void pc_free_factors(struct pkrylov_precond_s *P) {
 
 static void pc_free(struct pkrylov_precond_s *P) {
   if (!P) return;
-#ifdef PKRYLOV_HAVE_CUDA
-  if (P->dev) pk_cuda_precond_free(P);
-#endif
+  if (P->dev) P->ctx->be->precond_free(P);
   pc_free_factors(P);
   pk_ainv_free(P);
   free(P);
@@ -723,9 +717,7 @@ int pkrylov_precond_create(pkrylov_context ctx, pkrylov_operator A, int32_t type
     P->lev_stride = A->n;
     ierr = type == PKRYLOV_PRECOND_JACOBI ? pc_setup_jacobi(P) : PKRYLOV_SUCCESS;
   }
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ierr == PKRYLOV_SUCCESS && ctx->backend == PKRYLOV_BACKEND_CUDA) ierr = pk_cuda_precond_upload(P);
-#endif
+  if (ierr == PKRYLOV_SUCCESS && ctx->be->precond_upload) ierr = ctx->be->precond_upload(P);
   if (ierr != PKRYLOV_SUCCESS) {
     pc_free(P);
     return ierr;
@@ -814,9 +806,7 @@ int pkrylov_precond_create_column_factors(pkrylov_context ctx, pkrylov_operator 
     memcpy(P->lmul, zmu, sizeof(double) * (size_t)P->n);
     for (int64_t c = 0; c < P->ncols; c++) P->lmul[pc_cell(P, c, P->nz - 1)] = 0.0; /* no level below */
   }
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ierr == PKRYLOV_SUCCESS && ctx->backend == PKRYLOV_BACKEND_CUDA) ierr = pk_cuda_precond_upload(P);
-#endif
+  if (ierr == PKRYLOV_SUCCESS && ctx->be->precond_upload) ierr = ctx->be->precond_upload(P);
   if (ierr != PKRYLOV_SUCCESS) {
     pc_free(P);
     return ierr;
@@ -850,18 +840,14 @@ int pk_pc_refactor(struct pkrylov_precond_s *M, const char *func) {
   M->dinv = T.dinv, M->lmul = T.lmul, M->gdl = T.gdl, M->gd = T.gd, M->gdu = T.gdu, M->gdu2 = T.gdu2;
   M->ipiv = T.ipiv;
   M->symmetric = T.symmetric;
-#ifdef PKRYLOV_HAVE_CUDA
-  if (M->dev) return pk_cuda_precond_refresh(M, func); /* into the device arrays the solvers' graphs hold */
-#endif
+  if (M->dev) return M->ctx->be->precond_refresh(M, func); /* into the device arrays the solvers' graphs hold */
   return PKRYLOV_SUCCESS;
 }
 
 static int precond_apply(pkrylov_precond M, int32_t mem, const double *r, double *z) {
   pkrylov_context ctx = M->ctx;
   PK_CALL(pk_pc_check_type(M, "pkrylov_precond_apply"));
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) return pk_cuda_precond_apply_public(M, mem, r, z);
-#endif
+  if (ctx->be->precond_apply) return ctx->be->precond_apply(M, mem, r, z);
   PK_CALL(pk_check_vectors(ctx, "pkrylov_precond_apply", mem, r, "r", z, "z", M->n));
   pk_user_reset(NULL, M);
   pk_pc_apply_all(M, r, z);

@@ -30,9 +30,6 @@
 
 #include "pk_kry.h"
 #include "pk_rci.h"
-#ifdef PKRYLOV_HAVE_CUDA
-#include "pk_cuda.h"
-#endif
 
 /** As solver.c: confirmation failures and pipelined restarts before reporting stagnation. */
 #define RCI_MAX_CONFIRM_FAILURES 5
@@ -52,10 +49,8 @@ struct pkrylov_rci_s {
   double *v[RCI_NVEC];
   int32_t nvec;
   int32_t dev;  /* the solve in progress works on device vectors (CUDA context, mem = DEVICE) */
-#ifdef PKRYLOV_HAVE_CUDA
-  pk_cuda_rci *cu;  /* device work area, made at the first device solve */
+  void *cu;         /* device work area (the backend's rci_create), made at the first device solve */
   double *dwork;    /* its nvec device vectors */
-#endif
   double part[4]; /* the partial sums handed to the caller */
   double *kpart;  /* BiCGStab and GMRES families: the driver's partial sums of the request */
   /* request being answered */
@@ -138,23 +133,15 @@ static double rci_residual(const struct pkrylov_rci_s *R, const double *t, doubl
 
 /* ---- vector steps on the host or (R->dev) on the device ---------------------------------------------- */
 
-#ifdef PKRYLOV_HAVE_CUDA
+/* R->dev is set only on a context whose backend has the rci_* entries (a device backend) */
 #define RCI_ON_DEVICE(R) ((R)->dev)
-#else
-#define RCI_ON_DEVICE(R) 0
-#define pk_cuda_rci_zero(d, v) PKRYLOV_ERR_INTERNAL
-#define pk_cuda_rci_copy(d, a, b) PKRYLOV_ERR_INTERNAL
-#define pk_cuda_rci_xpay(d, x, a, y, z) PKRYLOV_ERR_INTERNAL
-#define pk_cuda_rci_dots(d, nv, x, y, o) PKRYLOV_ERR_INTERNAL
-#define pk_cuda_rci_residual(d, b, t, r, rr) PKRYLOV_ERR_INTERNAL
-#define pk_cuda_rci_cg_update(d, a, b, x, p, z, q, t, o) PKRYLOV_ERR_INTERNAL
-#define pk_cuda_rci_pipecg_update(d, a, b, m, nv, z, q, s, p, x, r, u, w, o) PKRYLOV_ERR_INTERNAL
-#endif
+/* the backend's device steps */
+#define RCI_BE(R) ((R)->ctx->be)
 
 /** v = 0. */
 static int rci_zero(struct pkrylov_rci_s *R, double *v) {
   if (RCI_ON_DEVICE(R))
-    return pk_cuda_rci_zero(R->cu, v);
+    return RCI_BE(R)->rci_zero(R->cu, v);
   memset(v, 0, sizeof(double) * (size_t)R->n);
   return PKRYLOV_SUCCESS;
 }
@@ -162,7 +149,7 @@ static int rci_zero(struct pkrylov_rci_s *R, double *v) {
 /** dst = src. */
 static int rci_copy(struct pkrylov_rci_s *R, double *dst, const double *src) {
   if (RCI_ON_DEVICE(R))
-    return pk_cuda_rci_copy(R->cu, dst, src);
+    return RCI_BE(R)->rci_copy(R->cu, dst, src);
   memcpy(dst, src, sizeof(double) * (size_t)R->n);
   return PKRYLOV_SUCCESS;
 }
@@ -171,7 +158,7 @@ static int rci_copy(struct pkrylov_rci_s *R, double *dst, const double *src) {
 static int rci_dots(struct pkrylov_rci_s *R, int nv, const double *const *x, const double *const *y,
                     double *out) {
   if (RCI_ON_DEVICE(R))
-    return pk_cuda_rci_dots(R->cu, nv, x, y, out);
+    return RCI_BE(R)->rci_dots(R->cu, nv, x, y, out);
   for (int j = 0; j < nv; j++)
     out[j] = rci_dot(R->n, x[j], y[j]);
   return PKRYLOV_SUCCESS;
@@ -180,7 +167,7 @@ static int rci_dots(struct pkrylov_rci_s *R, int nv, const double *const *x, con
 /** r = b - t (b when x is known to be zero); *rr = local (r, r). */
 static int rci_resid(struct pkrylov_rci_s *R, const double *t, double *r, double *rr) {
   if (RCI_ON_DEVICE(R))
-    return pk_cuda_rci_residual(R->cu, R->b, R->x_zero ? NULL : t, r, rr);
+    return RCI_BE(R)->rci_residual(R->cu, R->b, R->x_zero ? NULL : t, r, rr);
   *rr = rci_residual(R, t, r);
   return PKRYLOV_SUCCESS;
 }
@@ -272,7 +259,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
     for (;;) {
       /* r -= alpha q; z = M^-1 r; (r, z), (r, r) */
       if (RCI_ON_DEVICE(R))
-        PK_CALL(pk_cuda_rci_xpay(R->cu, r, -R->alpha, q, r)); /* r + (-alpha) q: bitwise r - alpha q */
+        PK_CALL(RCI_BE(R)->rci_xpay(R->cu, r, -R->alpha, q, r)); /* r + (-alpha) q: bitwise r - alpha q */
       else
         for (int64_t i = 0; i < n; i++)
           r[i] -= R->alpha * q[i];
@@ -296,7 +283,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
       if (R->conv || R->brk || R->it >= R->maxit) {
         /* x_it = x + alpha p */
         if (RCI_ON_DEVICE(R))
-          PK_CALL(pk_cuda_rci_xpay(R->cu, x, R->alpha, p, x));
+          PK_CALL(RCI_BE(R)->rci_xpay(R->cu, x, R->alpha, p, x));
         else
           for (int64_t i = 0; i < n; i++)
             x[i] += R->alpha * p[i];
@@ -335,7 +322,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
       /* x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
       RCI_YIELD(R, PKRYLOV_RCI_MATVEC, z, t);
       if (RCI_ON_DEVICE(R)) {
-        PK_CALL(pk_cuda_rci_cg_update(R->cu, R->alpha, R->beta, x, p, z, q, t, d));
+        PK_CALL(RCI_BE(R)->rci_cg_update(R->cu, R->alpha, R->beta, x, p, z, q, t, d));
       } else {
         for (int64_t i = 0; i < n; i++) {
           x[i] += R->alpha * p[i];
@@ -458,7 +445,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
         if (!R->first && isfinite(R->sigma)) {
           /* the recurrence sigma may be spoilt by rounding: compute (p, A p) of p = u + beta p directly */
           if (RCI_ON_DEVICE(R))
-            PK_CALL(pk_cuda_rci_xpay(R->cu, u, R->beta, p, t));
+            PK_CALL(RCI_BE(R)->rci_xpay(R->cu, u, R->beta, p, t));
           else
             for (int64_t i = 0; i < n; i++)
               t[i] = u[i] + R->beta * p[i];
@@ -487,7 +474,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
       /* z = n + beta z; q = m + beta q; s = w + beta s; p = u + beta p;
          x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; partials (r,u), (w,u), (r,r) */
       if (RCI_ON_DEVICE(R)) {
-        PK_CALL(pk_cuda_rci_pipecg_update(R->cu, R->alpha, R->beta, m, nv, z, q, sv, p, x, r, u, w, d));
+        PK_CALL(RCI_BE(R)->rci_pipecg_update(R->cu, R->alpha, R->beta, m, nv, z, q, sv, p, x, r, u, w, d));
       } else {
         const double al = R->alpha, be = R->beta;
         double ru = 0.0, wu = 0.0, rr = 0.0;
@@ -564,10 +551,10 @@ int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t pre
            "argument 'preconditioned' = %d must be 0 or 1", preconditioned);
   PK_CHECK(reduce_by_caller == 0 || reduce_by_caller == 1, ctx, PKRYLOV_ERR_INVALID_VALUE,
            "argument 'reduce_by_caller' = %d must be 0 or 1", reduce_by_caller);
-  PK_CHECK(ctx->backend == PKRYLOV_BACKEND_CPU || type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG,
-           ctx, PKRYLOV_ERR_UNSUPPORTED,
-           "argument 'ctx': reverse communication on the CUDA backend is implemented for CG and pipelined CG "
-           "only");
+  PK_CHECK(!ctx->be->device || type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG, ctx,
+           PKRYLOV_ERR_UNSUPPORTED,
+           "argument 'ctx': reverse communication on the %s backend is implemented for CG and pipelined CG only",
+           ctx->be->name);
   const int kry = pk_kry_is_kry_type(type);
   const int nvec = kry ? 0 : type == PKRYLOV_SOLVER_CG ? W_U + 1 : RCI_NVEC;
   PK_CHECK((uint64_t)n <= SIZE_MAX / sizeof(double) / (size_t)(nvec > 0 ? nvec : 4), ctx,
@@ -581,7 +568,7 @@ int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t pre
       free(R);
       return ierr;
     }
-  } else if (ctx->backend == PKRYLOV_BACKEND_CPU) { /* CUDA: host and device work are made at the first start */
+  } else if (!ctx->be->device) { /* a device backend: host and device work are made at the first start */
     R->work = calloc((size_t)nvec * (size_t)n, sizeof(double));
     if (!R->work) {
       free(R);
@@ -615,9 +602,7 @@ int pkrylov_rci_destroy(pkrylov_rci *r) {
   (*r)->ctx->live_objects--;
   pk_rci_kry_destroy((*r)->kry); /* abandons a solve in progress, stops the worker */
   free((*r)->work);
-#ifdef PKRYLOV_HAVE_CUDA
-  pk_cuda_rci_free((*r)->cu);
-#endif
+  if ((*r)->cu) (*r)->ctx->be->rci_free((*r)->cu);
   free(*r);
   *r = NULL;
   return PKRYLOV_SUCCESS;
@@ -690,18 +675,17 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
            "reproducible mode (pkrylov_context_set_reproducible) is not implemented for reverse "
            "communication; solve with pkrylov_solver_solve, or turn it off for this context");
   int on_device = 0; /* the solve runs on device vectors (CUDA context, mem = DEVICE) */
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) { /* b and x where mem says; the work vectors of that space */
-    PK_CALL(pk_cuda_check_pointer(ctx, __func__, mem, b, "b"));
-    PK_CALL(pk_cuda_check_pointer(ctx, __func__, mem, x, "x"));
+  if (ctx->be->rci_create) { /* b and x where mem says; the work vectors of that space */
+    PK_CALL(ctx->be->check_pointer(ctx, __func__, mem, b, "b"));
+    PK_CALL(ctx->be->check_pointer(ctx, __func__, mem, x, "x"));
     on_device = mem == PKRYLOV_MEM_DEVICE;
     if (on_device) {
       if (!r->cu)
-        PK_CALL(pk_cuda_rci_create(ctx, r->n, r->nvec, &r->cu, &r->dwork));
-      pk_cuda_rci_set_func(r->cu, __func__); /* the device work's CUDA errors name this call */
+        PK_CALL(ctx->be->rci_create(ctx, r->n, r->nvec, &r->cu, &r->dwork));
+      RCI_BE(r)->rci_set_func(r->cu, __func__); /* the device work's CUDA errors name this call */
       const double *xs[2] = {b, x};
       double o[2];
-      PK_CALL(pk_cuda_rci_dots(r->cu, x_nonzero ? 2 : 1, xs, xs, o));
+      PK_CALL(RCI_BE(r)->rci_dots(r->cu, x_nonzero ? 2 : 1, xs, xs, o));
       PK_CHECK(isfinite(o[0]), ctx, PKRYLOV_ERR_NOT_FINITE,
                "argument 'b' has NaN or Inf values, or its 2-norm overflows");
       PK_CHECK(!x_nonzero || isfinite(o[1]), ctx, PKRYLOV_ERR_NOT_FINITE,
@@ -712,7 +696,6 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
                r->nvec, (long long)r->n);
     }
   }
-#endif
   if (!on_device) {
     int64_t bad = pk_first_nonfinite(b, r->n);
     PK_CHECK(bad < 0, ctx, PKRYLOV_ERR_NOT_FINITE, "argument 'b' has a non-finite value (%g) at index %lld",
@@ -736,18 +719,16 @@ int pkrylov_rci_start(pkrylov_rci r, int32_t mem, const double *b, double *x, in
     r->active = 1;
     return PKRYLOV_SUCCESS;
   }
-#ifdef PKRYLOV_HAVE_CUDA
-  if (ctx->backend == PKRYLOV_BACKEND_CUDA) { /* every check passed: the work vectors of this solve */
+  if (ctx->be->rci_create) { /* every check passed: the work vectors of this solve */
     r->active = 0;
     r->dev = on_device;
     for (int i = 0; i < r->nvec; i++)
       r->v[i] = (on_device ? r->dwork : r->work) + (size_t)i * (size_t)r->n;
     if (on_device && !x_nonzero) {
-      PK_CALL(pk_cuda_rci_zero(r->cu, x));
-      PK_CALL(pk_cuda_rci_sync(r->cu));
+      PK_CALL(RCI_BE(r)->rci_zero(r->cu, x));
+      PK_CALL(RCI_BE(r)->rci_sync(r->cu));
     }
   }
-#endif
   if (!x_nonzero && !on_device) memset(x, 0, sizeof(double) * (size_t)r->n);
   r->b = b;
   r->x = x;
@@ -789,14 +770,10 @@ int pkrylov_rci_step(pkrylov_rci r, int32_t *request, double **in, double **out,
     if (kp) r->kpart = kp;
     r->npart = kn;
   } else {
-#ifdef PKRYLOV_HAVE_CUDA
-    if (r->dev) pk_cuda_rci_set_func(r->cu, __func__);
-#endif
+    if (r->dev) RCI_BE(r)->rci_set_func(r->cu, __func__);
     int ierr = rci_run(r);
-#ifdef PKRYLOV_HAVE_CUDA
     if (!ierr && r->dev) /* the request's vectors (and x at DONE) are complete before the caller sees them */
-      ierr = pk_cuda_rci_sync(r->cu);
-#endif
+      ierr = RCI_BE(r)->rci_sync(r->cu);
     if (ierr) {
       r->active = 0;
       return ierr;
