@@ -44,21 +44,20 @@ int pkrylov_context_set_reproducible(pkrylov_context ctx, int32_t flag) {
   return PKRYLOV_SUCCESS;
 }
 
-int pk_comm_error(pkrylov_context ctx, const char *func, const char *what, int rc) {
-  char msg[1024];
-  msg[0] = '\0';
-  const pk_comm_ops *ops = ctx && ctx->mpi ? pk_comm_ops_of(ctx) : NULL;
-  if (ops) ops->error_string(rc, msg, (int)sizeof msg);
-  return pk_error(ctx, PKRYLOV_ERR_BACKEND, func, "%s failed: %s error %d (%s)", what, ops ? ops->name : "MPI",
-                  rc, msg);
-}
-
-/** pk_comm_error before ctx has the table (pk_comm_attach: the caller's communicator). */
+/** A failed operation (status rc) of the table ops, raised in ctx as PKRYLOV_ERR_BACKEND with the table's text
+ *  for rc (pk_comm_attach calls it before ctx has the table). */
 static int attach_error(pkrylov_context ctx, const pk_comm_ops *ops, const char *func, const char *what, int rc) {
   char msg[1024];
   msg[0] = '\0';
   ops->error_string(rc, msg, (int)sizeof msg);
   return pk_error(ctx, PKRYLOV_ERR_BACKEND, func, "%s failed: %s error %d (%s)", what, ops->name, rc, msg);
+}
+
+int pk_comm_error(pkrylov_context ctx, const char *func, const char *what, int rc) {
+  if (!ctx || !ctx->mpi) /* not reached: only a context with a table communicates */
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, func, "%s failed (%d) on a context without a communicator", what,
+                    rc);
+  return attach_error(ctx, pk_comm_ops_of(ctx), func, what, rc);
 }
 
 /**
