@@ -1,5 +1,5 @@
 # For models built with make (MITgcm's genmake2 optfiles, plain Makefiles, FCM): pkg-config files
-# (pkrylov.pc, pkrylov-fortran.pc) and the pkrylov-config script (in the style of nf-config). Included by
+# (pkrylov.pc, pkrylov-fortran.pc; with MPI pkrylov-mpi.pc, pkrylov-mpi-fortran.pc) and the pkrylov-config script (in the style of nf-config). Included by
 # the top CMakeLists.txt after the library targets exist. Everything is relocatable: the .pc files find the
 # prefix from their own folder (${pcfiledir}), the script from its own path.
 
@@ -30,14 +30,12 @@ function(pk_link_flags out)
   set(${out} "${str}" PARENT_SCOPE)
 endfunction()
 
-# What a program linking the static library needs besides it: LAPACK, BLAS, OpenMP, MPI, the CUDA runtime
-# (and the C++ runtime of the CUDA objects), NCCL, threads, libm (shared builds: their Libs.private).
+# What a program linking the static library needs besides it: LAPACK, BLAS, OpenMP, the CUDA runtime (and
+# the C++ runtime of the CUDA objects), NCCL, threads, libm (shared builds: their Libs.private). No MPI: that
+# is libpkrylov_mpi's (below).
 set(_pk_private ${LAPACK_LIBRARIES} ${BLAS_LIBRARIES})
 if(PKRYLOV_ENABLE_OPENMP)
   list(APPEND _pk_private ${OpenMP_C_LIBRARIES})
-endif()
-if(PKRYLOV_ENABLE_MPI)
-  list(APPEND _pk_private ${MPI_C_LIBRARIES})
 endif()
 # The CUDA runtime and NCCL only for the static archive, which holds the CUDA objects: a shared build's
 # libpkrylov.so loads them through its plugin libpkrylov_cuda.so (dlopen), so a model links libpkrylov only.
@@ -53,6 +51,21 @@ else()
 endif()
 list(APPEND _pk_private ${CMAKE_THREAD_LIBS_INIT} m)
 pk_link_flags(PKRYLOV_PC_PRIVATE_LIBS ${_pk_private})
+# An MPI model (pkrylov_mpi, pkrylov_mpi_fortran) needs the MPI C library pkrylov was built with, shared or
+# static (pkrylov_mpi.h includes mpi.h and the model calls MPI itself): its include folders and libraries.
+set(PKRYLOV_PC_MPI_LIBS "")
+set(PKRYLOV_PC_MPI_CFLAGS "")
+if(PKRYLOV_ENABLE_MPI)
+  pk_link_flags(PKRYLOV_PC_MPI_LIBS ${MPI_C_LIBRARIES})
+  set(_pk_mpi_inc)
+  foreach(dir IN LISTS MPI_C_INCLUDE_DIRS)
+    if(NOT dir IN_LIST CMAKE_C_IMPLICIT_INCLUDE_DIRECTORIES)
+      list(APPEND _pk_mpi_inc "-I${dir}")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES _pk_mpi_inc)
+  string(JOIN " " PKRYLOV_PC_MPI_CFLAGS ${_pk_mpi_inc})
+endif()
 set(PKRYLOV_PC_FORTRAN_PRIVATE_LIBS "")
 if(PKRYLOV_HAVE_FORTRAN AND PKRYLOV_ENABLE_OPENMP AND OpenMP_Fortran_FOUND)
   pk_link_flags(PKRYLOV_PC_FORTRAN_PRIVATE_LIBS ${OpenMP_Fortran_LIBRARIES})
@@ -139,6 +152,15 @@ if(PKRYLOV_HAVE_FORTRAN)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/pkrylov-fortran.pc.in ${PROJECT_BINARY_DIR}/pkrylov-fortran.pc
                  @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/pkrylov-fortran.pc DESTINATION ${PKRYLOV_PKGCONFIG_DIR})
+endif()
+if(PKRYLOV_ENABLE_MPI) # the MPI part: pkrylov-mpi.pc and, with Fortran, pkrylov-mpi-fortran.pc
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/pkrylov-mpi.pc.in ${PROJECT_BINARY_DIR}/pkrylov-mpi.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/pkrylov-mpi.pc DESTINATION ${PKRYLOV_PKGCONFIG_DIR})
+  if(PKRYLOV_HAVE_FORTRAN)
+    configure_file(${PROJECT_SOURCE_DIR}/cmake/pkrylov-mpi-fortran.pc.in
+                   ${PROJECT_BINARY_DIR}/pkrylov-mpi-fortran.pc @ONLY)
+    install(FILES ${PROJECT_BINARY_DIR}/pkrylov-mpi-fortran.pc DESTINATION ${PKRYLOV_PKGCONFIG_DIR})
+  endif()
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/pkrylov-config.in ${PROJECT_BINARY_DIR}/pkrylov-config @ONLY)
 install(PROGRAMS ${PROJECT_BINARY_DIR}/pkrylov-config DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -187,7 +187,11 @@ module pkrylov_mod
     public :: pk_solver_set_option, pk_solver_get_option, pk_option_count, pk_option_describe
     public :: pk_operator_get_info, pk_operator_get_csr, pk_operator_create_from_mtx, pk_operator_write_mtx
     public :: pk_mtx_read_vector, pk_mtx_write_vector, pk_precond_apply, pk_precond_get_info
-    ! distributed solves (MPI): the module itself needs no MPI (handles are integers)
+    ! distributed solves (MPI): the module itself needs no MPI (handles are integers); pk_context_set_comm is
+    ! implemented in the library pkrylov_mpi_fortran (a submodule), which links MPI
+    ! for that submodule only (not for models): this module's handling of a C status and of an error found
+    ! in Fortran (gfortran gives the private check and raise no symbol another library can reach)
+    public :: pk_internal_check, pk_internal_raise
     public :: pk_has_mpi, pk_context_set_comm, pk_context_get_rank_info, pk_context_set_reproducible
     public :: pk_operator_create_thinshell_dist, pk_operator_create_stencil7_dist, pk_operator_create_csr_dist
     public :: pk_operator_get_dist_info, pk_operator_get_row_block, pk_operator_gather, pk_operator_scatter
@@ -218,9 +222,24 @@ module pkrylov_mod
     !> the Fortran MPI handle, an integer from `use mpi` or mpif.h (MPI_COMM_WORLD, a split communicator),
     !> or, with mpi_f08, comm%MPI_VAL of a type(MPI_Comm). Converted with MPI_Comm_f2c in the C library
     !> (pkrylov_context_set_comm_f); default integer or integer(c_int64_t) (a model built with -fdefault-
-    !> integer-8). A library built without MPI answers PKRYLOV_ERR_UNSUPPORTED.
+    !> integer-8). The two procedures are in a submodule in the library pkrylov_mpi_fortran
+    !> (pkrylov::pkrylov_mpi_fortran, `pkg-config pkrylov-mpi-fortran`, `pkrylov-config --flibs-mpi`), which
+    !> links libpkrylov_mpi and MPI: a model that calls pk_context_set_comm links it, a serial model does
+    !> not and gets no MPI (without it the link fails naming context_set_comm_i4/_i8). A build without MPI
+    !> has them in pkrylov_fortran, answering PKRYLOV_ERR_UNSUPPORTED.
     interface pk_context_set_comm
-        module procedure context_set_comm_i4, context_set_comm_i8
+        !> pk_context_set_comm with a default-integer handle (`use mpi`, mpif.h, or comm%MPI_VAL of mpi_f08).
+        module subroutine context_set_comm_i4(ctx, comm, ierr)
+            type(pk_context), intent(in) :: ctx !! the context (no object created from it yet)
+            integer(c_int32_t), intent(in) :: comm !! Fortran MPI communicator handle
+            integer, intent(out), optional :: ierr !! status
+        end subroutine context_set_comm_i4
+        !> pk_context_set_comm with an integer(c_int64_t) handle (models built with 8-byte default integers).
+        module subroutine context_set_comm_i8(ctx, comm, ierr)
+            type(pk_context), intent(in) :: ctx !! the context (no object created from it yet)
+            integer(c_int64_t), intent(in) :: comm !! Fortran MPI communicator handle
+            integer, intent(out), optional :: ierr !! status
+        end subroutine context_set_comm_i8
     end interface pk_context_set_comm
 
     !> Square CSR matrix from 32-bit (n, rowptr, colind of kind c_int32_t) or 64-bit indices (rowptr,
@@ -411,6 +430,24 @@ contains
             call fail_stop(int(code, c_int), where, trim(ferr_msg))
         end if
     end subroutine raise
+
+    !> check for pkrylov's own submodules in other libraries (pkrylov_mod_mpi); not for models.
+    subroutine pk_internal_check(rc, ctx, where, ierr)
+        integer(c_int), intent(in) :: rc
+        type(c_ptr), intent(in) :: ctx
+        character(len=*), intent(in) :: where
+        integer, intent(out), optional :: ierr
+        call check(rc, ctx, where, ierr)
+    end subroutine pk_internal_check
+
+    !> raise for pkrylov's own submodules in other libraries (pkrylov_mod_mpi); not for models.
+    subroutine pk_internal_raise(code, ctx, where, msg, ierr)
+        integer(c_int32_t), intent(in) :: code
+        type(c_ptr), intent(in) :: ctx
+        character(len=*), intent(in) :: where, msg
+        integer, intent(out), optional :: ierr
+        call raise(code, ctx, where, msg, ierr)
+    end subroutine pk_internal_raise
 
     !> Check that an array argument has n values (PKRYLOV_ERR_SIZE_MISMATCH otherwise); ok = .false.
     !> when the error was raised.
@@ -2451,26 +2488,8 @@ contains
         flag = pkrylov_has_mpi() == 1
     end function pk_has_mpi
 
-    !> pk_context_set_comm with a default-integer handle (`use mpi`, mpif.h, or comm%MPI_VAL of mpi_f08).
-    subroutine context_set_comm_i4(ctx, comm, ierr)
-        type(pk_context), intent(in) :: ctx !! the context (no object created from it yet)
-        integer(c_int32_t), intent(in) :: comm !! Fortran MPI communicator handle
-        integer, intent(out), optional :: ierr !! status
-        call check(pkrylov_context_set_comm_f(ctx%h, comm), ctx%h, 'pk_context_set_comm', ierr)
-    end subroutine context_set_comm_i4
-
-    !> pk_context_set_comm with an integer(c_int64_t) handle (models built with 8-byte default integers).
-    subroutine context_set_comm_i8(ctx, comm, ierr)
-        type(pk_context), intent(in) :: ctx !! the context (no object created from it yet)
-        integer(c_int64_t), intent(in) :: comm !! Fortran MPI communicator handle
-        integer, intent(out), optional :: ierr !! status
-        if (comm > huge(0_c_int32_t) .or. comm < -huge(0_c_int32_t)) then
-            call raise(PKRYLOV_ERR_INVALID_VALUE, ctx%h, 'pk_context_set_comm', "argument 'comm' = "// &
-                       itoa(comm)//" is not a Fortran MPI handle (MPI_Fint)", ierr)
-            return
-        end if
-        call check(pkrylov_context_set_comm_f(ctx%h, int(comm, c_int32_t)), ctx%h, 'pk_context_set_comm', ierr)
-    end subroutine context_set_comm_i8
+    ! pk_context_set_comm (context_set_comm_i4, _i8): the submodule pkrylov_mod_mpi (fortran/pkrylov_mod_mpi.F90,
+    ! library pkrylov_mpi_fortran) or, in builds without MPI, pkrylov_mod_nompi (fortran/pkrylov_mod_nompi.F90)
 
     !> This process's rank (0-based) and the number of ranks of the context (0 and 1 without a communicator).
     subroutine pk_context_get_rank_info(ctx, rank, size, ierr)

@@ -1381,9 +1381,12 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
 /**
  * @name Distributed solves (MPI)
  *
- * A context is single-rank until it is given a communicator: pkrylov_context_set_comm() (C, declared in
- * pkrylov_mpi.h, which includes mpi.h) or pkrylov_context_set_comm_f() (a Fortran handle, usable without
- * mpi.h). The library duplicates the communicator (its messages never mix with the model's) and never uses
+ * A context is single-rank until it is given a communicator: pkrylov_context_set_comm() or
+ * pkrylov_context_set_comm_f() (a Fortran handle), declared in pkrylov_mpi.h (which includes mpi.h) and
+ * defined in libpkrylov_mpi (link pkrylov::pkrylov_mpi, `pkg-config pkrylov-mpi` or `pkrylov-config
+ * --libs-mpi`): libpkrylov itself links no MPI, so a serial model needs none. Everything else here
+ * (rank queries, the distributed operators, gather/scatter, reproducible mode) is in libpkrylov and works
+ * on one rank without a communicator. The library duplicates the communicator (its messages never mix with the model's) and never uses
  * MPI_COMM_WORLD by itself. With more than one rank, every global sum of CG and pipelined CG goes over the
  * communicator (classical CG: one MPI_Allreduce per reduction point; pipelined CG: MPI_Iallreduce started
  * after the fused update and finished after the preconditioner), and the vectors a solver sees are each
@@ -1416,15 +1419,12 @@ PKRYLOV_EXTERN int pkrylov_rci_destroy(pkrylov_rci *r);
  * halo exchange keeps it with pkrylov_operator_create_stencil7_exchange() on a context with a communicator.
  */
 /**@{*/
-/** 1 when the library was built with MPI (-DPKRYLOV_ENABLE_MPI=ON), else 0. */
-PKRYLOV_EXTERN int32_t pkrylov_has_mpi(void);
 /**
- * Give the context a communicator from Fortran: fcomm is a Fortran MPI handle (`integer` of the `mpi`
- * module, or `comm%MPI_VAL` of mpi_f08's `type(MPI_Comm)`), converted with MPI_Comm_f2c. Collective over
- * that communicator; see pkrylov_context_set_comm() in pkrylov_mpi.h for the rules. A build without MPI
- * answers ::PKRYLOV_ERR_UNSUPPORTED.
+ * 1 when this build of pkrylov has its MPI library (configured with MPI, -DPKRYLOV_ENABLE_MPI=ON: libpkrylov_mpi,
+ * pkrylov_mpi.h, CMake target pkrylov::pkrylov_mpi), else 0. A property of the build, the same whether or
+ * not the program links libpkrylov_mpi; libpkrylov itself never needs an MPI library.
  */
-PKRYLOV_EXTERN int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm);
+PKRYLOV_EXTERN int32_t pkrylov_has_mpi(void);
 /** This process's rank and the number of ranks of the context's communicator (0 and 1 without one). */
 PKRYLOV_EXTERN int pkrylov_context_get_rank_info(pkrylov_context ctx, int32_t *rank, int32_t *size);
 /**

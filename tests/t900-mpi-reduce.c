@@ -6,7 +6,8 @@
  *        exact sums of reproducible mode: bitwise the same for every split of the vectors over the ranks
  *        and threads, and within one rounding of an independent exact reference (__int128 fixed point); the
  *        default thread count of a rank: its share of its node's cores, computed here from the ranks'
- *        affinity masks.
+ *        affinity masks; the communication table's own checks (a table of another build, a failing
+ *        operation's text).
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_* */
 #include <sched.h>
@@ -15,6 +16,7 @@
 #include <omp.h>
 #endif
 
+#include "pk_comm.h"
 #include "pk_impl.h"
 #include "pk_mpi_test.h"
 
@@ -77,6 +79,36 @@ PK_TEST_CASE(set_comm_errors) {
   PK_EXPECT_CODE(ctx, pkrylov_context_set_comm(ctx, MPI_COMM_WORLD), PKRYLOV_ERR_INVALID_STATE);
   PK_EXPECT(pk_test_msg_has(ctx, "before creating"), "says why");
   pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
+}
+
+/* a communication table whose size query fails with status 42 (no communication: every rank alone) */
+static int fake_size(void *comm, int *size) {
+  (void)comm, (void)size;
+  return 42;
+}
+static void fake_error_string(int rc, char *buf, int len) { snprintf(buf, (size_t)len, "fake failure %d", rc); }
+
+PK_TEST_CASE(comm_table_checks) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pk_comm_ops ops;
+  memset(&ops, 0, sizeof ops);
+  ops.version = PK_COMM_OPS_VERSION + 1; /* libpkrylov_mpi of another build */
+  ops.name = "fake";
+  ops.size = fake_size;
+  ops.error_string = fake_error_string;
+  PK_EXPECT_CODE(ctx, pk_comm_attach(ctx, "pkrylov_context_set_comm", &ops, NULL, 0, NULL), PKRYLOV_ERR_INTERNAL);
+  PK_EXPECT(pk_test_msg_has(ctx, "different builds"), "names the mismatch");
+  ops.version = PK_COMM_OPS_VERSION; /* a failing operation: PKRYLOV_ERR_BACKEND with the table's text */
+  PK_EXPECT_CODE(ctx, pk_comm_attach(ctx, "pkrylov_context_set_comm", &ops, NULL, 0, NULL), PKRYLOV_ERR_BACKEND);
+  PK_EXPECT(pk_test_msg_has(ctx, "MPI_Comm_size failed: fake error 42 (fake failure 42)"), "the table's text");
+  PK_EXPECT(pk_test_msg_has(ctx, "pkrylov_context_set_comm"), "raised as the public call");
+  int32_t r = -1, n = -1;
+  PK_REQUIRE_OK(ctx, pkrylov_context_get_rank_info(ctx, &r, &n));
+  PK_EXPECT(r == 0 && n == 1, "the context stays single-rank (%d of %d)", r, n);
+  PK_REQUIRE_OK(ctx, pkrylov_context_set_comm(ctx, MPI_COMM_WORLD)); /* and still takes a communicator */
   pkrylov_context_destroy(&ctx);
   PK_TEST_END();
 }
@@ -255,5 +287,6 @@ PK_TEST_CASE(default_threads_node_share) {
 #endif
 }
 
-PK_MPI_TEST_MAIN(PK_TEST_ENTRY(comm_and_rank_info), PK_TEST_ENTRY(set_comm_errors), PK_TEST_ENTRY(allreduce_sums),
-                 PK_TEST_ENTRY(exact_dots_bitwise), PK_TEST_ENTRY(default_threads_node_share))
+PK_MPI_TEST_MAIN(PK_TEST_ENTRY(comm_and_rank_info), PK_TEST_ENTRY(set_comm_errors), PK_TEST_ENTRY(comm_table_checks),
+                 PK_TEST_ENTRY(allreduce_sums), PK_TEST_ENTRY(exact_dots_bitwise),
+                 PK_TEST_ENTRY(default_threads_node_share))

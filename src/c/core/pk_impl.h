@@ -208,8 +208,9 @@ struct pkrylov_context_s {
   void *reduce_hook_data; /* passed to the hook's functions */
   int32_t rank, size;     /* in the communicator; 0 and 1 without one */
   int32_t reproducible;   /* 1: exact global sums (pkrylov_context_set_reproducible) */
-  void *mpi;              /* mpi.c: the duplicated communicator, NULL = single rank (pk_impl.h stays free of
-                             mpi.h, which the CUDA sources would need otherwise) */
+  void *mpi;              /* mpi.c: the communication state (pk_comm_state of pk_comm.h: the table of
+                             libpkrylov_mpi, the duplicated communicator, NCCL), NULL = single rank (no
+                             mpi.h anywhere in the core or the CUDA sources) */
   pk_options opts;        /* the options (options.c): defaults, PKRYLOV_OPTIONS, the caller's calls */
 };
 
@@ -831,7 +832,7 @@ typedef struct {
   int count;
   int active;
   int exact;                /* reproducible: the sums travel as the accumulators below */
-  union {                   /* MPI_Request of the MPI_Iallreduce (opaque here: no mpi.h) */
+  union {                   /* the table's request (pk_comm_req of pk_comm.h) of the iallreduce */
     unsigned char bytes[64];
     void *align_p;
     int64_t align_i;

@@ -6,9 +6,9 @@
  *        this file only.
  *
  * Default mode: the local sums (fixed-order chunked sums of the fused loops) are added over the ranks
- * with MPI_Allreduce (blocking) or MPI_Iallreduce + MPI_Wait (split phase: pipelined CG starts it after
- * its fused update and finishes it after the preconditioner). Without a communicator the local sums are
- * the global ones and nothing is sent.
+ * through the context's communication table (pk_comm.h): MPI_Allreduce (blocking) or MPI_Iallreduce +
+ * MPI_Wait (split phase: pipelined CG starts it after its fused update and finishes it after the
+ * preconditioner). Without a communicator the local sums are the global ones and nothing is sent.
  *
  * Reproducible mode (pkrylov_context_set_reproducible): a dot product is recomputed from its vectors into
  * an exact accumulator: a double m 2^e (m a 53-bit integer) is added as the three 32-bit digits of m
@@ -23,8 +23,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pk_comm.h"
 #include "pk_impl.h"
-#include "pk_mpi.h"
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Exact accumulator                                                                                 */
@@ -112,13 +112,11 @@ static void xacc_finish(int64_t *acc, int count, int dd, double *vals) {
 /* ------------------------------------------------------------------------------------------------ */
 /* The reductions                                                                                    */
 
-#ifdef PKRYLOV_HAVE_MPI
-/** The MPI request stored opaquely in a pk_reduce_request. */
-static inline MPI_Request *req_mpi(pk_reduce_request *req) {
-  _Static_assert(sizeof(MPI_Request) <= sizeof req->mpi_req.bytes, "MPI_Request does not fit");
-  return (MPI_Request *)(void *)req->mpi_req.bytes;
+/** The communication table's request stored opaquely in a pk_reduce_request. */
+static inline pk_comm_req *req_comm(pk_reduce_request *req) {
+  _Static_assert(sizeof(pk_comm_req) <= sizeof req->mpi_req.bytes, "pk_comm_req does not fit");
+  return (pk_comm_req *)(void *)req->mpi_req.bytes;
 }
-#endif
 
 /* ---- the reduction hook (pk_reduce_hook, pk_impl.h): one line at the top of each pk_allreduce_* hands
    the sum to the hook of the context when it has one (the private context of a reverse-communication
@@ -145,14 +143,10 @@ static int reduce_hook_end(pkrylov_context ctx, pk_reduce_request *req) {
 int pk_allreduce_sum(pkrylov_context ctx, double *vals, int count) {
   if (ctx && ctx->reduce_hook) /* hook */
     return ctx->reduce_hook->sum(ctx->reduce_hook_data, ctx, vals, count);
-#ifdef PKRYLOV_HAVE_MPI
   if (pk_distributed(ctx)) {
-    int rc = MPI_Allreduce(MPI_IN_PLACE, vals, count, MPI_DOUBLE, MPI_SUM, pk_mpi_comm(ctx));
-    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+    int rc = pk_comm_ops_of(ctx)->allreduce(pk_comm_of(ctx), NULL, vals, count, PK_COMM_DOUBLE, PK_COMM_SUM);
+    if (rc != 0) return pk_comm_error(ctx, __func__, "MPI_Allreduce", rc);
   }
-#else
-  (void)ctx, (void)vals, (void)count;
-#endif
   return PKRYLOV_SUCCESS;
 }
 
@@ -173,15 +167,14 @@ int pk_allreduce_begin(pkrylov_context ctx, double *vals, int count, pk_reduce_r
   req->count = count;
   req->active = 1;
   req->exact = 0;
-#ifdef PKRYLOV_HAVE_MPI
   if (pk_distributed(ctx)) {
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, vals, count, MPI_DOUBLE, MPI_SUM, pk_mpi_comm(ctx), req_mpi(req));
-    if (rc != MPI_SUCCESS) {
+    int rc = pk_comm_ops_of(ctx)->iallreduce(pk_comm_of(ctx), vals, count, PK_COMM_DOUBLE, PK_COMM_SUM,
+                                             req_comm(req));
+    if (rc != 0) {
       req->active = 0;
-      return pk_mpi_error(ctx, __func__, "MPI_Iallreduce", rc);
+      return pk_comm_error(ctx, __func__, "MPI_Iallreduce", rc);
     }
   }
-#endif
   return PKRYLOV_SUCCESS;
 }
 
@@ -189,12 +182,10 @@ int pk_allreduce_end(pkrylov_context ctx, pk_reduce_request *req) {
   if (ctx && ctx->reduce_hook) return reduce_hook_end(ctx, req); /* hook */
   if (!req->active) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "no reduction in flight");
   req->active = 0;
-#ifdef PKRYLOV_HAVE_MPI
   if (pk_distributed(ctx)) {
-    int rc = MPI_Wait(req_mpi(req), MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Wait", rc);
+    int rc = pk_comm_ops_of(ctx)->wait(req_comm(req));
+    if (rc != 0) return pk_comm_error(ctx, __func__, "MPI_Wait", rc);
   }
-#endif
   if (req->exact) xacc_finish(req->xacc ? req->xacc : req->acc, req->count, req->dd, req->vals);
   return PKRYLOV_SUCCESS;
 }
@@ -222,20 +213,18 @@ int pk_allreduce_xdots_begin(pkrylov_context ctx, double *vals, int count, int64
   req->xacc = acc;
   req->dd = dd;
   xacc_dots(ctx, count, n, x, y, wet, exact_prod, acc);
-#ifdef PKRYLOV_HAVE_MPI
   if (pk_distributed(ctx)) {
     if ((int64_t)count * PK_XACC_LEN > INT32_MAX) {
       req->active = 0;
       return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, __func__, "%d exact sums at once: too many", count);
     }
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, acc, count * PK_XACC_LEN, MPI_INT64_T, MPI_SUM, pk_mpi_comm(ctx),
-                            req_mpi(req));
-    if (rc != MPI_SUCCESS) {
+    int rc = pk_comm_ops_of(ctx)->iallreduce(pk_comm_of(ctx), acc, count * PK_XACC_LEN, PK_COMM_INT64,
+                                             PK_COMM_SUM, req_comm(req));
+    if (rc != 0) {
       req->active = 0;
-      return pk_mpi_error(ctx, __func__, "MPI_Iallreduce", rc);
+      return pk_comm_error(ctx, __func__, "MPI_Iallreduce", rc);
     }
   }
-#endif
   return PKRYLOV_SUCCESS;
 }
 

@@ -24,16 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pk_comm.h"
 #include "pk_impl.h"
-#include "pk_mpi.h"
 
 enum { PK_W = 0, PK_E = 1, PK_S = 2, PK_N = 3 };
 
 /** Requests of one exchange (4 receives, 4 sends). */
 typedef struct {
-#ifdef PKRYLOV_HAVE_MPI
-  MPI_Request r[8];
-#endif
+  pk_comm_req r[8];
   int n;
 } halo_reqs;
 
@@ -74,35 +72,31 @@ void pk_dist_free(void *dist) {
 /** Post the receives into rcv and the sends of snd (the layout of D->h and D->snd). 0 or an MPI error. */
 static int halo_post(pkrylov_context ctx, pk_dist *D, double *const rcv[4], double *const snd[4], halo_reqs *q) {
   q->n = 0;
-#ifdef PKRYLOV_HAVE_MPI
   if (!ctx->mpi) return PKRYLOV_SUCCESS;
   const int64_t nx = D->nxl, ny = D->nyl, nz = D->nz;
-  MPI_Comm comm = pk_mpi_comm(ctx);
+  const pk_comm_ops *ops = pk_comm_ops_of(ctx);
+  void *comm = pk_comm_of(ctx);
   for (int d = 0; d < 4; d++) {
     if (D->nb[d] < 0) continue;
     const int len = (int)((d < 2 ? ny : nx) * nz);
     /* what nb[d] sends towards us travels in the opposite direction: tag d ^ 1 */
-    int rc = MPI_Irecv(rcv[d], len, MPI_DOUBLE, D->nb[d], d ^ 1, comm, &q->r[q->n]);
-    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Irecv", rc);
+    int rc = ops->irecv(comm, rcv[d], len, PK_COMM_DOUBLE, D->nb[d], d ^ 1, &q->r[q->n]);
+    if (rc != 0) return pk_comm_error(ctx, "halo exchange", "MPI_Irecv", rc);
     q->n++;
   }
   for (int d = 0; d < 4; d++) {
     if (D->nb[d] < 0) continue;
     const int len = (int)((d < 2 ? ny : nx) * nz);
-    int rc = MPI_Isend(snd[d], len, MPI_DOUBLE, D->nb[d], d, comm, &q->r[q->n]);
-    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Isend", rc);
+    int rc = ops->isend(comm, snd[d], len, PK_COMM_DOUBLE, D->nb[d], d, &q->r[q->n]);
+    if (rc != 0) return pk_comm_error(ctx, "halo exchange", "MPI_Isend", rc);
     q->n++;
   }
-#else
-  (void)ctx, (void)D, (void)rcv, (void)snd;
-#endif
   return PKRYLOV_SUCCESS;
 }
 
 /** Pack the tile edges of x (n local values) and post the receives and sends. 0 or an MPI error. */
 static int halo_start(pkrylov_context ctx, pk_dist *D, const double *x, halo_reqs *q) {
   q->n = 0;
-#ifdef PKRYLOV_HAVE_MPI
   if (!ctx->mpi) return PKRYLOV_SUCCESS;
   const int64_t nx = D->nxl, ny = D->nyl, nz = D->nz;
   for (int64_t k = 0; k < nz; k++) {
@@ -115,23 +109,15 @@ static int halo_start(pkrylov_context ctx, pk_dist *D, const double *x, halo_req
     memcpy(D->snd[PK_N] + nx * k, x + nx * (ny - 1 + ny * k), sizeof(double) * (size_t)nx);
   }
   return halo_post(ctx, D, D->h, D->snd, q);
-#else
-  (void)ctx, (void)D, (void)x;
-  return PKRYLOV_SUCCESS;
-#endif
 }
 
 /** Wait for the exchange started by halo_start(). */
 static int halo_wait(pkrylov_context ctx, halo_reqs *q) {
-#ifdef PKRYLOV_HAVE_MPI
   if (q->n > 0) {
-    int rc = MPI_Waitall(q->n, q->r, MPI_STATUSES_IGNORE);
+    int rc = pk_comm_ops_of(ctx)->waitall(q->n, q->r);
     q->n = 0;
-    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Waitall", rc);
+    if (rc != 0) return pk_comm_error(ctx, "halo exchange", "MPI_Waitall", rc);
   }
-#else
-  (void)ctx, (void)q;
-#endif
   return PKRYLOV_SUCCESS;
 }
 
@@ -320,7 +306,7 @@ void pk_dist_apply(const struct pkrylov_operator_s *A, const double *x, double *
         }
       return;
     }
-    Wr->user.failed = 1; /* the message is in the context (pk_mpi_error) */
+    Wr->user.failed = 1; /* the message is in the context (pk_comm_error) */
   }
   for (int64_t i = 0; i < n; i++) y[i] = NAN; /* a caller that does not check the flag sees a NaN */
 }
@@ -743,7 +729,6 @@ static int grid_gather_scatter(pkrylov_operator A, const char *func, int32_t roo
     free(displs);
     return PKRYLOV_SUCCESS;
   }
-#ifdef PKRYLOV_HAVE_MPI
   pkrylov_context ctx = A->ctx;
   double *tmp = NULL;
   int e = PKRYLOV_SUCCESS;
@@ -757,12 +742,12 @@ static int grid_gather_scatter(pkrylov_operator A, const char *func, int32_t roo
   }
   e = pk_mpi_agree(ctx, e);
   if (!e) {
-    const int rc =
-        dir == 0 ? MPI_Gatherv(x_local, (int)A->n, MPI_DOUBLE, tmp, counts, displs, MPI_DOUBLE, root,
-                               pk_mpi_comm(ctx))
-                 : MPI_Scatterv(tmp, counts, displs, MPI_DOUBLE, x_local, (int)A->n, MPI_DOUBLE, root,
-                                pk_mpi_comm(ctx));
-    if (rc != MPI_SUCCESS) e = pk_mpi_error(ctx, func, dir == 0 ? "MPI_Gatherv" : "MPI_Scatterv", rc);
+    const pk_comm_ops *ops = pk_comm_ops_of(ctx);
+    const int rc = dir == 0 ? ops->gatherv(pk_comm_of(ctx), x_local, (int)A->n, tmp, counts, displs,
+                                           PK_COMM_DOUBLE, root)
+                            : ops->scatterv(pk_comm_of(ctx), tmp, counts, displs, x_local, (int)A->n,
+                                            PK_COMM_DOUBLE, root);
+    if (rc != 0) e = pk_comm_error(ctx, func, dir == 0 ? "MPI_Gatherv" : "MPI_Scatterv", rc);
   }
   if (!e && dir == 0 && ctx->rank == root)
     for (int r = 0; r < ctx->size; r++) block_copy(D, r % D->px, r / D->px, x_global, tmp + displs[r], 0);
@@ -770,10 +755,6 @@ static int grid_gather_scatter(pkrylov_operator A, const char *func, int32_t roo
   free(counts);
   free(displs);
   return e;
-#else
-  (void)root;
-  return PKRYLOV_ERR_INTERNAL; /* unreachable: one rank without MPI */
-#endif
 }
 
 int pkrylov_operator_gather(pkrylov_operator A, int32_t root, const double *x_local, double *x_global) {

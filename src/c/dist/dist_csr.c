@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pk_comm.h"
 #include "pk_impl.h"
-#include "pk_mpi.h"
 
 /** The distributed part of a CSR operator (A->dist). */
 typedef struct {
@@ -44,7 +44,7 @@ typedef struct {
   int64_t *soff, *scnt; /* slice of each destination in sbuf */
   int64_t *sidx;        /* local rows whose values the destinations need, destination by destination */
   double *sbuf;
-  void *reqs; /* MPI_Request[nrecv + nsend] */
+  pk_comm_req *reqs; /* nrecv + nsend requests */
 } pk_dist_csr;
 
 void pk_dist_csr_free(void *dist) {
@@ -106,16 +106,16 @@ void pk_dist_csr_apply(const struct pkrylov_operator_s *A, const double *x, doub
   const int64_t n = A->n;
   if (!A->user.failed) {
     int e = PKRYLOV_SUCCESS;
-#ifdef PKRYLOV_HAVE_MPI
-    MPI_Request *rq = D->reqs;
+    pk_comm_req *rq = D->reqs;
     int nreq = 0;
     if (A->ctx->mpi && D->nrecv + D->nsend > 0) {
-      MPI_Comm comm = pk_mpi_comm(A->ctx);
+      const pk_comm_ops *ops = pk_comm_ops_of(A->ctx);
+      void *comm = pk_comm_of(A->ctx);
       for (int k = 0; k < D->nrecv && !e; k++) {
-        int rc =
-            MPI_Irecv(D->xext + D->roff[k], (int)D->rcnt[k], MPI_DOUBLE, D->rrank[k], 23, comm, &rq[nreq]);
-        if (rc != MPI_SUCCESS)
-          e = pk_mpi_error(A->ctx, "distributed CSR product", "MPI_Irecv", rc);
+        int rc = ops->irecv(comm, D->xext + D->roff[k], (int)D->rcnt[k], PK_COMM_DOUBLE, D->rrank[k], 23,
+                            &rq[nreq]);
+        if (rc != 0)
+          e = pk_comm_error(A->ctx, "distributed CSR product", "MPI_Irecv", rc);
         else
           nreq++;
       }
@@ -123,30 +123,27 @@ void pk_dist_csr_apply(const struct pkrylov_operator_s *A, const double *x, doub
       for (int64_t i = 0; i < ns; i++)
         D->sbuf[i] = x[D->sidx[i]];
       for (int k = 0; k < D->nsend && !e; k++) {
-        int rc =
-            MPI_Isend(D->sbuf + D->soff[k], (int)D->scnt[k], MPI_DOUBLE, D->srank[k], 23, comm, &rq[nreq]);
-        if (rc != MPI_SUCCESS)
-          e = pk_mpi_error(A->ctx, "distributed CSR product", "MPI_Isend", rc);
+        int rc = ops->isend(comm, D->sbuf + D->soff[k], (int)D->scnt[k], PK_COMM_DOUBLE, D->srank[k], 23,
+                            &rq[nreq]);
+        if (rc != 0)
+          e = pk_comm_error(A->ctx, "distributed CSR product", "MPI_Isend", rc);
         else
           nreq++;
       }
     }
-#endif
     memcpy(D->xext + D->nglo, x, sizeof(double) * (size_t)n);
     if (!e)
       rows_apply(A, D, y, 0, D->ninner); /* while the ghosts travel */
-#ifdef PKRYLOV_HAVE_MPI
     if (nreq > 0) {
-      int rc = MPI_Waitall(nreq, rq, MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS && !e)
-        e = pk_mpi_error(A->ctx, "distributed CSR product", "MPI_Waitall", rc);
+      int rc = pk_comm_ops_of(A->ctx)->waitall(nreq, rq);
+      if (rc != 0 && !e)
+        e = pk_comm_error(A->ctx, "distributed CSR product", "MPI_Waitall", rc);
     }
-#endif
     if (!e) {
       rows_apply(A, D, y, D->ninner, D->ninner + D->nouter);
       return;
     }
-    Wr->user.failed = 1; /* the message is in the context (pk_mpi_error) */
+    Wr->user.failed = 1; /* the message is in the context (pk_comm_error) */
   }
   for (int64_t i = 0; i < n; i++)
     y[i] = NAN; /* a caller that does not check the flag sees a NaN */
@@ -157,13 +154,11 @@ void pk_dist_csr_apply(const struct pkrylov_operator_s *A, const double *x, doub
 
 /** all[r*count + c] = rank r's mine[c] (int64; a copy on one rank). */
 static int allgather_i64(pkrylov_context ctx, const int64_t *mine, int count, int64_t *all) {
-#ifdef PKRYLOV_HAVE_MPI
   if (ctx->mpi) {
-    int rc = MPI_Allgather(mine, count, MPI_INT64_T, all, count, MPI_INT64_T, pk_mpi_comm(ctx));
-    return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS
-                             : pk_mpi_error(ctx, "pkrylov_operator_create_csr_dist", "MPI_Allgather", rc);
+    int rc = pk_comm_ops_of(ctx)->allgather(pk_comm_of(ctx), mine, count, PK_COMM_INT64, all);
+    return rc == 0 ? PKRYLOV_SUCCESS
+                   : pk_comm_error(ctx, "pkrylov_operator_create_csr_dist", "MPI_Allgather", rc);
   }
-#endif
   memcpy(all, mine, sizeof(int64_t) * (size_t)count);
   return PKRYLOV_SUCCESS;
 }
@@ -378,7 +373,6 @@ static int build_local(pkrylov_context ctx, const char *func, struct pkrylov_ope
 
 /** The send lists from the receive lists of all ranks (collective: every rank calls it). */
 static int build_send(pkrylov_context ctx, const char *func, pk_dist_csr *D, const int64_t *gh) {
-#ifdef PKRYLOV_HAVE_MPI
   if (!ctx->mpi)
     return PKRYLOV_SUCCESS;
   const int P = D->nranks;
@@ -391,10 +385,11 @@ static int build_send(pkrylov_context ctx, const char *func, pk_dist_csr *D, con
     for (int k = 0; k < D->nrecv; k++)
       need[D->rrank[k]] = (int)D->rcnt[k];
   e = pk_mpi_agree(ctx, e);
-  MPI_Comm comm = pk_mpi_comm(ctx);
+  const pk_comm_ops *ops = pk_comm_ops_of(ctx);
+  void *comm = pk_comm_of(ctx);
   int rc;
-  if (!e && (rc = MPI_Alltoall(need, 1, MPI_INT, give, 1, MPI_INT, comm)) != MPI_SUCCESS)
-    e = pk_mpi_error(ctx, func, "MPI_Alltoall", rc);
+  if (!e && (rc = ops->alltoall(comm, need, 1, PK_COMM_INT, give)) != 0)
+    e = pk_comm_error(ctx, func, "MPI_Alltoall", rc);
   int64_t total = 0;
   if (!e) {
     for (int r = 0; r < P; r++) {
@@ -411,15 +406,14 @@ static int build_send(pkrylov_context ctx, const char *func, pk_dist_csr *D, con
     D->srank = malloc(sizeof(int) * (size_t)P);
     D->soff = malloc(sizeof(int64_t) * (size_t)P);
     D->scnt = malloc(sizeof(int64_t) * (size_t)P);
-    D->reqs = malloc(sizeof(MPI_Request) * (size_t)(2 * P));
+    D->reqs = malloc(sizeof(pk_comm_req) * (size_t)(2 * P));
     if (!D->sidx || !D->sbuf || !D->srank || !D->soff || !D->scnt || !D->reqs)
       e = pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, func, "cannot allocate the send lists (%lld values)",
                    (long long)total);
   }
   e = pk_mpi_agree(ctx, e);
-  if (!e &&
-      (rc = MPI_Alltoallv(gh, need, nd, MPI_INT64_T, D->sidx, give, gd, MPI_INT64_T, comm)) != MPI_SUCCESS)
-    e = pk_mpi_error(ctx, func, "MPI_Alltoallv", rc);
+  if (!e && (rc = ops->alltoallv(comm, gh, need, nd, D->sidx, give, gd, PK_COMM_INT64)) != 0)
+    e = pk_comm_error(ctx, func, "MPI_Alltoallv", rc);
   if (!e) {
     D->nsend = 0;
     for (int r = 0; r < P; r++)
@@ -437,10 +431,6 @@ static int build_send(pkrylov_context ctx, const char *func, pk_dist_csr *D, con
   }
   free(need), free(give), free(nd), free(gd);
   return pk_mpi_agree(ctx, e);
-#else
-  (void)ctx, (void)func, (void)D, (void)gh;
-  return PKRYLOV_SUCCESS;
-#endif
 }
 
 int pkrylov_operator_create_csr_dist(pkrylov_context ctx, int64_t n_global, int64_t first_row, int64_t nlocal,
@@ -602,7 +592,6 @@ int pk_dist_csr_gather_scatter(const struct pkrylov_operator_s *A, const char *f
       memcpy((double *)x_local, x_global, sizeof(double) * (size_t)A->n);
     return PKRYLOV_SUCCESS;
   }
-#ifdef PKRYLOV_HAVE_MPI
   int *counts = NULL, *displs = NULL;
   if (ctx->rank == root) {
     counts = malloc(sizeof(int) * (size_t)ctx->size);
@@ -617,20 +606,17 @@ int pk_dist_csr_gather_scatter(const struct pkrylov_operator_s *A, const char *f
   }
   e = pk_mpi_agree(ctx, e);
   if (!e) {
+    const pk_comm_ops *ops = pk_comm_ops_of(ctx);
     int rc;
     if (dir == 0)
-      rc = MPI_Gatherv(x_local, (int)A->n, MPI_DOUBLE, x_global, counts, displs, MPI_DOUBLE, root,
-                       pk_mpi_comm(ctx));
+      rc = ops->gatherv(pk_comm_of(ctx), x_local, (int)A->n, x_global, counts, displs, PK_COMM_DOUBLE, root);
     else
-      rc = MPI_Scatterv(x_global, counts, displs, MPI_DOUBLE, (double *)x_local, (int)A->n, MPI_DOUBLE, root,
-                        pk_mpi_comm(ctx));
-    if (rc != MPI_SUCCESS)
-      e = pk_mpi_error(ctx, func, dir == 0 ? "MPI_Gatherv" : "MPI_Scatterv", rc);
+      rc = ops->scatterv(pk_comm_of(ctx), x_global, counts, displs, (double *)x_local, (int)A->n,
+                         PK_COMM_DOUBLE, root);
+    if (rc != 0)
+      e = pk_comm_error(ctx, func, dir == 0 ? "MPI_Gatherv" : "MPI_Scatterv", rc);
   }
   free(counts);
   free(displs);
   return e;
-#else
-  return PKRYLOV_ERR_INTERNAL; /* unreachable: one rank without MPI */
-#endif
 }

@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pk_comm.h"
 #include "pk_impl.h"
-#include "pk_mpi.h"
 
 /** Tag of the grid exchanges on the context's communicator (dist.c uses 0..3). */
 #define PK_GRID_TAG 7100
@@ -520,101 +520,83 @@ int pkrylov_grid_unpack(pkrylov_grid g, int32_t nz, int32_t mem, const double *c
 /* ------------------------------------------------------------------------------------------------ */
 /* Exchanges                                                                                         */
 
-#ifdef PKRYLOV_HAVE_MPI
-/** MPI state of an exchange (X->req): 2 nnb requests. */
+/** The requests of an exchange (X->req): 2 nnb. */
 typedef struct {
-  MPI_Request *r;
+  pk_comm_req *r;
   int nr;
 } xchg_mpi;
-#endif
 
 int pk_grid_xchg_init(const struct pkrylov_grid_s *g, int32_t nz, pk_grid_xchg *X) {
   memset(X, 0, sizeof *X);
   X->nz = nz;
-#ifdef PKRYLOV_HAVE_MPI
   if (g->nnb == 0) return PKRYLOV_SUCCESS;
   pkrylov_context ctx = g->ctx;
   X->halo = calloc((size_t)(g->nhalo * nz), sizeof(double));
   X->sbuf = calloc((size_t)(g->send_off[g->nnb] * nz), sizeof(double));
   xchg_mpi *M = calloc(1, sizeof *M);
-  if (M) M->r = calloc((size_t)(2 * g->nnb), sizeof(MPI_Request));
+  if (M) M->r = calloc((size_t)(2 * g->nnb), sizeof(pk_comm_req));
   X->req = M;
   if (!X->halo || !X->sbuf || !M || !M->r) {
     pk_grid_xchg_free(X);
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_operator_create",
                     "cannot allocate the halo buffers (%lld values)", (long long)(g->nhalo * nz));
   }
-#else
-  (void)g;
-#endif
   return PKRYLOV_SUCCESS;
 }
 
 void pk_grid_xchg_free(pk_grid_xchg *X) {
   if (!X) return;
-#ifdef PKRYLOV_HAVE_MPI
   xchg_mpi *M = X->req;
   if (M) {
     free(M->r);
     free(M);
   }
-#endif
   free(X->halo);
   free(X->sbuf);
   memset(X, 0, sizeof *X);
 }
 
-#ifdef PKRYLOV_HAVE_MPI
 /** Post the receives into halo and the sends of sbuf (nz levels, slot-major blocks per neighbour rank). */
 static int xchg_post_bufs(const struct pkrylov_grid_s *g, int64_t nz, xchg_mpi *M, double *halo,
                           const double *sbuf) {
   pkrylov_context ctx = g->ctx;
-  MPI_Comm comm = pk_mpi_comm(ctx);
+  const pk_comm_ops *ops = pk_comm_ops_of(ctx);
+  void *comm = pk_comm_of(ctx);
   M->nr = 0;
   for (int32_t q = 0; q < g->nnb; q++) {
     const int64_t cnt = (g->recv_off[q + 1] - g->recv_off[q]) * nz;
-    int rc = MPI_Irecv(halo + g->recv_off[q] * nz, (int)cnt, MPI_DOUBLE, g->nb_rank[q], PK_GRID_TAG, comm,
-                       &M->r[M->nr]);
-    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Irecv", rc);
+    int rc = ops->irecv(comm, halo + g->recv_off[q] * nz, (int)cnt, PK_COMM_DOUBLE, g->nb_rank[q], PK_GRID_TAG,
+                        &M->r[M->nr]);
+    if (rc != 0) return pk_comm_error(ctx, "halo exchange", "MPI_Irecv", rc);
     M->nr++;
   }
   for (int32_t q = 0; q < g->nnb; q++) {
     const int64_t cnt = (g->send_off[q + 1] - g->send_off[q]) * nz;
-    int rc = MPI_Isend(sbuf + g->send_off[q] * nz, (int)cnt, MPI_DOUBLE, g->nb_rank[q], PK_GRID_TAG, comm,
-                       &M->r[M->nr]);
-    if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, "halo exchange", "MPI_Isend", rc);
+    int rc = ops->isend(comm, sbuf + g->send_off[q] * nz, (int)cnt, PK_COMM_DOUBLE, g->nb_rank[q], PK_GRID_TAG,
+                        &M->r[M->nr]);
+    if (rc != 0) return pk_comm_error(ctx, "halo exchange", "MPI_Isend", rc);
     M->nr++;
   }
   return PKRYLOV_SUCCESS;
 }
-#endif
 
 /** Post the receives and the sends of a packed X->sbuf. */
 static int xchg_post(const struct pkrylov_grid_s *g, pk_grid_xchg *X) {
-#ifdef PKRYLOV_HAVE_MPI
   PK_CALL(xchg_post_bufs(g, X->nz, X->req, X->halo, X->sbuf));
   X->inflight = 1;
-#else
-  (void)g, (void)X;
-#endif
   return PKRYLOV_SUCCESS;
 }
 
 int pk_grid_exchange_bufs(const struct pkrylov_grid_s *g, int32_t nz, const double *sbuf, double *halo) {
-#ifdef PKRYLOV_HAVE_MPI
   if (g->nnb == 0) return PKRYLOV_SUCCESS;
-  MPI_Request *r = malloc(sizeof(MPI_Request) * (size_t)(2 * g->nnb));
+  pk_comm_req *r = malloc(sizeof(pk_comm_req) * (size_t)(2 * g->nnb));
   if (!r) return pk_error(g->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "halo exchange", "cannot allocate the requests");
   xchg_mpi M = {r, 0};
   int e = xchg_post_bufs(g, nz, &M, halo, sbuf);
-  const int rc = M.nr ? MPI_Waitall(M.nr, M.r, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+  const int rc = M.nr ? pk_comm_ops_of(g->ctx)->waitall(M.nr, M.r) : 0;
   free(r);
-  if (!e && rc != MPI_SUCCESS) e = pk_mpi_error(g->ctx, "halo exchange", "MPI_Waitall", rc);
+  if (!e && rc != 0) e = pk_comm_error(g->ctx, "halo exchange", "MPI_Waitall", rc);
   return e;
-#else
-  (void)g, (void)nz, (void)sbuf, (void)halo;
-  return PKRYLOV_SUCCESS;
-#endif
 }
 
 /**
@@ -637,16 +619,12 @@ int pk_grid_xchg_begin(const struct pkrylov_grid_s *g, const double *x, pk_grid_
 }
 
 int pk_grid_xchg_end(const struct pkrylov_grid_s *g, pk_grid_xchg *X) {
-#ifdef PKRYLOV_HAVE_MPI
   xchg_mpi *M = X->req;
   if (g->nnb == 0 || !X->inflight) return PKRYLOV_SUCCESS;
   X->inflight = 0;
-  int rc = MPI_Waitall(M->nr, M->r, MPI_STATUSES_IGNORE);
+  int rc = pk_comm_ops_of(g->ctx)->waitall(M->nr, M->r);
   M->nr = 0;
-  if (rc != MPI_SUCCESS) return pk_mpi_error(g->ctx, "halo exchange", "MPI_Waitall", rc);
-#else
-  (void)g, (void)X;
-#endif
+  if (rc != 0) return pk_comm_error(g->ctx, "halo exchange", "MPI_Waitall", rc);
   return PKRYLOV_SUCCESS;
 }
 

@@ -1,8 +1,11 @@
 /**
  * @file mpi.c
- * @brief Contexts on a communicator: pkrylov_context_set_comm(), rank queries, the reproducible flag, and
- *        the collective helpers that keep every rank's outcome the same (pk_mpi_agree, the checks before
- *        a distributed solve); the NCCL communicator of a distributed CUDA context (pk_mpi_nccl). Without MPI (or without a communicator) everything here works on one rank.
+ * @brief Contexts on a communicator: what pkrylov_context_set_comm() does once libpkrylov_mpi has checked
+ *        MPI's state (pk_comm_attach), rank queries, the reproducible flag, and the collective helpers that
+ *        keep every rank's outcome the same (pk_mpi_agree, the checks before a distributed solve); the NCCL
+ *        communicator of a distributed CUDA context (pk_mpi_nccl). No MPI here: every operation between
+ *        ranks goes through the context's communication table (pk_comm.h). Without a communicator
+ *        everything here works on one rank.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_* */
 #include <math.h>
@@ -11,14 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pk_comm.h"
 #include "pk_impl.h"
-#include "pk_mpi.h"
-#ifdef PKRYLOV_HAVE_MPI
-#include "pkrylov_mpi.h"
-#endif
 
+/* PKRYLOV_BUILD_MPI: this build has libpkrylov_mpi (CMake, PKRYLOV_ENABLE_MPI); a build property, the same
+   whether or not the program links it */
 int32_t pkrylov_has_mpi(void) {
-#ifdef PKRYLOV_HAVE_MPI
+#ifdef PKRYLOV_BUILD_MPI
   return 1;
 #else
   return 0;
@@ -39,32 +41,38 @@ int pkrylov_context_set_reproducible(pkrylov_context ctx, int32_t flag) {
   return PKRYLOV_SUCCESS;
 }
 
-#ifdef PKRYLOV_HAVE_MPI
+/** A failed operation (status rc) of the table ops, raised in ctx as PKRYLOV_ERR_BACKEND with the table's text
+ *  for rc (pk_comm_attach calls it before ctx has the table). */
+static int attach_error(pkrylov_context ctx, const pk_comm_ops *ops, const char *func, const char *what, int rc) {
+  char msg[1024];
+  msg[0] = '\0';
+  ops->error_string(rc, msg, (int)sizeof msg);
+  return pk_error(ctx, PKRYLOV_ERR_BACKEND, func, "%s failed: %s error %d (%s)", what, ops->name, rc, msg);
+}
 
-int pk_mpi_error(pkrylov_context ctx, const char *func, const char *what, int rc) {
-  char msg[MPI_MAX_ERROR_STRING + 1];
-  int len = 0;
-  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
-  msg[len] = '\0';
-  return pk_error(ctx, PKRYLOV_ERR_BACKEND, func, "%s failed: MPI error %d (%s)", what, rc, msg);
+int pk_comm_error(pkrylov_context ctx, const char *func, const char *what, int rc) {
+  if (!ctx || !ctx->mpi) /* not reached: only a context with a table communicates */
+    return pk_error(ctx, PKRYLOV_ERR_INTERNAL, func, "%s failed (%d) on a context without a communicator", what,
+                    rc);
+  return attach_error(ctx, pk_comm_ops_of(ctx), func, what, rc);
 }
 
 /**
  * The default thread count of a rank of comm (pkrylov_context_get_num_threads): this process's cores
- * (pk_cores_available) divided by the number of ranks of comm on this node (MPI_Comm_split_type
+ * (pk_cores_available) divided by the number of ranks of comm on this node (split_shared:
  * MPI_COMM_TYPE_SHARED) whose affinity masks overlap this rank's (itself included; a mask that cannot be
  * read overlaps every other), capped by OpenMP's count (pk_threads_cap), at least 1. Collective over comm.
  */
-static int node_threads(pkrylov_context ctx, MPI_Comm comm, int rank, int *threads) {
+static int node_threads(pkrylov_context ctx, const pk_comm_ops *ops, void *comm, int rank, int *threads) {
   typedef struct {
     int32_t valid;
     unsigned char mask[sizeof(cpu_set_t)];
   } aff;
-  MPI_Comm node;
+  void *node = NULL;
   int nlocal = 1, rc;
-  if ((rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node)) != MPI_SUCCESS)
-    return pk_mpi_error(ctx, __func__, "MPI_Comm_split_type", rc);
-  MPI_Comm_size(node, &nlocal);
+  if ((rc = ops->split_shared(comm, rank, &node)) != 0)
+    return attach_error(ctx, ops, __func__, "MPI_Comm_split_type", rc);
+  ops->size(node, &nlocal);
   aff mine;
   memset(&mine, 0, sizeof mine);
   cpu_set_t set;
@@ -73,14 +81,14 @@ static int node_threads(pkrylov_context ctx, MPI_Comm comm, int rank, int *threa
   memcpy(mine.mask, &set, sizeof set);
   aff *all = malloc(sizeof(aff) * (size_t)nlocal);
   if (!all) {
-    MPI_Comm_free(&node);
+    ops->free(node);
     return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate %d affinity masks", nlocal);
   }
-  rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, node);
-  MPI_Comm_free(&node);
-  if (rc != MPI_SUCCESS) {
+  rc = ops->allgather(node, &mine, (int)sizeof mine, PK_COMM_BYTE, all);
+  ops->free(node);
+  if (rc != 0) {
     free(all);
-    return pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
+    return attach_error(ctx, ops, __func__, "MPI_Allgather", rc);
   }
   int sharing = 0;
   for (int r = 0; r < nlocal; r++) {
@@ -95,17 +103,17 @@ static int node_threads(pkrylov_context ctx, MPI_Comm comm, int rank, int *threa
 }
 
 /**
- * The collective options of ctx compared over comm: one MPI_Allreduce (MPI_MAX) of (v, -v), so every rank
+ * The collective options of ctx compared over comm: one allreduce (MPI_MAX) of (v, -v), so every rank
  * gets the largest and the smallest value of each and raises the same error (naming the option and the two
  * values) when they differ. Collective over comm.
  */
-static int check_options(pkrylov_context ctx, MPI_Comm comm, const char *func) {
+static int check_options(pkrylov_context ctx, const pk_comm_ops *ops, void *comm, const char *func) {
   int64_t v[2 * PK_OPT_MAX_COLLECTIVE];
   const int k = pk_options_collective(&ctx->opts, v);
   if (k == 0) return PKRYLOV_SUCCESS;
   for (int i = 0; i < k; i++) v[k + i] = -v[i];
-  const int rc = MPI_Allreduce(MPI_IN_PLACE, v, 2 * k, MPI_INT64_T, MPI_MAX, comm);
-  if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, func, "MPI_Allreduce", rc);
+  const int rc = ops->allreduce(comm, NULL, v, 2 * k, PK_COMM_INT64, PK_COMM_MAX);
+  if (rc != 0) return attach_error(ctx, ops, func, "MPI_Allreduce", rc);
   for (int i = 0; i < k; i++)
     if (v[i] != -v[k + i]) { /* the same comparison on every rank: the same error everywhere */
       char lo[32], hi[32];
@@ -121,37 +129,36 @@ static int check_options(pkrylov_context ctx, MPI_Comm comm, const char *func) {
 
 int pk_mpi_check_options(pkrylov_context ctx, const char *func) {
   if (!ctx || !ctx->mpi) return PKRYLOV_SUCCESS;
-  return check_options(ctx, pk_mpi_comm(ctx), func);
+  return check_options(ctx, pk_comm_ops_of(ctx), pk_comm_of(ctx), func);
 }
 
-int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
-  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  PK_CHECK(init && !fin, ctx, PKRYLOV_ERR_INVALID_STATE,
-           "MPI is %s: call pkrylov_context_set_comm between MPI_Init and MPI_Finalize",
-           fin ? "finalized" : "not initialised");
-  PK_CHECK(comm != MPI_COMM_NULL, ctx, PKRYLOV_ERR_INVALID_VALUE, "argument 'comm' is MPI_COMM_NULL");
-  PK_CHECK(ctx->mpi == NULL, ctx, PKRYLOV_ERR_INVALID_STATE,
+int pk_comm_attach(pkrylov_context ctx, const char *func, const pk_comm_ops *ops, void *comm, int code,
+                   const char *why) {
+  PK_CHECK_AS(func, ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
+  if (code != PKRYLOV_SUCCESS) return pk_error(ctx, code, func, "%s", why);
+  PK_CHECK_AS(func, ops != NULL && ops->version == PK_COMM_OPS_VERSION, ctx, PKRYLOV_ERR_INTERNAL,
+           "libpkrylov_mpi and libpkrylov come from different builds (communication table version %d, "
+           "expected %d)",
+           ops ? (int)ops->version : -1, PK_COMM_OPS_VERSION);
+  PK_CHECK_AS(func, ctx->mpi == NULL, ctx, PKRYLOV_ERR_INVALID_STATE,
            "the context has a communicator already (set it once, right after creating the context)");
-  PK_CHECK(ctx->live_objects == 0, ctx, PKRYLOV_ERR_INVALID_STATE,
+  PK_CHECK_AS(func, ctx->live_objects == 0, ctx, PKRYLOV_ERR_INVALID_STATE,
            "%lld objects were created from this context already: set the communicator before creating any",
            (long long)ctx->live_objects);
   int size = 1, rank = 0, rc;
-  if ((rc = MPI_Comm_size(comm, &size)) != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Comm_size", rc);
-  if ((rc = MPI_Comm_rank(comm, &rank)) != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Comm_rank", rc);
+  if ((rc = ops->size(comm, &size)) != 0) return attach_error(ctx, ops, func, "MPI_Comm_size", rc);
+  if ((rc = ops->rank(comm, &rank)) != 0) return attach_error(ctx, ops, func, "MPI_Comm_rank", rc);
   /* every rank must take the same decision (the dup below is collective): the backends must agree */
   int cuda = ctx->backend == PKRYLOV_BACKEND_CUDA, mn = 0, mx = 0;
-  if ((rc = MPI_Allreduce(&cuda, &mn, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS ||
-      (rc = MPI_Allreduce(&cuda, &mx, 1, MPI_INT, MPI_MAX, comm)) != MPI_SUCCESS)
-    return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
-  PK_CHECK(mn == mx, ctx, PKRYLOV_ERR_INVALID_VALUE,
+  if ((rc = ops->allreduce(comm, &cuda, &mn, 1, PK_COMM_INT, PK_COMM_MIN)) != 0 ||
+      (rc = ops->allreduce(comm, &cuda, &mx, 1, PK_COMM_INT, PK_COMM_MAX)) != 0)
+    return attach_error(ctx, ops, func, "MPI_Allreduce", rc);
+  PK_CHECK_AS(func, mn == mx, ctx, PKRYLOV_ERR_INVALID_VALUE,
            "the context runs on the %s backend but another rank's on the %s one: every rank of a communicator "
            "must use the same backend",
            cuda ? "CUDA" : "CPU", cuda ? "CPU" : "CUDA");
   /* the options that choose a communication path: the same on every rank */
-  PK_CALL(check_options(ctx, comm, __func__));
+  PK_CALL(check_options(ctx, ops, comm, func));
   /* one GPU per rank: device = node-local rank mod visible devices (node-local rank from
      MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); the option cuda.bind=none keeps the device that was
      current when the context was created (the caller's cudaSetDevice). No object exists yet, so the
@@ -159,36 +166,35 @@ int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
   if (ctx->be->context_set_device && size > 1) {
     int e = PKRYLOV_SUCCESS;
     if (ctx->opts.cuda_bind) {
-      MPI_Comm node;
+      void *node = NULL;
       int lrank = 0;
-      if ((rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node)) != MPI_SUCCESS)
-        return pk_mpi_error(ctx, __func__, "MPI_Comm_split_type", rc);
-      MPI_Comm_rank(node, &lrank);
-      MPI_Comm_free(&node);
+      if ((rc = ops->split_shared(comm, rank, &node)) != 0)
+        return attach_error(ctx, ops, func, "MPI_Comm_split_type", rc);
+      ops->rank(node, &lrank);
+      ops->free(node);
       const int count = ctx->be->devices(NULL, 0);
       e = count > 0 ? ctx->be->context_set_device(ctx, lrank % count)
-                    : pk_error(ctx, PKRYLOV_ERR_BACKEND_UNAVAILABLE, __func__, "no CUDA device is visible");
+                    : pk_error(ctx, PKRYLOV_ERR_BACKEND_UNAVAILABLE, func, "no CUDA device is visible");
     }
     int bad = e != PKRYLOV_SUCCESS, anybad = 0;
-    if ((rc = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, comm)) != MPI_SUCCESS)
-      return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+    if ((rc = ops->allreduce(comm, &bad, &anybad, 1, PK_COMM_INT, PK_COMM_MAX)) != 0)
+      return attach_error(ctx, ops, func, "MPI_Allreduce", rc);
     if (anybad)
-      return e ? e
-               : pk_error(ctx, PKRYLOV_ERR_BACKEND, __func__, "another rank could not select its CUDA device");
+      return e ? e : pk_error(ctx, PKRYLOV_ERR_BACKEND, func, "another rank could not select its CUDA device");
   }
   /* the default thread count: this rank's share of the cores of its node (every rank calls: collective) */
-  int threads = 1, e = node_threads(ctx, comm, rank, &threads), anybad = 0;
-  if ((rc = MPI_Allreduce(&e, &anybad, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
-    return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+  int threads = 1, e = node_threads(ctx, ops, comm, rank, &threads), anybad = 0;
+  if ((rc = ops->allreduce(comm, &e, &anybad, 1, PK_COMM_INT, PK_COMM_MIN)) != 0)
+    return attach_error(ctx, ops, func, "MPI_Allreduce", rc);
   if (anybad != PKRYLOV_SUCCESS)
-    return e ? e : pk_error(ctx, anybad, __func__, "another rank could not count the cores of its node");
-  pk_mpi_state *st = calloc(1, sizeof *st);
-  PK_CHECK(st != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the MPI state");
-  if ((rc = MPI_Comm_dup(comm, &st->comm)) != MPI_SUCCESS) {
+    return e ? e : pk_error(ctx, anybad, func, "another rank could not count the cores of its node");
+  pk_comm_state *st = calloc(1, sizeof *st);
+  PK_CHECK_AS(func, st != NULL, ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "cannot allocate the MPI state");
+  st->ops = ops;
+  if ((rc = ops->dup(comm, &st->comm)) != 0) {
     free(st);
-    return pk_mpi_error(ctx, __func__, "MPI_Comm_dup", rc);
+    return attach_error(ctx, ops, func, "MPI_Comm_dup", rc);
   }
-  MPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
   ctx->mpi = st;
   ctx->rank = rank;
   ctx->size = size;
@@ -196,36 +202,26 @@ int pkrylov_context_set_comm(pkrylov_context ctx, MPI_Comm comm) {
   return PKRYLOV_SUCCESS;
 }
 
-int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm) {
-  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
-  int init = 0;
-  MPI_Initialized(&init);
-  PK_CHECK(init, ctx, PKRYLOV_ERR_INVALID_STATE,
-           "MPI is not initialised: call pkrylov_context_set_comm_f after MPI_Init");
-  return pkrylov_context_set_comm(ctx, MPI_Comm_f2c((MPI_Fint)fcomm));
-}
-
 void pk_mpi_free(pkrylov_context ctx) {
   if (!ctx || !ctx->mpi) return;
-  pk_mpi_state *st = ctx->mpi;
+  pk_comm_state *st = ctx->mpi;
   if (st->nccl) ctx->be->nccl_comm_destroy(st->nccl);
   st->nccl = NULL;
-  int fin = 0;
-  MPI_Finalized(&fin);
-  if (!fin) MPI_Comm_free(&st->comm);
+  st->ops->free(st->comm); /* nothing after MPI_Finalize */
   free(st);
   ctx->mpi = NULL;
 }
 
 int pk_mpi_agree(pkrylov_context ctx, int code) {
   if (!ctx || !ctx->mpi) return code;
-  MPI_Comm comm = pk_mpi_comm(ctx);
+  const pk_comm_ops *ops = pk_comm_ops_of(ctx);
+  void *comm = pk_comm_of(ctx);
   struct {
     int failed; /* 0 failed, 1 fine: MINLOC then names the lowest failing rank */
     int rank;
   } in = {code == PKRYLOV_SUCCESS, ctx->rank}, out;
-  int rc = MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm);
-  if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+  int rc = ops->allreduce(comm, &in, &out, 1, PK_COMM_2INT, PK_COMM_MINLOC);
+  if (rc != 0) return pk_comm_error(ctx, __func__, "MPI_Allreduce", rc);
   if (out.failed) return PKRYLOV_SUCCESS;
   /* the failing rank sends its code and message to all */
   struct {
@@ -236,8 +232,8 @@ int pk_mpi_agree(pkrylov_context ctx, int code) {
     m.code = code;
     snprintf(m.msg, sizeof m.msg, "%s", ctx->last_message);
   }
-  rc = MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, out.rank, comm);
-  if (rc != MPI_SUCCESS) return pk_mpi_error(ctx, __func__, "MPI_Bcast", rc);
+  rc = ops->bcast(comm, &m, (int)sizeof m, PK_COMM_BYTE, out.rank);
+  if (rc != 0) return pk_comm_error(ctx, __func__, "MPI_Bcast", rc);
   if (ctx->rank != out.rank) {
     snprintf(ctx->last_message, sizeof ctx->last_message, "rank %d: %.1000s", out.rank, m.msg);
     ctx->last_code = m.code;
@@ -247,28 +243,28 @@ int pk_mpi_agree(pkrylov_context ctx, int code) {
 
 int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op) {
   if (!ctx->mpi) return PKRYLOV_SUCCESS;
-  MPI_Op mop = op == 0 ? MPI_SUM : op == 1 ? MPI_MIN : MPI_MAX;
-  int rc = MPI_Allreduce(MPI_IN_PLACE, vals, count, MPI_INT64_T, mop, pk_mpi_comm(ctx));
-  return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+  const pk_comm_op cop = op == 0 ? PK_COMM_SUM : op == 1 ? PK_COMM_MIN : PK_COMM_MAX;
+  int rc = pk_comm_ops_of(ctx)->allreduce(pk_comm_of(ctx), NULL, vals, count, PK_COMM_INT64, cop);
+  return rc == 0 ? PKRYLOV_SUCCESS : pk_comm_error(ctx, __func__, "MPI_Allreduce", rc);
 }
 
-/** all := every rank's count values of type (size bytes each) in rank order; a copy without MPI. */
+/** all := every rank's count values of type (size bytes each) in rank order; a copy on one rank. */
 static int allgather(pkrylov_context ctx, const char *fn, const void *mine, int count, void *all,
-                     MPI_Datatype type, size_t size) {
+                     pk_comm_type type, size_t size) {
   if (!ctx->mpi) {
     memcpy(all, mine, size * (size_t)count);
     return PKRYLOV_SUCCESS;
   }
-  int rc = MPI_Allgather(mine, count, type, all, count, type, pk_mpi_comm(ctx));
-  return rc == MPI_SUCCESS ? PKRYLOV_SUCCESS : pk_mpi_error(ctx, fn, "MPI_Allgather", rc);
+  int rc = pk_comm_ops_of(ctx)->allgather(pk_comm_of(ctx), mine, count, type, all);
+  return rc == 0 ? PKRYLOV_SUCCESS : pk_comm_error(ctx, fn, "MPI_Allgather", rc);
 }
 
 int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all) {
-  return allgather(ctx, __func__, mine, count, all, MPI_INT32_T, sizeof(int32_t));
+  return allgather(ctx, __func__, mine, count, all, PK_COMM_INT32, sizeof(int32_t));
 }
 
 int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, double *all) {
-  return allgather(ctx, __func__, mine, count, all, MPI_DOUBLE, sizeof(double));
+  return allgather(ctx, __func__, mine, count, all, PK_COMM_DOUBLE, sizeof(double));
 }
 
 int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
@@ -276,26 +272,27 @@ int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
   const pk_backend *be = ctx->be; /* NCCL entries: a device backend built with NCCL */
   if (!pk_distributed(ctx) || !be->nccl_comm_create) return PKRYLOV_SUCCESS;
   if (!ctx->opts.dist_nccl) return PKRYLOV_SUCCESS; /* the host-staged path, forced (collective option) */
-  pk_mpi_state *st = ctx->mpi;
+  pk_comm_state *st = ctx->mpi;
   if (!st->nccl_tried) {
     st->nccl_tried = 1;
-    MPI_Comm c = st->comm;
+    const pk_comm_ops *ops = st->ops;
+    void *c = st->comm;
     const int size = ctx->size;
     int rc;
     /* one GPU per rank: NCCL refuses ranks that share a device (then the host-staged path) */
     unsigned char uuid[16] = {0}, *all = malloc((size_t)16 * (size_t)size);
     if (!all) return pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "cannot allocate");
     int ok = be->device_uuid(uuid) == 0, allok = 0;
-    if ((rc = MPI_Allgather(uuid, 16, MPI_BYTE, all, 16, MPI_BYTE, c)) != MPI_SUCCESS) {
+    if ((rc = ops->allgather(c, uuid, 16, PK_COMM_BYTE, all)) != 0) {
       free(all);
-      return pk_mpi_error(ctx, __func__, "MPI_Allgather", rc);
+      return pk_comm_error(ctx, __func__, "MPI_Allgather", rc);
     }
     for (int a = 0; a < size && ok; a++)
       for (int b = a + 1; b < size && ok; b++)
         if (memcmp(all + 16 * a, all + 16 * b, 16) == 0) ok = 0;
     free(all);
-    if ((rc = MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, c)) != MPI_SUCCESS)
-      return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+    if ((rc = ops->allreduce(c, &ok, &allok, 1, PK_COMM_INT, PK_COMM_MIN)) != 0)
+      return pk_comm_error(ctx, __func__, "MPI_Allreduce", rc);
     if (!allok) return PKRYLOV_SUCCESS;
     struct {
       int ok;
@@ -303,13 +300,13 @@ int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
     } uid;
     memset(&uid, 0, sizeof uid);
     if (ctx->rank == 0) uid.ok = be->nccl_unique_id(uid.id, (int)sizeof uid.id) == 0;
-    if ((rc = MPI_Bcast(&uid, (int)sizeof uid, MPI_BYTE, 0, c)) != MPI_SUCCESS)
-      return pk_mpi_error(ctx, __func__, "MPI_Bcast", rc);
+    if ((rc = ops->bcast(c, &uid, (int)sizeof uid, PK_COMM_BYTE, 0)) != 0)
+      return pk_comm_error(ctx, __func__, "MPI_Bcast", rc);
     if (!uid.ok) return PKRYLOV_SUCCESS;
     void *nc = NULL;
     ok = be->nccl_comm_create(uid.id, ctx->rank, size, &nc) == 0;
-    if ((rc = MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, c)) != MPI_SUCCESS)
-      return pk_mpi_error(ctx, __func__, "MPI_Allreduce", rc);
+    if ((rc = ops->allreduce(c, &ok, &allok, 1, PK_COMM_INT, PK_COMM_MIN)) != 0)
+      return pk_comm_error(ctx, __func__, "MPI_Allreduce", rc);
     if (!allok) {
       if (nc) be->nccl_comm_destroy(nc);
       return PKRYLOV_SUCCESS;
@@ -319,46 +316,6 @@ int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
   *comm = st->nccl;
   return PKRYLOV_SUCCESS;
 }
-
-#else /* without MPI: one rank */
-
-int pkrylov_context_set_comm_f(pkrylov_context ctx, int32_t fcomm) {
-  PK_CHECK(ctx != NULL, NULL, PKRYLOV_ERR_NULL_POINTER, "argument 'ctx' is NULL");
-  (void)fcomm;
-  return pk_error(ctx, PKRYLOV_ERR_UNSUPPORTED, __func__,
-                  "this pkrylov was built without MPI (configure with -DPKRYLOV_ENABLE_MPI=ON)");
-}
-
-void pk_mpi_free(pkrylov_context ctx) { (void)ctx; }
-int pk_mpi_check_options(pkrylov_context ctx, const char *func) {
-  (void)ctx, (void)func;
-  return PKRYLOV_SUCCESS;
-}
-int pk_mpi_agree(pkrylov_context ctx, int code) {
-  (void)ctx;
-  return code;
-}
-int pk_mpi_allreduce_i64(pkrylov_context ctx, int64_t *vals, int count, int op) {
-  (void)ctx, (void)vals, (void)count, (void)op;
-  return PKRYLOV_SUCCESS;
-}
-int pk_mpi_allgather_i32(pkrylov_context ctx, const int32_t *mine, int count, int32_t *all) {
-  (void)ctx;
-  memcpy(all, mine, sizeof(int32_t) * (size_t)count);
-  return PKRYLOV_SUCCESS;
-}
-int pk_mpi_allgather_f64(pkrylov_context ctx, const double *mine, int count, double *all) {
-  (void)ctx;
-  memcpy(all, mine, sizeof(double) * (size_t)count);
-  return PKRYLOV_SUCCESS;
-}
-int pk_mpi_nccl(pkrylov_context ctx, void **comm) {
-  (void)ctx;
-  *comm = NULL;
-  return PKRYLOV_SUCCESS;
-}
-
-#endif
 
 /** The local checks of a solve's arguments (as pkrylov_solver_solve makes them), recorded in the context. */
 static int solve_local_check(pkrylov_solver s, int32_t mem, const double *b, const double *x) {
