@@ -173,18 +173,23 @@ static void all_names(char *buf, size_t len) {
   }
 }
 
+/** The entry of option name in *d, or PKRYLOV_ERR_BAD_OPTION naming it and every option (message after pre). */
+static int lookup(pkrylov_context ctx, const char *func, const char *name, const char *pre, const opt_desc **d) {
+  *d = find(name);
+  if (*d) return PKRYLOV_SUCCESS;
+  char names[512];
+  all_names(names, sizeof names);
+  return pk_error(ctx, PKRYLOV_ERR_BAD_OPTION, func, "%sunknown option '%.100s' (the options: %s)", pre, name,
+                  names);
+}
+
 /** pk_options_set, every message starting with pre (where the pair came from: "" or "PKRYLOV_OPTIONS: "). */
 static int set_one(pkrylov_context ctx, const char *func, pk_options *o, int solver_only, const char *name,
                    const char *value, const char *pre) {
   PK_CHECK_AS(func, name != NULL, ctx, PKRYLOV_ERR_NULL_POINTER, "argument 'name' is NULL");
   PK_CHECK_AS(func, value != NULL, ctx, PKRYLOV_ERR_NULL_POINTER, "argument 'value' is NULL");
-  const opt_desc *d = find(name);
-  if (!d) {
-    char names[512];
-    all_names(names, sizeof names);
-    return pk_error(ctx, PKRYLOV_ERR_BAD_OPTION, func, "%sunknown option '%.100s' (the options: %s)", pre, name,
-                    names);
-  }
+  const opt_desc *d;
+  PK_CALL(lookup(ctx, func, name, pre, &d));
   if (solver_only && d->level != LEVEL_SOLVER)
     return pk_error(ctx, PKRYLOV_ERR_BAD_OPTION, func,
                     "%soption '%s' is a context-level option: set it on the context "
@@ -283,12 +288,8 @@ int pk_options_get(pkrylov_context ctx, const char *func, const pk_options *o, c
   PK_CHECK_AS(func, name != NULL, ctx, PKRYLOV_ERR_NULL_POINTER, "argument 'name' is NULL");
   PK_CHECK_AS(func, buf != NULL, ctx, PKRYLOV_ERR_NULL_POINTER, "argument 'buf' is NULL");
   PK_CHECK_AS(func, buflen > 0, ctx, PKRYLOV_ERR_INVALID_SIZE, "argument 'buflen' = %d must be > 0", (int)buflen);
-  const opt_desc *d = find(name);
-  if (!d) {
-    char names[512];
-    all_names(names, sizeof names);
-    return pk_error(ctx, PKRYLOV_ERR_BAD_OPTION, func, "unknown option '%.100s' (the options: %s)", name, names);
-  }
+  const opt_desc *d;
+  PK_CALL(lookup(ctx, func, name, "", &d));
   value_text(d, cfield(o, d), buf, (size_t)buflen);
   return PKRYLOV_SUCCESS;
 }
