@@ -119,12 +119,13 @@ typedef struct {
      through gnb and the coupling to it from gedge, as grid.c's gst_line does: edge cell e of tile t, edge d,
      position m is t * 2 (nx + gsny) + offset(d) + m (offsets: west 0, east gsny, south 2 gsny, north
      2 gsny + nx); gnb[e] >= 0 a column (value x[gnb[e] + nx ny k]), -1 a wall, <= -2 a slot of ghalo (value
-     ghalo[(-2 - gnb[e]) nz + k]: several ranks, filled by pk_cuda_dist_halo_*); gedge[e + gnedge k] the
+     ghalo[(-2 - gnb[e]) + gnhalo k], level-major so that the edge columns of a warp read consecutive slots:
+     several ranks, filled by pk_cuda_dist_halo_*); gedge[e + gnedge k] the
      coupling (0 at walls and dry cells). gsny = 0: not a grid stencil. Several ranks (pk_cuda_dist.cu):
      grcols lists the gnrc columns that read a halo slot, grmask flags them per column; cols = 1 launches
      skip them, cols = 2 launches run only them (NULL on one rank: cols is ignored). */
   int32_t gsny;
-  int64_t gnedge, gnrc;
+  int64_t gnedge, gnrc, gnhalo;
   const int64_t *gnb;
   const double *gedge;
   const float *gedgef;

@@ -501,6 +501,7 @@ extern "C" int pk_cuda_precond_upload(struct pkrylov_precond_s *M) {
       double *ge;
       e = upload(d->owned, &d->nowned, c->edge, sizeof(double) * (size_t)M->A->grid->nedge, &ge, st);
       o->gsny = av->gsny, o->gnedge = av->gnedge, o->gnb = av->gnb, o->ghalo = av->ghalo;
+      o->gnhalo = av->gnhalo;
       o->gedge = ge;
     }
   }

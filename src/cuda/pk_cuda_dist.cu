@@ -12,11 +12,15 @@
  * row: the distributed product is bitwise the single-rank one (test t930).
  *
  * A grid stencil on several ranks (grid.c's plan; pk_cuda_dist_attach through grid_attach) uses the same
- * machinery with one direction per neighbour rank: the pack kernel gathers the plan's send list (all levels
- * of an entry together), each neighbour rank's block travels as one message (NCCL or host-staged MPI
- * through pk_grid_exchange_bufs) into the slot-major halo area the grid kernel reads (pk_cuda_op.ghalo),
- * and the split launches run the columns that read no halo slot (cols = 1) while the halos travel, then
- * the rest (cols = 2, the list grcols): bitwise grid.c's product.
+ * machinery with one direction per neighbour rank: the pack kernel gathers the plan's send list level by
+ * level (a warp reads consecutive entries of a row: coalesced along the south and north edges), each
+ * neighbour rank's block (level-major inside: entry i of a block of m at level k is its k m + i) travels
+ * as one message (NCCL or host-staged MPI through pk_grid_exchange_bufs, which moves blocks as they are),
+ * the unpack kernel turns the received blocks into the level-major halo the grid kernel reads
+ * (pk_cuda_op.ghalo: slot h level k at h + nhalo k, so a warp of edge columns reads consecutive slots), and
+ * the split launches run the columns that read no halo slot (cols = 1) while the halos travel, then the
+ * rest (cols = 2, the list grcols): bitwise grid.c's product (only the order of the values in the buffers
+ * differs from grid.c's slot-major one).
  *
  * Two paths, chosen per solve / product (pk_mpi_nccl: NCCL when it was built in, the ranks have GPUs of
  * their own and the option dist.nccl is not 0):
@@ -83,11 +87,15 @@ struct DistDev {
   int64_t *roff, *rlen, *soff, *slen;
   int64_t rtotal, stotal; /* tile: 2 (ny + nx) nz each; grid: nhalo nz, send_off[nnb] nz */
   double *dbuf;           /* device: halos (rtotal) then the packed edges (stotal) */
-  /* grid: the compact column of every sent entry (nsend; slot-major blocks, grid.c), the columns that read
-     a halo slot (rcols, nrc) and their flags (rmask, per column) */
+  /* grid: the compact column of every sent entry (nsend, in grid.c's order) and where its levels go in the
+     send area (sdst[s] + sstr[s] k), where the levels of every halo slot are in the received blocks
+     (rsrc[h] + rstr[h] k; nhalo slots), the level-major halo the kernels read (dlm, rtotal), the columns
+     that read a halo slot (rcols, nrc) and their flags (rmask, per column) */
   const struct pkrylov_grid_s *g;
-  int64_t nsend, ncol, nrc;
+  int64_t nsend, ncol, nrc, nhalo;
   int64_t *dsidx, *drcols;
+  int64_t *dlay;          /* device: sdst, sstr (nsend each), rsrc, rstr (nhalo each) */
+  double *dlm;
   uint8_t *drmask;
   double *dcoef;          /* device, stencil: aWe (ny*nz) then aSn (nx*nz) */
   double *hrcv, *hsnd;    /* pinned host: halos, packed edges (total each) */
@@ -124,14 +132,28 @@ __global__ void __launch_bounds__(PKD_BLOCK)
   }
 }
 
-/** Grid: the values other ranks need into snd, slot-major (entry s level k at s nz + k, as grid.c packs). */
+/** Grid: the values other ranks need into snd, level by level (thread t: entry s = t mod nsend, level
+ *  k = t / nsend), entry s level k at sdst[s] + sstr[s] k (its neighbour's block, level-major inside). */
 __global__ void __launch_bounds__(PKD_BLOCK)
-    k_gpack(int64_t nsend, int nz, int64_t ncol, const int64_t *__restrict__ sidx, const double *__restrict__ x,
+    k_gpack(int64_t nsend, int nz, int64_t ncol, const int64_t *__restrict__ sidx,
+            const int64_t *__restrict__ sdst, const int64_t *__restrict__ sstr, const double *__restrict__ x,
             double *__restrict__ snd) {
   const int64_t m = nsend * nz, stride = (int64_t)gridDim.x * PKD_BLOCK;
   for (int64_t t = (int64_t)blockIdx.x * PKD_BLOCK + threadIdx.x; t < m; t += stride) {
-    const int64_t s = t / nz, k = t - s * nz;
-    snd[t] = x[sidx[s] + ncol * k];
+    const int64_t k = t / nsend, s = t - k * nsend;
+    snd[sdst[s] + sstr[s] * k] = x[sidx[s] + ncol * k];
+  }
+}
+
+/** Grid: the received blocks (rcv) into the level-major halo (slot h level k at h + nhalo k; thread t is
+ *  that value), slot h's levels at rsrc[h] + rstr[h] k in rcv. */
+__global__ void __launch_bounds__(PKD_BLOCK)
+    k_gunpack(int64_t nhalo, int nz, const int64_t *__restrict__ rsrc, const int64_t *__restrict__ rstr,
+              const double *__restrict__ rcv, double *__restrict__ halo) {
+  const int64_t m = nhalo * nz, stride = (int64_t)gridDim.x * PKD_BLOCK;
+  for (int64_t t = (int64_t)blockIdx.x * PKD_BLOCK + threadIdx.x; t < m; t += stride) {
+    const int64_t k = t / nhalo, h = t - k * nhalo;
+    halo[t] = rcv[rsrc[h] + rstr[h] * k];
   }
 }
 
@@ -147,9 +169,22 @@ cudaError_t pack(DistDev *d, const double *x, cudaStream_t st) {
   if (nb > 4096) nb = 4096;
   if (nb < 1) nb = 1;
   if (d->grid)
-    k_gpack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nsend, d->nz, d->ncol, d->dsidx, x, snd);
+    k_gpack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nsend, d->nz, d->ncol, d->dsidx, d->dlay,
+                                                 d->dlay + d->nsend, x, snd);
   else
     k_pack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nx, d->ny, d->nz, pack_mask(d), x, snd);
+  return cudaGetLastError();
+}
+
+/** Grid: the received blocks into the level-major halo the kernels read, on stream st (after the arrival;
+ *  nothing for a distributed tile, whose kernels read the received halos directly). */
+cudaError_t unpack(DistDev *d, cudaStream_t st) {
+  if (!d->grid || d->rtotal == 0)
+    return cudaSuccess;
+  int64_t nb = (d->rtotal + PKD_BLOCK - 1) / PKD_BLOCK;
+  if (nb > 4096) nb = 4096;
+  const int64_t *rsrc = d->dlay + 2 * d->nsend;
+  k_gunpack<<<(unsigned)nb, PKD_BLOCK, 0, st>>>(d->nhalo, d->nz, rsrc, rsrc + d->nhalo, d->dbuf, d->dlm);
   return cudaGetLastError();
 }
 
@@ -208,7 +243,14 @@ cudaError_t alloc_common(DistDev *d, cudaStream_t st) {
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->arrived, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->fork, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->join, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking);
+  /* the highest priority: the block scheduler starts the pack, the NCCL sends and receives, the unpack, the
+     gathered sums and the tile-edge update on it as soon as an SM frees up, instead of after the last
+     pending block of the interior update that fills the GPU meanwhile (H100, 4 ranks, grid stencil 2 x 2
+     tiles per rank, pipelined CG: the halos arrived after the interior update, 8 us later, and the edge
+     update followed, 35 us, so neither overlapped) */
+  int prio_least = 0, prio_greatest = 0;
+  if (e == cudaSuccess) e = cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest);
+  if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&d->copy, cudaStreamNonBlocking, prio_greatest);
   return e;
 }
 
@@ -228,13 +270,24 @@ int grid_attach(struct pkrylov_operator_s *A, DistDev *d, pk_cuda_op *view) {
     d->soff[q] = g->send_off[q] * nz, d->slen[q] = (g->send_off[q + 1] - g->send_off[q]) * nz;
   }
   d->any = g->nnb > 0;
+  d->nhalo = g->nhalo;
   d->rtotal = g->nhalo * nz, d->stotal = d->nsend * nz;
-  /* the host lists: sent columns, the columns that read a slot (ascending) and their flags */
+  /* the host lists: sent columns, the blocks' layout, the columns that read a slot (ascending), their flags */
+  const int64_t nlay = 2 * (d->nsend + d->nhalo);
   int64_t *sidx = (int64_t *)malloc(sizeof(int64_t) * (size_t)(d->nsend + 1));
+  int64_t *lay = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nlay + 1));
   uint8_t *rmask = (uint8_t *)calloc((size_t)g->ncol + 1, 1);
   int64_t *rcols = NULL;
-  if (sidx && rmask) {
+  if (sidx && lay && rmask) {
     for (int64_t s = 0; s < d->nsend; s++) sidx[s] = g->ecol[g->send_ecell[s]];
+    /* entry i of neighbour q's block (m entries from o) level k at o nz + i + m k, sent and received alike */
+    int64_t *sdst = lay, *sstr = lay + d->nsend, *rsrc = lay + 2 * d->nsend, *rstr = rsrc + d->nhalo;
+    for (int q = 0; q < g->nnb; q++) {
+      const int64_t so = g->send_off[q], sm = g->send_off[q + 1] - so;
+      for (int64_t s = so; s < so + sm; s++) sdst[s] = so * nz + (s - so), sstr[s] = sm;
+      const int64_t ro = g->recv_off[q], rm = g->recv_off[q + 1] - ro;
+      for (int64_t h = ro; h < ro + rm; h++) rsrc[h] = ro * nz + (h - ro), rstr[h] = rm;
+    }
     for (int64_t ec = 0; ec < g->nedge; ec++)
       if (g->nbr[ec] <= -2) rmask[g->ecol[ec]] = 1;
     for (int64_t c = 0; c < g->ncol; c++) d->nrc += rmask[c];
@@ -244,8 +297,13 @@ int grid_attach(struct pkrylov_operator_s *A, DistDev *d, pk_cuda_op *view) {
         if (rmask[c]) rcols[m++] = c;
   }
   cudaStream_t st = stream_of(ctx);
-  cudaError_t e = sidx && rmask && rcols ? cudaSuccess : cudaErrorMemoryAllocation;
+  cudaError_t e = sidx && lay && rmask && rcols ? cudaSuccess : cudaErrorMemoryAllocation;
   if (e == cudaSuccess) e = alloc_common(d, st);
+  if (e == cudaSuccess) e = cudaMalloc(&d->dlm, sizeof(double) * (size_t)(d->rtotal + 1));
+  if (e == cudaSuccess) e = cudaMemsetAsync(d->dlm, 0, sizeof(double) * (size_t)d->rtotal, st);
+  if (e == cudaSuccess) e = cudaMalloc(&d->dlay, sizeof(int64_t) * (size_t)(nlay + 1));
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(d->dlay, lay, sizeof(int64_t) * (size_t)nlay, cudaMemcpyHostToDevice, st);
   if (e == cudaSuccess) e = cudaMalloc(&d->dsidx, sizeof(int64_t) * (size_t)(d->nsend + 1));
   if (e == cudaSuccess) e = cudaMalloc(&d->drcols, sizeof(int64_t) * (size_t)(d->nrc + 1));
   if (e == cudaSuccess) e = cudaMalloc(&d->drmask, (size_t)g->ncol + 1);
@@ -255,10 +313,10 @@ int grid_attach(struct pkrylov_operator_s *A, DistDev *d, pk_cuda_op *view) {
     e = cudaMemcpyAsync(d->drcols, rcols, sizeof(int64_t) * (size_t)d->nrc, cudaMemcpyHostToDevice, st);
   if (e == cudaSuccess) e = cudaMemcpyAsync(d->drmask, rmask, (size_t)g->ncol, cudaMemcpyHostToDevice, st);
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-  free(sidx), free(rmask), free(rcols);
+  free(sidx), free(lay), free(rmask), free(rcols);
   if (e != cudaSuccess)
     return pk_cuda_error(ctx, kCreate, (int)e, "allocating the halo buffers", NULL);
-  view->ghalo = d->dbuf;
+  view->ghalo = d->dlm, view->gnhalo = d->nhalo;
   view->grcols = d->drcols, view->grmask = d->drmask, view->gnrc = d->nrc;
   view->cols = 0;
   return PKRYLOV_SUCCESS;
@@ -317,6 +375,8 @@ extern "C" void pk_cuda_dist_detach(pk_cuda_op *view) {
   cudaFree(d->dbuf);
   cudaFree(d->dcoef);
   cudaFree(d->dsidx);
+  cudaFree(d->dlay);
+  cudaFree(d->dlm);
   cudaFree(d->drcols);
   cudaFree(d->drmask);
   free(d->has);
@@ -376,7 +436,9 @@ int nccl_halo_begin(pkrylov_context ctx, DistDev *d, const double *x, ncclComm_t
   const ncclResult_t r2 = ncclGroupEnd();
   if (r != ncclSuccess || r2 != ncclSuccess)
     return nccl_err(ctx, func, r != ncclSuccess ? r : r2, "ncclSend/ncclRecv");
-  e = cudaEventRecord(d->arrived, d->copy);
+  e = unpack(d, d->copy);
+  if (e == cudaSuccess)
+    e = cudaEventRecord(d->arrived, d->copy);
   if (e == cudaSuccess && instr)
     e = cudaEventSynchronize(d->arrived);
   if (e != cudaSuccess)
@@ -465,6 +527,8 @@ static int halo_end(struct pkrylov_operator_s *A, void *nccl, const char *func) 
     if (d->has[k])
       e = cudaMemcpyAsync(d->dbuf + d->roff[k], d->hrcv + d->roff[k], sizeof(double) * (size_t)d->rlen[k],
                           cudaMemcpyHostToDevice, d->copy);
+  if (e == cudaSuccess)
+    e = unpack(d, d->copy);
   if (e == cudaSuccess)
     e = cudaEventRecord(d->arrived, d->copy);
   if (e == cudaSuccess)

@@ -1119,10 +1119,10 @@ struct GHalo {
   const int64_t *nb;       /* per edge cell: the cell across (>= 0 column, -1 wall, <= -2 halo slot) */
   const double *edge;      /* couplings across the edges, nedge * nz */
   const float *edgef;      /* ... their fp32 copy (fp32 views) */
-  const double *halo;      /* received values of other ranks' cells, slot h level k at h * nz + k */
+  const double *halo;      /* received values of other ranks' cells, slot h level k at h + nhalo * k */
   const int64_t *rcols;    /* cols = 2: the columns that read a halo slot (nrc) */
   const uint8_t *rmask;    /* cols = 1: 1 for those columns (skipped), per column */
-  int64_t nedge, nrc;
+  int64_t nedge, nrc, nhalo;
   int sny, cols;           /* cols: pk_cuda_op.cols (0 all, 1 all but the rcols, 2 the rcols) */
   /** Coupling of edge cell e at level k, in the view's precision. */
   template <typename T> __device__ __forceinline__ double coef(int64_t e, int k) const {
@@ -1132,8 +1132,8 @@ struct GHalo {
 };
 
 GHalo ghalo_of(const pk_cuda_op *op) {
-  return GHalo{op->gnb, op->gedge, op->gedgef, op->ghalo, op->grcols, op->grmask, op->gnedge, op->gnrc, op->gsny,
-               op->grmask ? op->cols : 0};
+  return GHalo{op->gnb, op->gedge, op->gedgef, op->ghalo, op->grcols, op->grmask, op->gnedge, op->gnrc, op->gnhalo,
+               op->gsny, op->grmask ? op->cols : 0};
 }
 
 /** act.l2pf(c) when the action has one (the vectors it reads at cell c), else nothing. */
@@ -1407,7 +1407,7 @@ __device__ __forceinline__ void gstencil_col(const T *__restrict__ aW, const T *
     const double xu = has_u ? x[c + ncols] : xc;
     const double cu = has_u ? (double)aV[c + ncols] : 0.0;
     /* the value across edge cell e whose neighbour reference is r (own value at a wall) */
-#define PKC_ACROSS(r) ((r) >= 0 ? x[(r) + ncols * k] : (r) == -1 ? xc : g.halo[(-2 - (r)) * nz + k])
+#define PKC_ACROSS(r) ((r) >= 0 ? x[(r) + ncols * k] : (r) == -1 ? xc : g.halo[(-2 - (r)) + g.nhalo * k])
     const double cs = es < 0 ? (double)aS[c] : g.coef<T>(es, k), xs = es < 0 ? x[c - nx] : PKC_ACROSS(ns);
     const double cn = en < 0 ? (double)aS[c + nx] : g.coef<T>(en, k), xn = en < 0 ? x[c + nx] : PKC_ACROSS(nn);
     const double ac = (double)aC[c];
