@@ -24,6 +24,13 @@ int pk_kry_is_kry_type(int32_t type) {
   return (type >= PKRYLOV_SOLVER_BICGSTAB && type <= PKRYLOV_SOLVER_CAGMRES) || type == PKRYLOV_SOLVER_SRCG;
 }
 
+int pk_kry_serves(pkrylov_context ctx, int32_t type) {
+  if (pk_kry_is_kry_type(type)) return 1;
+  const pk_kry_backend *be = ctx->be->kry;
+  return (type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG) && be && be->cg_precond &&
+         be->cg_operator && be->pipecg_update;
+}
+
 /* ------------------------------------------------------------------------------------------------ */
 /* Front end                                                                                         */
 
@@ -278,6 +285,70 @@ int pk_kry_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t 
   return E->be->basis_dots(E, y, b0, k, with_norm, out, flags);
 }
 
+/** The n vectors v[] of one fused loop are distinct (names: their names for the message). */
+static int check_distinct(pk_kry *E, const char *func, int n, const pk_vid *v, const char *const *names) {
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (v[i] == v[j]) return KRY_BAD(E, func, "vectors %s and %s are the same (%d)", names[i], names[j], v[i]);
+  return PKRYLOV_SUCCESS;
+}
+
+/** The backend has the fused loop `op` (CG's entries are optional). */
+static int check_op(pk_kry *E, const char *func, const void *op) {
+  if (!op)
+    return KRY_BAD(E, func, "the %s engine has no %s (CG runs on its own driver there)", E->ctx->be->name, func);
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_kry_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags) {
+  static const char *const names[3] = {"r", "q", "z"};
+  const pk_vid v[3] = {r, q, z};
+  PK_CALL(check_vid(E, __func__, "r", r, 1));
+  PK_CALL(check_vid(E, __func__, "q", q, 0));
+  PK_CALL(check_vid(E, __func__, "z", z, 1));
+  PK_CALL(check_distinct(E, __func__, 3, v, names));
+  PK_CALL(check_coef(E, __func__, alpha));
+  PK_CALL(check_flags(E, __func__, flags));
+  PK_CALL(check_range(E, __func__, "out", out, 2));
+  PK_CALL(check_op(E, __func__, (const void *)E->be->cg_precond));
+  return E->be->cg_precond(E, r, q, z, alpha, out, flags);
+}
+
+int pk_kry_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta,
+                       int32_t out, int32_t flags) {
+  static const char *const names[4] = {"x", "p", "z", "q"};
+  const pk_vid v[4] = {x, p, z, q};
+  PK_CALL(check_vid(E, __func__, "x", x, 1));
+  PK_CALL(check_vid(E, __func__, "p", p, 1));
+  PK_CALL(check_vid(E, __func__, "z", z, 0));
+  PK_CALL(check_vid(E, __func__, "q", q, 1));
+  PK_CALL(check_distinct(E, __func__, 4, v, names));
+  PK_CALL(check_coef(E, __func__, alpha));
+  PK_CALL(check_coef(E, __func__, beta));
+  PK_CALL(check_flags(E, __func__, flags));
+  PK_CALL(check_range(E, __func__, "out", out, 1));
+  PK_CALL(check_op(E, __func__, (const void *)E->be->cg_operator));
+  return E->be->cg_operator(E, x, p, z, q, alpha, beta, out, flags);
+}
+
+int pk_kry_pipecg_update(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums,
+                         int32_t out, int32_t flags) {
+  static const char *const names[10] = {"m", "z", "q", "s", "p", "x", "r", "u", "w", "n"};
+  if (!E || !v) return KRY_BAD(E, __func__, "NULL engine or vectors");
+  const pk_vid ids[10] = {v->m, v->z, v->q, v->s, v->p, v->x, v->r, v->u, v->w, v->n};
+  const int nv = v->n == -1 ? 9 : 10;
+  for (int i = 0; i < nv; i++) PK_CALL(check_vid(E, __func__, names[i], ids[i], i != 0 && i != 9));
+  PK_CALL(check_distinct(E, __func__, nv, ids, names));
+  PK_CALL(check_coef(E, __func__, alpha));
+  PK_CALL(check_coef(E, __func__, beta));
+  if (nsums != 0 && nsums != PK_RR_NV_BASE && nsums != PK_RR_NV)
+    return KRY_BAD(E, __func__, "nsums = %d is not 0, %d or %d", nsums, PK_RR_NV_BASE, PK_RR_NV);
+  PK_CALL(check_flags(E, __func__, flags));
+  if (nsums > 0) PK_CALL(check_range(E, __func__, "out", out, nsums));
+  PK_CALL(check_op(E, __func__, (const void *)E->be->pipecg_update));
+  return E->be->pipecg_update(E, v, alpha, beta, nsums, out, flags);
+}
+
 int pk_kry_block_begin(pk_kry *E) {
   if (!E) return KRY_BAD(E, __func__, "engine is NULL");
   return E->be->block_begin ? E->be->block_begin(E) : PKRYLOV_SUCCESS;
@@ -352,7 +423,7 @@ int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st) {
 
 /** norm is the true residual of the current x: keep x in R->xbest when it is the best seen. */
 static int kry_note_true(pk_kry_run *R, double norm) {
-  if (!(norm < R->best_true)) return PKRYLOV_SUCCESS;
+  if (R->xbest < 0 || !(norm < R->best_true)) return PKRYLOV_SUCCESS;
   R->best_true = norm;
   return pk_kry_copy(R->E, PK_KV_X, R->xbest);
 }
@@ -465,6 +536,14 @@ int pk_kry_iterate(pk_kry_run *R, pkrylov_result *res, pk_kry_start_fn start, pk
 static int kry_method(pkrylov_solver s, int (**sizes)(pkrylov_solver, pk_kry_sizes *),
                       int (**solve)(pk_kry_run *, pkrylov_result *)) {
   switch (s->type) {
+  case PKRYLOV_SOLVER_CG:
+    *sizes = pk_cg_sizes;
+    *solve = pk_cg_solve;
+    return PKRYLOV_SUCCESS;
+  case PKRYLOV_SOLVER_PIPECG:
+    *sizes = pk_pipecg_sizes;
+    *solve = pk_pipecg_solve;
+    return PKRYLOV_SUCCESS;
   case PKRYLOV_SOLVER_BICGSTAB:
     *sizes = pk_bicgstab_sizes;
     *solve = pk_bicgstab_solve;
@@ -524,7 +603,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     PK_CALL(ctx->be->check_pointer(ctx, "pkrylov_solver_solve", mem, x, "x"));
   }
   if (host)
-    PK_CALL(pk_solver_check_finite(s, __func__, b, x));
+    PK_CALL(pk_solver_check_finite(s, "pkrylov_solver_solve", b, x));
   PK_CALL(pk_solver_history_reserve(s));
   pk_user_reset(s->A, s->M); /* forget callback failures of earlier calls */
 
@@ -534,7 +613,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   PK_CALL(sizes(s, &z));
   const int32_t interval = ctx->be->device ? s->sync_interval : 1;
   const int32_t ring = (z.poll_iters > interval ? z.poll_iters : interval) + 1;
-  const int32_t nwork = z.nwork + 2, nscal = z.nscalars + ring; /* + R.tmp and R.xbest */
+  const int32_t nwork = z.nwork + (z.keep_last ? 1 : 2), nscal = z.nscalars + ring; /* + R.tmp and R.xbest */
   pk_kry *E = (pk_kry *)s->kry;
   if (E && (E->nwork != nwork || E->nbasis != z.nbasis || E->nscalars != nscal)) {
     pk_kry_destroy(E);
@@ -570,7 +649,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   R.recorded = -1;
   R.ring = ring;
   R.tmp = PK_KV_W0 + z.nwork;
-  R.xbest = PK_KV_W0 + z.nwork + 1;
+  R.xbest = z.keep_last ? -1 : PK_KV_W0 + z.nwork + 1;
   if (!host) { /* device arrays: check them on the device; distributed: the first failing rank's error on
                   every rank (a rank alone in the error would leave the others waiting in a reduction) */
     if ((ierr = kry_check_device_inputs(s, E)) != PKRYLOV_SUCCESS) goto failed;
@@ -608,7 +687,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   if ((ierr = kry_true_residual(&R, &res.initial_residual)) != PKRYLOV_SUCCESS) goto failed;
   /* x0 is the first iterate seen */
   R.best_true = res.initial_residual;
-  if ((ierr = pk_kry_copy(E, PK_KV_X, R.xbest)) != PKRYLOV_SUCCESS) goto failed;
+  if (R.xbest >= 0 && (ierr = pk_kry_copy(E, PK_KV_X, R.xbest)) != PKRYLOV_SUCCESS) goto failed;
   R.tol = s->rtol * res.rhs_norm;
   if (s->atol > R.tol) R.tol = s->atol;
   {
@@ -637,7 +716,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
      operator that went bad, says nothing about x: it stays the driver's last good iterate). Not under the
      recurrence rule, which computes no true residual of the final x (the model's own CG returns its last
      iterate) */
-  if (!pk_solver_recurrence(s) && res.final_residual > R.best_true) {
+  if (R.xbest >= 0 && !pk_solver_recurrence(s) && res.final_residual > R.best_true) {
     if ((ierr = pk_kry_copy(E, R.xbest, PK_KV_X)) != PKRYLOV_SUCCESS) goto failed;
     res.final_residual = R.best_true;
   }
