@@ -10,7 +10,7 @@
  *  - precond.c   none / Jacobi / column (LAPACK factorisation, multi-column sweeps) / user callback
  *  - reduce.c    THE global reduction layer: every global sum of the solvers goes through it
  *  - cpu_kernels.c  the fused loops of the solvers on the CPU (OpenMP over fixed chunks)
- *  - solver.c    solver objects and the host-side drivers (convergence, history, breakdowns)
+ *  - solver.c    solver objects, settings, results; the solve's checks and routing (kry.c, cg.c: the drivers)
  *  - mmio.c      Matrix Market reader/writer
  *
  * Determinism: every parallel loop is cut into chunks whose boundaries depend on the problem only (not on
@@ -759,7 +759,7 @@ int pk_solver_replace_every(const struct pkrylov_solver_s *s);
  *  the operator over all ranks (collective). */
 PK_PLUGIN_API int pk_rr_init(pkrylov_solver s, double bnorm, pk_rr_est *e);
 
-/* Residual bookkeeping shared by the drivers of solver.c and kry.c */
+/* Residual bookkeeping shared by the drivers (kry.c, cg.c, the CUDA CG driver), in solver.c */
 
 /** A converged recurrence residual whose true residual is too large restarts the iteration this often
  *  before the solve stops with PKRYLOV_DIVERGED_STAGNATION (the tolerance is below attainable accuracy). */

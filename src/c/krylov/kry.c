@@ -1,6 +1,6 @@
 /**
  * @file kry.c
- * @brief The solve frame of the BiCGStab and GMRES families and the engine front end (pk_kry.h).
+ * @brief The solve frame of the methods on the vector engine and the engine front end (pk_kry.h).
  *
  * Front end: every pk_kry_* function checks its vector ids, counts and scalar ranges (a bad one is a driver
  * bug: PKRYLOV_ERR_INTERNAL with a message naming it, never a crash) and calls the backend table of the
@@ -9,7 +9,9 @@
  * Frame (pk_kry_solve): argument checks, history, ||b|| over the wet cells, the engine (made at the first
  * solve, remade when the driver's sizes change: restart, step, sync interval), binding, the initial and the
  * final true residual, the result; on a failing user callback x is restored to the caller's entry value.
- * The drivers (bicgstab.c, gmres.c, cagmres.c, srcg.c) run the iteration; pk_kry_poll() and pk_kry_confirm()
+ * The frame's best-iterate copy (x never worse than one seen) is off for drivers that return their own x
+ * (pk_kry_sizes.keep_last: CG and pipelined CG, as the former solver.c drivers and the models' CG).
+ * The drivers (bicgstab.c, gmres.c, cagmres.c, srcg.c, cg.c) run the iteration; pk_kry_poll() and pk_kry_confirm()
  * are their bookkeeping (history, monitor, stagnation; convergence confirmed on the true residual unless the
  * solver's stop rule is PKRYLOV_STOP_RECURRENCE: S[PK_KS_RULE], tested by the steps, and the final residual
  * is then the ring's last entry), pk_kry_iterate() the block loop of the methods without restart cycles.
