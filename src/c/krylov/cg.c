@@ -87,12 +87,20 @@ enum { CG_H_IT, CG_H_MAXIT, CG_H_LAST_RR, CG_H_MIN_ON, CG_H_MIN_RR, CG_H_MIN_IT,
 
 static int cg_read(pk_kry *E, double *h) { return pk_kry_get(E, PK_CG_IT, CG_H_N, h); }
 
-/** The header's stop code and iteration (steps that record nothing: pk_kry_poll is not needed). */
-static int cg_code(pk_kry *E, int32_t *code, int32_t *code_it) {
-  double c[2];
+/**
+ * The operator loop x += alpha p; p = z + beta p; q = A z + beta q; (p, q) and its scalar step: *stopped = 1
+ * when the step stopped (a breakdown: res->reason and breakdown_iteration set).
+ */
+static int cg_operator_loop(pk_kry *E, pk_coef alpha, pk_coef beta, pkrylov_result *res, int *stopped) {
+  double c[2]; /* the header's stop code and iteration (the step records nothing: no poll needed) */
+  PK_CALL(pk_kry_cg_operator(E, PK_KV_X, CG_P, CG_Z, CG_Q, alpha, beta, PK_CG_PQ, 0));
+  PK_CALL(pk_kry_scalar(E, PK_KSS_CG_SIGMA, 0));
   PK_CALL(pk_kry_get(E, PK_KS_STOP, 2, c));
-  *code = (int32_t)c[0];
-  *code_it = (int32_t)c[1];
+  *stopped = c[0] != 0.0;
+  if (*stopped) {
+    res->reason = (int32_t)c[0];
+    res->breakdown_iteration = (int32_t)c[1];
+  }
   return PKRYLOV_SUCCESS;
 }
 
@@ -108,7 +116,7 @@ static int cg_run(pk_kry_run *R, pkrylov_result *res) {
   const pk_kupd xmin = pk_kupd_make(CG_XMIN, zero, 2, xp, cxp);                   /* x_min = x + alpha p */
   double h[CG_H_N];
   pk_kry_status st;
-  int32_t code, code_it;
+  int stopped;
   PK_CALL(cg_settings(R, PK_CG_MAXIT, PK_CG_MIN_ON));
   for (int restart = 0;; restart = 1) {
     /* r = b - A x; z = M^-1 r; (r, z), (r, r) */
@@ -142,14 +150,8 @@ static int cg_run(pk_kry_run *R, pkrylov_result *res) {
     /* p = z; q = A p; (p, q) */
     const pk_kupd p0 = zero_vec(CG_P);
     PK_CALL(pk_kry_update(E, 1, &p0, 0, NULL, 0, 0));
-    PK_CALL(pk_kry_cg_operator(E, PK_KV_X, CG_P, CG_Z, CG_Q, zero, zero, PK_CG_PQ, 0));
-    PK_CALL(pk_kry_scalar(E, PK_KSS_CG_SIGMA, 0));
-    PK_CALL(cg_code(E, &code, &code_it));
-    if (code) {
-      res->reason = code;
-      res->breakdown_iteration = code_it;
-      return PKRYLOV_SUCCESS;
-    }
+    PK_CALL(cg_operator_loop(E, zero, zero, res, &stopped));
+    if (stopped) return PKRYLOV_SUCCESS;
     for (;;) {
       /* preconditioner loop: r -= alpha q; z = M^-1 r; (r, z), (r, r) */
       PK_CALL(pk_kry_cg_precond(E, CG_R, CG_Q, CG_Z, pk_c(PK_CG_ALPHA), PK_CG_RZ, 0));
@@ -186,15 +188,8 @@ static int cg_run(pk_kry_run *R, pkrylov_result *res) {
         return PKRYLOV_SUCCESS;
       }
       /* operator loop: x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
-      PK_CALL(pk_kry_cg_operator(E, PK_KV_X, CG_P, CG_Z, CG_Q, pk_c(PK_CG_ALPHA), pk_c(PK_CG_BETA), PK_CG_PQ,
-                                 0));
-      PK_CALL(pk_kry_scalar(E, PK_KSS_CG_SIGMA, 0));
-      PK_CALL(cg_code(E, &code, &code_it));
-      if (code) {
-        res->reason = code;
-        res->breakdown_iteration = code_it;
-        return PKRYLOV_SUCCESS;
-      }
+      PK_CALL(cg_operator_loop(E, pk_c(PK_CG_ALPHA), pk_c(PK_CG_BETA), res, &stopped));
+      if (stopped) return PKRYLOV_SUCCESS;
       if (s->true_res_interval > 0 && it % s->true_res_interval == 0) {
         /* x and r are both at iteration it here: replace the recurrence residual by the true one */
         PK_CALL(pk_kry_residual(E, PK_KV_X, CG_R, PK_CG_TRUE));

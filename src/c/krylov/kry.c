@@ -287,16 +287,21 @@ int pk_kry_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t 
   return E->be->basis_dots(E, y, b0, k, with_norm, out, flags);
 }
 
-/** The n vectors v[] of one fused loop are distinct (names: their names for the message). */
-static int check_distinct(pk_kry *E, const char *func, int n, const pk_vid *v, const char *const *names) {
+/**
+ * The n vectors v[] of one fused loop (names: theirs, for the messages): valid ids, writable where bit i of
+ * writable is set, distinct; coefficients c[0..nc) valid; flags; S[out..out+nout) exists; the backend has
+ * the loop op (CG's entries are optional: PKRYLOV_ERR_INTERNAL naming the operation func).
+ */
+static int check_loop(pk_kry *E, const char *func, int n, const pk_vid *v, const char *const *names,
+                      unsigned writable, int nc, const pk_coef *c, int32_t flags, int32_t out, int32_t nout,
+                      const void *op) {
+  for (int i = 0; i < n; i++) PK_CALL(check_vid(E, func, names[i], v[i], (int)((writable >> i) & 1u)));
   for (int i = 0; i < n; i++)
     for (int j = i + 1; j < n; j++)
       if (v[i] == v[j]) return KRY_BAD(E, func, "vectors %s and %s are the same (%d)", names[i], names[j], v[i]);
-  return PKRYLOV_SUCCESS;
-}
-
-/** The backend has the fused loop `op` (CG's entries are optional). */
-static int check_op(pk_kry *E, const char *func, const void *op) {
+  for (int k = 0; k < nc; k++) PK_CALL(check_coef(E, func, c[k]));
+  PK_CALL(check_flags(E, func, flags));
+  if (nout > 0) PK_CALL(check_range(E, func, "out", out, nout));
   if (!op)
     return KRY_BAD(E, func, "the %s engine has no %s (CG runs on its own driver there)", E->ctx->be->name, func);
   return PKRYLOV_SUCCESS;
@@ -305,14 +310,8 @@ static int check_op(pk_kry *E, const char *func, const void *op) {
 int pk_kry_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags) {
   static const char *const names[3] = {"r", "q", "z"};
   const pk_vid v[3] = {r, q, z};
-  PK_CALL(check_vid(E, __func__, "r", r, 1));
-  PK_CALL(check_vid(E, __func__, "q", q, 0));
-  PK_CALL(check_vid(E, __func__, "z", z, 1));
-  PK_CALL(check_distinct(E, __func__, 3, v, names));
-  PK_CALL(check_coef(E, __func__, alpha));
-  PK_CALL(check_flags(E, __func__, flags));
-  PK_CALL(check_range(E, __func__, "out", out, 2));
-  PK_CALL(check_op(E, __func__, (const void *)E->be->cg_precond));
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  PK_CALL(check_loop(E, __func__, 3, v, names, 5u, 1, &alpha, flags, out, 2, (const void *)E->be->cg_precond));
   return E->be->cg_precond(E, r, q, z, alpha, out, flags);
 }
 
@@ -320,16 +319,9 @@ int pk_kry_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coe
                        int32_t out, int32_t flags) {
   static const char *const names[4] = {"x", "p", "z", "q"};
   const pk_vid v[4] = {x, p, z, q};
-  PK_CALL(check_vid(E, __func__, "x", x, 1));
-  PK_CALL(check_vid(E, __func__, "p", p, 1));
-  PK_CALL(check_vid(E, __func__, "z", z, 0));
-  PK_CALL(check_vid(E, __func__, "q", q, 1));
-  PK_CALL(check_distinct(E, __func__, 4, v, names));
-  PK_CALL(check_coef(E, __func__, alpha));
-  PK_CALL(check_coef(E, __func__, beta));
-  PK_CALL(check_flags(E, __func__, flags));
-  PK_CALL(check_range(E, __func__, "out", out, 1));
-  PK_CALL(check_op(E, __func__, (const void *)E->be->cg_operator));
+  const pk_coef c[2] = {alpha, beta};
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  PK_CALL(check_loop(E, __func__, 4, v, names, 11u, 2, c, flags, out, 1, (const void *)E->be->cg_operator));
   return E->be->cg_operator(E, x, p, z, q, alpha, beta, out, flags);
 }
 
@@ -338,16 +330,12 @@ int pk_kry_pipecg_update(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef 
   static const char *const names[10] = {"m", "z", "q", "s", "p", "x", "r", "u", "w", "n"};
   if (!E || !v) return KRY_BAD(E, __func__, "NULL engine or vectors");
   const pk_vid ids[10] = {v->m, v->z, v->q, v->s, v->p, v->x, v->r, v->u, v->w, v->n};
-  const int nv = v->n == -1 ? 9 : 10;
-  for (int i = 0; i < nv; i++) PK_CALL(check_vid(E, __func__, names[i], ids[i], i != 0 && i != 9));
-  PK_CALL(check_distinct(E, __func__, nv, ids, names));
-  PK_CALL(check_coef(E, __func__, alpha));
-  PK_CALL(check_coef(E, __func__, beta));
+  const pk_coef c[2] = {alpha, beta};
   if (nsums != 0 && nsums != PK_RR_NV_BASE && nsums != PK_RR_NV)
     return KRY_BAD(E, __func__, "nsums = %d is not 0, %d or %d", nsums, PK_RR_NV_BASE, PK_RR_NV);
-  PK_CALL(check_flags(E, __func__, flags));
-  if (nsums > 0) PK_CALL(check_range(E, __func__, "out", out, nsums));
-  PK_CALL(check_op(E, __func__, (const void *)E->be->pipecg_update));
+  /* m and n are read, the others written; n = -1: none */
+  PK_CALL(check_loop(E, __func__, v->n == -1 ? 9 : 10, ids, names, 0x1feu, 2, c, flags, out, nsums,
+                     (const void *)E->be->pipecg_update));
   return E->be->pipecg_update(E, v, alpha, beta, nsums, out, flags);
 }
 
@@ -629,6 +617,23 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   const double t0 = pk_wtime();
   pkrylov_result res;
   pk_result_init(&res);
+  /* ||b|| over the wet cells: host arrays on the CPU before x is bound (a failing solve leaves x as it came;
+     a zero initial guess is written at binding) */
+  double bb = 0.0;
+  const int host_norm = host && !ctx->be->device;
+  if (host_norm) {
+    const uint8_t *wet = s->A->wet;
+    if (wet) {
+      for (int64_t i = 0; i < n; i++)
+        if (wet[i]) bb += b[i] * b[i];
+    } else {
+      pk_cpu_dot(ctx, n, b, b, s->part, &bb);
+    }
+    /* (reproducible mode: the exact sum, pk_allreduce_dots; otherwise the sum of the local values) */
+    PK_CALL(pk_allreduce_dots(ctx, &bb, 1, n, (const double *[]){b}, (const double *[]){b}, wet));
+    PK_CHECK_AS("pkrylov_solver_solve", isfinite(sqrt(bb)), ctx, PKRYLOV_ERR_NOT_FINITE,
+                "argument 'b': its 2-norm overflows (scale the system)");
+  }
   /* user callbacks may fail in the middle of the iteration: keep the entry x to restore it then */
   double *x_entry = NULL;
   if (host && (pk_op_whole_vector(s->A) || (s->Mobj && s->Mobj->type == PKRYLOV_PRECOND_USER))) {
@@ -657,21 +662,8 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     if ((ierr = kry_check_device_inputs(s, E)) != PKRYLOV_SUCCESS) goto failed;
   }
 
-  /* ||b|| over the wet cells */
-  double bb = 0.0;
-  if (host && !ctx->be->device) {
-    const uint8_t *wet = s->A->wet;
-    if (wet) {
-      for (int64_t i = 0; i < n; i++)
-        if (wet[i]) bb += b[i] * b[i];
-    } else {
-      pk_cpu_dot(ctx, n, b, b, s->part, &bb);
-    }
-    /* (reproducible mode: the exact sum, pk_allreduce_dots; otherwise the sum of the local values) */
-    if ((ierr = pk_allreduce_dots(ctx, &bb, 1, n, (const double *[]){b}, (const double *[]){b}, wet)) !=
-        PKRYLOV_SUCCESS)
-      goto failed;
-  } else { /* b - A 0 = b with the dry cells zeroed (W0 is free before the driver starts) */
+  /* ||b|| over the wet cells (host arrays on the CPU: before x is touched, see above) */
+  if (!host_norm) { /* b - A 0 = b with the dry cells zeroed (W0 is free before the driver starts) */
     pk_kupd u0;
     memset(&u0, 0, sizeof u0);
     u0.y = PK_KV_W0;
