@@ -279,7 +279,9 @@ int pk_kry_serves(pkrylov_context ctx, int32_t type);
  * uses for true residuals (drivers may use it as scratch between frame calls), and PK_KV_W0 + nwork + 1
  * (R->xbest): the iterate with the smallest true residual the solve computed (x0, confirmations, the starts
  * of GMRES cycles through pk_kry_keep_best()). The frame gives that iterate back when the final x is worse:
- * a solve never returns an x worse than one it has seen (GMRES on a singular inconsistent system).
+ * a solve never returns an x worse than one it has seen (GMRES on a singular inconsistent system). A driver
+ * that returns its own x (pk_kry_sizes.keep_last: CG, pipelined CG) gets no R->xbest (-1) and one frame
+ * vector only.
  */
 
 /** One solve of a driver. */
@@ -303,7 +305,7 @@ typedef struct pk_kry_run {
 
 /** Sizes a driver needs for solver s (restart, step, sync interval read from s). */
 typedef struct {
-  int32_t nwork;    /* work vectors (the frame adds one) */
+  int32_t nwork;    /* work vectors (the frame adds two, one with keep_last) */
   int32_t nbasis;   /* basis vectors */
   int32_t nscalars; /* scalars including the header (>= PK_KS_DRIVER); the frame adds the ring */
   int32_t poll_iters; /* most iterations between two polls when more than the sync interval (0: the sync
