@@ -10,7 +10,7 @@
  *  - precond.c   none / Jacobi / column (LAPACK factorisation, multi-column sweeps) / user callback
  *  - reduce.c    THE global reduction layer: every global sum of the solvers goes through it
  *  - cpu_kernels.c  the fused loops of the solvers on the CPU (OpenMP over fixed chunks)
- *  - solver.c    solver objects and the host-side drivers (convergence, history, breakdowns)
+ *  - solver.c    solver objects, settings, results; the solve's checks and routing (kry.c, cg.c: the drivers)
  *  - mmio.c      Matrix Market reader/writer
  *
  * Determinism: every parallel loop is cut into chunks whose boundaries depend on the problem only (not on
@@ -710,9 +710,6 @@ void pk_threads_end(pkrylov_solver s, int ok);
 /* ------------------------------------------------------------------------------------------------ */
 /* Solvers                                                                                           */
 
-/* Work vectors */
-enum { V_R, V_Z, V_P, V_Q, V_U, V_W, V_M, V_S, V_T, V_AT, V_N, PK_NVEC };
-
 struct pkrylov_solver_s {
   pkrylov_context ctx;
   int32_t type;
@@ -724,9 +721,7 @@ struct pkrylov_solver_s {
   int32_t maxit, nonzero_guess, true_res_interval, replace_interval, stag_window, history_on;
   pkrylov_monitor_fn monitor;
   void *monitor_user;
-  double *work;           /* PK_NVEC * n */
-  double *v[PK_NVEC];
-  double *part;           /* per-chunk partial sums */
+  double *part;           /* per-chunk partial sums (CPU: the engine's CG loops, ||b||) */
   double *hist;
   int32_t hist_len, hist_cap;
   pkrylov_result res;
@@ -745,8 +740,7 @@ struct pkrylov_solver_s {
   int32_t rr_have;
   uint64_t rr_version;
   double rr_amax, rr_mu;
-  double *xmin;           /* CPU CG / pipelined CG with min_res: the kept iterate (n), made on first use */
-  void *kry;              /* BiCGStab/GMRES families: their vector engine (pk_kry.h), NULL until a solve */
+  void *kry;              /* the methods on the vector engine: their engine (pk_kry.h), NULL until a solve */
   double *halo_bx;        /* pkrylov_solver_solve_halo: compact copies of b and x (2 n), made at first use */
   void *halo_bx_dev;      /* ... the same on the device (CUDA, device arrays) */
   void *dev;              /* CUDA: device work area (pk_cuda_solver.cu), NULL on the CPU */
@@ -765,7 +759,7 @@ int pk_solver_replace_every(const struct pkrylov_solver_s *s);
  *  the operator over all ranks (collective). */
 PK_PLUGIN_API int pk_rr_init(pkrylov_solver s, double bnorm, pk_rr_est *e);
 
-/* Residual bookkeeping shared by the drivers of solver.c and kry.c */
+/* Residual bookkeeping shared by the drivers (kry.c, cg.c, the CUDA CG driver), in solver.c */
 
 /** A converged recurrence residual whose true residual is too large restarts the iteration this often
  *  before the solve stops with PKRYLOV_DIVERGED_STAGNATION (the tolerance is below attainable accuracy). */

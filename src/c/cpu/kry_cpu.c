@@ -284,6 +284,52 @@ static int cpu_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs,
   return reduce(E, out, npairs, flags);
 }
 
+/* ---- CG's fused loops (cpu_kernels.c; the solver's scratch s->part, sized for column chunks) -------- */
+
+/** S[out..out+count) holds local sums of the pairs (a[j], b[j]): make them global (reproducible mode: the
+ *  exact dots of the vectors), blocking or started (PK_KRY_ASYNC). */
+static int reduce_pairs(pk_kry *E, int32_t out, int32_t count, const double *const *a, const double *const *b,
+                        int32_t flags) {
+  if (E->ctx->reproducible) return xreduce(E, out, count, a, b, 0, flags);
+  return reduce(E, out, count, flags);
+}
+
+static int cpu_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags) {
+  pk_kry_cpu *P = P_(E);
+  double *rv = vec(E, r), *zv = vec(E, z);
+  pk_cpu_cg_precond_step(E->ctx, E->s->M, E->n, pk_coef_value(alpha, P->S), rv, vec(E, q), zv, E->s->part,
+                         P->S + out);
+  const double *a[2] = {rv, rv}, *b[2] = {zv, rv};
+  PK_CALL(reduce_pairs(E, out, 2, a, b, flags));
+  return pk_user_check(E->s->A, E->s->M); /* a user routine failed (then the sums are NaN) */
+}
+
+static int cpu_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta,
+                           int32_t out, int32_t flags) {
+  pk_kry_cpu *P = P_(E);
+  double *pv = vec(E, p), *qv = vec(E, q);
+  pk_cpu_cg_operator_step(E->s->A, pk_coef_value(alpha, P->S), pk_coef_value(beta, P->S), vec(E, x), pv,
+                          vec(E, z), qv, E->s->part, P->S + out);
+  const double *a[1] = {pv}, *b[1] = {qv};
+  PK_CALL(reduce_pairs(E, out, 1, a, b, flags));
+  return pk_user_check(E->s->A, E->s->M);
+}
+
+static int cpu_pipecg_update(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums,
+                             int32_t out, int32_t flags) {
+  pk_kry_cpu *P = P_(E);
+  double *r = vec(E, v->r), *w = vec(E, v->w), *x = vec(E, v->x), *p = vec(E, v->p), *u = vec(E, v->u),
+         *q = vec(E, v->q);
+  /* with no sums the loop's sums go to a scratch (the vectors are those of a call with sums) */
+  double none[PK_RR_NV];
+  pk_cpu_pipecg_step(E->s->A, v->n == -1 ? NULL : vec(E, v->n), pk_coef_value(alpha, P->S),
+                     pk_coef_value(beta, P->S), vec(E, v->m), vec(E, v->z), q, vec(E, v->s), p, x, r, u, w,
+                     nsums, E->s->part, nsums > 0 ? P->S + out : none);
+  if (nsums == 0) return PKRYLOV_SUCCESS;
+  const double *a[PK_RR_NV] = {r, w, r, x, p, u, q}, *b[PK_RR_NV] = {u, u, r, x, p, u, q};
+  return reduce_pairs(E, out, nsums, a, b, flags);
+}
+
 /* ---- double-double ------------------------------------------------------------------------------ */
 
 /** s + e = a + b exactly (Knuth's two-sum). */
@@ -514,4 +560,5 @@ const pk_kry_backend pk_kry_cpu_backend = {
     cpu_sync,
     NULL /* basis_axpy_dots: the front end runs basis_axpy, then basis_dots */,
     NULL /* block_begin: blocks are a CUDA matter */,
-    NULL /* block_end */};
+    NULL /* block_end */,
+    cpu_cg_precond, cpu_cg_operator, cpu_pipecg_update};

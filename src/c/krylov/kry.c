@@ -1,6 +1,6 @@
 /**
  * @file kry.c
- * @brief The solve frame of the BiCGStab and GMRES families and the engine front end (pk_kry.h).
+ * @brief The solve frame of the methods on the vector engine and the engine front end (pk_kry.h).
  *
  * Front end: every pk_kry_* function checks its vector ids, counts and scalar ranges (a bad one is a driver
  * bug: PKRYLOV_ERR_INTERNAL with a message naming it, never a crash) and calls the backend table of the
@@ -9,7 +9,9 @@
  * Frame (pk_kry_solve): argument checks, history, ||b|| over the wet cells, the engine (made at the first
  * solve, remade when the driver's sizes change: restart, step, sync interval), binding, the initial and the
  * final true residual, the result; on a failing user callback x is restored to the caller's entry value.
- * The drivers (bicgstab.c, gmres.c, cagmres.c, srcg.c) run the iteration; pk_kry_poll() and pk_kry_confirm()
+ * The frame's best-iterate copy (x never worse than one seen) is off for drivers that return their own x
+ * (pk_kry_sizes.keep_last: CG and pipelined CG, as the former solver.c drivers and the models' CG).
+ * The drivers (bicgstab.c, gmres.c, cagmres.c, srcg.c, cg.c) run the iteration; pk_kry_poll() and pk_kry_confirm()
  * are their bookkeeping (history, monitor, stagnation; convergence confirmed on the true residual unless the
  * solver's stop rule is PKRYLOV_STOP_RECURRENCE: S[PK_KS_RULE], tested by the steps, and the final residual
  * is then the ring's last entry), pk_kry_iterate() the block loop of the methods without restart cycles.
@@ -22,6 +24,13 @@
 
 int pk_kry_is_kry_type(int32_t type) {
   return (type >= PKRYLOV_SOLVER_BICGSTAB && type <= PKRYLOV_SOLVER_CAGMRES) || type == PKRYLOV_SOLVER_SRCG;
+}
+
+int pk_kry_serves(pkrylov_context ctx, int32_t type) {
+  if (pk_kry_is_kry_type(type)) return 1;
+  const pk_kry_backend *be = ctx->be->kry;
+  return (type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG) && be && be->cg_precond &&
+         be->cg_operator && be->pipecg_update;
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -278,6 +287,58 @@ int pk_kry_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t 
   return E->be->basis_dots(E, y, b0, k, with_norm, out, flags);
 }
 
+/**
+ * The n vectors v[] of one fused loop (names: theirs, for the messages): valid ids, writable where bit i of
+ * writable is set, distinct; coefficients c[0..nc) valid; flags; S[out..out+nout) exists; the backend has
+ * the loop op (CG's entries are optional: PKRYLOV_ERR_INTERNAL naming the operation func).
+ */
+static int check_loop(pk_kry *E, const char *func, int n, const pk_vid *v, const char *const *names,
+                      unsigned writable, int nc, const pk_coef *c, int32_t flags, int32_t out, int32_t nout,
+                      const void *op) {
+  for (int i = 0; i < n; i++) PK_CALL(check_vid(E, func, names[i], v[i], (int)((writable >> i) & 1u)));
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (v[i] == v[j]) return KRY_BAD(E, func, "vectors %s and %s are the same (%d)", names[i], names[j], v[i]);
+  for (int k = 0; k < nc; k++) PK_CALL(check_coef(E, func, c[k]));
+  PK_CALL(check_flags(E, func, flags));
+  if (nout > 0) PK_CALL(check_range(E, func, "out", out, nout));
+  if (!op)
+    return KRY_BAD(E, func, "the %s engine has no %s (CG runs on its own driver there)", E->ctx->be->name, func);
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_kry_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags) {
+  static const char *const names[3] = {"r", "q", "z"};
+  const pk_vid v[3] = {r, q, z};
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  PK_CALL(check_loop(E, __func__, 3, v, names, 5u, 1, &alpha, flags, out, 2, (const void *)E->be->cg_precond));
+  return E->be->cg_precond(E, r, q, z, alpha, out, flags);
+}
+
+int pk_kry_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta,
+                       int32_t out, int32_t flags) {
+  static const char *const names[4] = {"x", "p", "z", "q"};
+  const pk_vid v[4] = {x, p, z, q};
+  const pk_coef c[2] = {alpha, beta};
+  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+  PK_CALL(check_loop(E, __func__, 4, v, names, 11u, 2, c, flags, out, 1, (const void *)E->be->cg_operator));
+  return E->be->cg_operator(E, x, p, z, q, alpha, beta, out, flags);
+}
+
+int pk_kry_pipecg_update(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums,
+                         int32_t out, int32_t flags) {
+  static const char *const names[10] = {"m", "z", "q", "s", "p", "x", "r", "u", "w", "n"};
+  if (!E || !v) return KRY_BAD(E, __func__, "NULL engine or vectors");
+  const pk_vid ids[10] = {v->m, v->z, v->q, v->s, v->p, v->x, v->r, v->u, v->w, v->n};
+  const pk_coef c[2] = {alpha, beta};
+  if (nsums != 0 && nsums != PK_RR_NV_BASE && nsums != PK_RR_NV)
+    return KRY_BAD(E, __func__, "nsums = %d is not 0, %d or %d", nsums, PK_RR_NV_BASE, PK_RR_NV);
+  /* m and n are read, the others written; n = -1: none */
+  PK_CALL(check_loop(E, __func__, v->n == -1 ? 9 : 10, ids, names, 0x1feu, 2, c, flags, out, nsums,
+                     (const void *)E->be->pipecg_update));
+  return E->be->pipecg_update(E, v, alpha, beta, nsums, out, flags);
+}
+
 int pk_kry_block_begin(pk_kry *E) {
   if (!E) return KRY_BAD(E, __func__, "engine is NULL");
   return E->be->block_begin ? E->be->block_begin(E) : PKRYLOV_SUCCESS;
@@ -352,7 +413,7 @@ int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st) {
 
 /** norm is the true residual of the current x: keep x in R->xbest when it is the best seen. */
 static int kry_note_true(pk_kry_run *R, double norm) {
-  if (!(norm < R->best_true)) return PKRYLOV_SUCCESS;
+  if (R->xbest < 0 || !(norm < R->best_true)) return PKRYLOV_SUCCESS;
   R->best_true = norm;
   return pk_kry_copy(R->E, PK_KV_X, R->xbest);
 }
@@ -465,6 +526,14 @@ int pk_kry_iterate(pk_kry_run *R, pkrylov_result *res, pk_kry_start_fn start, pk
 static int kry_method(pkrylov_solver s, int (**sizes)(pkrylov_solver, pk_kry_sizes *),
                       int (**solve)(pk_kry_run *, pkrylov_result *)) {
   switch (s->type) {
+  case PKRYLOV_SOLVER_CG:
+    *sizes = pk_cg_sizes;
+    *solve = pk_cg_solve;
+    return PKRYLOV_SUCCESS;
+  case PKRYLOV_SOLVER_PIPECG:
+    *sizes = pk_pipecg_sizes;
+    *solve = pk_pipecg_solve;
+    return PKRYLOV_SUCCESS;
   case PKRYLOV_SOLVER_BICGSTAB:
     *sizes = pk_bicgstab_sizes;
     *solve = pk_bicgstab_solve;
@@ -524,7 +593,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     PK_CALL(ctx->be->check_pointer(ctx, "pkrylov_solver_solve", mem, x, "x"));
   }
   if (host)
-    PK_CALL(pk_solver_check_finite(s, __func__, b, x));
+    PK_CALL(pk_solver_check_finite(s, "pkrylov_solver_solve", b, x));
   PK_CALL(pk_solver_history_reserve(s));
   pk_user_reset(s->A, s->M); /* forget callback failures of earlier calls */
 
@@ -534,7 +603,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   PK_CALL(sizes(s, &z));
   const int32_t interval = ctx->be->device ? s->sync_interval : 1;
   const int32_t ring = (z.poll_iters > interval ? z.poll_iters : interval) + 1;
-  const int32_t nwork = z.nwork + 2, nscal = z.nscalars + ring; /* + R.tmp and R.xbest */
+  const int32_t nwork = z.nwork + (z.keep_last ? 1 : 2), nscal = z.nscalars + ring; /* + R.tmp and R.xbest */
   pk_kry *E = (pk_kry *)s->kry;
   if (E && (E->nwork != nwork || E->nbasis != z.nbasis || E->nscalars != nscal)) {
     pk_kry_destroy(E);
@@ -548,6 +617,23 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   const double t0 = pk_wtime();
   pkrylov_result res;
   pk_result_init(&res);
+  /* ||b|| over the wet cells: host arrays on the CPU before x is bound (a failing solve leaves x as it came;
+     a zero initial guess is written at binding) */
+  double bb = 0.0;
+  const int host_norm = host && !ctx->be->device;
+  if (host_norm) {
+    const uint8_t *wet = s->A->wet;
+    if (wet) {
+      for (int64_t i = 0; i < n; i++)
+        if (wet[i]) bb += b[i] * b[i];
+    } else {
+      pk_cpu_dot(ctx, n, b, b, s->part, &bb);
+    }
+    /* (reproducible mode: the exact sum, pk_allreduce_dots; otherwise the sum of the local values) */
+    PK_CALL(pk_allreduce_dots(ctx, &bb, 1, n, (const double *[]){b}, (const double *[]){b}, wet));
+    PK_CHECK_AS("pkrylov_solver_solve", isfinite(sqrt(bb)), ctx, PKRYLOV_ERR_NOT_FINITE,
+                "argument 'b': its 2-norm overflows (scale the system)");
+  }
   /* user callbacks may fail in the middle of the iteration: keep the entry x to restore it then */
   double *x_entry = NULL;
   if (host && (pk_op_whole_vector(s->A) || (s->Mobj && s->Mobj->type == PKRYLOV_PRECOND_USER))) {
@@ -570,27 +656,14 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   R.recorded = -1;
   R.ring = ring;
   R.tmp = PK_KV_W0 + z.nwork;
-  R.xbest = PK_KV_W0 + z.nwork + 1;
+  R.xbest = z.keep_last ? -1 : PK_KV_W0 + z.nwork + 1;
   if (!host) { /* device arrays: check them on the device; distributed: the first failing rank's error on
                   every rank (a rank alone in the error would leave the others waiting in a reduction) */
     if ((ierr = kry_check_device_inputs(s, E)) != PKRYLOV_SUCCESS) goto failed;
   }
 
-  /* ||b|| over the wet cells */
-  double bb = 0.0;
-  if (host && !ctx->be->device) {
-    const uint8_t *wet = s->A->wet;
-    if (wet) {
-      for (int64_t i = 0; i < n; i++)
-        if (wet[i]) bb += b[i] * b[i];
-    } else {
-      pk_cpu_dot(ctx, n, b, b, s->part, &bb);
-    }
-    /* (reproducible mode: the exact sum, pk_allreduce_dots; otherwise the sum of the local values) */
-    if ((ierr = pk_allreduce_dots(ctx, &bb, 1, n, (const double *[]){b}, (const double *[]){b}, wet)) !=
-        PKRYLOV_SUCCESS)
-      goto failed;
-  } else { /* b - A 0 = b with the dry cells zeroed (W0 is free before the driver starts) */
+  /* ||b|| over the wet cells (host arrays on the CPU: before x is touched, see above) */
+  if (!host_norm) { /* b - A 0 = b with the dry cells zeroed (W0 is free before the driver starts) */
     pk_kupd u0;
     memset(&u0, 0, sizeof u0);
     u0.y = PK_KV_W0;
@@ -608,7 +681,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   if ((ierr = kry_true_residual(&R, &res.initial_residual)) != PKRYLOV_SUCCESS) goto failed;
   /* x0 is the first iterate seen */
   R.best_true = res.initial_residual;
-  if ((ierr = pk_kry_copy(E, PK_KV_X, R.xbest)) != PKRYLOV_SUCCESS) goto failed;
+  if (R.xbest >= 0 && (ierr = pk_kry_copy(E, PK_KV_X, R.xbest)) != PKRYLOV_SUCCESS) goto failed;
   R.tol = s->rtol * res.rhs_norm;
   if (s->atol > R.tol) R.tol = s->atol;
   {
@@ -637,7 +710,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
      operator that went bad, says nothing about x: it stays the driver's last good iterate). Not under the
      recurrence rule, which computes no true residual of the final x (the model's own CG returns its last
      iterate) */
-  if (!pk_solver_recurrence(s) && res.final_residual > R.best_true) {
+  if (R.xbest >= 0 && !pk_solver_recurrence(s) && res.final_residual > R.best_true) {
     if ((ierr = pk_kry_copy(E, R.xbest, PK_KV_X)) != PKRYLOV_SUCCESS) goto failed;
     res.final_residual = R.best_true;
   }

@@ -13,6 +13,7 @@
  *   200-299  GMRES, pipelined GMRES, FGMRES   (kry_scalar_gmres.h,    pk_kss_gmres)
  *   300-399  CA-GMRES                         (kry_scalar_cagmres.h,  pk_kss_cagmres)
  *   400-499  single-reduction CG              (kry_scalar_cg.h,       pk_kss_cg)
+ *   500-599  CG, pipelined CG                 (kry_scalar_pcg.h,      pk_kss_pcg)
  */
 #ifndef PK_KRY_SCALAR_H
 #define PK_KRY_SCALAR_H
@@ -102,6 +103,7 @@ PK_HD static inline int pk_ks_test_rr(double *S, int it, double rr) { return pk_
 #include "kry_scalar_cagmres.h"
 #include "kry_scalar_cg.h"
 #include "kry_scalar_gmres.h"
+#include "kry_scalar_pcg.h"
 
 /** Run step id on S; returns 0, or -1 for an unknown id. */
 PK_HD static inline int pk_kry_scalar_step(int id, double *S, int arg) {
@@ -109,6 +111,7 @@ PK_HD static inline int pk_kry_scalar_step(int id, double *S, int arg) {
   if (id >= 200 && id < 300) return pk_kss_gmres(id, S, arg);
   if (id >= 300 && id < 400) return pk_kss_cagmres(id, S, arg);
   if (id >= 400 && id < 500) return pk_kss_cg(id, S, arg);
+  if (id >= 500 && id < 600) return pk_kss_pcg(id, S, arg);
   return -1;
 }
 

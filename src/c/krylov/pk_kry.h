@@ -1,9 +1,10 @@
 /**
  * @file pk_kry.h
- * @brief The vector engine of the BiCGStab and GMRES families and single-reduction CG (private, not
- * installed).
+ * @brief The vector engine of the BiCGStab and GMRES families, single-reduction CG, CG and pipelined CG
+ * (private, not installed).
  *
- * One driver per method (bicgstab.c, gmres.c, cagmres.c, srcg.c) runs on both backends: it never touches vector data, only
+ * One driver per method (bicgstab.c, gmres.c, cagmres.c, srcg.c; cg.c for CG and pipelined CG, on the
+ * backends whose engine has CG's fused loops: the CPU for now, pk_kry_serves) runs on both backends: it never touches vector data, only
  * asks the engine for whole-vector operations on vectors named by ids, and for scalar steps that run where
  * the scalars live (a host array on the CPU, a device array on CUDA: one thread of one block there). So the
  * CUDA path keeps its scalars on the device and needs no host synchronisation per iteration: the driver
@@ -200,6 +201,30 @@ int pk_kry_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t 
                            int32_t with_norm, int32_t out, int32_t flags);
 
 /**
+ * CG's fused loops (the two-loop CG of solver.c's history and pipelined CG, cg.c), each one pass over memory
+ * with its sums (global, or started with PK_KRY_ASYNC). Coefficients are references into S.
+ *
+ * pk_kry_cg_precond: r -= alpha q; z = M^-1 r (a copy without preconditioner); S[out] = (r, z),
+ * S[out + 1] = (r, r).
+ * pk_kry_cg_operator: x += alpha p; p = z + beta p; q = A z + beta q (the old q); S[out] = (p, q).
+ * pk_kry_pipecg_update: pipelined CG's update of Ghysels and Vanroose: z = n + beta z with n = A m (or the
+ * vector v->n when it is not -1: A m computed before, while the last reduction was in flight); q = m + beta q;
+ * s = w + beta s; p = u + beta p; x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; then nsums (0,
+ * PK_RR_NV_BASE or PK_RR_NV) sums into S[out..]: (r, u), (w, u), (r, r), and with PK_RR_NV (x, x), (p, p),
+ * (u, u), (q, q) (pk_rr.h).
+ * All vectors of one call are distinct. A backend without these entries answers PKRYLOV_ERR_INTERNAL.
+ */
+int pk_kry_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags);
+int pk_kry_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta,
+                       int32_t out, int32_t flags);
+/** The vectors of pk_kry_pipecg_update (n = -1: none). */
+typedef struct {
+  pk_vid m, z, q, s, p, x, r, u, w, n;
+} pk_kpipecg;
+int pk_kry_pipecg_update(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums,
+                         int32_t out, int32_t flags);
+
+/**
  * Blocks of iterations. A driver brackets the operations it queues between two host reads with
  * pk_kry_block_begin() and pk_kry_block_end(); the CUDA engine then records them, and replays a CUDA graph
  * when the same sequence of operations comes again (scalar-step arguments may differ by one offset for the
@@ -224,10 +249,15 @@ int pk_kry_sync(pk_kry *E);
 /* ------------------------------------------------------------------------------------------------ */
 /* Drivers (kry.c: the common solve frame; bicgstab.c, gmres.c, cagmres.c: the methods)              */
 
-/** pkrylov_solver_solve() for the BiCGStab and GMRES families, both backends. */
+/** pkrylov_solver_solve() for the methods on the engine (pk_kry_serves). */
 int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x);
-/** 1 when type is one of the methods pk_kry_solve() runs. */
+/** 1 when type is one of the methods that only the engine runs (the BiCGStab and GMRES families, SRCG). */
 int pk_kry_is_kry_type(int32_t type);
+/**
+ * 1 when pk_kry_solve() runs solver type `type` on context ctx: the engine's methods, and CG and pipelined
+ * CG where the context's engine has CG's fused loops (the CPU; CUDA still has its own CG driver).
+ */
+int pk_kry_serves(pkrylov_context ctx, int32_t type);
 
 /*
  * The frame and the drivers.
@@ -249,7 +279,9 @@ int pk_kry_is_kry_type(int32_t type);
  * uses for true residuals (drivers may use it as scratch between frame calls), and PK_KV_W0 + nwork + 1
  * (R->xbest): the iterate with the smallest true residual the solve computed (x0, confirmations, the starts
  * of GMRES cycles through pk_kry_keep_best()). The frame gives that iterate back when the final x is worse:
- * a solve never returns an x worse than one it has seen (GMRES on a singular inconsistent system).
+ * a solve never returns an x worse than one it has seen (GMRES on a singular inconsistent system). A driver
+ * that returns its own x (pk_kry_sizes.keep_last: CG, pipelined CG) gets no R->xbest (-1) and one frame
+ * vector only.
  */
 
 /** One solve of a driver. */
@@ -267,17 +299,19 @@ typedef struct pk_kry_run {
   pk_vid tmp;          /* the frame's work vector */
   double final_res;    /* ||b - A x|| of the returned x when have_final */
   int32_t have_final;
-  pk_vid xbest;        /* the frame's copy of the best iterate seen */
+  pk_vid xbest;        /* the frame's copy of the best iterate seen (-1: none, pk_kry_sizes.keep_last) */
   double best_true;    /* its true residual ||b - A x|| */
 } pk_kry_run;
 
 /** Sizes a driver needs for solver s (restart, step, sync interval read from s). */
 typedef struct {
-  int32_t nwork;    /* work vectors (the frame adds one) */
+  int32_t nwork;    /* work vectors (the frame adds two, one with keep_last) */
   int32_t nbasis;   /* basis vectors */
   int32_t nscalars; /* scalars including the header (>= PK_KS_DRIVER); the frame adds the ring */
   int32_t poll_iters; /* most iterations between two polls when more than the sync interval (0: the sync
                          interval; CA-GMRES finishes a block of s iterations in one step) */
+  int32_t keep_last;  /* 1: the frame keeps no best iterate (no R->xbest): the solve returns the driver's x as
+                         the models' CG does (CG, pipelined CG) */
 } pk_kry_sizes;
 
 /** Outcome of pk_kry_poll(). */
@@ -347,6 +381,11 @@ int pk_gmres_solve(pk_kry_run *R, pkrylov_result *res);
 /** CA-GMRES (cagmres.c; pk_gmres_sizes/solve route to these). */
 int pk_cagmres_sizes(pkrylov_solver s, pk_kry_sizes *z);
 int pk_cagmres_solve(pk_kry_run *R, pkrylov_result *res);
+/** CG and pipelined CG (cg.c). */
+int pk_cg_sizes(pkrylov_solver s, pk_kry_sizes *z);
+int pk_cg_solve(pk_kry_run *R, pkrylov_result *res);
+int pk_pipecg_sizes(pkrylov_solver s, pk_kry_sizes *z);
+int pk_pipecg_solve(pk_kry_run *R, pkrylov_result *res);
 /** Single-reduction CG (srcg.c). */
 int pk_srcg_sizes(pkrylov_solver s, pk_kry_sizes *z);
 int pk_srcg_solve(pk_kry_run *R, pkrylov_result *res);
@@ -407,6 +446,13 @@ typedef struct pk_kry_backend {
                          int32_t with_norm, int32_t out, int32_t flags);
   int (*block_begin)(pk_kry *E);
   int (*block_end)(pk_kry *E);
+  /* CG's fused loops (NULL: CG and pipelined CG do not run on this engine; the front end answers
+     PKRYLOV_ERR_INTERNAL naming the operation) */
+  int (*cg_precond)(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags);
+  int (*cg_operator)(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta,
+                     int32_t out, int32_t flags);
+  int (*pipecg_update)(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums,
+                       int32_t out, int32_t flags);
 } pk_kry_backend;
 
 extern const pk_kry_backend pk_kry_cpu_backend;

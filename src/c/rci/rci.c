@@ -3,7 +3,7 @@
  * @brief Handle-based reverse communication: CG and pipelined CG as state machines that hand the matvec,
  *        the preconditioner and (optionally) the global reductions back to the caller.
  *
- * The algorithms mirror pk_solve_cg and pk_solve_pipecg of solver.c (same recurrences, convergence test
+ * The algorithms mirror the CG and pipelined CG drivers of cg.c (same recurrences, convergence test
  * with true-residual confirmation, breakdown checks, restarts and result fields), with every application of
  * A or M^-1 turned into a request. The drivers are written as straight-line code; a request is a yield:
  * RCI_YIELD stores the resume point (the source line) in R->pc and returns, and pkrylov_rci_step() jumps
@@ -31,7 +31,7 @@
 #include "pk_kry.h"
 #include "pk_rci.h"
 
-/** As solver.c: confirmation failures and pipelined restarts before reporting stagnation. */
+/** As cg.c: confirmation failures and pipelined restarts before reporting stagnation. */
 #define RCI_MAX_CONFIRM_FAILURES 5
 #define RCI_MAX_RESTARTS 5
 
@@ -192,7 +192,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
     if (R->type == PKRYLOV_SOLVER_PIPECG)
       goto pipecg;
 
-    /* ---------------- CG (pk_solve_cg) ---------------- */
+    /* ---------------- CG (cg.c) ---------------- */
   cg_restart:
     /* r = b - A x; z = M^-1 r; rho = (r, z) (+ (b, b) in the first reduction) */
     if (!R->x_zero)

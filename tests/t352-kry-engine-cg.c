@@ -1,0 +1,366 @@
+/**
+ * @file t352-kry-engine-cg.c
+ * @brief CG's fused loops of the CPU vector engine (pk_kry.h: pk_kry_cg_precond, pk_kry_cg_operator,
+ *        pk_kry_pipecg_update) against naive loops on random data of odd sizes, their argument checks, the
+ *        answer of a backend table without them, and CG and pipelined CG on the engine against a
+ *        hand-written textbook CG.
+ *
+ * White-box: links the internal static library. The engine's sums are chunk-ordered (PK_ROW_CHUNK rows per
+ * partial), so the references sum the same way and the unpreconditioned results must agree bitwise; the
+ * products A z, A m are the engine's own matvec (checked in t350). CPU only.
+ */
+#include <string.h>
+
+#include "pk_kry.h"
+#include "pk_test.h"
+
+static const int64_t sizes[] = {1, 7, 4097, 10001};
+
+typedef struct {
+  pkrylov_context ctx;
+  pkrylov_operator A;
+  pkrylov_precond M;
+  pkrylov_solver s;
+  pk_kry *E;
+  int64_t n;
+  double *b, *x;
+} setup;
+
+/** An n x n random symmetric diagonally dominant tridiagonal CSR, a CG solver, an engine with 16 work
+ *  vectors and 64 scalars, b and x bound. */
+static int make_setup(int64_t n, int jacobi, setup *T) {
+  memset(T, 0, sizeof *T);
+  T->n = n;
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &T->ctx)) return 1;
+  pkrylov_context_set_num_threads(T->ctx, 2);
+  int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int32_t) * (size_t)n * 3);
+  double *v = malloc(sizeof(double) * (size_t)n * 3), *off = malloc(sizeof(double) * (size_t)(n + 1));
+  uint64_t seed = 11 + (uint64_t)n;
+  for (int64_t i = 0; i <= n; i++) off[i] = -0.5 - 0.4 * pk_test_rand(&seed);
+  int64_t k = 0;
+  rp[0] = 0;
+  for (int64_t i = 0; i < n; i++) {
+    for (int64_t j = i - 1; j <= i + 1; j++) {
+      if (j < 0 || j >= n) continue;
+      ci[k] = (int32_t)j;
+      v[k++] = j == i ? 2.5 + pk_test_rand(&seed) : off[j < i ? j : i];
+    }
+    rp[i + 1] = (int32_t)k;
+  }
+  int ierr = pkrylov_operator_create_csr(T->ctx, (int32_t)n, 0, rp, ci, v, &T->A);
+  free(rp), free(ci), free(v), free(off);
+  if (ierr) return 1;
+  if (jacobi && pkrylov_precond_create(T->ctx, T->A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &T->M))
+    return 1;
+  if (pkrylov_solver_create(T->ctx, PKRYLOV_SOLVER_CG, T->A, T->M, &T->s)) return 1;
+  if (pk_kry_create(T->s, 16, 0, 64, &T->E)) return 1;
+  T->b = malloc(sizeof(double) * (size_t)n);
+  T->x = malloc(sizeof(double) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) T->b[i] = pk_test_rand(&seed), T->x[i] = 0;
+  return pk_kry_bind(T->E, PKRYLOV_MEM_HOST, T->b, T->x, 0) != 0;
+}
+
+static void free_setup(setup *T) {
+  if (T->E) pk_kry_unbind(T->E);
+  pk_kry_destroy(T->E);
+  pkrylov_solver_destroy(&T->s);
+  pkrylov_precond_destroy(&T->M);
+  pkrylov_operator_destroy(&T->A);
+  pkrylov_context_destroy(&T->ctx);
+  free(T->b);
+  free(T->x);
+}
+
+static int put(setup *T, pk_vid id, const double *data) {
+  memcpy(T->x, data, sizeof(double) * (size_t)T->n);
+  return id == PK_KV_X ? 0 : pk_kry_copy(T->E, PK_KV_X, id);
+}
+static int take(setup *T, pk_vid id, double *data) {
+  if (id != PK_KV_X && pk_kry_copy(T->E, id, PK_KV_X)) return 1;
+  memcpy(data, T->x, sizeof(double) * (size_t)T->n);
+  return 0;
+}
+
+static double *vec_new(int64_t n) { return malloc(sizeof(double) * (size_t)n); }
+
+static double *rand_vec(int64_t n, uint64_t *seed) {
+  double *v = vec_new(n);
+  for (int64_t i = 0; i < n; i++) v[i] = pk_test_rand(seed);
+  return v;
+}
+
+static double chunked_dot(int64_t n, const double *a, const double *b) {
+  double tot = 0.0;
+  for (int64_t c0 = 0; c0 < n; c0 += PK_ROW_CHUNK) {
+    double t = 0.0;
+    for (int64_t i = c0; i < n && i < c0 + PK_ROW_CHUNK; i++) t += a[i] * b[i];
+    tot += t;
+  }
+  return tot;
+}
+
+static int same(int64_t n, const double *a, const double *b) { return memcmp(a, b, sizeof(double) * (size_t)n) == 0; }
+
+enum { W = PK_KV_W0 };
+
+PK_TEST_CASE(cg_loops) {
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    const int64_t n = sizes[si];
+    setup T;
+    PK_REQUIRE_OK(NULL, make_setup(n, 0, &T));
+    uint64_t seed = 3 + (uint64_t)n;
+    double *r = rand_vec(n, &seed), *q = rand_vec(n, &seed), *x = rand_vec(n, &seed), *p = rand_vec(n, &seed);
+    double *z = vec_new(n), *got = vec_new(n), *az = vec_new(n);
+    const double c[2] = {0.37, -1.25}; /* alpha, beta */
+    PK_REQUIRE_OK(T.ctx, pk_kry_set(T.E, 0, 2, c));
+    put(&T, W + 0, r), put(&T, W + 1, q);
+    /* preconditioner loop, no preconditioner: r -= alpha q; z = r */
+    PK_REQUIRE_OK(T.ctx, pk_kry_cg_precond(T.E, W + 0, W + 1, W + 2, pk_c(0), 10, 0));
+    for (int64_t i = 0; i < n; i++) r[i] = r[i] - c[0] * q[i], z[i] = r[i];
+    double S[3];
+    PK_REQUIRE_OK(T.ctx, pk_kry_get(T.E, 10, 2, S));
+    take(&T, W + 0, got);
+    PK_EXPECT(same(n, got, r), "n %lld: r of the preconditioner loop", (long long)n);
+    take(&T, W + 2, got);
+    PK_EXPECT(same(n, got, z), "n %lld: z = r", (long long)n);
+    PK_EXPECT(S[0] == chunked_dot(n, r, z) && S[1] == chunked_dot(n, r, r), "n %lld: sums %.17g %.17g",
+              (long long)n, S[0], S[1]);
+    /* operator loop: x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
+    put(&T, W + 3, x), put(&T, W + 4, p);
+    PK_REQUIRE_OK(T.ctx, pk_kry_matvec(T.E, W + 2, W + 5));
+    take(&T, W + 5, az);
+    put(&T, W + 6, x); /* x is the bound vector: the loop's x is W + 6 */
+    PK_REQUIRE_OK(T.ctx, pk_kry_cg_operator(T.E, W + 6, W + 4, W + 2, W + 1, pk_c(0), pk_c(1), 12, 0));
+    for (int64_t i = 0; i < n; i++) {
+      x[i] += c[0] * p[i];
+      p[i] = z[i] + c[1] * p[i];
+      q[i] = az[i] + c[1] * q[i];
+    }
+    PK_REQUIRE_OK(T.ctx, pk_kry_get(T.E, 12, 1, S + 2));
+    take(&T, W + 6, got);
+    PK_EXPECT(same(n, got, x), "n %lld: x of the operator loop", (long long)n);
+    take(&T, W + 4, got);
+    PK_EXPECT(same(n, got, p), "n %lld: p", (long long)n);
+    take(&T, W + 1, got);
+    PK_EXPECT(same(n, got, q), "n %lld: q", (long long)n);
+    PK_EXPECT(S[2] == chunked_dot(n, p, q), "n %lld: (p, q) %.17g", (long long)n, S[2]);
+    free(r), free(q), free(x), free(p), free(z), free(got), free(az);
+    free_setup(&T);
+  }
+  PK_TEST_END();
+}
+
+/** The preconditioned loop: z is M^-1 of the updated r (the engine's precond), the sums those of r and z. */
+PK_TEST_CASE(cg_precond_jacobi) {
+  const int64_t n = 4097;
+  setup T;
+  PK_REQUIRE_OK(NULL, make_setup(n, 1, &T));
+  uint64_t seed = 9;
+  double *r = rand_vec(n, &seed), *q = rand_vec(n, &seed), *z = vec_new(n), *got = vec_new(n);
+  const double alpha = -0.61, S0[1] = {alpha};
+  double S[2];
+  PK_REQUIRE_OK(T.ctx, pk_kry_set(T.E, 5, 1, S0));
+  put(&T, W + 0, r), put(&T, W + 1, q);
+  PK_REQUIRE_OK(T.ctx, pk_kry_cg_precond(T.E, W + 0, W + 1, W + 2, pk_cneg(5), 20, 0)); /* r += alpha q */
+  for (int64_t i = 0; i < n; i++) r[i] = r[i] - (-alpha) * q[i];
+  take(&T, W + 0, got);
+  PK_EXPECT(same(n, got, r), "r");
+  PK_REQUIRE_OK(T.ctx, pk_kry_precond(T.E, W + 0, W + 3));
+  take(&T, W + 3, z);
+  take(&T, W + 2, got);
+  PK_EXPECT(same(n, got, z), "z = M^-1 r");
+  PK_REQUIRE_OK(T.ctx, pk_kry_get(T.E, 20, 2, S));
+  PK_EXPECT(S[0] == chunked_dot(n, r, z) && S[1] == chunked_dot(n, r, r), "sums %.17g %.17g", S[0], S[1]);
+  free(r), free(q), free(z), free(got);
+  free_setup(&T);
+  PK_TEST_END();
+}
+
+/** Pipelined CG's update with and without a precomputed n = A m, with 0, 3 and 7 sums. */
+PK_TEST_CASE(pipecg_update) {
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    const int64_t n = sizes[si];
+    for (int variant = 0; variant < 3; variant++) {
+      const int32_t nsums = variant == 0 ? 0 : variant == 1 ? PK_RR_NV_BASE : PK_RR_NV;
+      const int pre = variant == 1; /* with 3 sums: n precomputed */
+      setup T;
+      PK_REQUIRE_OK(NULL, make_setup(n, 0, &T));
+      uint64_t seed = 100 + (uint64_t)n + (uint64_t)variant;
+      /* m z q s p x r u w */
+      double *v[9], *am = vec_new(n), *got = vec_new(n);
+      for (int j = 0; j < 9; j++) v[j] = rand_vec(n, &seed), put(&T, W + j, v[j]);
+      PK_REQUIRE_OK(T.ctx, pk_kry_matvec(T.E, W + 0, W + 9));
+      take(&T, W + 9, am);
+      const double c[2] = {0.83, 0.41};
+      PK_REQUIRE_OK(T.ctx, pk_kry_set(T.E, 0, 2, c));
+      pk_kpipecg pv = {W + 0, W + 1, W + 2, W + 3, W + 4, W + 5, W + 6, W + 7, W + 8, pre ? W + 9 : -1};
+      const double sentinel[PK_RR_NV] = {-7, -7, -7, -7, -7, -7, -7};
+      PK_REQUIRE_OK(T.ctx, pk_kry_set(T.E, 30, PK_RR_NV, sentinel));
+      PK_REQUIRE_OK(T.ctx, pk_kry_pipecg_update(T.E, &pv, pk_c(0), pk_c(1), nsums, 30, PK_KRY_ASYNC));
+      PK_REQUIRE_OK(T.ctx, pk_kry_wait(T.E));
+      double *m = v[0], *z = v[1], *q = v[2], *s = v[3], *p = v[4], *x = v[5], *r = v[6], *u = v[7], *w = v[8];
+      const double alpha = c[0], beta = c[1];
+      for (int64_t i = 0; i < n; i++) {
+        z[i] = am[i] + beta * z[i];
+        q[i] = m[i] + beta * q[i];
+        s[i] = w[i] + beta * s[i];
+        p[i] = u[i] + beta * p[i];
+        x[i] = x[i] + alpha * p[i];
+        r[i] = r[i] - alpha * s[i];
+        u[i] = u[i] - alpha * q[i];
+        w[i] = w[i] - alpha * z[i];
+      }
+      for (int j = 1; j < 9; j++) {
+        take(&T, W + j, got);
+        PK_EXPECT(same(n, got, v[j]), "n %lld variant %d: vector %d", (long long)n, variant, j);
+      }
+      double S[PK_RR_NV], want[PK_RR_NV];
+      const double *a[PK_RR_NV] = {r, w, r, x, p, u, q}, *b[PK_RR_NV] = {u, u, r, x, p, u, q};
+      for (int j = 0; j < PK_RR_NV; j++) want[j] = j < nsums ? chunked_dot(n, a[j], b[j]) : -7.0;
+      PK_REQUIRE_OK(T.ctx, pk_kry_get(T.E, 30, PK_RR_NV, S));
+      PK_EXPECT(memcmp(S, want, sizeof S) == 0, "n %lld variant %d: sums (first %.17g vs %.17g)", (long long)n,
+                variant, S[0], want[0]);
+      for (int j = 0; j < 9; j++) free(v[j]);
+      free(am), free(got);
+      free_setup(&T);
+    }
+  }
+  PK_TEST_END();
+}
+
+PK_TEST_CASE(bad_arguments) {
+  setup T;
+  PK_REQUIRE_OK(NULL, make_setup(7, 0, &T));
+  pk_kry *E = T.E;
+  pkrylov_context ctx = T.ctx;
+  const pk_coef one = pk_c(PK_S_ONE);
+  PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 0, W + 2, one, 0, 0), PKRYLOV_ERR_INTERNAL); /* r = q */
+  PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, PK_KV_B, W + 1, W + 2, one, 0, 0), PKRYLOV_ERR_INTERNAL); /* B */
+  PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 16, one, 0, 0), PKRYLOV_ERR_INTERNAL); /* id */
+  PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, one, 63, 0), PKRYLOV_ERR_INTERNAL); /* out */
+  PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, pk_c(64), 0, 0), PKRYLOV_ERR_INTERNAL);
+  PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, one, 0, 3), PKRYLOV_ERR_INTERNAL); /* flags */
+  PK_EXPECT_CODE(ctx, pk_kry_cg_operator(E, W + 0, W + 1, W + 1, W + 3, one, one, 0, 0), PKRYLOV_ERR_INTERNAL);
+  PK_EXPECT_CODE(ctx, pk_kry_cg_operator(E, W + 0, W + 1, W + 2, W + 3, one, pk_c(-3), 0, 0),
+                 PKRYLOV_ERR_INTERNAL);
+  PK_EXPECT_CODE(ctx, pk_kry_cg_operator(E, W + 0, W + 1, W + 2, W + 3, one, one, 64, 0), PKRYLOV_ERR_INTERNAL);
+  pk_kpipecg pv = {W + 0, W + 1, W + 2, W + 3, W + 4, W + 5, W + 6, W + 7, W + 8, -1};
+  PK_EXPECT_CODE(ctx, pk_kry_pipecg_update(E, NULL, one, one, 3, 0, 0), PKRYLOV_ERR_INTERNAL);
+  PK_EXPECT_CODE(ctx, pk_kry_pipecg_update(E, &pv, one, one, 4, 0, 0), PKRYLOV_ERR_INTERNAL); /* nsums */
+  PK_EXPECT_CODE(ctx, pk_kry_pipecg_update(E, &pv, one, one, 7, 60, 0), PKRYLOV_ERR_INTERNAL); /* out */
+  pv.n = W + 8; /* n = w */
+  PK_EXPECT_CODE(ctx, pk_kry_pipecg_update(E, &pv, one, one, 3, 0, 0), PKRYLOV_ERR_INTERNAL);
+  pv.n = -1, pv.w = PK_KV_B;
+  PK_EXPECT_CODE(ctx, pk_kry_pipecg_update(E, &pv, one, one, 3, 0, 0), PKRYLOV_ERR_INTERNAL);
+  /* a backend without CG's loops: an internal error naming the operation, and CG is not routed there */
+  pk_kry_backend bare = *E->be;
+  const pk_kry_backend *cpu = E->be;
+  bare.cg_precond = NULL, bare.cg_operator = NULL, bare.pipecg_update = NULL;
+  E->be = &bare;
+  pv.w = W + 8;
+  const char *msg = "";
+  PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, one, 0, 0), PKRYLOV_ERR_INTERNAL);
+  pkrylov_context_get_last_error(ctx, NULL, &msg);
+  PK_EXPECT(strstr(msg, "pk_kry_cg_precond") != NULL, "message names the operation: %s", msg);
+  PK_EXPECT_CODE(ctx, pk_kry_cg_operator(E, W + 0, W + 1, W + 2, W + 3, one, one, 0, 0), PKRYLOV_ERR_INTERNAL);
+  pkrylov_context_get_last_error(ctx, NULL, &msg);
+  PK_EXPECT(strstr(msg, "pk_kry_cg_operator") != NULL, "message names the operation: %s", msg);
+  PK_EXPECT_CODE(ctx, pk_kry_pipecg_update(E, &pv, one, one, 3, 0, 0), PKRYLOV_ERR_INTERNAL);
+  pkrylov_context_get_last_error(ctx, NULL, &msg);
+  PK_EXPECT(strstr(msg, "pk_kry_pipecg_update") != NULL, "message names the operation: %s", msg);
+  E->be = cpu;
+  PK_EXPECT(pk_kry_serves(ctx, PKRYLOV_SOLVER_CG) && pk_kry_serves(ctx, PKRYLOV_SOLVER_PIPECG),
+            "the CPU engine serves CG and pipelined CG");
+  free_setup(&T);
+  PK_TEST_END();
+}
+
+/** Textbook preconditioned CG (Jacobi: d = diag), x0 = 0, stopping at ||r|| <= tol; returns iterations. */
+static int textbook_cg(int64_t n, const int32_t *rp, const int32_t *ci, const double *v, const double *d,
+                       const double *b, double tol, int maxit, double *x) {
+  double *r = vec_new(n), *z = vec_new(n), *p = vec_new(n), *q = vec_new(n);
+  for (int64_t i = 0; i < n; i++) x[i] = 0, r[i] = b[i], z[i] = r[i] / d[i], p[i] = z[i];
+  double rz = 0, rr = 0;
+  for (int64_t i = 0; i < n; i++) rz += r[i] * z[i], rr += r[i] * r[i];
+  int it = 0;
+  while (sqrt(rr) > tol && it < maxit) {
+    double pq = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double t = 0;
+      for (int32_t k = rp[i]; k < rp[i + 1]; k++) t += v[k] * p[ci[k]];
+      q[i] = t, pq += p[i] * t;
+    }
+    const double alpha = rz / pq;
+    double rz1 = 0;
+    rr = 0;
+    for (int64_t i = 0; i < n; i++) {
+      x[i] += alpha * p[i], r[i] -= alpha * q[i], z[i] = r[i] / d[i];
+      rz1 += r[i] * z[i], rr += r[i] * r[i];
+    }
+    for (int64_t i = 0; i < n; i++) p[i] = z[i] + rz1 / rz * p[i];
+    rz = rz1;
+    it++;
+  }
+  free(r), free(z), free(p), free(q);
+  return it;
+}
+
+/** CG and pipelined CG through pkrylov_solver_solve (the engine on the CPU) against textbook CG: the same
+ *  iteration count within 2 and the same solution within the tolerance's reach. */
+PK_TEST_CASE(solve_vs_textbook) {
+  const int64_t n = 3000;
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int32_t) * (size_t)n * 3);
+  double *v = malloc(sizeof(double) * (size_t)n * 3), *d = vec_new(n), *b = vec_new(n), *xr = vec_new(n),
+         *x = vec_new(n);
+  uint64_t seed = 5;
+  int64_t k = 0;
+  rp[0] = 0;
+  for (int64_t i = 0; i < n; i++) { /* a 1-D Laplacian with a varying diagonal shift */
+    d[i] = 2.0 + 0.01 * (1.0 + pk_test_rand(&seed));
+    if (i > 0) ci[k] = (int32_t)(i - 1), v[k++] = -1.0;
+    ci[k] = (int32_t)i, v[k++] = d[i];
+    if (i < n - 1) ci[k] = (int32_t)(i + 1), v[k++] = -1.0;
+    rp[i + 1] = (int32_t)k;
+    b[i] = pk_test_rand(&seed);
+  }
+  double bn = 0;
+  for (int64_t i = 0; i < n; i++) bn += b[i] * b[i];
+  const double rtol = 1e-10, tol = rtol * sqrt(bn);
+  const int its_ref = textbook_cg(n, rp, ci, v, d, b, tol, 5000, xr);
+  pkrylov_operator A;
+  pkrylov_precond M;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_csr(ctx, (int32_t)n, 0, rp, ci, v, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  const int32_t types[2] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
+  for (int t = 0; t < 2; t++) {
+    pkrylov_solver s;
+    pkrylov_result res;
+    PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, types[t], A, M, &s));
+    PK_REQUIRE_OK(ctx, pkrylov_solver_set_tolerances(s, rtol, 0.0));
+    PK_REQUIRE_OK(ctx, pkrylov_solver_set_max_iterations(s, 5000));
+    PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x));
+    PK_REQUIRE_OK(ctx, pkrylov_solver_get_result(s, &res));
+    PK_EXPECT(res.converged, "type %d: reason %d", types[t], res.reason);
+    PK_EXPECT(abs(res.iterations - its_ref) <= 2, "type %d: %d iterations, textbook CG %d", types[t],
+              res.iterations, its_ref);
+    double e = 0, xn = 0;
+    for (int64_t i = 0; i < n; i++) e += (x[i] - xr[i]) * (x[i] - xr[i]), xn += xr[i] * xr[i];
+    PK_EXPECT(sqrt(e) <= 1e-6 * sqrt(xn), "type %d: ||x - x_textbook|| = %g (||x|| %g)", types[t], sqrt(e),
+              sqrt(xn));
+    PK_EXPECT(res.final_residual <= tol, "type %d: final residual %g > tol %g", types[t], res.final_residual,
+              tol);
+    PK_EXPECT(fabs(res.rhs_norm - sqrt(bn)) <= 1e-13 * sqrt(bn), "type %d: rhs_norm %.17g vs %.17g", types[t],
+              res.rhs_norm, sqrt(bn));
+    pkrylov_solver_destroy(&s);
+  }
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  free(rp), free(ci), free(v), free(d), free(b), free(xr), free(x);
+  PK_TEST_END();
+}
+
+PK_TEST_MAIN(PK_TEST_ENTRY(cg_loops), PK_TEST_ENTRY(cg_precond_jacobi), PK_TEST_ENTRY(pipecg_update),
+             PK_TEST_ENTRY(bad_arguments), PK_TEST_ENTRY(solve_vs_textbook))
