@@ -1,7 +1,7 @@
 /**
  * @file t700-cuda-kernels.c
- * @brief The CUDA launchers of pk_cuda_kernels.cu against their CPU twins (white box, links the internal
- *        static library).
+ * @brief The CUDA launchers (pk_cuda_op.cu, pk_cuda_precond.cu, pk_cuda_steps.cu, pk_cuda_vec.cu) against
+ *        their CPU twins (white box, links the internal static library).
  *
  * Operators and preconditioners are built on the CPU through the public API and uploaded here
  * (pk_cuda_test.h, plain cudaMemcpy, per-cell re-layout of the general column factors, float copies for

@@ -1,6 +1,8 @@
 /**
  * @file pk_cuda_kry.cu
- * @brief The CUDA backend of the vector engine of the BiCGStab and GMRES families (pk_kry.h).
+ * @brief The CUDA backend of the vector engine of the BiCGStab and GMRES families (pk_kry.h): its records,
+ *        blocks and graphs, scalar steps and backend table; the vector operations and their kernels are in
+ *        pk_cuda_kry_ops.cu, the sums in pk_cuda_kry_sums.cu, the shared state in pk_cuda_kry.cuh.
  *
  * Everything the drivers ask for is enqueued on the context's stream; the host waits for the device only in
  * get, sync, unbind and first_nonfinite. Device state per engine: the work vectors and the basis block
@@ -29,8 +31,8 @@
  *  - scalar steps: a <<<1, 1>>> kernel calling pk_kry_scalar_step (kry_scalar.h).
  *  - basis_axpy_dots: one pass that updates y and accumulates (V_j, y) and (y, y) of the new values, the
  *    basis values of an element held in registers (k <= 32; more: the two kernels).
- * The operator products, preconditioner applications and residuals use the launchers of
- * pk_cuda_kernels.cu (every operator and preconditioner type they support). User-callback operators and
+ * The operator products, preconditioner applications and residuals use the launchers of pk_cuda_op.cu and
+ * pk_cuda_precond.cu (every operator and preconditioner type they support). User-callback operators and
  * preconditioners: the stream is synchronised and the routine called with device pointers of the engine's
  * vectors (pk_cuda_user_call; a nonzero return is PKRYLOV_ERR_CALLBACK); a residual gets A x from the
  * routine into D->ax, which the residual launcher reads. Operators with the caller's halo-exchange routine

@@ -4,7 +4,7 @@
  *        helpers of the drivers (the iterations: pk_cuda_cg.cu; shared declarations: pk_cuda_solver.h).
  *
  * The iteration never waits for the host: alpha, beta, the convergence test and the breakdown checks live in
- * a device state (pk_cuda_state) that the scalar steps update (pk_cuda_kernels.cu: the scalar recurrences of
+ * a device state (pk_cuda_state) that the scalar steps update (pk_cuda_scalar.cuh: the scalar recurrences of
  * solver.c); every other kernel reads it and does nothing once the solve has stopped. The host enqueues
  * blocks of `sync_interval` iterations, captured once in a CUDA graph, and reads the state back after each
  * block (one synchronisation per block). The host also does the rare steps: confirming convergence on the
