@@ -164,7 +164,7 @@ PK_TEST_CASE(user_operator_count) {
   long extra = c.applies - res.iterations - 5 - 4 * (res.true_residual_checks - 1);
   int per = 5;
   if (pk_test_on_cuda()) {
-    /* the CUDA driver (pk_cuda_solver.cu, solve_pipecg) runs the scalar step before the product of the pass:
+    /* the CUDA driver (pk_cuda_cg.cu, solve_pipecg) runs the scalar step before the product of the pass:
        a step that says converged or REPLACE (the rule) applies nothing, so the passes are the iterations, a
        replacement costs its four products and a failed confirmation three (the product, two to start
        again): iterations + 4 + 4 R + 3 (checks - 1) */

@@ -1,7 +1,7 @@
 /**
  * @file t700-cuda-kernels.c
- * @brief The CUDA launchers of pk_cuda_kernels.cu against their CPU twins (white box, links the internal
- *        static library).
+ * @brief The CUDA launchers (pk_cuda_op.cu, pk_cuda_precond.cu, pk_cuda_steps.cu, pk_cuda_vec.cu) against
+ *        their CPU twins (white box, links the internal static library).
  *
  * Operators and preconditioners are built on the CPU through the public API and uploaded here
  * (pk_cuda_test.h, plain cudaMemcpy, per-cell re-layout of the general column factors, float copies for
@@ -598,7 +598,7 @@ static int ref_sign(double v, double *sign) {
   return sg == *sign;
 }
 
-/** pk_solve_cg after the operator loop: (p, A p) = sigma. */
+/** cg.c's CG (pk_cg_solve) after the operator loop: (p, A p) = sigma. */
 static void ref_cg_sigma(pk_cuda_state *s, double sigma) {
   if (s->status != PK_ST_RUNNING) return;
   if (!ref_sign(sigma, &s->sigma_sign)) {
@@ -610,7 +610,7 @@ static void ref_cg_sigma(pk_cuda_state *s, double sigma) {
   s->alpha = s->rho / sigma;
 }
 
-/** pk_solve_cg after the preconditioner loop ((r, z) = rz, (r, r) = rr); init: the restart's first loop. */
+/** cg.c's CG (pk_cg_solve) after the preconditioner loop ((r, z) = rz, (r, r) = rr); init: the restart's first loop. */
 static void ref_cg_rho(pk_cuda_state *s, double rz, double rr, double *hist, int init) {
   if (s->status != PK_ST_RUNNING) return;
   if (!isfinite(rz) || !isfinite(rr)) {
@@ -649,9 +649,9 @@ static void ref_cg_rho(pk_cuda_state *s, double rz, double rr, double *hist, int
 }
 
 /**
- * pk_solve_pipecg's scalar part ((r, u) = g, (w, u) = dl, (r, r) = rr) up to the fused step; norms: the sums
+ * pk_pipecg_solve's scalar part (cg.c) ((r, u) = g, (w, u) = dl, (r, r) = rr) up to the fused step; norms: the sums
  * (x, x), (p, p), (u, u), (q, q) of the automatic residual replacement, est its estimate (host; NULL = off:
- * with it pk_rr_step, as pk_solve_pipecg calls it after the NaN check, a replacement due before the cap
+ * with it pk_rr_step, as pk_pipecg_solve calls it after the NaN check, a replacement due before the cap
  * stops with REPLACE).
  */
 static void ref_pipe(pk_cuda_state *s, double g, double dl, double rr, const double *norms, double *hist,

@@ -1,7 +1,7 @@
 /**
  * @file t713-cuda-stop-rule.c
  * @brief The recurrence stop rule, the minimum-residual iterate and single-reduction CG on CUDA contexts
- *        (CG and pipelined CG: pk_cuda_solver.cu, the rule and the minimum in the device state, the iterate
+ *        (CG and pipelined CG: pk_cuda_cg.cu, the rule and the minimum in the device state, the iterate
  *        copied by pk_cuda_copy_improved; SRCG: the CUDA vector engine), against the CPU backend:
  *  - repro_bitwise: reproducible mode on both backends (the same exact sums, the same per-element
  *    arithmetic): CG, pipelined CG and SRCG with the recurrence rule, a tolerance and an iteration cap with

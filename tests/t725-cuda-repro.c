@@ -459,7 +459,7 @@ static void diff_run(const char *tag, const run_out *a, const run_out *b, int64_
       a->res.final_residual, b->res.final_residual);
 }
 
-/* CG and pipelined CG (the fused solvers, pk_cuda_solver.cu) */
+/* CG and pipelined CG (the fused solvers, pk_cuda_solver.cu, pk_cuda_cg.cu) */
 static const int32_t cg_cases[4][2] = {{PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUMN},
                                        {PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_JACOBI},
                                        {PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_COLUMN},

@@ -18,9 +18,15 @@
  *   the global sums differs.
  * - fp32 views (mixed precision): coefficient/factor arrays in float, vectors and sums in double.
  *
- * Ownership: pk_cuda_kernels.cu implements the launchers (operators, preconditioners, fused steps,
- * reductions, the scalar steps, one-block or folded into the steps); pk_cuda_solver.cu the solve drivers;
- * pk_cuda_backend.cu the device memory, streams and uploads.
+ * Ownership (docs/design.md, "The CUDA plugin's files"): the launchers are implemented by family, operators
+ * in pk_cuda_op.cu, preconditioners in pk_cuda_precond.cu, the fused CG / pipelined-CG steps and the
+ * one-block scalar steps in pk_cuda_steps.cu, vector kernels and reductions in pk_cuda_vec.cu, on the device
+ * code of the private headers pk_cuda_dev.cuh (launch shapes, block reduction, actions), pk_cuda_scalar.cuh
+ * (the scalar steps, one-block or folded into the steps), pk_cuda_csr.cuh and pk_cuda_grid.cuh (the operator
+ * kernels) and pk_cuda_op.cuh (launch_op); pk_cuda_solver.cu and pk_cuda_cg.cu the solve drivers
+ * (pk_cuda_solver.h), pk_cuda_rci.cu the reverse communication's device work; pk_cuda_kry*.cu the vector
+ * engine; pk_cuda_dist.cu the distributed halos and collectives; pk_cuda_xacc.cu the exact sums;
+ * pk_cuda_backend.cu the device memory, streams and uploads; pk_cuda_table.cu the backend table.
  */
 #ifndef PK_CUDA_H
 #define PK_CUDA_H
@@ -509,7 +515,7 @@ int pk_cuda_user_call(struct pkrylov_context_s *ctx, int (*apply)(void *, int64_
 int pk_cuda_halo_apply(struct pkrylov_operator_s *A, const double *x, double *y, const char *func);
 /**
  * Device work of a handle-based reverse-communication solve (rci.c, CG and pipelined CG with
- * mem = PKRYLOV_MEM_DEVICE on a CUDA context; pk_cuda_solver.cu). The vector steps of the state machine run
+ * mem = PKRYLOV_MEM_DEVICE on a CUDA context; pk_cuda_rci.cu). The vector steps of the state machine run
  * as kernels on the context's stream (the fused CG operator loop, the pipelined-CG update and the residual
  * are the solvers' launchers over a USER view whose `pre` is the caller's A z); the local sums are brought
  * to the host (the rci's `partials` are host memory), which synchronises. Each function returns a

@@ -8,7 +8,7 @@
  * four packed tile edges, pinned host copies of both, and for the stencil the neighbours' coefficients the
  * tile-edge rows need (the east neighbour's aW of its first column, the north neighbour's aS of its first
  * row). The view's dhw ... dhn point at the halos of the directions that have a neighbour, so the grid
- * kernels (pk_cuda_kernels.cu, Halo) evaluate a tile-edge row with the single-rank expression of its global
+ * kernels (pk_cuda_grid.cuh, Halo) evaluate a tile-edge row with the single-rank expression of its global
  * row: the distributed product is bitwise the single-rank one (test t930).
  *
  * A grid stencil on several ranks (grid.c's plan; pk_cuda_dist_attach through grid_attach) uses the same
@@ -38,7 +38,7 @@
  * of this calls the host in between: the solver captures blocks of iterations in CUDA graphs.
  *
  * Host-staged (MPI without CUDA-aware transport; the fallback):
- * An exchange is split so that the kernels that need no halo run meanwhile (pk_cuda_solver.cu):
+ * An exchange is split so that the kernels that need no halo run meanwhile (pk_cuda_cg.cu):
  *   _begin: pack kernel (edges of x into the device send buffer) on the context's stream, device-to-host
  *           copies of the directions that have a neighbour into pinned memory on a copy stream behind it,
  *           an event; nothing waits, and the context's stream goes on with the next kernels;

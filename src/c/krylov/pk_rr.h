@@ -2,7 +2,7 @@
  * @file pk_rr.h
  * @brief The automatic residual replacement of pipelined CG (pkrylov_solver_set_residual_replacement(s,
  *        PKRYLOV_REPLACE_AUTO), the default), shared by the CPU driver (solver.c) and the device scalar
- *        step (pk_cuda_kernels.cu): one estimate and one decision, so both backends replace at the same
+ *        step (pk_cuda_scalar.cuh): one estimate and one decision, so both backends replace at the same
  *        iterations.
  *
  * After Cools, Yetkin, Agullo, Giraud and Vanroose (SIAM J. Matrix Anal. Appl. 39(1), 2018), whose test is

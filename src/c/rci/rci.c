@@ -343,7 +343,7 @@ static int rci_run(struct pkrylov_rci_s *R) {
       R->alpha = R->rho / R->sigma;
     }
 
-    /* ---------------- pipelined CG (pk_solve_pipecg) ---------------- */
+    /* ---------------- pipelined CG (as pk_pipecg_solve in cg.c) ---------------- */
   pipecg:
   pipecg_restart:
     PK_CALL(rci_zero(R, z));

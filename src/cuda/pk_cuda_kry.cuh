@@ -1,0 +1,234 @@
+/**
+ * @file pk_cuda_kry.cuh
+ * @brief Private header of the CUDA vector engine (pk_kry.h): the engine's device state (KryDev), its
+ *        helpers (vector pointers, grid sizes, the block sums in fp64 and double-double) and the functions
+ *        its files share: pk_cuda_kry.cu (records, blocks and CUDA graphs, scalar steps, the backend table),
+ *        pk_cuda_kry_ops.cu (the vector operations and their kernels), pk_cuda_kry_sums.cu (the second
+ *        stage of the reductions, global sums over the ranks, exact sums). Namespace pkc_kry; the kernels
+ *        and their argument types stay in each file's unnamed namespace.
+ */
+#ifndef PK_CUDA_KRY_CUH
+#define PK_CUDA_KRY_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <vector>
+
+extern "C" {
+#include "pk_kry.h"
+}
+#include "pk_cuda.h"
+
+namespace pkc_kry {
+
+constexpr int KB = 256;                   /* threads per block */
+constexpr int64_t KMAX_UPD_BLOCKS = 1024; /* update / axpy / gemm grid cap */
+constexpr int64_t KMAX_DOT_BLOCKS = 256;  /* multi-dot grid cap (grid.x): bounds the partial slots */
+constexpr int KGEMM_J = 8;                /* outputs per chunk of basis_gemm */
+
+/** A graph of a block: the block's operation records (scalar arguments relative) and its executable. */
+struct GraphEntry {
+  std::vector<int32_t> sig;
+  cudaGraphExec_t exec; /* NULL: seen once (run directly), or the capture failed (failed = 1) */
+  int failed;
+};
+
+/** Buffers of one global sum of a distributed engine: the rank's sums (device, pinned host copy), all
+ *  ranks' sums rank after rank (device; pinned host on the host-staged path), the event of the host copy. */
+struct GSlot {
+  double *dsum, *gath, *hsum, *hgath;
+  cudaEvent_t ev;
+};
+
+/** Engine state on the device (E->priv). */
+struct KryDev {
+  cudaStream_t st;
+  double *vec;     /* nwork work vectors, then nbasis basis vectors, then bound copies of b and x: ld apart */
+  double *S;       /* nscalars (at least 1) */
+  double *b, *x;   /* the bound b and x on the device (own copies or the caller's device arrays) */
+  double *part;    /* partial sums */
+  size_t part_cap; /* doubles */
+  double *hbuf;    /* pinned host buffer for get (nscalars) */
+  unsigned long long *aux;  /* device: [0] first non-finite index, [1] unknown scalar step id + 1 (0: none) */
+  unsigned long long *haux; /* pinned host twin */
+  pk_cuda_op op;            /* the operator of matvec (fp32 coefficients with mixed precision level 2) */
+  pk_cuda_op op64;          /* fp64: residuals */
+  pk_cuda_pc pc;            /* preconditioner view (a NONE view without one) */
+  /* user callbacks (the routine gets device pointers after a stream synchronisation) */
+  int uop, upc;             /* the operator (or its halo exchange) / the preconditioner is a user routine */
+  double *ax;               /* A x of a user or halo-exchange operator for residuals (pk_cuda_op.pre) */
+  /* options (environment, read at create): graphs of blocks, fused kernels, per-operation profile */
+  int graph_on, fuse_on, prof;
+  /* blocks: the operations of the current block (recorded, not yet launched) and the graphs of blocks */
+  int rec_on;               /* recording a block */
+  int have_base;
+  int32_t base;             /* first scalar-step argument of the block (the others relative to it) */
+  std::vector<int32_t> log; /* the recorded operations (op records, see exec_op) */
+  std::vector<GraphEntry> graphs;
+  size_t graph_next;        /* the entry replaced next when the cache is full */
+  int *argbase;             /* device: the block's base argument, read by the scalar steps of a graph */
+  double prof_ms[32];
+  long long prof_n[32];
+  cudaEvent_t ev[2];
+  /* distributed context (several ranks; see "global sums" below) */
+  int dist;                      /* ctx->size > 1: every sum is made global */
+  int nranks;
+  struct pkrylov_operator_s *dop; /* the distributed grid operator (A->dist): halo exchange, NCCL stream */
+  void *nccl;                    /* its NCCL communicator for this solve (pk_mpi_nccl), NULL: host-staged */
+  void *nccl_warm;               /* the communicator a first allgather has run on (outside any capture) */
+  pk_cuda_op op_in, op_edge;     /* op on the columns off the tile edges / on the edge columns */
+  GSlot gs[2];                   /* [0] blocking sums, [1] the one started with PK_KRY_ASYNC */
+  size_t gs_cap;                 /* doubles per rank in every slot */
+  int pend_on, pend_nv, pend_dd; /* the started sum (slot 1): finished by OP_WAIT into S[pend_out..] */
+  int32_t pend_out;
+  int q_pend;                    /* submitted: an async sum without its wait yet (blocks) */
+  int rec_pend0;                 /* q_pend when the block being recorded began */
+  /* reproducible mode (ctx->reproducible at bind; see "exact sums"): the exact accumulators */
+  int repro;
+  int64_t *xblk;                 /* the blocks' accumulators of pk_cuda_xacc_dots_ex (xblk_len int64) */
+  int64_t xblk_len;
+  int64_t *xacc, *hxacc;         /* xcap accumulators: device; pinned host (host-staged sums) */
+  size_t xcap;
+  std::vector<const double *> xa, xb; /* the pairs of one exact sum (host) */
+};
+
+inline KryDev *dev_of(pk_kry *E) {
+  return (KryDev *)E->priv;
+}
+
+/* the public function the engine serves, for pk_cuda_error / PK_CUDA_CHECK (pk_cuda.h) */
+constexpr const char *kSolve = "pkrylov_solver_solve";
+
+/** Device pointer of vector id v (ids were checked by the front end). */
+inline double *vp(pk_kry *E, pk_vid v) {
+  KryDev *D = dev_of(E);
+  if (v == PK_KV_X)
+    return D->x;
+  if (v == PK_KV_B)
+    return D->b;
+  if (v >= PK_KV_V0)
+    return D->vec + (size_t)(E->nwork + (v - PK_KV_V0)) * (size_t)E->ld;
+  return D->vec + (size_t)(v - PK_KV_W0) * (size_t)E->ld;
+}
+/** Basis vector j. */
+inline double *bp(pk_kry *E, int32_t j) {
+  return vp(E, PK_KV_V0 + j);
+}
+
+inline int64_t grid_1d(int64_t n, int64_t cap) {
+  int64_t b = (n + KB - 1) / KB;
+  if (b > cap)
+    b = cap;
+  return b < 1 ? 1 : b;
+}
+/** Multi-dot grid.x: about 4 elements per thread, at most KMAX_DOT_BLOCKS. */
+inline int64_t grid_dot(int64_t n) {
+  int64_t b = (n + 4 * KB - 1) / (4 * KB);
+  if (b > KMAX_DOT_BLOCKS)
+    b = KMAX_DOT_BLOCKS;
+  return b < 1 ? 1 : b;
+}
+
+/* ---- device helpers ------------------------------------------------------------------------------- */
+
+/** Fixed-shape block sum: warp shuffles (16..1), then warp 0 over the KB/32 warp sums. Result in thread 0.
+ *  Every thread must call it; sh holds KB/32 doubles and may be reused after the call's last sync. */
+__device__ __forceinline__ double block_sum(double v, double *sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, o);
+  __syncthreads(); /* sh may still be read by a previous call */
+  if (lane == 0)
+    sh[warp] = v;
+  __syncthreads();
+  double r = 0.0;
+  if (warp == 0) {
+    r = lane < KB / 32 ? sh[lane] : 0.0;
+#pragma unroll
+    for (int o = (KB / 32) / 2; o > 0; o >>= 1)
+      r += __shfl_down_sync(0xffffffffu, r, o);
+  }
+  return r;
+}
+
+/* double-double arithmetic (no contraction: -fmad=false; the products' errors by an explicit fma) */
+__device__ __forceinline__ void two_sum(double a, double b, double &s, double &e) {
+  s = a + b;
+  const double bb = s - a;
+  e = (a - (s - bb)) + (b - bb);
+}
+__device__ __forceinline__ void fast_two_sum(double a, double b, double &s, double &e) {
+  s = a + b;
+  e = b - (s - a);
+}
+/** (ah, al) += (bh, bl), the accurate double-double sum. */
+__device__ __forceinline__ void dd_add(double &ah, double &al, double bh, double bl) {
+  double s1, s2, t1, t2;
+  two_sum(ah, bh, s1, s2);
+  two_sum(al, bl, t1, t2);
+  s2 = s2 + t1;
+  fast_two_sum(s1, s2, s1, s2);
+  s2 = s2 + t2;
+  fast_two_sum(s1, s2, ah, al);
+}
+/** (ah, al) += a * b exactly multiplied. */
+__device__ __forceinline__ void dd_fma(double &ah, double &al, double a, double b) {
+  const double p = a * b;
+  const double e = fma(a, b, -p);
+  dd_add(ah, al, p, e);
+}
+
+/** Block sum in double-double: the tree of block_sum with dd_add. Result in thread 0. */
+__device__ __forceinline__ void block_sum_dd(double &h, double &l, double *sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const double oh = __shfl_down_sync(0xffffffffu, h, o), ol = __shfl_down_sync(0xffffffffu, l, o);
+    dd_add(h, l, oh, ol);
+  }
+  __syncthreads();
+  if (lane == 0)
+    sh[2 * warp] = h, sh[2 * warp + 1] = l;
+  __syncthreads();
+  if (warp == 0) {
+    h = lane < KB / 32 ? sh[2 * lane] : 0.0;
+    l = lane < KB / 32 ? sh[2 * lane + 1] : 0.0;
+#pragma unroll
+    for (int o = (KB / 32) / 2; o > 0; o >>= 1) {
+      const double oh = __shfl_down_sync(0xffffffffu, h, o), ol = __shfl_down_sync(0xffffffffu, l, o);
+      dd_add(h, l, oh, ol);
+    }
+  }
+}
+
+/* ---- what the engine's files share ---------------------------------------------------------------- */
+
+/* pk_cuda_kry.cu (records, blocks and graphs, the backend table) */
+void drop_graphs(pk_kry *E);
+/* pk_cuda_kry_sums.cu (partial-sum buffer, global and exact sums) */
+int ensure_part(pk_kry *E, size_t need);
+int ensure_gsum(pk_kry *E, size_t count);
+int sum_into(pk_kry *E, int64_t nb, int nvals, bool dd, int32_t out, bool async = false);
+int do_wait(pk_kry *E);
+int ensure_xacc(pk_kry *E, size_t count);
+int xsums(pk_kry *E, int count, const double *const *a, const double *const *b, bool dd, int32_t out);
+/* pk_cuda_kry_ops.cu (the vector operations) */
+cudaError_t basis_axpy_smem(int k);
+int do_matvec(pk_kry *E, pk_vid x, pk_vid y);
+int do_precond(pk_kry *E, pk_vid x, pk_vid y);
+int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out);
+int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
+              bool async);
+int do_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,
+                  bool async);
+int do_basis_dots(pk_kry *E, pk_vid x, int32_t b0, int32_t k, int32_t with_norm, int32_t out, bool async);
+int do_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg);
+int do_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1, int32_t kout);
+int do_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
+                 int32_t with_norm, int32_t out, bool async);
+
+} // namespace pkc_kry
+
+#endif /* PK_CUDA_KRY_CUH */

@@ -1,0 +1,366 @@
+/**
+ * @file pk_cuda_scalar.cuh
+ * @brief The scalar steps of CG and pipelined CG on the device (pk_cuda.h): the fixed-order sums of the
+ *        partial slots and the recurrences of cg.c (kry_scalar_pcg.h), run by the one-block kernels (pk_cuda_steps.cu,
+ *        k_scalar) or folded into the step kernels that follow them (step_scalars: pk_cuda_steps.cu,
+ *        pk_cuda_precond.cu). See pk_cuda_dev.cuh for the overview.
+ */
+#ifndef PK_CUDA_SCALAR_CUH
+#define PK_CUDA_SCALAR_CUH
+
+#include "pk_cuda_dev.cuh"
+
+namespace {
+
+/* ---- the scalar steps (pk_cuda.h), run by one block or folded into every block of a step -------- */
+
+/** Which scalar step a step kernel runs first (template argument FOLD). */
+enum { FOLD_NONE = 0, FOLD_CG_SIGMA = 1, FOLD_CG_RHO = 2, FOLD_PIPE = 3, FOLD_PIPE_RR = 4 };
+/* FOLD_PIPE_RR: pipelined CG's scalar step with the automatic residual replacement's rule (pk_rr.h), a
+   separate instantiation so that the kernels of every other setting carry none of its code (with it the
+   folded pipelined CG kernels of the thin shell 32^3 took 9.3 us an iteration instead of 7.5, H100) */
+
+/** Values a scalar step sums per slot (NV), and the values a slot holds (S: with the automatic residual
+ *  replacement pipelined CG's slots also hold its norms, summed by the writer only, see step_scalars; without
+ *  it they hold the three dots, as the update writes them then). */
+template <int FOLD> struct FoldNV {
+  static constexpr int NV = FOLD == FOLD_CG_SIGMA ? 1 : FOLD == FOLD_CG_RHO ? 2 : 3;
+  static constexpr int S = FOLD == FOLD_PIPE_RR ? PK_RR_NV : NV;
+};
+
+/**
+ * What a step kernel gets of the solver state, by value. FOLD_NONE: st is read (NULL: always run,
+ * alpha = beta = 0). Folded: every block runs the scalar step on st and part (nb slots) and block 0 writes
+ * the result to out (and the history entry to hist).
+ */
+struct StepIn {
+  const pk_cuda_state *st;
+  pk_cuda_state *out;
+  const double *part;
+  int64_t nb;
+  double *hist;
+};
+
+/** StepIn of an unfolded kernel. */
+StepIn step_in(const pk_cuda_state *st) {
+  StepIn in = {};
+  in.st = st;
+  return in;
+}
+
+/** StepIn of a folded kernel. */
+StepIn step_in(const pk_cuda_fold *f) {
+  StepIn in = {};
+  in.st = f->in;
+  in.out = f->out;
+  in.part = f->part;
+  in.nb = f->nblocks;
+  in.hist = f->hist;
+  return in;
+}
+
+/** Lanes of the fixed summation order of the scalar steps (pk_cuda.h). */
+constexpr int PKC_SUM_LANES = 256;
+
+/**
+ * Sums of NV values over nb slots in the fixed order of pk_cuda.h, by one warp (no block barrier: every
+ * warp of a folded kernel computes the same sums itself): lane l holds the 8 summation lanes l + 32 c,
+ * each adding its slots l + 32 c, l + 32 c + 256, ... in order (8 independent chains, so the loads overlap);
+ * the tree levels 128, 64, 32 combine chains inside the lane, 16 ... 1 go through shuffles; every lane gets
+ * the sums. Called by all 32 lanes of the warp.
+ */
+template <int NV, int S = NV>
+__device__ __forceinline__ void warp_sums(const double *__restrict__ part, int64_t nb, double (&v)[NV]) {
+  constexpr int C = PKC_SUM_LANES / 32;
+  const int lane = threadIdx.x & 31;
+  double acc[C][NV];
+#pragma unroll
+  for (int c = 0; c < C; c++)
+#pragma unroll
+    for (int j = 0; j < NV; j++) acc[c][j] = 0.0;
+  for (int64_t b0 = lane; b0 < nb; b0 += PKC_SUM_LANES)
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+      const int64_t b = b0 + 32 * c;
+      if (b < nb)
+#pragma unroll
+        for (int j = 0; j < NV; j++) acc[c][j] += part[b * S + j];
+    }
+#pragma unroll
+  for (int h = C / 2; h >= 1; h >>= 1) /* levels 128, 64, 32: lane l + 32 c += lane l + 32 (c + h) */
+#pragma unroll
+    for (int c = 0; c < h; c++)
+#pragma unroll
+      for (int j = 0; j < NV; j++) acc[c][j] += acc[c + h][j];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int j = 0; j < NV; j++) acc[0][j] += __shfl_down_sync(0xffffffffu, acc[0][j], o);
+#pragma unroll
+  for (int j = 0; j < NV; j++) v[j] = __shfl_sync(0xffffffffu, acc[0][j], 0);
+}
+
+/**
+ * The same sums by a block of PKC_SUM_LANES threads (the one-block scalar kernels: many slots, one load
+ * chain per thread): thread t is lane t; levels 128, 64, 32 through shared memory, 16 ... 1 through
+ * shuffles in warp 0, whose lanes get the sums (the other warps' v is unset).
+ */
+template <int NV, int S = NV>
+__device__ __forceinline__ void block_sums(const double *__restrict__ part, int64_t nb, double (&v)[NV]) {
+  __shared__ double sh[NV][PKC_SUM_LANES];
+  const int t = threadIdx.x;
+  double acc[NV];
+#pragma unroll
+  for (int j = 0; j < NV; j++) acc[j] = 0.0;
+  for (int64_t b = t; b < nb; b += PKC_SUM_LANES)
+#pragma unroll
+    for (int j = 0; j < NV; j++) acc[j] += part[b * S + j];
+#pragma unroll
+  for (int j = 0; j < NV; j++) sh[j][t] = acc[j];
+  __syncthreads();
+  for (int o = PKC_SUM_LANES / 2; o >= 32; o >>= 1) {
+    if (t < o)
+#pragma unroll
+      for (int j = 0; j < NV; j++) sh[j][t] += sh[j][t + o];
+    __syncthreads();
+  }
+  if (t < 32) {
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+      double x = sh[j][t];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
+      v[j] = x;
+    }
+  }
+}
+
+/** Sign bookkeeping as pk_ks_sign_ok (kry_scalar_cg.h): v finite, nonzero, of the sign fixed by the first value. */
+__device__ __forceinline__ bool sign_ok(double v, double &sign) {
+  if (!isfinite(v) || v == 0.0) return false;
+  const double sg = v > 0 ? 1.0 : -1.0;
+  if (sign == 0.0) sign = sg;
+  return sg == sign;
+}
+
+/** The stopping test of a recurrence residual: rr (its sum of squares) and rnorm = sqrt(rr) (pk_cuda.h). */
+__device__ __forceinline__ bool converged_rr(const pk_cuda_state &s, double rr, double rnorm) {
+  return s.recur ? rr < s.tol * s.tol || rr == 0.0 : rnorm <= s.tol;
+}
+
+/** Minimum-residual bookkeeping of iterate it with sum rr: reset (a (re)start) keeps it unconditionally. */
+__device__ __forceinline__ void track_min(pk_cuda_state &s, double rr, int reset) {
+  s.improved = 0;
+  if (!s.min_on) return;
+  if (reset || rr < s.min_rr) {
+    s.min_rr = rr;
+    s.min_it = s.it;
+    s.improved = 1;
+  }
+}
+
+/** CG after the operator loop (cg.c): sigma = (p, A p) sign check, alpha = rho / sigma. */
+__device__ __forceinline__ void cg_sigma_update(pk_cuda_state &s, double sigma) {
+  if (s.status != PK_ST_RUNNING) return;
+  if (!sign_ok(sigma, s.sigma_sign)) {
+    s.status = isfinite(sigma) ? PK_ST_BREAKDOWN_MATRIX : PK_ST_NAN;
+    s.breakdown_it = s.it + 1;
+    return;
+  }
+  s.sigma = sigma;
+  s.alpha = s.rho / sigma;
+}
+
+/** CG after the preconditioner loop (cg.c), rz = (r, z), rr = (r, r); hist: NULL = not recorded. */
+__device__ __forceinline__ void cg_rho_update(pk_cuda_state &s, double rz, double rr, double *hist,
+                                              int init) {
+  if (s.status != PK_ST_RUNNING) return;
+  if (!isfinite(rz) || !isfinite(rr)) {
+    s.status = PK_ST_NAN;
+    s.breakdown_it = s.it + 1;
+    return;
+  }
+  const double rnorm = sqrt(rr);
+  s.rnorm = rnorm;
+  s.rr = rr;
+  if (init) { /* r = b - A x, z = M^-1 r of a (re)start */
+    s.rho = rz;
+    if (s.it == 0) {
+      if (hist) hist[0] = rnorm;
+      if (converged_rr(s, rr, rnorm)) {
+        s.status = PK_ST_CONVERGED;
+        return;
+      }
+      if (s.maxit == 0) {
+        s.status = PK_ST_MAXIT;
+        return;
+      }
+    }
+    track_min(s, rr, 1);
+    if (!sign_ok(rz, s.rho_sign)) {
+      s.status = PK_ST_BREAKDOWN_PRECOND;
+      s.breakdown_it = s.it + 1;
+    }
+    return;
+  }
+  const int it = ++s.it; /* x_it = x + alpha p is due (the operator loop or the host applies it) */
+  if (hist) hist[it] = rnorm;
+  track_min(s, rr, 0); /* every iterate, the last included (a stopped state copies nothing) */
+  if (converged_rr(s, rr, rnorm)) {
+    s.status = PK_ST_CONVERGED;
+    return;
+  }
+  if (!sign_ok(rz, s.rho_sign)) {
+    s.status = PK_ST_BREAKDOWN_PRECOND;
+    s.breakdown_it = it + 1;
+    return;
+  }
+  if (it >= s.maxit) {
+    s.status = PK_ST_MAXIT;
+    return;
+  }
+  s.beta = rz / s.rho;
+  s.rho = rz;
+}
+
+/** The automatic residual replacement's step (pk_rr.h) on est, the caller's copy of *s.repl: 1 when the
+ *  vectors must be replaced now (before the iteration cap). Not inlined: the folded kernels that carry it
+ *  run it in one block only. */
+__device__ __noinline__ int rr_decide(const pk_cuda_state &s, pk_rr_est &est, double gamma, double delta,
+                                      double rr, const double *norms) {
+  const double v[PK_RR_NV] = {gamma, delta, rr, norms[0], norms[1], norms[2], norms[3]};
+  return pk_rr_step(&est, v, s.alpha_old, s.beta) && s.it < s.maxit;
+}
+
+/** Pipelined CG (pk_pipecg_solve in cg.c): gamma = (r, u), delta = (w, u), rr = (r, r); norms: the other four sums of
+ *  the slots (x, x), (p, p), (u, u), (q, q) for the automatic residual replacement, est: the caller's copy of
+ *  its estimate *s.repl, updated (the caller writes it back, once); both NULL where they were not summed (the
+ *  blocks of a folded kernel that do not write the state); hist: NULL = not recorded. */
+__device__ __forceinline__ void pipe_update(pk_cuda_state &s, double gamma, double delta, double rr,
+                                            const double *norms, pk_rr_est *est, double *hist) {
+  if (s.status != PK_ST_RUNNING) return;
+  const double rnorm = sqrt(rr);
+  if (!isfinite(gamma) || !isfinite(delta) || !isfinite(rnorm)) {
+    s.status = PK_ST_NAN;
+    s.breakdown_it = s.it + 1;
+    return;
+  }
+  if (est && norms && rr_decide(s, *est, gamma, delta, rr, norms)) { /* the host replaces; nothing else changes */
+    s.status = PK_ST_REPLACE;
+    return;
+  }
+  s.rnorm = rnorm;
+  s.rr = rr;
+  track_min(s, rr, s.first); /* x is iterate it (a (re)start keeps its x; a stopped state copies nothing) */
+  if ((s.it == 0 && s.first) || !s.first) { /* a restart (first, it > 0) records nothing */
+    if (hist) hist[s.it] = rnorm;
+    if (converged_rr(s, rr, rnorm)) {
+      s.status = PK_ST_CONVERGED;
+      return;
+    }
+  }
+  if (s.it >= s.maxit) {
+    s.status = PK_ST_MAXIT;
+    return;
+  }
+  if (!sign_ok(gamma, s.rho_sign)) {
+    s.status = PK_ST_BREAKDOWN_PRECOND;
+    s.breakdown_it = s.it + 1;
+    return;
+  }
+  /* sigma = (p, A p) = delta - beta gamma / alpha_old */
+  const double beta = s.first ? 0.0 : gamma / s.rho_old;
+  const double sigma = s.first ? delta : delta - beta * gamma / s.alpha_old;
+  s.beta = beta;
+  s.delta = delta;
+  s.rho = gamma;
+  s.sigma = sigma;
+  if (!sign_ok(sigma, s.sigma_sign)) {
+    s.status = (!s.first && isfinite(sigma)) ? PK_ST_SUSPECT
+               : isfinite(sigma)             ? PK_ST_BREAKDOWN_MATRIX
+                                             : PK_ST_NAN;
+    s.breakdown_it = s.it + 1;
+    return;
+  }
+  s.alpha = gamma / sigma;
+  s.rho_old = gamma;
+  s.alpha_old = s.alpha;
+  s.first = 0;
+  s.it++; /* the fused step that follows completes this iteration */
+}
+
+/** The scalar step FOLD on s with the sums v (and pipelined CG's norms and a copy of the replacement
+ *  estimate, or NULL); hist: the writer's history (NULL: none). */
+template <int FOLD>
+__device__ __forceinline__ void scalar_update(pk_cuda_state &s, const double (&v)[FoldNV<FOLD>::NV],
+                                              const double *norms, pk_rr_est *est, double *hist, int init) {
+  if constexpr (FOLD == FOLD_CG_SIGMA)
+    cg_sigma_update(s, v[0]);
+  else if constexpr (FOLD == FOLD_CG_RHO)
+    cg_rho_update(s, v[0], v[1], hist, init);
+  else
+    pipe_update(s, v[0], v[1], v[2], norms, est, hist);
+}
+
+/**
+ * The scalars a step kernel uses, after step_wait(); false = the solve has stopped (the kernel returns).
+ * FOLD_NONE: read from in.st. Folded: every thread runs the scalar step on its own copy of the state (the
+ * sums by warp_sums, so every warp of every block gets bitwise the same), thread 0 of block 0 writes the
+ * new state to in.out and the history entry; called by every thread of the block (whole warps).
+ */
+template <int FOLD>
+__device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, double &beta) {
+  if constexpr (FOLD == FOLD_NONE) {
+    if (!in.st) {
+      alpha = beta = 0.0;
+      return true;
+    }
+    if (in.st->status != PK_ST_RUNNING) return false;
+    alpha = in.st->alpha;
+    beta = in.st->beta;
+    return true;
+  } else {
+    pk_cuda_state s = *in.st;
+    double v[FoldNV<FOLD>::NV];
+    warp_sums<FoldNV<FOLD>::NV, FoldNV<FOLD>::S>(in.part, in.nb, v);
+    const bool writer = blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0;
+    if constexpr (FOLD == FOLD_PIPE_RR) {
+      /* the automatic residual replacement: only the writer's block sums the norms and runs the rule (every
+         warp of it, so that its threads agree: the kernels synchronise inside a block), each thread on its
+         own copy of the estimate read before any is written back (one writer after a barrier: threads
+         updating *s.repl in place raced, and the decisions then depended on the warps' timing); a REPLACE it writes
+         stops the next kernels, and the other blocks, which read 3 of the slots' 7 values, only fill their
+         part of m = M^-1 w, which the replacement makes the next iteration compute again */
+      double norms[4];
+      pk_rr_est est;
+      const bool with_norms = s.repl && blockIdx.x == 0 && blockIdx.y == 0; /* (block-uniform) */
+      if (with_norms) {
+        est = *s.repl; /* every thread its own copy, the writer writes it back after all have read */
+        /* one value at a time (the same order, so the same sums): 8 chains of 4 values would take 64
+           registers in every folded kernel */
+#pragma unroll 1
+        for (int j = 0; j < 4; j++) {
+          double t[1];
+          warp_sums<1, PK_RR_NV>(in.part + PK_RR_NV_BASE + j, in.nb, t);
+          norms[j] = t[0];
+        }
+      }
+      scalar_update<FOLD>(s, v, with_norms ? norms : nullptr, with_norms ? &est : nullptr,
+                          writer ? in.hist : nullptr, 0);
+      if (with_norms) { /* (block-uniform: every thread of the block is here) */
+        __syncthreads();
+        if (writer) *s.repl = est;
+      }
+    } else {
+      scalar_update<FOLD>(s, v, nullptr, nullptr, writer ? in.hist : nullptr, 0);
+    }
+    if (writer) *in.out = s;
+    alpha = s.alpha;
+    beta = s.beta;
+    return s.status == PK_ST_RUNNING;
+  }
+}
+
+} // namespace
+
+#endif /* PK_CUDA_SCALAR_CUH */
