@@ -243,14 +243,7 @@ cudaError_t alloc_common(DistDev *d, cudaStream_t st) {
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->arrived, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->fork, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->join, cudaEventDisableTiming);
-  /* the highest priority: the block scheduler starts the pack, the NCCL sends and receives, the unpack, the
-     gathered sums and the tile-edge update on it as soon as an SM frees up, instead of after the last
-     pending block of the interior update that fills the GPU meanwhile (H100, 4 ranks, grid stencil 2 x 2
-     tiles per rank, pipelined CG: the halos arrived after the interior update, 8 us later, and the edge
-     update followed, 35 us, so neither overlapped) */
-  int prio_least = 0, prio_greatest = 0;
-  if (e == cudaSuccess) e = cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest);
-  if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&d->copy, cudaStreamNonBlocking, prio_greatest);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking);
   return e;
 }
 
