@@ -12,6 +12,7 @@
  * White-box: links the internal static library. The contract is "the results of the two calls", vectors
  * and sums bitwise, on every backend, whether the backend fuses or the front end composes.
  */
+#include <math.h>
 #include <string.h>
 
 #include "pk_kry.h"
@@ -124,14 +125,15 @@ static pk_kupd mk(pk_vid y, pk_coef cy, int nt, const pk_vid *x, const pk_coef *
 /**
  * One comparison: the same start vectors, then (fused 0) apply + update or (fused 1) the fused op; the
  * work vectors and S[20..20+npairs) into out_v (NW * n) and out_s. pc: the preconditioner instead of A.
- * The update reads y = w1 (the product), writes w2, w3 and w5 (w5 = 0*w5 + ...: NaN there is never read).
+ * The update reads y = w1 (the product), writes w2, w3 and w5; w5 (written with cy = 0) and w6 (a term with
+ * the coefficient 0) hold NaN, which must not be read.
  */
 static int run_once(setup *T, int pc, int fused, int nupd, int npairs, double *out_v, double *out_s) {
   const int64_t n = T->n;
   uint64_t seed = 1234 + (uint64_t)n;
   double *v = malloc(sizeof(double) * (size_t)n);
   for (int k = 0; k < NW; k++) {
-    for (int64_t i = 0; i < n; i++) v[i] = k == 5 ? NAN : pk_test_rand(&seed) - 0.25;
+    for (int64_t i = 0; i < n; i++) v[i] = k == 5 || k == 6 ? NAN : pk_test_rand(&seed) - 0.25;
     if (put(T, W + k, v)) return 1;
   }
   free(v);
@@ -177,7 +179,15 @@ static int compare(int op, int32_t n, int jacobi) {
       PK_EXPECT(memcmp(sa, sb, sizeof sa) == 0, "op %d n %lld jacobi %d pc %d nupd %d npairs %d: sums", op,
                 (long long)T.n, jacobi, pc, shapes[k][0], shapes[k][1]);
       if (shapes[k][1] > 0) /* the sums were taken (w1 = A w0 or M^-1 w0 is finite and not all 0) */
-        PK_EXPECT(sa[0] != 0.0 && sa[0] == sa[0], "op %d pc %d: (w1, w2) = %g", op, pc, sa[0]);
+        PK_EXPECT(sa[0] != 0.0, "op %d pc %d: (w1, w2) = %g", op, pc, sa[0]);
+      for (int j = 0; j < shapes[k][1]; j++) /* the NaN of w5 (cy = 0) and w6 (coefficient 0) not read */
+        PK_EXPECT(isfinite(sa[j]), "op %d pc %d nupd %d: sum %d = %g", op, pc, shapes[k][0], j, sa[j]);
+      for (int64_t i = 2 * T.n; i < 4 * T.n; i++) /* w2, w3 */
+        if (!isfinite(a[i])) {
+          PK_EXPECT(0, "op %d pc %d nupd %d: w%d[%lld] = %g", op, pc, shapes[k][0], (int)(i / T.n),
+                    (long long)(i % T.n), a[i]);
+          break;
+        }
     }
   free(a), free(b);
   free_setup(&T);
