@@ -820,4 +820,5 @@ extern "C" const pk_kry_backend pk_kry_cuda_backend = {
     kd_create,  kd_destroy,  kd_bind,   kd_unbind,     kd_copy,       kd_first_nonfinite, kd_matvec,
     kd_precond, kd_residual, kd_update, kd_block_dots, kd_basis_dots, kd_basis_axpy,      kd_basis_gemm,
     kd_scalar,  kd_wait,     kd_get,    kd_set,        kd_sync,       kd_basis_axpy_dots, kd_block_begin,
-    kd_block_end};
+    kd_block_end}; /* cg_*: CG keeps its own driver here; matvec_update, precond_update: the front end
+                      composes matvec / precond and update (a fused kernel must keep k_update's slots) */

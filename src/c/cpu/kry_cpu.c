@@ -561,4 +561,6 @@ const pk_kry_backend pk_kry_cpu_backend = {
     NULL /* basis_axpy_dots: the front end runs basis_axpy, then basis_dots */,
     NULL /* block_begin: blocks are a CUDA matter */,
     NULL /* block_end */,
-    cpu_cg_precond, cpu_cg_operator, cpu_pipecg_update};
+    cpu_cg_precond, cpu_cg_operator, cpu_pipecg_update,
+    NULL /* matvec_update: the front end runs matvec, then update */,
+    NULL /* precond_update: precond, then update */};

@@ -12,7 +12,8 @@
  *                                                              -> convergence test; beta
  *   p = beta p + r - beta omega v
  *
- * (three global reductions, each after the pass that produces its vectors). Breakdowns: (r0*, v) = 0 is
+ * (three global reductions, each after the pass that produces its vectors; the products A p^ and A s^ with
+ * the sums after them are one pk_kry_matvec_update each, which a backend may run as one pass). Breakdowns: (r0*, v) = 0 is
  * PKRYLOV_DIVERGED_BREAKDOWN_SHADOW, (t, t) = 0 or omega = 0 PKRYLOV_DIVERGED_BREAKDOWN_OMEGA (x then stays
  * the previous iterate), (r0*, r) = 0 with r not converged PKRYLOV_DIVERGED_BREAKDOWN_RHO (reported for the
  * next iteration, which cannot be formed), a NaN or Inf in any reduction PKRYLOV_DIVERGED_NAN. The steps
@@ -65,9 +66,8 @@ static int bcg_iter(pk_kry_run *R, pkrylov_result *res, int32_t k) {
   pkrylov_solver s = R->s;
   /* p^ = M^-1 p; v = A p^; (r0*, v) */
   PK_CALL(pk_kry_precond(E, BV_P, BV_PH));
-  PK_CALL(pk_kry_matvec(E, BV_PH, BV_V));
   pk_kpair pr[2] = {pair(BV_RS, BV_V)};
-  PK_CALL(pk_kry_update(E, 0, NULL, 1, pr, PK_BS_SIG, 0));
+  PK_CALL(pk_kry_matvec_update(E, BV_PH, BV_V, 0, NULL, 1, pr, PK_BS_SIG, 0));
   PK_CALL(pk_kry_scalar(E, PK_KSS_BCG_ALPHA, k));
   /* s = r - alpha v; (s, s) */
   {
@@ -80,10 +80,9 @@ static int bcg_iter(pk_kry_run *R, pkrylov_result *res, int32_t k) {
   PK_CALL(pk_kry_scalar(E, PK_KSS_BCG_SCHECK, k));
   /* s^ = M^-1 s; t = A s^; (t, s), (t, t) */
   PK_CALL(pk_kry_precond(E, BV_S, BV_SH));
-  PK_CALL(pk_kry_matvec(E, BV_SH, BV_T));
   pr[0] = pair(BV_T, BV_S);
   pr[1] = pair(BV_T, BV_T);
-  PK_CALL(pk_kry_update(E, 0, NULL, 2, pr, PK_BS_TS, 0));
+  PK_CALL(pk_kry_matvec_update(E, BV_SH, BV_T, 0, NULL, 2, pr, PK_BS_TS, 0));
   PK_CALL(pk_kry_scalar(E, PK_KSS_BCG_OMEGA, k));
   /* x += alpha p^ + omega s^; r = s - omega t; (r0*, r), (r, r) */
   const pk_vid xx[2] = {BV_PH, BV_SH};

@@ -81,12 +81,11 @@ static int update_x(pk_kry_run *R, int m, int k) {
     return pk_kry_basis_axpy(E, PK_KV_X, pk_c(PK_S_ONE), m + 1, k, o.y, 0);
   if (!R->s->M) return pk_kry_basis_axpy(E, PK_KV_X, pk_c(PK_S_ONE), 0, k, o.y, 0);
   PK_CALL(pk_kry_basis_axpy(E, W_T, pk_c(PK_S_ZERO), 0, k, o.y, 0));
-  PK_CALL(pk_kry_precond(E, W_T, W_Z));
   pk_kupd u = upd_scale(PK_KV_X, PK_S_ONE);
   u.nterms = 1;
   u.x[0] = W_Z;
   u.c[0] = pk_c(PK_S_ONE);
-  return pk_kry_update(E, 1, &u, 0, NULL, 0, 0);
+  return pk_kry_precond_update(E, W_T, W_Z, 1, &u, 0, NULL, 0, 0); /* W_Z = M^-1 W_T; x += W_Z */
 }
 
 /** Queue iteration j of a GMRES / FGMRES cycle (CGS2). */

@@ -189,31 +189,71 @@ int pk_kry_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   return E->be->residual(E, x, r, out);
 }
 
-int pk_kry_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs,
-                  int32_t out, int32_t flags) {
-  if (!E) return KRY_BAD(E, __func__, "engine is NULL");
+/** The arguments of pk_kry_update (and of the update part of pk_kry_matvec_update); func names the caller. */
+static int check_update(pk_kry *E, const char *func, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                        const pk_kpair *pairs, int32_t out, int32_t flags) {
+  if (!E) return KRY_BAD(E, func, "engine is NULL");
   if (nupd < 0 || nupd > PK_KRY_MAXUPD || (nupd > 0 && !u))
-    return KRY_BAD(E, __func__, "nupd = %d outside 0..%d (or u NULL)", nupd, PK_KRY_MAXUPD);
+    return KRY_BAD(E, func, "nupd = %d outside 0..%d (or u NULL)", nupd, PK_KRY_MAXUPD);
   if (npairs < 0 || npairs > PK_KRY_MAXPAIRS || (npairs > 0 && !pairs))
-    return KRY_BAD(E, __func__, "npairs = %d outside 0..%d (or pairs NULL)", npairs, PK_KRY_MAXPAIRS);
-  PK_CALL(check_flags(E, __func__, flags));
+    return KRY_BAD(E, func, "npairs = %d outside 0..%d (or pairs NULL)", npairs, PK_KRY_MAXPAIRS);
+  PK_CALL(check_flags(E, func, flags));
   for (int k = 0; k < nupd; k++) {
-    PK_CALL(check_vid(E, __func__, "u[k].y", u[k].y, 1));
-    PK_CALL(check_coef(E, __func__, u[k].cy));
+    PK_CALL(check_vid(E, func, "u[k].y", u[k].y, 1));
+    PK_CALL(check_coef(E, func, u[k].cy));
     if (u[k].nterms < 0 || u[k].nterms > PK_KRY_MAXTERMS)
-      return KRY_BAD(E, __func__, "u[%d].nterms = %d outside 0..%d", k, u[k].nterms, PK_KRY_MAXTERMS);
+      return KRY_BAD(E, func, "u[%d].nterms = %d outside 0..%d", k, u[k].nterms, PK_KRY_MAXTERMS);
     for (int t = 0; t < u[k].nterms; t++) {
-      PK_CALL(check_vid(E, __func__, "u[k].x[t]", u[k].x[t], 0));
-      PK_CALL(check_coef(E, __func__, u[k].c[t]));
+      PK_CALL(check_vid(E, func, "u[k].x[t]", u[k].x[t], 0));
+      PK_CALL(check_coef(E, func, u[k].c[t]));
     }
   }
   for (int j = 0; j < npairs; j++) {
-    PK_CALL(check_vid(E, __func__, "pairs[j].a", pairs[j].a, 0));
-    PK_CALL(check_vid(E, __func__, "pairs[j].b", pairs[j].b, 0));
+    PK_CALL(check_vid(E, func, "pairs[j].a", pairs[j].a, 0));
+    PK_CALL(check_vid(E, func, "pairs[j].b", pairs[j].b, 0));
   }
-  if (npairs > 0) PK_CALL(check_range(E, __func__, "out", out, npairs));
+  if (npairs > 0) PK_CALL(check_range(E, func, "out", out, npairs));
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_kry_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs,
+                  int32_t out, int32_t flags) {
+  PK_CALL(check_update(E, __func__, nupd, u, npairs, pairs, out, flags));
   if (nupd == 0 && npairs == 0) return PKRYLOV_SUCCESS;
   return E->be->update(E, nupd, u, npairs, pairs, out, flags);
+}
+
+/**
+ * pk_kry_matvec_update (pc 0) and pk_kry_precond_update (pc 1): y = A x or y = M^-1 x, then the update. The
+ * backend's fused entry when it has one, else the two calls (the same results by construction).
+ */
+static int apply_update(pk_kry *E, const char *func, int pc, pk_vid x, pk_vid y, int32_t nupd,
+                        const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out, int32_t flags) {
+  PK_CALL(check_vid(E, func, "x", x, 0));
+  PK_CALL(check_vid(E, func, "y", y, 1));
+  if (x == y) return KRY_BAD(E, func, "x and y are the same vector (%d)", x);
+  PK_CALL(check_update(E, func, nupd, u, npairs, pairs, out, flags));
+  /* a fused backend reads x (and its neighbours) while it writes the updated vectors: none of them may be x
+     (vector ids name distinct storage, so the id is the whole aliasing test) */
+  for (int k = 0; k < nupd; k++)
+    if (u[k].y == x) return KRY_BAD(E, func, "u[%d].y is the input x (%d) of the %s", k, x,
+                                    pc ? "preconditioner" : "operator");
+  int (*const fused)(pk_kry *, pk_vid, pk_vid, int32_t, const pk_kupd *, int32_t, const pk_kpair *, int32_t,
+                     int32_t) = pc ? E->be->precond_update : E->be->matvec_update;
+  if ((nupd > 0 || npairs > 0) && fused) return fused(E, x, y, nupd, u, npairs, pairs, out, flags);
+  PK_CALL(pc ? E->be->precond(E, x, y) : E->be->matvec(E, x, y));
+  if (nupd == 0 && npairs == 0) return PKRYLOV_SUCCESS;
+  return E->be->update(E, nupd, u, npairs, pairs, out, flags);
+}
+
+int pk_kry_matvec_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                         const pk_kpair *pairs, int32_t out, int32_t flags) {
+  return apply_update(E, __func__, 0, x, y, nupd, u, npairs, pairs, out, flags);
+}
+
+int pk_kry_precond_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                          const pk_kpair *pairs, int32_t out, int32_t flags) {
+  return apply_update(E, __func__, 1, x, y, nupd, u, npairs, pairs, out, flags);
 }
 
 int pk_kry_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,

@@ -168,6 +168,18 @@ int pk_kry_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out);
 int pk_kry_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs,
                   int32_t out, int32_t flags);
 /**
+ * Operator (preconditioner) application fused with the update that follows it: y = A x (pk_kry_matvec_update)
+ * or y = M^-1 x (pk_kry_precond_update), then pk_kry_update(E, nupd, u, npairs, pairs, out, flags), whose
+ * terms and pairs may read y. The results are those of the two calls: the vectors bitwise, and the sums
+ * bitwise too (a fused backend must form the partial sums in the slots and order of its update op, or take
+ * them by it). No update may write x (the application reads x, and its neighbours, while the updates are
+ * written). A backend without the fused entry (matvec_update / precond_update NULL) gets the two calls.
+ */
+int pk_kry_matvec_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                         const pk_kpair *pairs, int32_t out, int32_t flags);
+int pk_kry_precond_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                          const pk_kpair *pairs, int32_t out, int32_t flags);
+/**
  * Block inner products of basis vectors: S[out + i + ka*j] = (V_{a0+i}, V_{b0+j}) for i < ka, j < kb
  * (global sums). dd = 1: accumulated in double-double (products by an exact two-product, sums by
  * two-sum), stored as hi at S[out + 2*(i + ka*j)] and lo at S[out + 2*(i + ka*j) + 1].
@@ -453,6 +465,12 @@ typedef struct pk_kry_backend {
                      int32_t out, int32_t flags);
   int (*pipecg_update)(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums,
                        int32_t out, int32_t flags);
+  /* optional: an operator / preconditioner application fused with the update after it (NULL: the front end
+     runs matvec or precond, then update); called with nupd + npairs > 0 and the arguments checked */
+  int (*matvec_update)(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                       const pk_kpair *pairs, int32_t out, int32_t flags);
+  int (*precond_update)(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                        const pk_kpair *pairs, int32_t out, int32_t flags);
 } pk_kry_backend;
 
 extern const pk_kry_backend pk_kry_cpu_backend;
