@@ -729,6 +729,8 @@ PK_TEST_CASE(solves_match_cpu) {
     cudaMalloc((void **)&db, sizeof(double) * (size_t)n);
     cudaMalloc((void **)&dx, sizeof(double) * (size_t)n);
     cudaMemcpy(db, b, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice);
+    /* a pageable copy may return before its DMA ends; the library runs on its own non-blocking stream */
+    PK_REQUIRE(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize");
     for (size_t t = 0; t < sizeof kMethods / sizeof kMethods[0]; t++) {
       const int type = kMethods[t];
       pkrylov_result rc_, rg, rd;

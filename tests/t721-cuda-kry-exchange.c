@@ -145,6 +145,8 @@ PK_TEST_CASE(engine_matches_cpu) {
                 type, r2.iterations, rg.iterations, bitwise(n, x2, xg), calls2, calls1);
       /* b and x as device arrays, same solver: bitwise the host-array solve */
       PK_REQUIRE(cudaMemset(dx, 0, sizeof(double) * (size_t)n) == cudaSuccess, "zero dx");
+      /* the memset runs on the legacy stream, the library on its own non-blocking one: finish it first */
+      PK_REQUIRE(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize");
       PK_REQUIRE_OK(gpu, pkrylov_solver_solve(s, PKRYLOV_MEM_DEVICE, db, dx));
       PK_REQUIRE_OK(gpu, pkrylov_solver_get_result(s, &r2));
       PK_REQUIRE(cudaMemcpy(x2, dx, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost) == cudaSuccess,

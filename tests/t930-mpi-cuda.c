@@ -157,6 +157,9 @@ static int check_product(pkrylov_context ctx, pkrylov_operator Ad, pkrylov_opera
                     cudaMalloc((void **)&dy, sizeof(double) * n) == cudaSuccess,
                 "cudaMalloc");
       cudaMemcpy(dx, xl, sizeof(double) * n, cudaMemcpyHostToDevice);
+      /* the copies and memsets run on the legacy stream (a pageable copy may return before its DMA ends), the
+         library on its own non-blocking stream: finish them first, as the API asks of device arrays */
+      PK_EXPECT(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize");
       PK_REQUIRE_OK(ctx, pkrylov_operator_apply(Ad, PKRYLOV_MEM_DEVICE, dx, dy));
       cudaMemcpy(yl, dy, sizeof(double) * n, cudaMemcpyDeviceToHost);
       cudaFree(dx), cudaFree(dy);
@@ -381,7 +384,8 @@ static int solve_compare_ref(int32_t type, int32_t pct, int stencil, int nccl, i
         PK_EXPECT(cudaMalloc((void **)&db, sizeof(double) * n) == cudaSuccess &&
                       cudaMalloc((void **)&dx, sizeof(double) * n) == cudaSuccess &&
                       cudaMemcpy(db, b, sizeof(double) * n, cudaMemcpyHostToDevice) == cudaSuccess &&
-                      cudaMemset(dx, 0, sizeof(double) * n) == cudaSuccess,
+                      cudaMemset(dx, 0, sizeof(double) * n) == cudaSuccess &&
+                      cudaDeviceSynchronize() == cudaSuccess, /* legacy stream vs the library's own: finish */
                   "device arrays");
         PK_REQUIRE_OK(ctx, pkrylov_solver_solve(s, PKRYLOV_MEM_DEVICE, db, dx));
         PK_EXPECT(cudaMemcpy(x, dx, sizeof(double) * n, cudaMemcpyDeviceToHost) == cudaSuccess, "copy x");
