@@ -31,6 +31,8 @@
  *  - scalar steps: a <<<1, 1>>> kernel calling pk_kry_scalar_step (kry_scalar.h).
  *  - basis_axpy_dots: one pass that updates y and accumulates (V_j, y) and (y, y) of the new values, the
  *    basis values of an element held in registers (k <= 32; more: the two kernels).
+ *  - matvec_update on CSR operators: the engine's CSR kernel with an action running the update's per-row
+ *    body and sums on the update's grid and slots (pk_cuda_kry_fused.cu); other operators: two records.
  * The operator products, preconditioner applications and residuals use the launchers of pk_cuda_op.cu and
  * pk_cuda_precond.cu (every operator and preconditioner type they support). User-callback operators and
  * preconditioners: the stream is synchronised and the routine called with device pointers of the engine's
@@ -58,7 +60,7 @@
  *
  * Blocks (pk_kry_block_begin/end): the operations of a block are recorded and replayed as a CUDA graph when
  * the same sequence comes again (see "operations" below). The solver's options, read at create:
- * kry.graph=0 (no graphs), kry.fuse=0 (basis_axpy_dots as two kernels), kry.profile=1
+ * kry.graph=0 (no graphs), kry.fuse=0 (basis_axpy_dots and matvec_update as two kernels each), kry.profile=1
  * (every operation timed with events and a synchronisation; a summary on stderr when the engine is freed;
  * no graphs).
  *
