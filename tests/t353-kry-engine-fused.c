@@ -61,13 +61,45 @@ static int make_csr(pkrylov_context ctx, int32_t n, pkrylov_operator *A) {
   return ierr;
 }
 
+/** An n x n symmetric tridiagonal CSR (symmetric DIA storage on CUDA). */
+static int make_csr_sym(pkrylov_context ctx, int32_t n, pkrylov_operator *A) {
+  int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int32_t) * (size_t)n * 3);
+  double *v = malloc(sizeof(double) * (size_t)n * 3);
+  int64_t k = 0;
+  rp[0] = 0;
+  for (int32_t i = 0; i < n; i++) {
+    for (int32_t j = i - 1; j <= i + 1; j++) {
+      if (j < 0 || j >= n) continue;
+      const int32_t m = j < i ? j : i; /* the pair's value from its smaller index: A[i][j] = A[j][i] */
+      ci[k] = j;
+      v[k++] = j == i ? 4.0 + 0.001 * (i % 97) : -0.5 - 0.003 * (m % 89);
+    }
+    rp[i + 1] = (int32_t)k;
+  }
+  int ierr = pkrylov_operator_create_csr(ctx, n, 0, rp, ci, v, A);
+  free(rp), free(ci), free(v);
+  return ierr;
+}
+
+/* CUDA variants of the CSR cases (options of the context / solver, set by make_setup): the device storage
+   (cuda.csr_format: NULL auto, which is DIA for make_csr's 5 offsets; "csr" plain rows), the lanes per row
+   (cuda.csr_lanes: NULL auto, "4" the vector kernel), fp32 operator coefficients (PKRYLOV_PRECISION_MIXED),
+   reproducible sums */
+static const char *g_fmt, *g_lanes;
+static int g_mixed, g_repro;
+
 /** op: 0 CSR (n values), 1 convection-diffusion stencil (nx = n / 30, 5 x 6 columns), 2 the CSR through a
- *  user callback; jacobi: a Jacobi preconditioner. */
+ *  user callback, 3 a symmetric tridiagonal CSR; jacobi: a Jacobi preconditioner. */
 static int make_setup(int op, int32_t n, int jacobi, setup *T) {
   memset(T, 0, sizeof *T);
   if (pk_test_context_create(&T->ctx)) return 1;
   pkrylov_context_set_num_threads(T->ctx, 2);
-  if (op == 1) {
+  if (g_fmt && pkrylov_context_set_option(T->ctx, "cuda.csr_format", g_fmt)) return 1;
+  if (g_lanes && pkrylov_context_set_option(T->ctx, "cuda.csr_lanes", g_lanes)) return 1;
+  if (g_repro && pkrylov_context_set_reproducible(T->ctx, 1)) return 1;
+  if (op == 3) {
+    if (make_csr_sym(T->ctx, n, &T->A)) return 1;
+  } else if (op == 1) {
     const double wind[3] = {1.5, -0.75, 2.0};
     if (pkrylov_operator_create_convdiff(T->ctx, n / 30, 5, 6, wind, 3.0, &T->A)) return 1;
     n = (n / 30) * 30;
@@ -83,6 +115,7 @@ static int make_setup(int op, int32_t n, int jacobi, setup *T) {
   if (jacobi && pkrylov_precond_create(T->ctx, T->A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &T->M))
     return 1;
   if (pkrylov_solver_create(T->ctx, PKRYLOV_SOLVER_BICGSTAB, A, T->M, &T->s)) return 1;
+  if (g_mixed && pkrylov_solver_set_precision(T->s, PKRYLOV_PRECISION_MIXED)) return 1;
   if (pk_kry_create(T->s, NW, 0, NS, &T->E)) return 1;
   T->b = malloc(sizeof(double) * (size_t)n);
   T->x = malloc(sizeof(double) * (size_t)n);
@@ -148,13 +181,36 @@ static int run_once(setup *T, int pc, int fused, int nupd, int npairs, double *o
                         mk(W + 3, pk_c(PK_S_ZERO), 2, x1, c1), /* w3 = w2 (new) - S15 A w0 */
                         mk(W + 5, pk_c(PK_S_ZERO), 2, x2, c2)}; /* w5 = S14 w3 (new) + S12 w7 */
   const pk_kpair pr[5] = {{W + 1, W + 2}, {W + 3, W + 3}, {W + 0, W + 1}, {W + 5, W + 1}, {W + 1, W + 1}};
+  /* nupd == PK_KRY_MAXUPD: the limits, PK_KRY_MAXUPD updates of PK_KRY_MAXTERMS terms (w2, w3, w4 written
+     in turn, reading the product w1, x = w0 and the new values; zero coefficients S13 and cy = 0 among
+     them; w5, w6 not read) and PK_KRY_MAXPAIRS pairs */
+  pk_kupd uf[PK_KRY_MAXUPD];
+  pk_kpair pf[PK_KRY_MAXPAIRS];
+  const pk_kupd *ul = u;
+  const pk_kpair *pl = pr;
+  if (nupd == PK_KRY_MAXUPD) {
+    static const pk_vid src[6] = {W + 1, W + 7, W + 0, W + 2, W + 3, W + 4};
+    for (int k = 0; k < PK_KRY_MAXUPD; k++) {
+      pk_vid xs[PK_KRY_MAXTERMS];
+      pk_coef cs[PK_KRY_MAXTERMS];
+      for (int t = 0; t < PK_KRY_MAXTERMS; t++) {
+        xs[t] = src[(t + k) % 6];
+        cs[t] = (t + k) % 5 == 0 ? pk_cneg(10 + (t + 2 * k) % 6) : pk_c(10 + (t + k) % 6);
+      }
+      uf[k] = mk(W + 2 + k % 3, k % 4 == 0 ? pk_c(PK_S_ZERO) : pk_c(10 + (k + 5) % 6), PK_KRY_MAXTERMS, xs, cs);
+    }
+    static const pk_vid pa[8] = {W + 1, W + 2, W + 3, W + 4, W + 0, W + 7, W + 2, W + 4},
+                        pb[8] = {W + 2, W + 2, W + 1, W + 3, W + 1, W + 4, W + 7, W + 4};
+    for (int j = 0; j < PK_KRY_MAXPAIRS; j++) pf[j].a = pa[j % 8], pf[j].b = pb[j % 8];
+    ul = uf, pl = pf;
+  }
   int ierr;
   if (fused)
-    ierr = pc ? pk_kry_precond_update(T->E, W + 0, W + 1, nupd, u, npairs, pr, 20, 0)
-              : pk_kry_matvec_update(T->E, W + 0, W + 1, nupd, u, npairs, pr, 20, 0);
+    ierr = pc ? pk_kry_precond_update(T->E, W + 0, W + 1, nupd, ul, npairs, pl, 20, 0)
+              : pk_kry_matvec_update(T->E, W + 0, W + 1, nupd, ul, npairs, pl, 20, 0);
   else {
     ierr = pc ? pk_kry_precond(T->E, W + 0, W + 1) : pk_kry_matvec(T->E, W + 0, W + 1);
-    if (!ierr) ierr = pk_kry_update(T->E, nupd, u, npairs, pr, 20, 0);
+    if (!ierr) ierr = pk_kry_update(T->E, nupd, ul, npairs, pl, 20, 0);
   }
   if (ierr) return ierr;
   for (int k = 0; k < NW; k++)
@@ -168,7 +224,8 @@ static int compare(int op, int32_t n, int jacobi) {
   PK_REQUIRE_OK(NULL, make_setup(op, n, jacobi, &T));
   const size_t nv = (size_t)NW * (size_t)T.n;
   double *a = malloc(sizeof(double) * nv), *b = malloc(sizeof(double) * nv);
-  static const int shapes[][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {3, 0}, {3, 5}, {2, 3}};
+  static const int shapes[][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {3, 0}, {3, 5}, {2, 3},
+                                  {PK_KRY_MAXUPD, PK_KRY_MAXPAIRS}};
   for (int pc = 0; pc < 2; pc++)
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
       double sa[8], sb[8];
@@ -198,6 +255,40 @@ PK_TEST_CASE(fused_csr) {
   static const int32_t sizes[] = {1, 7, 4097, 10001};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
     for (int jacobi = 0; jacobi < 2; jacobi++) PK_REQUIRE(compare(0, sizes[i], jacobi) == PK_PASS, "setup");
+  PK_TEST_END();
+}
+
+/* the CUDA engine fuses the CSR product with the update on k_update's grid (at most 1024 blocks of 256
+   threads, the operator's own launch up to 4096): sizes about that cap (262144 rows) and past it, where
+   each thread takes several rows; every storage the engine's product runs on (DIA, symmetric DIA, plain
+   rows, vector lanes, fp32 coefficients) and reproducible sums. On the CPU: the same cases, composed. */
+PK_TEST_CASE(fused_csr_storage) {
+  static const int32_t sizes[] = {262143, 262145, 600001};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    PK_REQUIRE(compare(0, sizes[i], i == 1) == PK_PASS, "setup"); /* DIA (auto) */
+    PK_REQUIRE(compare(3, sizes[i], i == 2) == PK_PASS, "setup"); /* symmetric DIA (auto) */
+  }
+  const int on_cuda = pk_test_on_cuda();
+  g_fmt = "csr"; /* plain rows: one thread per row */
+  PK_REQUIRE(compare(0, 262145, 0) == PK_PASS, "setup");
+  PK_REQUIRE(compare(3, 4097, 1) == PK_PASS, "setup");
+  if (on_cuda) {
+    g_lanes = "4"; /* a group of 4 lanes per row (k_csr_vec) */
+    PK_REQUIRE(compare(0, 262145, 0) == PK_PASS, "setup");
+    PK_REQUIRE(compare(0, 10001, 1) == PK_PASS, "setup");
+    g_lanes = NULL;
+    g_mixed = 1; /* fp32 coefficients: plain rows, then DIA */
+    PK_REQUIRE(compare(0, 300007, 0) == PK_PASS, "setup");
+    g_fmt = NULL;
+    PK_REQUIRE(compare(0, 300007, 1) == PK_PASS, "setup");
+    PK_REQUIRE(compare(3, 4097, 0) == PK_PASS, "setup");
+    g_mixed = 0;
+  }
+  g_fmt = NULL;
+  g_repro = 1; /* exact sums */
+  PK_REQUIRE(compare(0, 10001, 0) == PK_PASS, "setup");
+  PK_REQUIRE(compare(0, 300007, 1) == PK_PASS, "setup");
+  g_repro = 0;
   PK_TEST_END();
 }
 
@@ -264,5 +355,5 @@ PK_TEST_CASE(bad_arguments) {
   PK_TEST_END();
 }
 
-PK_TEST_MAIN(PK_TEST_ENTRY(fused_csr), PK_TEST_ENTRY(fused_stencil), PK_TEST_ENTRY(fused_user),
+PK_TEST_MAIN(PK_TEST_ENTRY(fused_csr), PK_TEST_ENTRY(fused_csr_storage), PK_TEST_ENTRY(fused_stencil), PK_TEST_ENTRY(fused_user),
              PK_TEST_ENTRY(bad_arguments))

@@ -31,6 +31,8 @@
  *  - scalar steps: a <<<1, 1>>> kernel calling pk_kry_scalar_step (kry_scalar.h).
  *  - basis_axpy_dots: one pass that updates y and accumulates (V_j, y) and (y, y) of the new values, the
  *    basis values of an element held in registers (k <= 32; more: the two kernels).
+ *  - matvec_update on CSR operators: the engine's CSR kernel with an action running the update's per-row
+ *    body and sums on the update's grid and slots (pk_cuda_kry_fused.cu); other operators: two records.
  * The operator products, preconditioner applications and residuals use the launchers of pk_cuda_op.cu and
  * pk_cuda_precond.cu (every operator and preconditioner type they support). User-callback operators and
  * preconditioners: the stream is synchronised and the routine called with device pointers of the engine's
@@ -58,7 +60,7 @@
  *
  * Blocks (pk_kry_block_begin/end): the operations of a block are recorded and replayed as a CUDA graph when
  * the same sequence comes again (see "operations" below). The solver's options, read at create:
- * kry.graph=0 (no graphs), kry.fuse=0 (basis_axpy_dots as two kernels), kry.profile=1
+ * kry.graph=0 (no graphs), kry.fuse=0 (basis_axpy_dots and matvec_update as two kernels each), kry.profile=1
  * (every operation timed with events and a synchronisation; a summary on stderr when the engine is freed;
  * no graphs).
  *
@@ -174,12 +176,13 @@ enum {
   OP_COPY,
   OP_AXPY_DOTS,
   OP_WAIT,
+  OP_MATVEC_UPDATE,
   OP_COUNT
 };
 const char *const op_names[OP_COUNT] = {"",           "matvec",    "precond",    "residual",
                                         "update",     "block_dots", "basis_dots", "basis_axpy",
                                         "basis_gemm", "scalar",     "set",        "copy",
-                                        "axpy_dots",  "wait"};
+                                        "axpy_dots",  "wait",       "matvec_upd"};
 constexpr size_t KGRAPH_CACHE = 48; /* graphs kept per engine */
 
 int do_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
@@ -199,6 +202,27 @@ pk_coef rd_coef(const int32_t *&p) {
   c.idx = *p++;
   c.neg = *p++;
   return c;
+}
+
+/** The update list and pairs of an OP_UPDATE / OP_MATVEC_UPDATE record (push_update's layout); p is left at
+ *  the words after them (out, async). */
+void rd_update(const int32_t *&p, pk_kupd *u, int32_t &nupd, pk_kpair *pr, int32_t &np) {
+  nupd = *p++;
+  for (int i = 0; i < nupd; i++) {
+    memset(&u[i], 0, sizeof u[i]);
+    u[i].y = *p++;
+    u[i].cy = rd_coef(p);
+    u[i].nterms = *p++;
+    for (int t = 0; t < u[i].nterms; t++) {
+      u[i].x[t] = *p++;
+      u[i].c[t] = rd_coef(p);
+    }
+  }
+  np = *p++;
+  for (int j = 0; j < np; j++) {
+    pr[j].a = *p++;
+    pr[j].b = *p++;
+  }
 }
 
 /**
@@ -226,23 +250,19 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
   case OP_UPDATE: {
     pk_kupd u[PK_KRY_MAXUPD];
     pk_kpair pr[PK_KRY_MAXPAIRS];
-    const int32_t nupd = *p++;
-    for (int i = 0; i < nupd; i++) {
-      memset(&u[i], 0, sizeof u[i]);
-      u[i].y = *p++;
-      u[i].cy = rd_coef(p);
-      u[i].nterms = *p++;
-      for (int t = 0; t < u[i].nterms; t++) {
-        u[i].x[t] = *p++;
-        u[i].c[t] = rd_coef(p);
-      }
-    }
-    const int32_t np = *p++;
-    for (int j = 0; j < np; j++) {
-      pr[j].a = *p++;
-      pr[j].b = *p++;
-    }
+    int32_t nupd, np;
+    rd_update(p, u, nupd, pr, np);
     rc = do_update(E, nupd, u, np, pr, p[0], p[1] != 0);
+    break;
+  }
+  case OP_MATVEC_UPDATE: {
+    const pk_vid x = p[0], y = p[1];
+    p += 2;
+    pk_kupd u[PK_KRY_MAXUPD];
+    pk_kpair pr[PK_KRY_MAXPAIRS];
+    int32_t nupd, np;
+    rd_update(p, u, nupd, pr, np);
+    rc = do_matvec_update(E, x, y, nupd, u, np, pr, p[0], p[1] != 0);
     break;
   }
   case OP_BLOCK_DOTS:
@@ -626,16 +646,10 @@ int32_t async_of(pk_kry *E, int32_t flags, int nvals) {
   return a;
 }
 
-int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
-              int32_t flags) {
-  if (nupd <= 0 && npairs <= 0)
-    return PKRYLOV_SUCCESS;
-  PK_CALL(ensure_gsum(E, (size_t)npairs));
-  PK_CALL(ensure_xacc(E, (size_t)npairs));
-  std::vector<int32_t> r;
-  r.reserve(8 + (size_t)nupd * (6 + 3 * PK_KRY_MAXTERMS) + 2 * (size_t)npairs);
-  r.push_back(OP_UPDATE);
-  r.push_back(0);
+/** Append the update list, the pairs, out and the async flag to a record (rd_update reads them back). */
+void push_update(pk_kry *E, std::vector<int32_t> &r, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                 const pk_kpair *pairs, int32_t out, int32_t flags) {
+  r.reserve(r.size() + 6 + (size_t)nupd * (4 + 3 * PK_KRY_MAXTERMS) + 2 * (size_t)npairs);
   r.push_back(nupd);
   for (int i = 0; i < nupd; i++) {
     r.push_back(u[i].y);
@@ -655,6 +669,31 @@ int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const p
   }
   r.push_back(out);
   r.push_back(async_of(E, flags, npairs));
+}
+
+int kd_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
+              int32_t flags) {
+  if (nupd <= 0 && npairs <= 0)
+    return PKRYLOV_SUCCESS;
+  PK_CALL(ensure_gsum(E, (size_t)npairs));
+  PK_CALL(ensure_xacc(E, (size_t)npairs));
+  std::vector<int32_t> r = {OP_UPDATE, 0};
+  push_update(E, r, nupd, u, npairs, pairs, out, flags);
+  return submit(E, r);
+}
+
+/** y = A x and the update: one OP_MATVEC_UPDATE record (CSR views: one kernel, pk_cuda_kry_fused.cu), else
+ *  the two records of kd_matvec and kd_update (the composition the front end would run). */
+int kd_matvec_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                     const pk_kpair *pairs, int32_t out, int32_t flags) {
+  if (!matvec_update_fusable(E)) {
+    PK_CALL(kd_matvec(E, x, y));
+    return kd_update(E, nupd, u, npairs, pairs, out, flags);
+  }
+  PK_CALL(ensure_gsum(E, (size_t)npairs));
+  PK_CALL(ensure_xacc(E, (size_t)npairs));
+  std::vector<int32_t> r = {OP_MATVEC_UPDATE, 0, x, y};
+  push_update(E, r, nupd, u, npairs, pairs, out, flags);
   return submit(E, r);
 }
 
@@ -820,5 +859,9 @@ extern "C" const pk_kry_backend pk_kry_cuda_backend = {
     kd_create,  kd_destroy,  kd_bind,   kd_unbind,     kd_copy,       kd_first_nonfinite, kd_matvec,
     kd_precond, kd_residual, kd_update, kd_block_dots, kd_basis_dots, kd_basis_axpy,      kd_basis_gemm,
     kd_scalar,  kd_wait,     kd_get,    kd_set,        kd_sync,       kd_basis_axpy_dots, kd_block_begin,
-    kd_block_end}; /* cg_*: CG keeps its own driver here; matvec_update, precond_update: the front end
-                      composes matvec / precond and update (a fused kernel must keep k_update's slots) */
+    kd_block_end,
+    NULL, /* cg_precond, cg_operator, pipecg_update: CG keeps its own driver here */
+    NULL,
+    NULL,
+    kd_matvec_update, /* one kernel on CSR views (pk_cuda_kry_fused.cu), else the two records */
+    NULL}; /* precond_update: the front end composes precond and update */

@@ -228,6 +228,10 @@ int do_basis_axpy(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_
 int do_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1, int32_t kout);
 int do_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
                  int32_t with_norm, int32_t out, bool async);
+/* pk_cuda_kry_fused.cu (the operator product fused with the update on CSR views) */
+bool matvec_update_fusable(pk_kry *E);
+int do_matvec_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
+                     const pk_kpair *pairs, int32_t out, bool async);
 
 } // namespace pkc_kry
 

@@ -78,7 +78,8 @@ static const opt_desc table[] = {
     {"kry.graph", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(kry_graph),
      "CUDA BiCGStab/GMRES families and SRCG: blocks of iterations as CUDA graphs"},
     {"kry.fuse", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(kry_fuse),
-     "CUDA BiCGStab/GMRES families: the fused Gram-Schmidt kernel (0: two kernels)"},
+     "CUDA BiCGStab/GMRES families: the fused Gram-Schmidt kernel and the CSR product fused with the "
+     "update after it (0: two kernels each)"},
     {"kry.profile", OPT_BOOL, LEVEL_SOLVER, 0, 0, 0, 1, 0, NULL, 0, NULL, OFF(kry_profile),
      "CUDA BiCGStab/GMRES families and SRCG: every operation timed, a profile per solve to stderr "
      "(no graphs). Measurement only"},
