@@ -247,6 +247,15 @@ cudaError_t alloc_common(DistDev *d, cudaStream_t st) {
   return e;
 }
 
+/** The level-major layout of the neighbours' blocks (entries off[q] .. off[q+1]-1 for neighbour q): entry e
+ *  of a block of m entries from o, level k, at base[e] + str[e] k with base[e] = o nz + (e - o), str[e] = m. */
+void block_layout(const int64_t *off, int nnb, int64_t nz, int64_t *base, int64_t *str) {
+  for (int q = 0; q < nnb; q++) {
+    const int64_t o = off[q], m = off[q + 1] - o;
+    for (int64_t e = o; e < o + m; e++) base[e] = o * nz + (e - o), str[e] = m;
+  }
+}
+
 /** A grid stencil on several ranks: the plan's send list, halo blocks and remote-reading columns. */
 int grid_attach(struct pkrylov_operator_s *A, DistDev *d, pk_cuda_op *view) {
   pkrylov_context ctx = A->ctx;
@@ -275,12 +284,8 @@ int grid_attach(struct pkrylov_operator_s *A, DistDev *d, pk_cuda_op *view) {
     for (int64_t s = 0; s < d->nsend; s++) sidx[s] = g->ecol[g->send_ecell[s]];
     /* entry i of neighbour q's block (m entries from o) level k at o nz + i + m k, sent and received alike */
     int64_t *sdst = lay, *sstr = lay + d->nsend, *rsrc = lay + 2 * d->nsend, *rstr = rsrc + d->nhalo;
-    for (int q = 0; q < g->nnb; q++) {
-      const int64_t so = g->send_off[q], sm = g->send_off[q + 1] - so;
-      for (int64_t s = so; s < so + sm; s++) sdst[s] = so * nz + (s - so), sstr[s] = sm;
-      const int64_t ro = g->recv_off[q], rm = g->recv_off[q + 1] - ro;
-      for (int64_t h = ro; h < ro + rm; h++) rsrc[h] = ro * nz + (h - ro), rstr[h] = rm;
-    }
+    block_layout(g->send_off, g->nnb, nz, sdst, sstr);
+    block_layout(g->recv_off, g->nnb, nz, rsrc, rstr);
     for (int64_t ec = 0; ec < g->nedge; ec++)
       if (g->nbr[ec] <= -2) rmask[g->ecol[ec]] = 1;
     for (int64_t c = 0; c < g->ncol; c++) d->nrc += rmask[c];
