@@ -239,7 +239,7 @@ PK_TEST_CASE(bad_arguments) {
   PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 16, one, 0, 0), PKRYLOV_ERR_INTERNAL); /* id */
   PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, one, 63, 0), PKRYLOV_ERR_INTERNAL); /* out */
   PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, pk_c(64), 0, 0), PKRYLOV_ERR_INTERNAL);
-  PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, one, 0, 3), PKRYLOV_ERR_INTERNAL); /* flags */
+  PK_EXPECT_CODE(ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, one, 0, 4), PKRYLOV_ERR_INTERNAL); /* flags */
   PK_EXPECT_CODE(ctx, pk_kry_cg_operator(E, W + 0, W + 1, W + 1, W + 3, one, one, 0, 0), PKRYLOV_ERR_INTERNAL);
   PK_EXPECT_CODE(ctx, pk_kry_cg_operator(E, W + 0, W + 1, W + 2, W + 3, one, pk_c(-3), 0, 0),
                  PKRYLOV_ERR_INTERNAL);
@@ -269,7 +269,7 @@ PK_TEST_CASE(bad_arguments) {
   pkrylov_context_get_last_error(ctx, NULL, &msg);
   PK_EXPECT(strstr(msg, "pk_kry_pipecg_update") != NULL, "message names the operation: %s", msg);
   E->be = cpu;
-  PK_EXPECT(pk_kry_serves(ctx, PKRYLOV_SOLVER_CG) && pk_kry_serves(ctx, PKRYLOV_SOLVER_PIPECG),
+  PK_EXPECT(pk_kry_serves(ctx, NULL, PKRYLOV_SOLVER_CG) && pk_kry_serves(ctx, NULL, PKRYLOV_SOLVER_PIPECG),
             "the CPU engine serves CG and pipelined CG");
   free_setup(&T);
   PK_TEST_END();

@@ -294,8 +294,14 @@ static int reduce_pairs(pk_kry *E, int32_t out, int32_t count, const double *con
   return reduce(E, out, count, flags);
 }
 
+/** PK_KRY_IF_RUNNING and a scalar step stopped the iteration: the loop does nothing. */
+static int cpu_stopped(pk_kry *E, int32_t flags) {
+  return (flags & PK_KRY_IF_RUNNING) && P_(E)->S[PK_KS_STOP] != 0.0;
+}
+
 static int cpu_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags) {
   pk_kry_cpu *P = P_(E);
+  if (cpu_stopped(E, flags)) return PKRYLOV_SUCCESS;
   double *rv = vec(E, r), *zv = vec(E, z);
   pk_cpu_cg_precond_step(E->ctx, E->s->M, E->n, pk_coef_value(alpha, P->S), rv, vec(E, q), zv, E->s->part,
                          P->S + out);
@@ -307,6 +313,7 @@ static int cpu_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha
 static int cpu_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta,
                            int32_t out, int32_t flags) {
   pk_kry_cpu *P = P_(E);
+  if (cpu_stopped(E, flags)) return PKRYLOV_SUCCESS;
   double *pv = vec(E, p), *qv = vec(E, q);
   pk_cpu_cg_operator_step(E->s->A, pk_coef_value(alpha, P->S), pk_coef_value(beta, P->S), vec(E, x), pv,
                           vec(E, z), qv, E->s->part, P->S + out);
@@ -318,6 +325,7 @@ static int cpu_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk
 static int cpu_pipecg_update(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums,
                              int32_t out, int32_t flags) {
   pk_kry_cpu *P = P_(E);
+  if (cpu_stopped(E, flags)) return PKRYLOV_SUCCESS;
   double *r = vec(E, v->r), *w = vec(E, v->w), *x = vec(E, v->x), *p = vec(E, v->p), *u = vec(E, v->u),
          *q = vec(E, v->q);
   /* with no sums the loop's sums go to a scratch (the vectors are those of a call with sums) */

@@ -87,25 +87,19 @@ enum { CG_H_IT, CG_H_MAXIT, CG_H_LAST_RR, CG_H_MIN_ON, CG_H_MIN_RR, CG_H_MIN_IT,
 
 static int cg_read(pk_kry *E, double *h) { return pk_kry_get(E, PK_CG_IT, CG_H_N, h); }
 
-/**
- * The operator loop x += alpha p; p = z + beta p; q = A z + beta q; (p, q) and its scalar step: *stopped = 1
- * when the step stopped (a breakdown: res->reason and breakdown_iteration set).
- */
-static int cg_operator_loop(pk_kry *E, pk_coef alpha, pk_coef beta, pkrylov_result *res, int *stopped) {
-  double c[2]; /* the header's stop code and iteration (the step records nothing: no poll needed) */
-  PK_CALL(pk_kry_cg_operator(E, PK_KV_X, CG_P, CG_Z, CG_Q, alpha, beta, PK_CG_PQ, 0));
-  PK_CALL(pk_kry_scalar(E, PK_KSS_CG_SIGMA, 0));
-  PK_CALL(pk_kry_get(E, PK_KS_STOP, 2, c));
-  *stopped = c[0] != 0.0;
-  if (*stopped) {
-    res->reason = (int32_t)c[0];
-    res->breakdown_iteration = (int32_t)c[1];
-  }
-  return PKRYLOV_SUCCESS;
+/** Iterations per block: the engine's sync interval (1 on the CPU), 1 with a monitor or a stagnation window
+ *  (they see every residual before the next iteration runs). */
+static int32_t cg_block(const pk_kry_run *R) {
+  return R->s->monitor || R->s->stag_window > 0 ? 1 : pk_kry_sync_interval(R->E);
 }
 
-/** Two-loop fused CG. On return res->iterations, reason, breakdown_iteration are set and x holds the last
- *  good iterate. */
+/**
+ * Two-loop fused CG in blocks of iterations (cg_block): per iteration the preconditioner loop and its step
+ * (PK_KSS_CG_ITER), the minimum-residual update, the operator loop and its step (PK_KSS_CG_SIGMA), the loops
+ * with PK_KRY_IF_RUNNING so that the rest of a block does nothing once a step stopped; the host reads the
+ * scalars after each block. On return res->iterations, reason, breakdown_iteration are set and x holds the
+ * last good iterate.
+ */
 static int cg_run(pk_kry_run *R, pkrylov_result *res) {
   pkrylov_solver s = R->s;
   pk_kry *E = R->E;
@@ -113,10 +107,12 @@ static int cg_run(pk_kry_run *R, pkrylov_result *res) {
   const pk_vid xp[2] = {PK_KV_X, CG_P};
   const pk_coef cxp[2] = {pk_c(PK_S_ONE), pk_c(PK_CG_ALPHA)};
   const pk_kupd xstep = pk_kupd_make(PK_KV_X, pk_c(PK_S_ONE), 1, xp + 1, cxp + 1); /* x += alpha p */
-  const pk_kupd xmin = pk_kupd_make(CG_XMIN, zero, 2, xp, cxp);                   /* x_min = x + alpha p */
-  double h[CG_H_N];
+  /* x_min = x + alpha p when the step says so (KEEP 0, TAKE 1, TAKE_ALPHA alpha), else x_min unchanged */
+  const pk_coef ckeep[2] = {pk_c(PK_CG_TAKE), pk_c(PK_CG_TAKE_ALPHA)};
+  const pk_kupd xmin = pk_kupd_make(CG_XMIN, pk_c(PK_CG_KEEP), 2, xp, ckeep);
+  const int32_t run = PK_KRY_IF_RUNNING, every = s->true_res_interval, k = cg_block(R);
+  double h[CG_H_N], c[2];
   pk_kry_status st;
-  int stopped;
   PK_CALL(cg_settings(R, PK_CG_MAXIT, PK_CG_MIN_ON));
   for (int restart = 0;; restart = 1) {
     /* r = b - A x; z = M^-1 r; (r, z), (r, r) */
@@ -147,54 +143,76 @@ static int cg_run(pk_kry_run *R, pkrylov_result *res) {
       res->breakdown_iteration = st.code_it;
       return PKRYLOV_SUCCESS;
     }
-    /* p = z; q = A p; (p, q) */
+    /* p = z; q = A p; (p, q); alpha */
     const pk_kupd p0 = zero_vec(CG_P);
     PK_CALL(pk_kry_update(E, 1, &p0, 0, NULL, 0, 0));
-    PK_CALL(cg_operator_loop(E, zero, zero, res, &stopped));
-    if (stopped) return PKRYLOV_SUCCESS;
+    PK_CALL(pk_kry_cg_operator(E, PK_KV_X, CG_P, CG_Z, CG_Q, zero, zero, PK_CG_PQ, 0));
+    PK_CALL(pk_kry_scalar(E, PK_KSS_CG_SIGMA, 0));
+    PK_CALL(pk_kry_get(E, PK_KS_STOP, 2, c)); /* (the step records nothing: no poll needed) */
+    if (c[0] != 0.0) {
+      res->reason = (int32_t)c[0];
+      res->breakdown_iteration = (int32_t)c[1];
+      return PKRYLOV_SUCCESS;
+    }
+    int32_t it = (int32_t)h[CG_H_IT];
     for (;;) {
-      /* preconditioner loop: r -= alpha q; z = M^-1 r; (r, z), (r, r) */
-      PK_CALL(pk_kry_cg_precond(E, CG_R, CG_Q, CG_Z, pk_c(PK_CG_ALPHA), PK_CG_RZ, 0));
-      PK_CALL(pk_kry_scalar(E, PK_KSS_CG_ITER, 0));
+      /* a block ends where the true residual is due */
+      int32_t nb = k;
+      if (every > 0 && every - it % every < nb) nb = every - it % every;
+      PK_CALL(pk_kry_block_begin(E)); /* the CUDA engine replays a graph of the block */
+      for (int32_t j = 0; j < nb; j++) {
+        int rc = pk_kry_cg_precond(E, CG_R, CG_Q, CG_Z, pk_c(PK_CG_ALPHA), PK_CG_RZ, run);
+        if (!rc) rc = pk_kry_scalar(E, PK_KSS_CG_ITER, 0);
+        /* the step's iterate is x + alpha p: applied by the operator loop, or below when the step stopped */
+        if (!rc && s->min_res) rc = pk_kry_update(E, 1, &xmin, 0, NULL, 0, 0);
+        if (!rc)
+          rc = pk_kry_cg_operator(E, PK_KV_X, CG_P, CG_Z, CG_Q, pk_c(PK_CG_ALPHA), pk_c(PK_CG_BETA), PK_CG_PQ,
+                                  run);
+        if (!rc) rc = pk_kry_scalar(E, PK_KSS_CG_SIGMA, 0);
+        if (rc) {
+          (void)pk_kry_block_end(E);
+          return rc;
+        }
+      }
+      PK_CALL(pk_kry_block_end(E));
       PK_CALL(pk_kry_poll(R, 0, &st));
       PK_CALL(cg_read(E, h));
-      if (st.code == PKRYLOV_DIVERGED_NAN) { /* x is still the previous iterate */
-        res->reason = PKRYLOV_DIVERGED_NAN;
+      it = (int32_t)h[CG_H_IT];
+      res->iterations = it;
+      if (!st.code && !st.host) { /* a whole block: x and r are at iteration it */
+        if (every > 0 && it % every == 0) { /* replace the recurrence residual by the true one */
+          PK_CALL(pk_kry_residual(E, PK_KV_X, CG_R, PK_CG_TRUE));
+          res->true_residual_checks++;
+        }
+        continue;
+      }
+      /* NaN (x is the last good iterate either way) or a breakdown found by the operator loop's step (that
+         loop ran: x is x_it) */
+      if (st.code == PKRYLOV_DIVERGED_NAN || st.code == PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX) {
+        res->reason = st.code;
         res->breakdown_iteration = st.code_it;
         return PKRYLOV_SUCCESS;
       }
-      const int32_t it = (int32_t)h[CG_H_IT];
-      res->iterations = it;
-      /* x_it = x + alpha p is due; it is applied in the operator loop or below when stopping */
-      if (h[CG_H_TAKE] != 0.0) PK_CALL(pk_kry_update(E, 1, &xmin, 0, NULL, 0, 0));
-      if (st.code || st.host) {
-        PK_CALL(pk_kry_update(E, 1, &xstep, 0, NULL, 0, 0));
-        int conv = st.code > 0 ? cg_converged(R, h[CG_H_LAST_RR]) : 0;
-        if (conv) {
-          int accept, stagnated;
-          PK_CALL(pk_kry_confirm(R, res, &accept, &stagnated));
-          if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
-          if (!accept && it < s->maxit) break; /* restart the recurrences from the current x */
-          if (!accept) conv = 0;
-        }
-        if (conv) {
-          res->reason = conv;
-        } else if (st.code == PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND) {
-          res->reason = st.code;
-          res->breakdown_iteration = st.code_it;
-        } else {
-          res->reason = st.host ? st.host : PKRYLOV_DIVERGED_MAX_ITERATIONS;
-        }
-        return PKRYLOV_SUCCESS;
+      /* stopped by the preconditioner loop's step (the operator loop did nothing: x_it = x + alpha p is
+         due), or by the host (monitor, stagnation) after a whole iteration (x is x_it) */
+      if (st.code) PK_CALL(pk_kry_update(E, 1, &xstep, 0, NULL, 0, 0));
+      int conv = st.code > 0 ? cg_converged(R, h[CG_H_LAST_RR]) : 0;
+      if (conv) {
+        int accept, stagnated;
+        PK_CALL(pk_kry_confirm(R, res, &accept, &stagnated));
+        if (stagnated) return res->reason = PKRYLOV_DIVERGED_STAGNATION, PKRYLOV_SUCCESS;
+        if (!accept && it < s->maxit) break; /* restart the recurrences from the current x */
+        if (!accept) conv = 0;
       }
-      /* operator loop: x += alpha p; p = z + beta p; q = A z + beta q; (p, q) */
-      PK_CALL(cg_operator_loop(E, pk_c(PK_CG_ALPHA), pk_c(PK_CG_BETA), res, &stopped));
-      if (stopped) return PKRYLOV_SUCCESS;
-      if (s->true_res_interval > 0 && it % s->true_res_interval == 0) {
-        /* x and r are both at iteration it here: replace the recurrence residual by the true one */
-        PK_CALL(pk_kry_residual(E, PK_KV_X, CG_R, PK_CG_TRUE));
-        res->true_residual_checks++;
+      if (conv) {
+        res->reason = conv;
+      } else if (st.code == PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_PRECOND) {
+        res->reason = st.code;
+        res->breakdown_iteration = st.code_it;
+      } else {
+        res->reason = st.host ? st.host : PKRYLOV_DIVERGED_MAX_ITERATIONS;
       }
+      return PKRYLOV_SUCCESS;
     }
   }
 }
@@ -217,9 +235,18 @@ typedef struct {
   int32_t nv; /* sums per reduction: PK_RR_NV with the automatic replacement, else PK_RR_NV_BASE */
 } pc_vecs;
 
+/** 1 when the driver computes n = A m itself, during the reduction: operators applied on whole vectors, on a
+ *  device backend only those applied by a host routine (a user operator, the caller's halo exchange; the
+ *  device exchanges the halos of distributed operators inside the fused update, as its products do). */
+static int pc_own_product(pkrylov_solver s) {
+  const pkrylov_operator A = s->A;
+  if (!s->ctx->be->device) return pk_op_whole_vector(A);
+  return A->type == PKRYLOV_OPERATOR_USER || A->halo.exchange != NULL;
+}
+
 static int32_t pc_nwork(pkrylov_solver s, pk_vid *n, pk_vid *xmin) {
   int32_t k = PC_NFIX;
-  *n = pk_op_whole_vector(s->A) ? k++ : -1;
+  *n = pc_own_product(s) ? k++ : -1;
   *xmin = s->min_res ? k++ : -1;
   return k - PK_KV_W0;
 }
@@ -265,15 +292,63 @@ enum {
 };
 
 /**
+ * The replacement the estimate asked for (the stop code PK_KS_REPLACE; x is the iterate of the step): the
+ * vectors recomputed, the gap closed measured (t = r_old - r_new, which calibrates the estimate), the stop
+ * cleared and the reduction of the new vectors started; the iteration goes on from the new sums.
+ */
+static int pc_replace_now(pk_kry *E, const pc_vecs *V, pkrylov_result *res) {
+  const pk_vid t = V->t;
+  const pk_vid xr[1] = {PC_R};
+  const pk_coef cr[1] = {pk_cneg(PK_S_ONE)};
+  const pk_kupd gap = pk_kupd_make(t, pk_c(PK_S_ONE), 1, xr, cr);
+  const pk_kpair tt = pair(t, t);
+  const double clear[2] = {0.0, 0.0};
+  double gap2;
+  PK_CALL(pk_kry_copy(E, PC_R, t));
+  PK_CALL(pc_replace(E, 1));
+  PK_CALL(pk_kry_update(E, 1, &gap, 1, &tt, PK_PCG_GAP, 0));
+  PK_CALL(pk_kry_get(E, PK_PCG_GAP, 1, &gap2));
+  res->residual_replacements++;
+  PK_CALL(pc_est_set(E, PK_PE_GAP, sqrt(gap2)));
+  PK_CALL(pc_est_set(E, PK_PE_FRESH, 1.0));
+  PK_CALL(pk_kry_set(E, PK_KS_STOP, 2, clear));
+  return pc_sums(E, V);
+}
+
+/** What follows the fused update: m = M^-1 w overlapped with the reduction, and for operators whose product
+ *  the driver makes (pc_vecs.v.n) also n = A m, then the step on the sums; min: the minimum-residual
+ *  update x_min = KEEP x_min + TAKE x. */
+static int pc_head(pk_kry *E, const pc_vecs *V, int min) {
+  const pk_vid xk[1] = {PK_KV_X};
+  const pk_coef ck[1] = {pk_c(PK_PCG_TAKE)};
+  const pk_kupd keep = pk_kupd_make(V->xmin, pk_c(PK_PCG_KEEP), 1, xk, ck);
+  int ierr = pk_kry_precond(E, PC_W, PC_M);
+  if (!ierr && V->v.n >= 0) ierr = pk_kry_matvec(E, PC_M, V->v.n);
+  const int werr = pk_kry_wait(E); /* the reduction ends on every rank, also after a failing routine */
+  PK_CALL(ierr);
+  PK_CALL(werr);
+  PK_CALL(pk_kry_scalar(E, PK_KSS_PCG_SUMS, 0));
+  if (min) PK_CALL(pk_kry_update(E, 1, &keep, 0, NULL, 0, 0));
+  return PKRYLOV_SUCCESS;
+}
+
+/**
  * Pipelined preconditioned CG (Ghysels-Vanroose) with residual replacement: every s->replace_interval
  * iterations after the update, or with PKRYLOV_REPLACE_AUTO when the estimate of pk_rr.h says so after the
  * reduction: the vectors are replaced before the iteration's residual is recorded and tested, and the
  * iteration goes on from the replacement's sums (the convergence test then sees the true residual).
+ *
+ * After a (re)start or a replacement the host looks at the first step's scalars (pc_head, then a poll);
+ * then the iterations run in blocks (cg_block) of [fused update, m = M^-1 w, the step] with the update under
+ * PK_KRY_IF_RUNNING, so the rest of a block does nothing once a step stopped (a replacement the estimate asks
+ * for is such a stop, PK_KS_REPLACE); a block ends where a fixed replacement or the true residual is due, its
+ * last update then without sums.
  */
 static int pc_run(pk_kry_run *R, pkrylov_result *res, const pc_vecs *V) {
   pkrylov_solver s = R->s;
   pk_kry *E = R->E;
   const int autorr = s->replace_interval == PKRYLOV_REPLACE_AUTO;
+  const int32_t every = s->true_res_interval, k = cg_block(R);
   const pk_vid t = V->t;
   double h[PC_H_N];
   pk_kry_status st;
@@ -296,43 +371,55 @@ static int pc_run(pk_kry_run *R, pkrylov_result *res, const pc_vecs *V) {
     PK_CALL(pk_kry_update(E, 4, z0, 0, NULL, 0, 0));
     PK_CALL(pc_replace(E, 0));
     PK_CALL(pc_sums(E, V));
-    int32_t first = 1;
+    int32_t first = 1; /* the host has not run an update since the (re)start */
+    int head = 1;      /* sums in flight whose step the host has not looked at (a (re)start, a replacement) */
     for (;;) {
-      /* overlapped with the reduction: m = M^-1 w, and for operators applied on whole vectors (distributed:
-         its halo exchange; user routines) also n = A m, which the fused update would otherwise compute after
-         the reduction (the same product, so the iterates are the same either way) */
-      int ierr = pk_kry_precond(E, PC_W, PC_M);
-      if (!ierr && V->v.n >= 0) ierr = pk_kry_matvec(E, PC_M, V->v.n);
-      const int werr = pk_kry_wait(E); /* the reduction ends on every rank, also after a failing routine */
-      PK_CALL(ierr);
-      PK_CALL(werr);
-      PK_CALL(pk_kry_scalar(E, PK_KSS_PCG_SUMS, 0));
+      int32_t nb = 0; /* updates in the block */
+      int repl_end = 0;
+      if (head) {
+        PK_CALL(pc_head(E, V, 0));
+        head = 0;
+      } else {
+        /* a block of updates, each followed by its reduction's step; it ends where a replacement is due */
+        nb = k;
+        if (s->replace_interval > 0 && s->replace_interval - since_replace < nb)
+          nb = s->replace_interval - since_replace;
+        if (every > 0 && every - it % every < nb) nb = every - it % every;
+        if (nb < 1) nb = 1;
+        repl_end = (s->replace_interval > 0 && since_replace + nb >= s->replace_interval) ||
+                   (every > 0 && (it + nb) % every == 0);
+        PK_CALL(pk_kry_block_begin(E)); /* the CUDA engine replays a graph of the block */
+        for (int32_t j = 1; j <= nb; j++) {
+          const int last = j == nb && repl_end; /* no sums: the vectors are replaced right after */
+          int rc = pk_kry_pipecg_update(E, &V->v, pk_c(PK_PCG_ALPHA), pk_c(PK_PCG_BETA), last ? 0 : V->nv,
+                                        PK_PCG_GAMMA, PK_KRY_ASYNC | PK_KRY_IF_RUNNING);
+          if (!rc && !last) rc = pc_head(E, V, s->min_res);
+          if (rc) {
+            (void)pk_kry_block_end(E);
+            return rc;
+          }
+        }
+        PK_CALL(pk_kry_block_end(E));
+      }
       PK_CALL(pk_kry_poll(R, 0, &st));
       PK_CALL(pk_kry_get(E, PK_PCG_CURV, PC_H_N, h));
+      if (nb > 0) { /* the updates that ran: x is iterate IT (after a running step, IT counts the next one) */
+        const int32_t it_before = it;
+        it = (int32_t)h[PC_H_IT] - (!repl_end && !st.code ? 1 : 0);
+        since_replace += it - it_before;
+        first = 0;
+      }
       if (st.code == PKRYLOV_DIVERGED_NAN) { /* x is the last good iterate */
         res->reason = PKRYLOV_DIVERGED_NAN;
         res->breakdown_iteration = st.code_it;
         return PKRYLOV_SUCCESS;
       }
-      if (h[PC_H_REPLACE] != 0.0) {
-        /* the gap estimate crossed sqrt(eps) |r|: replace now, measuring the gap closed (t = r_old - r_new,
-           which calibrates the estimate); iteration it goes on from the new sums */
-        const pk_vid xr[1] = {PC_R};
-        const pk_coef cr[1] = {pk_cneg(PK_S_ONE)};
-        const pk_kupd gap = pk_kupd_make(t, pk_c(PK_S_ONE), 1, xr, cr);
-        const pk_kpair tt = pair(t, t);
-        double gap2;
-        PK_CALL(pk_kry_copy(E, PC_R, t));
-        PK_CALL(pc_replace(E, 1));
-        PK_CALL(pk_kry_update(E, 1, &gap, 1, &tt, PK_PCG_GAP, 0));
-        PK_CALL(pk_kry_get(E, PK_PCG_GAP, 1, &gap2));
-        res->residual_replacements++;
-        PK_CALL(pc_est_set(E, PK_PE_GAP, sqrt(gap2)));
-        PK_CALL(pc_est_set(E, PK_PE_FRESH, 1.0));
-        PK_CALL(pc_sums(E, V));
+      if (st.code == PK_KS_REPLACE) { /* the gap estimate crossed sqrt(eps) |r| */
+        PK_CALL(pc_replace_now(E, V, res));
+        head = 1;
         continue;
       }
-      if (h[PC_H_TAKE] != 0.0) PK_CALL(pk_kry_copy(E, PK_KV_X, V->xmin)); /* x is iterate it */
+      if (nb == 0 && h[PC_H_TAKE] != 0.0) PK_CALL(pk_kry_copy(E, PK_KV_X, V->xmin)); /* x is iterate it */
       if (it == 0 && first) {
         if (st.code > 0) return res->reason = cg_converged(R, h[PC_H_LAST_RR]), PKRYLOV_SUCCESS;
         if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
@@ -348,6 +435,16 @@ static int pc_run(pk_kry_run *R, pkrylov_result *res, const pc_vecs *V) {
         }
         if (conv) return res->reason = conv, PKRYLOV_SUCCESS;
         if (st.host) return res->reason = st.host, PKRYLOV_SUCCESS;
+      }
+      if (repl_end && !st.code) { /* the block's last update had no sums: replace now; its step tests it */
+        if (every > 0 && it % every == 0) res->true_residual_checks++;
+        PK_CALL(pc_replace(E, 1));
+        res->residual_replacements++;
+        since_replace = 0;
+        PK_CALL(pc_est_set(E, PK_PE_FRESH, 1.0));
+        PK_CALL(pc_sums(E, V));
+        head = 1;
+        continue;
       }
       if (it >= s->maxit) return res->reason = PKRYLOV_DIVERGED_MAX_ITERATIONS, PKRYLOV_SUCCESS;
       if (st.code == PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX && h[PC_H_SUSPECT] != 0.0) {
@@ -371,25 +468,6 @@ static int pc_run(pk_kry_run *R, pkrylov_result *res, const pc_vecs *V) {
         res->reason = st.code;
         res->breakdown_iteration = st.code_it;
         return PKRYLOV_SUCCESS;
-      }
-      /* fused: n = A m; z,q,s,p; x,r,u,w; (r,u), (w,u), (r,r) (and the rule's norms), reduced while the next
-         M^-1 w runs, unless the vectors are replaced right after */
-      it++;
-      since_replace++;
-      first = 0;
-      int replace = s->replace_interval > 0 && since_replace >= s->replace_interval;
-      if (s->true_res_interval > 0 && it % s->true_res_interval == 0) {
-        replace = 1;
-        res->true_residual_checks++;
-      }
-      PK_CALL(pk_kry_pipecg_update(E, &V->v, pk_c(PK_PCG_ALPHA), pk_c(PK_PCG_BETA), replace ? 0 : V->nv,
-                                   PK_PCG_GAMMA, PK_KRY_ASYNC));
-      if (replace) {
-        PK_CALL(pc_replace(E, 1));
-        res->residual_replacements++;
-        since_replace = 0;
-        PK_CALL(pc_est_set(E, PK_PE_FRESH, 1.0));
-        PK_CALL(pc_sums(E, V));
       }
     }
   }

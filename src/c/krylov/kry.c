@@ -26,11 +26,14 @@ int pk_kry_is_kry_type(int32_t type) {
   return (type >= PKRYLOV_SOLVER_BICGSTAB && type <= PKRYLOV_SOLVER_CAGMRES) || type == PKRYLOV_SOLVER_SRCG;
 }
 
-int pk_kry_serves(pkrylov_context ctx, int32_t type) {
+int pk_kry_serves(pkrylov_context ctx, const pk_options *opts, int32_t type) {
   if (pk_kry_is_kry_type(type)) return 1;
   const pk_kry_backend *be = ctx->be->kry;
-  return (type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG) && be && be->cg_precond &&
-         be->cg_operator && be->pipecg_update;
+  if (type != PKRYLOV_SOLVER_CG && type != PKRYLOV_SOLVER_PIPECG) return 0;
+  if (!be || !be->cg_precond || !be->cg_operator || !be->pipecg_update) return 0;
+  /* a backend with a CG driver of its own (CUDA, being retired) keeps it unless the option kry.cg asks for
+     the engine (the A/B switch of issue 15) */
+  return !ctx->be->solver_solve || (opts && opts->kry_cg != 0);
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -80,11 +83,14 @@ void pk_kry_destroy(pk_kry *E) {
 }
 
 int32_t pk_kry_sync_interval(const pk_kry *E) {
-  /* user callbacks on CUDA: one iteration per block, so that the routine is not called after a stop */
-  return E && E->ctx->be->device && !pk_op_whole_vector(E->s->A) &&
-                 !(E->s->M && E->s->M->type == PKRYLOV_PRECOND_USER)
-             ? E->s->sync_interval
-             : 1;
+  /* user callbacks on CUDA (a user operator or preconditioner, the caller's halo exchange): one iteration per
+     block, so that the routine is not called after a stop; distributed operators exchange their halos on
+     the device, between the kernels */
+  if (!E || !E->ctx->be->device) return 1;
+  const pkrylov_operator A = E->s->A;
+  if (A->type == PKRYLOV_OPERATOR_USER || A->halo.exchange) return 1;
+  if (E->s->M && E->s->M->type == PKRYLOV_PRECOND_USER) return 1;
+  return E->s->sync_interval;
 }
 int32_t pk_kry_nbasis(const pk_kry *E) { return E ? E->nbasis : 0; }
 int32_t pk_kry_nscalars(const pk_kry *E) { return E ? E->nscalars : 0; }
@@ -340,8 +346,10 @@ static int check_loop(pk_kry *E, const char *func, int n, const pk_vid *v, const
     for (int j = i + 1; j < n; j++)
       if (v[i] == v[j]) return KRY_BAD(E, func, "vectors %s and %s are the same (%d)", names[i], names[j], v[i]);
   for (int k = 0; k < nc; k++) PK_CALL(check_coef(E, func, c[k]));
-  PK_CALL(check_flags(E, func, flags));
+  if (flags & ~(PK_KRY_ASYNC | PK_KRY_IF_RUNNING))
+    return KRY_BAD(E, func, "flags = %d is not a combination of PK_KRY_ASYNC and PK_KRY_IF_RUNNING", flags);
   if (nout > 0) PK_CALL(check_range(E, func, "out", out, nout));
+  if (flags & PK_KRY_IF_RUNNING) PK_CALL(check_range(E, func, "the stop code", PK_KS_STOP, 1));
   if (!op)
     return KRY_BAD(E, func, "the %s engine has no %s (CG runs on its own driver there)", E->ctx->be->name, func);
   return PKRYLOV_SUCCESS;

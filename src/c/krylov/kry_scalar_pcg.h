@@ -47,6 +47,8 @@ enum {
   PK_CG_MIN_RR,            /* the smallest (r, r) so far */
   PK_CG_MIN_IT,            /* its iteration (-1 before any) */
   PK_CG_TAKE,              /* 1: the step's iterate is the new minimum: the driver keeps it */
+  PK_CG_KEEP,              /* 1 - TAKE: the coefficients of the kept iterate's update x_min = KEEP x_min + */
+  PK_CG_TAKE_ALPHA,        /* TAKE x + TAKE_ALPHA p (TAKE_ALPHA = alpha when TAKE, else 0) */
   PK_CG_NSCALARS
 };
 
@@ -80,9 +82,18 @@ enum {
   PK_PCG_SUSPECT,              /* 1: the stop is a recurrence curvature that lost its sign */
   PK_PCG_AUTO,                 /* 1: the automatic residual replacement (written by the driver) */
   PK_PCG_REPLACE,              /* 1: the estimate says replace now (nothing else changed) */
+  PK_PCG_KEEP,                 /* 1 - TAKE: x_min = KEEP x_min + TAKE x */
   PK_PCG_EST,                  /* the estimate: PK_PE_N values */
   PK_PCG_NSCALARS = PK_PCG_EST + PK_PE_N
 };
+
+/**
+ * Stop code (not a pkrylov_reason) of pipelined CG's automatic residual replacement: the estimate says the
+ * vectors must be replaced now (PK_PCG_REPLACE is 1 too). Like any stop it makes the rest of a block of
+ * iterations do nothing (the fused loops run with PK_KRY_IF_RUNNING); the driver replaces the vectors,
+ * clears the stop and goes on with the same iteration.
+ */
+#define PK_KS_REPLACE 98
 
 enum {
   PK_KSS_CG_INIT = 500,  /* arg 0: the first start (records iteration 0), 1: a restart from x */
@@ -120,8 +131,15 @@ PK_HD static inline void pk_pcg_track_min(double *S, int on, int take, int it, d
   }
 }
 
+/** CG's coefficients of x_min = KEEP x_min + TAKE x + TAKE_ALPHA p from TAKE (the iterate x + alpha p). */
+PK_HD static inline void pk_cg_keep_coefs(double *S) {
+  const int take = S[PK_CG_TAKE] != 0.0;
+  S[PK_CG_KEEP] = take ? 0.0 : 1.0;
+  S[PK_CG_TAKE_ALPHA] = take ? S[PK_CG_ALPHA] : 0.0;
+}
+
 /** PK_KSS_CG_INIT: the sums (r, z), (r, r) of r = b - A x, z = M^-1 r of a (re)start. */
-PK_HD static inline void pk_kss_cg_init(double *S, int arg) {
+PK_HD static inline void pk_kss_cg_init_(double *S, int arg) {
   S[PK_KS_STOP] = 0.0;
   S[PK_KS_STOP_IT] = 0.0;
   if (arg == 0) { /* nothing recorded yet (a NaN here records nothing) */
@@ -169,7 +187,7 @@ PK_HD static inline void pk_kss_cg_sigma(double *S, int arg) {
 }
 
 /** PK_KSS_CG_ITER: the sums of the preconditioner loop; iteration IT + 1 is done once x += alpha p. */
-PK_HD static inline void pk_kss_cg_iter(double *S, int arg) {
+PK_HD static inline void pk_kss_cg_iter_(double *S, int arg) {
   (void)arg;
   S[PK_CG_TAKE] = 0.0;
   if (!pk_ks_running(S)) return;
@@ -196,6 +214,15 @@ PK_HD static inline void pk_kss_cg_iter(double *S, int arg) {
   S[PK_CG_RHO] = rz;
 }
 
+PK_HD static inline void pk_kss_cg_init(double *S, int arg) {
+  pk_kss_cg_init_(S, arg);
+  pk_cg_keep_coefs(S);
+}
+PK_HD static inline void pk_kss_cg_iter(double *S, int arg) {
+  pk_kss_cg_iter_(S, arg);
+  pk_cg_keep_coefs(S);
+}
+
 /** PK_KSS_PCG_START: a (re)start from x (arg 1) or the first (arg 0); its sums come with the next SUMS. */
 PK_HD static inline void pk_kss_pcg_start(double *S, int arg) {
   S[PK_KS_STOP] = 0.0;
@@ -209,11 +236,12 @@ PK_HD static inline void pk_kss_pcg_start(double *S, int arg) {
   S[PK_PCG_RHO_SIGN] = S[PK_PCG_SIGMA_SIGN] = 0.0;
   S[PK_PCG_FIRST] = 1.0;
   S[PK_PCG_TAKE] = S[PK_PCG_SUSPECT] = S[PK_PCG_REPLACE] = 0.0;
+  S[PK_PCG_KEEP] = 1.0;
   S[PK_PCG_EST + PK_PE_FRESH] = 1.0;
 }
 
 /** PK_KSS_PCG_SUMS: the reduction after a (re)start, a replacement or the fused update of iteration IT. */
-PK_HD static inline void pk_kss_pcg_sums(double *S, int arg) {
+PK_HD static inline void pk_kss_pcg_sums_(double *S, int arg) {
   (void)arg;
   S[PK_PCG_TAKE] = S[PK_PCG_REPLACE] = 0.0;
   if (!pk_ks_running(S)) return;
@@ -230,6 +258,7 @@ PK_HD static inline void pk_kss_pcg_sums(double *S, int arg) {
     pk_pcg_est_store(S, PK_PCG_EST, &e);
     if (replace && it < S[PK_PCG_MAXIT]) { /* the driver replaces; iteration it goes on from the new sums */
       S[PK_PCG_REPLACE] = 1.0;
+      pk_ks_stop(S, PK_KS_REPLACE, it);
       return;
     }
   }
@@ -266,6 +295,11 @@ PK_HD static inline void pk_kss_pcg_sums(double *S, int arg) {
   S[PK_PCG_ALPHA_OLD] = alpha;
   S[PK_PCG_FIRST] = 0.0;
   S[PK_PCG_IT] = (double)(it + 1); /* the fused update that follows completes iteration it + 1 */
+}
+
+PK_HD static inline void pk_kss_pcg_sums(double *S, int arg) {
+  pk_kss_pcg_sums_(S, arg);
+  S[PK_PCG_KEEP] = S[PK_PCG_TAKE] != 0.0 ? 0.0 : 1.0;
 }
 
 /** Dispatch for this family's ids; -1 for an unknown id. */

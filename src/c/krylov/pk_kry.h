@@ -123,6 +123,9 @@ typedef struct {
 
 /** flags */
 #define PK_KRY_ASYNC 1 /**< start the global reduction only; finish with pk_kry_wait() */
+/** CG's fused loops only: do nothing (vectors unchanged, S[out..] unspecified, no reduction started) once
+ *  S[PK_KS_STOP] != 0, so that a block of iterations queued on the device ends where a scalar step stopped */
+#define PK_KRY_IF_RUNNING 2
 
 /* ------------------------------------------------------------------------------------------------ */
 /* The engine                                                                                        */
@@ -224,7 +227,9 @@ int pk_kry_basis_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t 
  * s = w + beta s; p = u + beta p; x += alpha p; r -= alpha s; u -= alpha q; w -= alpha z; then nsums (0,
  * PK_RR_NV_BASE or PK_RR_NV) sums into S[out..]: (r, u), (w, u), (r, r), and with PK_RR_NV (x, x), (p, p),
  * (u, u), (q, q) (pk_rr.h).
- * All vectors of one call are distinct. A backend without these entries answers PKRYLOV_ERR_INTERNAL.
+ * All vectors of one call are distinct. flags: PK_KRY_ASYNC and/or PK_KRY_IF_RUNNING (the call does
+ * nothing once a scalar step has stopped the iteration: the drivers queue blocks of iterations). A backend
+ * without these entries answers PKRYLOV_ERR_INTERNAL.
  */
 int pk_kry_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags);
 int pk_kry_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta,
@@ -266,10 +271,11 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x);
 /** 1 when type is one of the methods that only the engine runs (the BiCGStab and GMRES families, SRCG). */
 int pk_kry_is_kry_type(int32_t type);
 /**
- * 1 when pk_kry_solve() runs solver type `type` on context ctx: the engine's methods, and CG and pipelined
- * CG where the context's engine has CG's fused loops (the CPU; CUDA still has its own CG driver).
+ * 1 when pk_kry_solve() runs solver type `type` on context ctx with the solver options opts (NULL: the
+ * context's at creation): the engine's methods, and CG and pipelined CG where the context's engine has CG's
+ * fused loops (the CPU; CUDA with the solver option kry.cg=1, else its own CG driver).
  */
-int pk_kry_serves(pkrylov_context ctx, int32_t type);
+int pk_kry_serves(pkrylov_context ctx, const pk_options *opts, int32_t type);
 
 /*
  * The frame and the drivers.

@@ -57,7 +57,7 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
   /* the methods on the vector engine (pk_kry.h; CG and pipelined CG where the engine has their loops) keep
      their vectors in their engine, made at the first solve; a device backend's own CG driver keeps its
      vectors on the device (its solver_setup) */
-  const int kry = pk_kry_serves(ctx, type);
+  const int kry = pk_kry_serves(ctx, &S->opts, type);
   S->part = calloc((size_t)pk_cpu_scratch_size(A->n, S->M), sizeof(double));
   if (!S->part) {
     free(S);
@@ -388,6 +388,15 @@ int pk_solver_check_finite(pkrylov_solver s, const char *func, const double *b, 
   return PKRYLOV_SUCCESS;
 }
 
+/** 1 when s is solved on the vector engine (pk_kry_serves with its options; a solver created with kry.cg=1
+ *  has no work area of the backend's own CG driver and stays on the engine whatever the option says now). */
+static int solve_on_engine(pkrylov_solver s) {
+  if (pk_kry_serves(s->ctx, &s->opts, s->type)) return 1;
+  pk_options o = s->opts;
+  o.kry_cg = 1;
+  return !s->dev && pk_kry_serves(s->ctx, &o, s->type);
+}
+
 static int solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   pkrylov_context ctx = s->ctx;
   const int64_t n = s->n;
@@ -401,7 +410,7 @@ static int solver_solve(pkrylov_solver s, int32_t mem, const double *b, double *
   /* distributed: the argument checks and the settings agree on every rank (else the same error on each) */
   PK_CALL(pk_mpi_solve_check(s, mem, b, x));
   PK_CALL(pk_check_vectors(ctx, "pkrylov_solver_solve", mem, b, "b", x, "x", n));
-  if (pk_kry_serves(ctx, s->type)) return pk_kry_solve(s, mem, b, x);
+  if (solve_on_engine(s)) return pk_kry_solve(s, mem, b, x);
   /* CG and pipelined CG on a backend whose engine lacks CG's fused loops: its own driver (CUDA) */
   PK_CHECK_AS("pkrylov_solver_solve", ctx->be->solver_solve != NULL, ctx, PKRYLOV_ERR_UNSUPPORTED,
               "solver type %d is not implemented on the %s backend", (int)s->type, ctx->be->name);
