@@ -27,11 +27,12 @@ typedef struct {
 } setup;
 
 /** An n x n random symmetric diagonally dominant tridiagonal CSR, a CG solver, an engine with 16 work
- *  vectors and 64 scalars, b and x bound. */
-static int make_setup(int64_t n, int jacobi, setup *T) {
+ *  vectors and 64 scalars, b and x bound; on a context of `backend` (reproducible mode when repro). */
+static int make_setup_on(int32_t backend, int repro, int64_t n, int jacobi, setup *T) {
   memset(T, 0, sizeof *T);
   T->n = n;
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &T->ctx)) return 1;
+  if (pkrylov_context_create(backend, &T->ctx)) return 1;
+  if (repro && pkrylov_context_set_reproducible(T->ctx, 1)) return 1;
   pkrylov_context_set_num_threads(T->ctx, 2);
   int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int32_t) * (size_t)n * 3);
   double *v = malloc(sizeof(double) * (size_t)n * 3), *off = malloc(sizeof(double) * (size_t)(n + 1));
@@ -59,6 +60,8 @@ static int make_setup(int64_t n, int jacobi, setup *T) {
   for (int64_t i = 0; i < n; i++) T->b[i] = pk_test_rand(&seed), T->x[i] = 0;
   return pk_kry_bind(T->E, PKRYLOV_MEM_HOST, T->b, T->x, 0) != 0;
 }
+
+static int make_setup(int64_t n, int jacobi, setup *T) { return make_setup_on(PKRYLOV_BACKEND_CPU, 0, n, jacobi, T); }
 
 static void free_setup(setup *T) {
   if (T->E) pk_kry_unbind(T->E);
@@ -362,5 +365,141 @@ PK_TEST_CASE(solve_vs_textbook) {
   PK_TEST_END();
 }
 
+/** Vector id of engine T from data, through the bound x (the CUDA engine copies x in at binding). */
+static int eput(setup *T, pk_vid id, const double *data) {
+  if (pk_kry_unbind(T->E)) return 1;
+  memcpy(T->x, data, sizeof(double) * (size_t)T->n);
+  if (pk_kry_bind(T->E, PKRYLOV_MEM_HOST, T->b, T->x, 0)) return 1;
+  return id == PK_KV_X ? 0 : pk_kry_copy(T->E, PK_KV_X, id);
+}
+/** Vector id of engine T into data (x is overwritten by it: take X first). */
+static int etake(setup *T, pk_vid id, double *data) {
+  if (id != PK_KV_X && pk_kry_copy(T->E, id, PK_KV_X)) return 1;
+  if (pk_kry_unbind(T->E)) return 1;
+  memcpy(data, T->x, sizeof(double) * (size_t)T->n);
+  return pk_kry_bind(T->E, PKRYLOV_MEM_HOST, T->b, T->x, 0);
+}
+
+/**
+ * The CUDA engine's fused CG loops (pk_cuda_kry_cg.cu) against the CPU engine's on the same data: the
+ * preconditioner loop (none, Jacobi), the operator loop and the pipelined update with 3 and 7 sums, every
+ * vector bitwise, the sums within 1e-12 (another summation order) and bitwise in reproducible mode (exact
+ * sums on both); with PK_KRY_IF_RUNNING and a stop code set nothing changes on either. Skipped (77)
+ * without a GPU.
+ */
+PK_TEST_CASE(cuda_loops_match_cpu) {
+  pkrylov_context probe = NULL;
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &probe) != PKRYLOV_SUCCESS) return PK_SKIP;
+  pkrylov_context_destroy(&probe);
+  static const int64_t ns[] = {7, 4097, 70001};
+  for (size_t si = 0; si < sizeof ns / sizeof ns[0]; si++)
+    for (int pc = 0; pc < 2; pc++)
+      for (int repro = 0; repro < 2; repro++) {
+        const int64_t n = ns[si];
+        setup T[2]; /* CPU, CUDA */
+        PK_REQUIRE_OK(NULL, make_setup_on(PKRYLOV_BACKEND_CPU, repro, n, pc, &T[0]));
+        PK_REQUIRE_OK(NULL, make_setup_on(PKRYLOV_BACKEND_CUDA, repro, n, pc, &T[1]));
+        enum { NV = 13 };
+        double *v[NV], *got[2][NV], S[2][64];
+        uint64_t seed = 77 + (uint64_t)n;
+        for (int i = 0; i < NV; i++) v[i] = rand_vec(n, &seed), got[0][i] = vec_new(n), got[1][i] = vec_new(n);
+        double sc[64];
+        memset(sc, 0, sizeof sc);
+        sc[10] = 0.37, sc[11] = -1.25; /* alpha, beta; S[PK_KS_STOP] = 0 */
+        const pk_kpipecg pv = {W + 5, W + 6, W + 7, W + 8, W + 9, PK_KV_X, W + 0, W + 10, W + 11, -1};
+        for (int b = 0; b < 2; b++) {
+          pk_kry *E = T[b].E;
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_set(E, 0, 64, sc));
+          for (int i = 0; i < NV - 1; i++) PK_REQUIRE_OK(T[b].ctx, eput(&T[b], W + i, v[i]));
+          PK_REQUIRE_OK(T[b].ctx, eput(&T[b], PK_KV_X, v[NV - 1]));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, pk_c(10), 20, 0));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_cg_operator(E, PK_KV_X, W + 3, W + 2, W + 4, pk_c(10), pk_c(11), 22, 0));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_pipecg_update(E, &pv, pk_c(10), pk_c(11), PK_RR_NV_BASE, 24, 0));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_pipecg_update(E, &pv, pk_cneg(11), pk_c(10), PK_RR_NV, 27, PK_KRY_ASYNC));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_wait(E));
+          const double stop = 3.0; /* stopped: the loops under PK_KRY_IF_RUNNING do nothing */
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_set(E, PK_KS_STOP, 1, &stop));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_cg_precond(E, W + 0, W + 1, W + 2, pk_c(10), 40, PK_KRY_IF_RUNNING));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_cg_operator(E, PK_KV_X, W + 3, W + 2, W + 4, pk_c(10), pk_c(11), 42,
+                                                     PK_KRY_IF_RUNNING));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_pipecg_update(E, &pv, pk_c(10), pk_c(11), PK_RR_NV, 44,
+                                                       PK_KRY_IF_RUNNING | PK_KRY_ASYNC));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_wait(E));
+          PK_REQUIRE_OK(T[b].ctx, pk_kry_get(E, 0, 64, S[b]));
+          PK_REQUIRE_OK(T[b].ctx, etake(&T[b], PK_KV_X, got[b][NV - 1]));
+          for (int i = 0; i < NV - 1; i++) PK_REQUIRE_OK(T[b].ctx, etake(&T[b], W + i, got[b][i]));
+        }
+        for (int i = 0; i < NV; i++)
+          PK_EXPECT(same(n, got[0][i], got[1][i]), "n %lld pc %d repro %d: vector %d differs (%.3e)", (long long)n,
+                    pc, repro, i, pk_test_rel_diff(n, got[0][i], got[1][i]));
+        for (int j = 20; j < 34; j++) {
+          const double a = S[0][j], c = S[1][j];
+          const int ok = repro ? memcmp(&a, &c, sizeof a) == 0 : fabs(a - c) <= 1e-12 * fabs(a) + 1e-300;
+          PK_EXPECT(ok, "n %lld pc %d repro %d: sum S[%d] CPU %.17g CUDA %.17g", (long long)n, pc, repro, j, a, c);
+        }
+        for (int i = 0; i < NV; i++) free(v[i]), free(got[0][i]), free(got[1][i]);
+        free_setup(&T[0]);
+        free_setup(&T[1]);
+      }
+  PK_TEST_END();
+}
+
+/** One CUDA solve of b on a new solver (thin shell A, column preconditioner) with the options opts ("k=v"
+ *  pairs; NULL: none), sync interval 8; x and the result out. */
+static int cuda_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, int type,
+                      const char *const *opts, const double *b, double *x, int64_t n, pkrylov_result *res) {
+  pkrylov_solver s = NULL;
+  int rc = pkrylov_solver_create(ctx, type, A, M, &s);
+  for (int k = 0; !rc && opts && opts[k]; k += 2) rc = pkrylov_solver_set_option(s, opts[k], opts[k + 1]);
+  if (!rc) rc = pkrylov_solver_set_tolerances(s, 1e-10, 0);
+  if (!rc) rc = pkrylov_solver_set_sync_interval(s, 8);
+  memset(x, 0, sizeof(double) * (size_t)n);
+  if (!rc) rc = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);
+  if (!rc) rc = pkrylov_solver_get_result(s, res);
+  pkrylov_solver_destroy(&s);
+  return rc;
+}
+
+/**
+ * CG and pipelined CG on the CUDA engine (solver option kry.cg=1) against the CUDA CG driver (kry.cg=0): CG
+ * with the driver's unfolded launches (cuda.fold=0) bitwise (the same kernels, partial sums and scalar
+ * arithmetic), pipelined CG (its (re)start sums come from the engine's update kernel) in the same
+ * iterations within 1e-10; every solve converged. Skipped (77) without a GPU.
+ */
+PK_TEST_CASE(cuda_engine_matches_driver) {
+  pkrylov_context ctx = NULL;
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx) != PKRYLOV_SUCCESS) return PK_SKIP;
+  const int32_t nx = 33, ny = 29, nz = 17;
+  const int64_t n = (int64_t)nx * ny * nz;
+  pkrylov_thinshell_params prm;
+  pkrylov_operator A;
+  pkrylov_precond M;
+  PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(nx, ny, nz, &prm));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &prm, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &M));
+  uint64_t seed = 5;
+  double *b = rand_vec(n, &seed), *x0 = vec_new(n), *x1 = vec_new(n);
+  static const char *const drv[] = {"kry.cg", "0", "cuda.fold", "0", NULL}, *const eng[] = {"kry.cg", "1", NULL};
+  for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+    pkrylov_result r0, r1;
+    PK_REQUIRE_OK(ctx, cuda_solve(ctx, A, M, type, drv, b, x0, n, &r0));
+    PK_REQUIRE_OK(ctx, cuda_solve(ctx, A, M, type, eng, b, x1, n, &r1));
+    PK_EXPECT(r0.converged && r1.converged && r0.iterations == r1.iterations,
+              "type %d: driver %d its (%s), engine %d its (%s)", type, r0.iterations,
+              pkrylov_reason_string(r0.reason), r1.iterations, pkrylov_reason_string(r1.reason));
+    if (type == PKRYLOV_SOLVER_CG)
+      PK_EXPECT(same(n, x0, x1), "CG: engine and driver differ (%.3e)", pk_test_rel_diff(n, x0, x1));
+    else
+      PK_EXPECT(pk_test_rel_diff(n, x0, x1) <= 1e-10, "pipelined CG: engine and driver differ by %.3e",
+                pk_test_rel_diff(n, x0, x1));
+  }
+  free(b), free(x0), free(x1);
+  pkrylov_precond_destroy(&M);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, pkrylov_context_destroy(&ctx));
+  PK_TEST_END();
+}
+
 PK_TEST_MAIN(PK_TEST_ENTRY(cg_loops), PK_TEST_ENTRY(cg_precond_jacobi), PK_TEST_ENTRY(pipecg_update),
+             PK_TEST_ENTRY(cuda_loops_match_cpu), PK_TEST_ENTRY(cuda_engine_matches_driver),
              PK_TEST_ENTRY(bad_arguments), PK_TEST_ENTRY(solve_vs_textbook))

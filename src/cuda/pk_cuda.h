@@ -222,6 +222,19 @@ typedef struct {
                         writer block), so the state that every thread copies stays small */
 } pk_cuda_state;
 
+/**
+ * The scalars of a fused CG loop of the CUDA vector engine (pk_kry.h, pk_cuda_kry_cg.cu): alpha = S[ia] and
+ * beta = S[ib], negated when na / nb, with the engine's constants ia (ib) = -1: 1 and -2: 0 (pk_coef);
+ * stop >= 0: the loop does nothing while S[stop] != 0 (PK_KRY_IF_RUNNING), -1: it always runs. The *_e
+ * launchers take it instead of a pk_cuda_state: the same kernels, the same arithmetic per cell and the same
+ * partial sums.
+ */
+typedef struct {
+  const double *S;
+  int32_t ia, na, ib, nb;
+  int32_t stop, pad;
+} pk_cuda_escal;
+
 /* ---- sizes -------------------------------------------------------------------------------------- */
 
 /**
@@ -399,6 +412,21 @@ typedef struct {
   int32_t repl;            /* pipelined CG: 1 when the state carries the automatic residual replacement
                               (in->repl set): the kernels with its rule (others ignore in->repl) */
 } pk_cuda_fold;
+
+/* The fused CG loops of the CUDA vector engine (pk_cuda_kry_cg.cu), scalars from the engine's S
+ * (pk_cuda_escal): pk_cuda_cg_precond_step, pk_cuda_cg_rupdate + pk_cuda_cg_precond_after (an approximate
+ * inverse of several ranks), pk_cuda_cg_operator_step and pk_cuda_pipecg_step with alpha_zero / init 0 (the
+ * CPU engine's arithmetic: r - 0 q, x + 0 p). */
+int pk_cuda_cg_precond_step_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, int64_t n, double *r,
+                              const double *q, double *z, double *part, int64_t *nblocks);
+int pk_cuda_cg_rupdate_e(void *stream, const pk_cuda_escal *e, int64_t n, double *r, const double *q);
+int pk_cuda_cg_precond_after_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, double *r,
+                               double *z, double *part, int64_t *nblocks);
+int pk_cuda_cg_operator_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, double *x,
+                               double *p, const double *z, double *q, double *part, int64_t *nblocks);
+int pk_cuda_pipecg_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, const double *m,
+                          double *z, double *q, double *s, double *p, double *x, double *r, double *u, double *w,
+                          double *part, int64_t *nblocks, int norms);
 
 /** pk_cuda_cg_scalar_sigma folded into pk_cuda_cg_precond_step (alpha_zero = 0). */
 int pk_cuda_cg_precond_step_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold, int64_t n,

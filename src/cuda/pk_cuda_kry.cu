@@ -177,12 +177,16 @@ enum {
   OP_AXPY_DOTS,
   OP_WAIT,
   OP_MATVEC_UPDATE,
+  OP_CG_PRECOND,
+  OP_CG_OPERATOR,
+  OP_PIPECG,
   OP_COUNT
 };
 const char *const op_names[OP_COUNT] = {"",           "matvec",    "precond",    "residual",
                                         "update",     "block_dots", "basis_dots", "basis_axpy",
                                         "basis_gemm", "scalar",     "set",        "copy",
-                                        "axpy_dots",  "wait",       "matvec_upd"};
+                                        "axpy_dots",  "wait",       "matvec_upd", "cg_precond",
+                                        "cg_operator", "pipecg"};
 constexpr size_t KGRAPH_CACHE = 48; /* graphs kept per engine */
 
 int do_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
@@ -234,6 +238,10 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
   const int type = r[0];
   const int32_t *p = r + 2;
   const bool prof = D->prof && !graph;
+  /* a CG loop's pending sums (pk_cuda_kry_cg.cu) before an operation that reads or writes S or the partial
+     sums; the products in between (pipelined CG's m = M^-1 w, n = A m) leave them for the step after them */
+  if (D->p2_on && type != OP_SCALAR && type != OP_PRECOND && type != OP_MATVEC && type != OP_COPY)
+    PK_CALL(psum_flush(E));
   if (prof)
     PK_CUDA_CHECK(E->ctx, kSolve, cudaEventRecord(D->ev[0], D->st), "profile");
   int rc = PKRYLOV_SUCCESS;
@@ -281,10 +289,35 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
     rc = do_basis_gemm(E, p[0], p[1], p[2], p[3], p[4], p[5]);
     break;
   case OP_SCALAR:
+    if (D->p2_on) { /* the sums of the CG loop before it and the step in one kernel */
+      rc = psum_launch(E, p[0], graph ? p[1] : p[1] + base, graph ? D->argbase : nullptr);
+      break;
+    }
     k_scalar<<<1, 1, 0, D->st>>>(p[0], D->S, graph ? p[1] : p[1] + base, graph ? D->argbase : nullptr,
                                  D->aux + 1);
     PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "scalar step");
     break;
+  case OP_CG_PRECOND: {
+    pk_coef a;
+    a.idx = p[3], a.neg = p[4];
+    rc = do_cg_precond(E, p[0], p[1], p[2], a, p[5], p[6], p[7] != 0);
+    break;
+  }
+  case OP_CG_OPERATOR: {
+    pk_coef a, b;
+    a.idx = p[4], a.neg = p[5], b.idx = p[6], b.neg = p[7];
+    rc = do_cg_operator(E, p[0], p[1], p[2], p[3], a, b, p[8], p[9], p[10] != 0);
+    break;
+  }
+  case OP_PIPECG: {
+    pk_kpipecg v;
+    v.m = p[0], v.z = p[1], v.q = p[2], v.s = p[3], v.p = p[4], v.x = p[5], v.r = p[6], v.u = p[7], v.w = p[8];
+    v.n = p[9];
+    pk_coef a, b;
+    a.idx = p[10], a.neg = p[11], b.idx = p[12], b.neg = p[13];
+    rc = do_pipecg(E, &v, a, b, p[14], p[15], p[16], p[17] != 0);
+    break;
+  }
   case OP_SET: {
     const int32_t count = p[1];
     double v[KSET_MAX];
@@ -353,12 +386,13 @@ int submit(pk_kry *E, std::vector<int32_t> &r) {
 /** Run what the current block recorded so far, directly, and stop recording it (a host read comes). */
 int flush(pk_kry *E) {
   KryDev *D = dev_of(E);
-  if (!D->rec_on)
-    return PKRYLOV_SUCCESS;
-  D->rec_on = 0;
-  int rc = play(E, D->log, false, D->base);
-  D->log.clear();
-  return rc;
+  if (D->rec_on) {
+    D->rec_on = 0;
+    const int rc = play(E, D->log, false, D->base);
+    D->log.clear();
+    PK_CALL(rc);
+  }
+  return psum_flush(E); /* a CG loop's sums into S */
 }
 
 /** Capture log into a graph; NULL when the capture or the instantiation failed (then nothing ran). */
@@ -370,7 +404,9 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
     cudaGetLastError();
     return NULL;
   }
-  const int rc = play(E, log, true, 0);
+  int rc = play(E, log, true, 0);
+  if (rc == PKRYLOV_SUCCESS) /* a block's pending sums are the block's: the graph adds them */
+    rc = psum_flush(E);
   cudaError_t e = cudaStreamEndCapture(D->st, &g);
   if (rc == PKRYLOV_SUCCESS && e == cudaSuccess && g)
     e = cudaGraphInstantiate(&x, g, 0);
@@ -378,6 +414,8 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
     cudaGraphDestroy(g);
   if (rc != PKRYLOV_SUCCESS || e != cudaSuccess)
     x = NULL;
+  if (!x)
+    D->p2_on = 0; /* nothing ran: the block is played again from its start, where nothing was pending */
   cudaGetLastError();
   return x;
 }
@@ -433,6 +471,8 @@ int kd_create(pk_kry *E) {
     D->pc.nz = 1;
     D->pc.layout = PKRYLOV_LAYOUT_KSLOW;
   }
+  if (s->type == PKRYLOV_SOLVER_CG) /* 2-D grid stencils: grid-stride launches, as the CG driver's views */
+    D->op.gcap = D->op64.gcap = D->pc.op.gcap = 1;
   const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
   const size_t vbytes = sizeof(double) * nvec * (size_t)E->ld;
   const int32_t ns = E->nscalars > 0 ? E->nscalars : 1;
@@ -740,6 +780,36 @@ int kd_scalar(pk_kry *E, int32_t id, int32_t arg) {
   return submit(E, r);
 }
 
+/* CG's fused loops (pk_cuda_kry_cg.cu): flags keep PK_KRY_IF_RUNNING; the record's async word as kd_update's */
+
+int kd_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags) {
+  PK_CALL(ensure_gsum(E, 2));
+  PK_CALL(ensure_xacc(E, 2));
+  std::vector<int32_t> rec = {OP_CG_PRECOND, 0, r, q, z, alpha.idx, alpha.neg, out, flags & PK_KRY_IF_RUNNING,
+                              async_of(E, flags, 2)};
+  return submit(E, rec);
+}
+
+int kd_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta, int32_t out,
+                   int32_t flags) {
+  PK_CALL(ensure_gsum(E, 1));
+  PK_CALL(ensure_xacc(E, 1));
+  std::vector<int32_t> rec = {OP_CG_OPERATOR, 0,         x,        p,   z,   q, alpha.idx, alpha.neg, beta.idx,
+                              beta.neg,       out,       flags & PK_KRY_IF_RUNNING, async_of(E, flags, 1)};
+  return submit(E, rec);
+}
+
+int kd_pipecg_update(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums, int32_t out,
+                     int32_t flags) {
+  PK_CALL(ensure_gsum(E, PK_RR_NV));
+  PK_CALL(ensure_xacc(E, PK_RR_NV));
+  std::vector<int32_t> rec = {OP_PIPECG, 0,         v->m,     v->z,      v->q,     v->s,  v->p,
+                              v->x,      v->r,      v->u,     v->w,      v->n,     alpha.idx, alpha.neg,
+                              beta.idx,  beta.neg,  nsums,    out,       flags & PK_KRY_IF_RUNNING,
+                              async_of(E, flags, nsums)};
+  return submit(E, rec);
+}
+
 int kd_wait(pk_kry *E) {
   KryDev *D = dev_of(E);
   if (!D->dist)
@@ -807,7 +877,8 @@ int kd_block_end(pk_kry *E) {
                                       would hold half of it; such blocks run directly */
     const int rc = play(E, D->log, false, D->base);
     D->log.clear();
-    return rc;
+    PK_CALL(rc);
+    return psum_flush(E);
   }
   GraphEntry *g = nullptr;
   for (GraphEntry &c : D->graphs)
@@ -850,7 +921,8 @@ int kd_block_end(pk_kry *E) {
     }
   }
   D->log.clear();
-  return rc;
+  PK_CALL(rc);
+  return psum_flush(E); /* as a graph of the block does */
 }
 
 } // namespace
@@ -860,8 +932,8 @@ extern "C" const pk_kry_backend pk_kry_cuda_backend = {
     kd_precond, kd_residual, kd_update, kd_block_dots, kd_basis_dots, kd_basis_axpy,      kd_basis_gemm,
     kd_scalar,  kd_wait,     kd_get,    kd_set,        kd_sync,       kd_basis_axpy_dots, kd_block_begin,
     kd_block_end,
-    NULL, /* cg_precond, cg_operator, pipecg_update: CG keeps its own driver here */
-    NULL,
-    NULL,
+    kd_cg_precond,
+    kd_cg_operator,
+    kd_pipecg_update,
     kd_matvec_update, /* one kernel on CSR views (pk_cuda_kry_fused.cu), else the two records */
     NULL}; /* precond_update: the front end composes precond and update */

@@ -91,6 +91,12 @@ struct KryDev {
   int64_t *xacc, *hxacc;         /* xcap accumulators: device; pinned host (host-staged sums) */
   size_t xcap;
   std::vector<const double *> xa, xb; /* the pairs of one exact sum (host) */
+  /* CG's fused loops on one GPU (pk_cuda_kry_cg.cu): the partial sums of the last loop, not yet added
+     (p2_nb slots of p2_nv values in part, for S[p2_out ..]): the next operation adds them first, a scalar
+     step in the same kernel */
+  int p2_on, p2_nv;
+  int64_t p2_nb;
+  int32_t p2_out;
 };
 
 inline KryDev *dev_of(pk_kry *E) {
@@ -232,6 +238,17 @@ int do_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t
 bool matvec_update_fusable(pk_kry *E);
 int do_matvec_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
                      const pk_kpair *pairs, int32_t out, bool async);
+int uop_apply(pk_kry *E, const double *x, double *y);
+/* pk_cuda_kry_cg.cu (CG's fused loops; flags: PK_KRY_IF_RUNNING) */
+int do_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags,
+                  bool async);
+int do_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta, int32_t out,
+                   int32_t flags, bool async);
+int do_pipecg(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums, int32_t out,
+              int32_t flags, bool async);
+/** The pending sums of a CG loop into S (nothing pending: nothing), alone or with the scalar step id. */
+int psum_flush(pk_kry *E);
+int psum_launch(pk_kry *E, int id, int arg, const int *base);
 
 } // namespace pkc_kry
 

@@ -72,6 +72,8 @@ int ensure_part(pk_kry *E, size_t need) {
   KryDev *D = dev_of(E);
   if (need <= D->part_cap)
     return PKRYLOV_SUCCESS;
+  if (!D->rec_on) /* a CG loop's pending sums are read from the old buffer first */
+    PK_CALL(psum_flush(E));
   drop_graphs(E); /* they hold the old buffer */
   if (D->part)
     PK_CUDA_CHECK(E->ctx, kSolve, cudaFreeAsync(D->part, D->st), "freeing the partial sums");

@@ -51,8 +51,13 @@ struct ActPcCg {
   struct In {};
   const pk_cuda_state *st;
   double *z;
+  pk_cuda_escal e; /* the CUDA engine's scalars when e.S is set (st NULL) */
   __device__ bool begin() {
     step_wait();
+    if (e.S) {
+      double a, b;
+      return escal_read(e, a, b);
+    }
     return !st || st->status == PK_ST_RUNNING;
   }
   __device__ In load(int64_t) const { return In{}; }
@@ -996,4 +1001,25 @@ extern "C" int pk_cuda_cg_precond_step_fold(void *stream, const pk_cuda_pc *pc, 
   if (!fold) return (int)cudaErrorInvalidValue;
   return launch_pc<1, FOLD_CG_SIGMA>((cudaStream_t)stream, pc, step_in(fold), 0, n, r, q, z, part, nblocks,
                                      fold->pdl != 0);
+}
+
+/* ---- the CUDA engine's CG preconditioner loop (pk_cuda_kry_cg.cu): scalars from its S ---------------- */
+
+extern "C" int pk_cuda_cg_precond_step_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, int64_t n,
+                                         double *r, const double *q, double *z, double *part, int64_t *nblocks) {
+  if (!e || !e->S) return (int)cudaErrorInvalidValue;
+  return launch_pc<1, FOLD_NONE>((cudaStream_t)stream, pc, step_in(e), 0, n, r, q, z, part, nblocks);
+}
+
+extern "C" int pk_cuda_cg_rupdate_e(void *stream, const pk_cuda_escal *e, int64_t n, double *r, const double *q) {
+  if (!e || !e->S) return (int)cudaErrorInvalidValue;
+  k_rupdate<FOLD_NONE><<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(n, step_in(e), 0, r, q);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int pk_cuda_cg_precond_after_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, double *r,
+                                          double *z, double *part, int64_t *nblocks) {
+  if (!e || !e->S || !pc || pc->type != PKRYLOV_PRECOND_AINV) return (int)cudaErrorInvalidValue;
+  ActPcCg act{nullptr, z, *e};
+  return launch_op((cudaStream_t)stream, &pc->op, r, act, part, nblocks, false);
 }

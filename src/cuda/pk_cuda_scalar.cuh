@@ -39,12 +39,34 @@ struct StepIn {
   const double *part;
   int64_t nb;
   double *hist;
+  pk_cuda_escal e; /* FOLD_NONE with e.S set: the CUDA engine's scalars instead of st */
 };
+
+/** A coefficient of the engine's scalars (pk_coef_value: index -1 is 1, -2 is 0). */
+__device__ __forceinline__ double escal_value(const double *S, int32_t i, int32_t neg) {
+  const double v = i == -1 ? 1.0 : i == -2 ? 0.0 : S[i];
+  return neg ? -v : v;
+}
+
+/** The engine's scalars of a fused loop: false when e.stop says the iteration stopped. */
+__device__ __forceinline__ bool escal_read(const pk_cuda_escal &e, double &alpha, double &beta) {
+  if (e.stop >= 0 && e.S[e.stop] != 0.0) return false;
+  alpha = escal_value(e.S, e.ia, e.na);
+  beta = escal_value(e.S, e.ib, e.nb);
+  return true;
+}
 
 /** StepIn of an unfolded kernel. */
 StepIn step_in(const pk_cuda_state *st) {
   StepIn in = {};
   in.st = st;
+  return in;
+}
+
+/** StepIn of a kernel of the CUDA engine (FOLD_NONE). */
+StepIn step_in(const pk_cuda_escal *e) {
+  StepIn in = {};
+  in.e = *e;
   return in;
 }
 
@@ -311,6 +333,7 @@ __device__ __forceinline__ void scalar_update(pk_cuda_state &s, const double (&v
 template <int FOLD>
 __device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, double &beta) {
   if constexpr (FOLD == FOLD_NONE) {
+    if (in.e.S) return escal_read(in.e, alpha, beta);
     if (!in.st) {
       alpha = beta = 0.0;
       return true;

@@ -110,11 +110,13 @@ template <bool NORMS> struct ActPipe {
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false; /* 8 inputs: ahead they would cost 16 more registers (spills) */
   struct In {};
-  const pk_cuda_state *st; /* not NULL */
+  const pk_cuda_state *st; /* not NULL, unless e.S is set */
+  pk_cuda_escal e;         /* the CUDA engine's scalars when e.S is set */
   double *z, *q, *s, *p, *x, *r, *u, *w;
   double alpha, beta;
   __device__ bool begin() {
     step_wait();
+    if (e.S) return escal_read(e, alpha, beta);
     if (st->status != PK_ST_RUNNING) return false;
     alpha = st->alpha;
     beta = st->beta;
@@ -239,6 +241,7 @@ int pipecg_step(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_state *
                 int64_t *nblocks, bool pdl) {
   ActPipe<NORMS> act;
   act.st = st;
+  act.e = pk_cuda_escal{};
   act.z = z, act.q = q, act.s = s, act.p = p, act.x = x, act.r = r, act.u = u, act.w = w;
   act.alpha = act.beta = 0.0;
   return launch_op(stream, op, m, act, part, nblocks, pdl);
@@ -310,4 +313,34 @@ extern "C" int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_c
                                      const double *part, int64_t nblocks, double *hist, int repl) {
   if (repl) return scalar_launch<FOLD_PIPE_RR>(stream, in, out, part, nblocks, hist, 0);
   return scalar_launch<FOLD_PIPE>(stream, in, out, part, nblocks, hist, 0);
+}
+
+/* ---- the CUDA engine's CG operator loop and pipelined-CG update (pk_cuda_kry_cg.cu): scalars from its S -- */
+
+extern "C" int pk_cuda_cg_operator_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, double *x,
+                                          double *p, const double *z, double *q, double *part, int64_t *nblocks) {
+  if (!e || !e->S) return (int)cudaErrorInvalidValue;
+  return cg_operator_step<FOLD_NONE>((cudaStream_t)stream, op, step_in(e), 0, x, p, z, q, part, nblocks, false);
+}
+
+namespace {
+template <bool NORMS>
+int pipecg_step_e(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_escal *e, const double *m, double *z,
+                  double *q, double *s, double *p, double *x, double *r, double *u, double *w, double *part,
+                  int64_t *nblocks) {
+  ActPipe<NORMS> act;
+  act.st = nullptr;
+  act.e = *e;
+  act.z = z, act.q = q, act.s = s, act.p = p, act.x = x, act.r = r, act.u = u, act.w = w;
+  act.alpha = act.beta = 0.0;
+  return launch_op(stream, op, m, act, part, nblocks, false);
+}
+} // namespace
+
+extern "C" int pk_cuda_pipecg_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, const double *m,
+                                     double *z, double *q, double *s, double *p, double *x, double *r, double *u,
+                                     double *w, double *part, int64_t *nblocks, int norms) {
+  if (!e || !e->S) return (int)cudaErrorInvalidValue;
+  return norms ? pipecg_step_e<true>((cudaStream_t)stream, op, e, m, z, q, s, p, x, r, u, w, part, nblocks)
+               : pipecg_step_e<false>((cudaStream_t)stream, op, e, m, z, q, s, p, x, r, u, w, part, nblocks);
 }

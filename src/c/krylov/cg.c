@@ -1,7 +1,8 @@
 /**
  * @file cg.c
- * @brief CG and pipelined CG on the vector engine (pk_kry.h): the CPU backend (the CUDA backend still runs
- * its own driver, pk_cuda_solver.cu, until its engine has CG's fused loops: pk_kry_serves).
+ * @brief CG and pipelined CG on the vector engine (pk_kry.h): every backend (on CUDA with the solver option
+ * kry.cg=1 while its own driver, pk_cuda_solver.cu, is the default: pk_kry_serves). Blocks of
+ * pk_kry_sync_interval() iterations (1 on the CPU) between host reads; see cg_run and pc_run.
  *
  * CG is the two-loop form of Mueller et al.: a "preconditioner loop" (r -= alpha q; z = M^-1 r; (r,z), (r,r):
  * pk_kry_cg_precond) and an "operator loop" (x += alpha p; p = z + beta p; q = A z + beta q; (p,q):
@@ -18,8 +19,7 @@
  *
  * The scalar recurrences, the convergence test, breakdown detection (negative definite operators solve: the
  * signs are fixed by the first values) and the minimum-residual bookkeeping are the scalar steps of
- * kry_scalar_pcg.h; the drivers read the scalars after every step (the CPU engine's sync interval is 1) and
- * hold the host's part: history, monitor and stagnation (pk_kry_poll), the confirmation of a convergence on
+ * kry_scalar_pcg.h; the drivers read the scalars after every block of iterations and hold the host's part: history, monitor and stagnation (pk_kry_poll), the confirmation of a convergence on
  * the true residual with a restart from x when it fails (pk_kry_confirm, PK_MAX_CONFIRM_FAILURES), the
  * true-residual interval, the replacements, pipelined CG's direct curvature check (PK_MAX_RESTARTS) and the
  * minimum-residual iterate (CG's is x + alpha p, its x update lagging one loop). The frame's best-iterate

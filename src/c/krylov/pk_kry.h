@@ -4,7 +4,7 @@
  * (private, not installed).
  *
  * One driver per method (bicgstab.c, gmres.c, cagmres.c, srcg.c; cg.c for CG and pipelined CG, on the
- * backends whose engine has CG's fused loops: the CPU for now, pk_kry_serves) runs on both backends: it never touches vector data, only
+ * backends whose engine has CG's fused loops: the CPU, CUDA with kry.cg=1, pk_kry_serves) runs on both backends: it never touches vector data, only
  * asks the engine for whole-vector operations on vectors named by ids, and for scalar steps that run where
  * the scalars live (a host array on the CPU, a device array on CUDA: one thread of one block there). So the
  * CUDA path keeps its scalars on the device and needs no host synchronisation per iteration: the driver

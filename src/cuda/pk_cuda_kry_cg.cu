@@ -1,0 +1,215 @@
+/**
+ * @file pk_cuda_kry_cg.cu
+ * @brief CG's fused loops on the CUDA vector engine (pk_kry.h: pk_kry_cg_precond, pk_kry_cg_operator,
+ *        pk_kry_pipecg_update) with the kernels of the CG driver (pk_cuda_precond.cu, pk_cuda_steps.cu: the
+ *        same launchers, scalars read from the engine's S, pk_cuda_escal), and their partial sums.
+ *
+ * Sums on one GPU: a loop's kernel writes its partial sums (one slot per block, the launchers' layout) and
+ * leaves them pending (KryDev.p2_*): the next operation adds them in the fixed order of the CG driver's
+ * one-block scalar kernels (block_sums, pk_cuda_scalar.cuh) into S[out ..], and when that operation is the
+ * scalar step that reads them (the CG drivers' order: a loop, then its step), one one-block kernel adds the
+ * sums and runs the step: the launches and the arithmetic of the CG driver's unfolded path, so CG's iterates
+ * are bitwise that driver's. Any other operation, a host read and the end of a block first add the pending
+ * sums alone (k_psum with no step).
+ * Several ranks: the rank's sums of the same kernels, made global as every engine sum (sum_into: NCCL or
+ * host-staged, added in rank order); operators of several ranks (the distributed grid operators) exchange
+ * the halo of the product's input while the columns off the tile edges run (op_in), then the edge columns
+ * (op_edge), partial slots after the interior ones. Reproducible mode: the exact sums of the vectors (xsums),
+ * the CPU engine's pairs. User routines (operator, preconditioner, the caller's halo exchange): called with
+ * device pointers as by the engine's products; under PK_KRY_IF_RUNNING the stop code is read first (a host
+ * synchronisation; such solves run one iteration per block), so a routine is not called after a stop.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "pk_cuda_kry.cuh"
+#include "pk_cuda_scalar.cuh"
+
+namespace {
+
+/** The pending sums of NV values (slots of NV) into S[out ..] in the CG driver's order, then the scalar step
+ *  id (< 0: none) with arg (+ *base in a graph of a block); an unknown id is remembered in *bad. */
+template <int NV>
+__global__ void __launch_bounds__(PKC_SUM_LANES)
+    k_psum(const double *part, int64_t nb, double *S, int out, int id, int arg, const int *base,
+           unsigned long long *bad) {
+  double v[NV];
+  block_sums<NV, NV>(part, nb, v);
+  if (threadIdx.x != 0) return;
+#pragma unroll
+  for (int j = 0; j < NV; j++) S[out + j] = v[j];
+  if (id < 0) return;
+  if (base) arg += *base;
+  if (pk_kry_scalar_step(id, S, arg) < 0) *bad = (unsigned long long)(id + 1);
+}
+
+pk_cuda_escal escal(pk_kry *E, pk_coef a, pk_coef b, int32_t flags) {
+  pk_cuda_escal e;
+  memset(&e, 0, sizeof e);
+  e.S = pkc_kry::dev_of(E)->S;
+  e.ia = a.idx, e.na = a.neg, e.ib = b.idx, e.nb = b.neg;
+  e.stop = (flags & PK_KRY_IF_RUNNING) ? PK_KS_STOP : -1;
+  return e;
+}
+
+} // namespace
+
+namespace pkc_kry {
+
+int psum_launch(pk_kry *E, int id, int arg, const int *base) {
+  KryDev *D = dev_of(E);
+  D->p2_on = 0;
+  const dim3 g(1), b(PKC_SUM_LANES);
+  switch (D->p2_nv) {
+  case 1: k_psum<1><<<g, b, 0, D->st>>>(D->part, D->p2_nb, D->S, D->p2_out, id, arg, base, D->aux + 1); break;
+  case 2: k_psum<2><<<g, b, 0, D->st>>>(D->part, D->p2_nb, D->S, D->p2_out, id, arg, base, D->aux + 1); break;
+  case PK_RR_NV_BASE:
+    k_psum<PK_RR_NV_BASE><<<g, b, 0, D->st>>>(D->part, D->p2_nb, D->S, D->p2_out, id, arg, base, D->aux + 1);
+    break;
+  case PK_RR_NV:
+    k_psum<PK_RR_NV><<<g, b, 0, D->st>>>(D->part, D->p2_nb, D->S, D->p2_out, id, arg, base, D->aux + 1);
+    break;
+  default:
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: %d pending sums", D->p2_nv);
+  }
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "summing partials");
+  return PKRYLOV_SUCCESS;
+}
+
+int psum_flush(pk_kry *E) {
+  return dev_of(E)->p2_on ? psum_launch(E, -1, 0, nullptr) : PKRYLOV_SUCCESS;
+}
+
+namespace {
+
+/** The sums of a loop's kernel (nb slots of nv values in D->part; the pairs a, b for the exact sums): pending
+ *  on one GPU, global (started with async) on several ranks, exact in reproducible mode. */
+int loop_sums(pk_kry *E, int64_t nb, int nv, const double *const *a, const double *const *b, int32_t out,
+              bool async) {
+  KryDev *D = dev_of(E);
+  if (nv <= 0) return PKRYLOV_SUCCESS;
+  if (D->repro) return xsums(E, nv, a, b, false, out);
+  if (D->dist) return sum_into(E, nb, nv, false, out, async);
+  if ((size_t)nb * (size_t)nv > D->part_cap)
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: %lld partial sums, room for %zu",
+                    (long long)nb * nv, D->part_cap);
+  D->p2_on = 1, D->p2_nv = nv, D->p2_nb = nb, D->p2_out = out;
+  return PKRYLOV_SUCCESS;
+}
+
+/** Under PK_KRY_IF_RUNNING before a host routine: *run = 0 when a scalar step stopped the iteration (reads
+ *  the stop code: a host synchronisation). */
+int running_now(pk_kry *E, int32_t flags, int *run) {
+  KryDev *D = dev_of(E);
+  *run = 1;
+  if (!(flags & PK_KRY_IF_RUNNING)) return PKRYLOV_SUCCESS;
+  PK_CUDA_CHECK(E->ctx, kSolve,
+                cudaMemcpyAsync(D->hbuf, D->S + PK_KS_STOP, sizeof(double), cudaMemcpyDeviceToHost, D->st),
+                "reading the stop code");
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaStreamSynchronize(D->st), "reading the stop code");
+  *run = D->hbuf[0] == 0.0;
+  return PKRYLOV_SUCCESS;
+}
+
+} // namespace
+
+int do_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags,
+                  bool async) {
+  KryDev *D = dev_of(E);
+  double *rv = vp(E, r), *zv = vp(E, z);
+  const double *qv = vp(E, q);
+  const pk_cuda_escal e = escal(E, alpha, pk_c(PK_S_ZERO), flags);
+  const double *a[2] = {rv, rv}, *b[2] = {zv, rv};
+  int64_t nb = 0;
+  if (D->upc) { /* r -= alpha q; the routine z = M^-1 r; then the sums (r, z), (r, r) by the update kernel */
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_rupdate_e(D->st, &e, E->n, rv, qv), "CG preconditioner loop");
+    int run;
+    PK_CALL(running_now(E, flags, &run));
+    if (!run) return PKRYLOV_SUCCESS;
+    PK_CALL(pk_cuda_user_call(E->ctx, E->s->M->user.apply, E->s->M->user.data, E->n, rv, zv, "preconditioner"));
+    const pk_kpair pr[2] = {{r, z}, {r, r}};
+    return do_update(E, 0, NULL, 2, pr, out, async);
+  }
+  if (D->dop && D->pc.type == PKRYLOV_PRECOND_AINV) { /* r -= alpha q, r's halo, then z = M^-1 r and the sums */
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_rupdate_e(D->st, &e, E->n, rv, qv), "CG preconditioner loop");
+    PK_CALL(pk_cuda_dist_halo(D->dop, rv, D->nccl));
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_precond_after_e(D->st, &D->pc, &e, rv, zv, D->part, &nb),
+                  "CG preconditioner loop");
+  } else {
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_precond_step_e(D->st, &D->pc, &e, E->n, rv, qv, zv, D->part, &nb),
+                  "CG preconditioner loop");
+  }
+  return loop_sums(E, nb, 2, a, b, out, async);
+}
+
+int do_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta, int32_t out,
+                   int32_t flags, bool async) {
+  KryDev *D = dev_of(E);
+  double *xv = vp(E, x), *pv = vp(E, p), *qv = vp(E, q);
+  const double *zv = vp(E, z);
+  const pk_cuda_escal e = escal(E, alpha, beta, flags);
+  const double *a[1] = {pv}, *b[1] = {qv};
+  int64_t nb = 0, nb2 = 0;
+  if (D->uop) { /* A z by the routine into D->ax, which the launcher reads (D->op.pre) */
+    int run;
+    PK_CALL(running_now(E, flags, &run));
+    if (!run) return PKRYLOV_SUCCESS;
+    PK_CALL(uop_apply(E, zv, D->ax));
+  }
+  if (D->dop) { /* the columns off the tile edges while z's halo travels, then the edge columns */
+    PK_CALL(pk_cuda_dist_halo_begin(D->dop, zv, D->nccl));
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_operator_step_e(D->st, &D->op_in, &e, xv, pv, zv, qv, D->part, &nb),
+                  "CG operator loop");
+    PK_CALL(pk_cuda_dist_halo_end(D->dop, D->nccl));
+    PK_CUDA_CHECK(E->ctx, kSolve,
+                  pk_cuda_cg_operator_step_e(D->st, &D->op_edge, &e, xv, pv, zv, qv, D->part + nb, &nb2),
+                  "CG operator loop (tile edges)");
+  } else {
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_operator_step_e(D->st, &D->op, &e, xv, pv, zv, qv, D->part, &nb),
+                  "CG operator loop");
+  }
+  return loop_sums(E, nb + nb2, 1, a, b, out, async);
+}
+
+int do_pipecg(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums, int32_t out,
+              int32_t flags, bool async) {
+  KryDev *D = dev_of(E);
+  double *z = vp(E, v->z), *q = vp(E, v->q), *s = vp(E, v->s), *p = vp(E, v->p), *x = vp(E, v->x),
+         *r = vp(E, v->r), *u = vp(E, v->u), *w = vp(E, v->w);
+  const double *m = vp(E, v->m);
+  const pk_cuda_escal e = escal(E, alpha, beta, flags);
+  const int norms = nsums == PK_RR_NV, nv = norms ? PK_RR_NV : PK_RR_NV_BASE; /* slots of nv values */
+  const double *a[PK_RR_NV] = {r, w, r, x, p, u, q}, *b[PK_RR_NV] = {u, u, r, x, p, u, q};
+  int64_t nb = 0, nb2 = 0;
+  pk_cuda_op op = D->op;
+  if (v->n >= 0 || D->uop) { /* n = A m made before (the driver's product), or now by the routine */
+    if (v->n < 0) {
+      int run;
+      PK_CALL(running_now(E, flags, &run));
+      if (!run) return PKRYLOV_SUCCESS;
+      PK_CALL(uop_apply(E, m, D->ax));
+    }
+    memset(&op, 0, sizeof op); /* a USER view: the launcher reads (A m)[cell] from pre */
+    op.type = PKRYLOV_OPERATOR_USER;
+    op.n = E->n;
+    op.wet = D->op64.wet;
+    op.pre = v->n >= 0 ? vp(E, v->n) : D->ax;
+  } else if (D->dop) { /* the columns off the tile edges while m's halo travels, then the edge columns */
+    PK_CALL(pk_cuda_dist_halo_begin(D->dop, m, D->nccl));
+    PK_CUDA_CHECK(E->ctx, kSolve,
+                  pk_cuda_pipecg_step_e(D->st, &D->op_in, &e, m, z, q, s, p, x, r, u, w, D->part, &nb, norms),
+                  "pipelined CG update");
+    PK_CALL(pk_cuda_dist_halo_end(D->dop, D->nccl));
+    PK_CUDA_CHECK(E->ctx, kSolve,
+                  pk_cuda_pipecg_step_e(D->st, &D->op_edge, &e, m, z, q, s, p, x, r, u, w, D->part + nv * nb, &nb2,
+                                        norms),
+                  "pipelined CG update (tile edges)");
+    return loop_sums(E, nb + nb2, nsums, a, b, out, async);
+  }
+  PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_pipecg_step_e(D->st, &op, &e, m, z, q, s, p, x, r, u, w, D->part, &nb, norms),
+                "pipelined CG update");
+  return loop_sums(E, nb, nsums, a, b, out, async);
+}
+
+} // namespace pkc_kry
