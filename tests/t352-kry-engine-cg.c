@@ -9,6 +9,7 @@
  * partial), so the references sum the same way and the unpreconditioned results must agree bitwise; the
  * products A z, A m are the engine's own matvec (checked in t350). CPU only.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "pk_kry.h"
@@ -462,9 +463,10 @@ static int cuda_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M
 
 /**
  * CG and pipelined CG on the CUDA engine (solver option kry.cg=1) against the CUDA CG driver (kry.cg=0): CG
- * with the driver's unfolded launches (cuda.fold=0) bitwise (the same kernels, partial sums and scalar
- * arithmetic), pipelined CG (its (re)start sums come from the engine's update kernel) in the same
- * iterations within 1e-10; every solve converged. Skipped (77) without a GPU.
+ * with the driver's unfolded launches (cuda.fold=0) in the same iterations and bitwise (the same kernels,
+ * partial sums and scalar arithmetic), pipelined CG (its (re)start and replacement sums come from the
+ * engine's update kernel, another order) within 2 iterations and 1e-10; every solve converged. Skipped (77)
+ * without a GPU.
  */
 PK_TEST_CASE(cuda_engine_matches_driver) {
   pkrylov_context ctx = NULL;
@@ -484,7 +486,8 @@ PK_TEST_CASE(cuda_engine_matches_driver) {
     pkrylov_result r0, r1;
     PK_REQUIRE_OK(ctx, cuda_solve(ctx, A, M, type, drv, b, x0, n, &r0));
     PK_REQUIRE_OK(ctx, cuda_solve(ctx, A, M, type, eng, b, x1, n, &r1));
-    PK_EXPECT(r0.converged && r1.converged && r0.iterations == r1.iterations,
+    PK_EXPECT(r0.converged && r1.converged &&
+                  (type == PKRYLOV_SOLVER_CG ? r0.iterations == r1.iterations : abs(r0.iterations - r1.iterations) <= 2),
               "type %d: driver %d its (%s), engine %d its (%s)", type, r0.iterations,
               pkrylov_reason_string(r0.reason), r1.iterations, pkrylov_reason_string(r1.reason));
     if (type == PKRYLOV_SOLVER_CG)
