@@ -447,18 +447,37 @@ PK_TEST_CASE(cuda_loops_match_cpu) {
 
 /** One CUDA solve of b on a new solver (thin shell A, column preconditioner) with the options opts ("k=v"
  *  pairs; NULL: none), sync interval 8; x and the result out. */
-static int cuda_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, int type,
-                      const char *const *opts, const double *b, double *x, int64_t n, pkrylov_result *res) {
+/** One CUDA solve: the solver's settings (opts: option names and values, NULL-terminated), the result, x
+ *  and the history (hist NULL: not copied). */
+typedef struct {
+  int type, sync, minres, repl, maxit;
+  const char *const *opts;
+} fold_run;
+
+static int fold_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, const fold_run *f,
+                      const double *b, double *x, int64_t n, pkrylov_result *res, double *hist, int32_t *hlen) {
   pkrylov_solver s = NULL;
-  int rc = pkrylov_solver_create(ctx, type, A, M, &s);
-  for (int k = 0; !rc && opts && opts[k]; k += 2) rc = pkrylov_solver_set_option(s, opts[k], opts[k + 1]);
+  int rc = pkrylov_solver_create(ctx, f->type, A, M, &s);
+  for (int k = 0; !rc && f->opts && f->opts[k]; k += 2) rc = pkrylov_solver_set_option(s, f->opts[k], f->opts[k + 1]);
   if (!rc) rc = pkrylov_solver_set_tolerances(s, 1e-10, 0);
-  if (!rc) rc = pkrylov_solver_set_sync_interval(s, 8);
+  if (!rc) rc = pkrylov_solver_set_sync_interval(s, f->sync);
+  if (!rc) rc = pkrylov_solver_set_min_residual(s, f->minres);
+  if (!rc) rc = pkrylov_solver_set_max_iterations(s, f->maxit);
+  if (!rc && f->type == PKRYLOV_SOLVER_PIPECG) rc = pkrylov_solver_set_residual_replacement(s, f->repl);
+  if (!rc) rc = pkrylov_solver_set_history(s, 1);
   memset(x, 0, sizeof(double) * (size_t)n);
   if (!rc) rc = pkrylov_solver_solve(s, PKRYLOV_MEM_HOST, b, x);
   if (!rc) rc = pkrylov_solver_get_result(s, res);
+  if (!rc) rc = pkrylov_solver_get_history(s, hist ? 1000 : 0, hist, hlen);
   pkrylov_solver_destroy(&s);
   return rc;
+}
+
+static int cuda_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, int type,
+                      const char *const *opts, const double *b, double *x, int64_t n, pkrylov_result *res) {
+  const fold_run f = {type, 8, 0, PKRYLOV_REPLACE_AUTO, 1000, opts};
+  int32_t hl;
+  return fold_solve(ctx, A, M, &f, b, x, n, res, NULL, &hl);
 }
 
 /**
@@ -503,6 +522,88 @@ PK_TEST_CASE(cuda_engine_matches_driver) {
   PK_TEST_END();
 }
 
+/**
+ * The engine's folded steps (cuda.fold=1: the scalar step run by every block of the next loop's kernel, with
+ * and without programmatic dependent launches) bitwise against its one-block steps (cuda.fold=0) and, for CG,
+ * bitwise against the CUDA CG driver's folded path: iterations, reason and x, and against the one-block steps
+ * also the residual history (which a folded step writes from block 0). Blocks of 1, 7 and 8 iterations (pipelined CG: an odd and an even number
+ * of folded steps per block, and the single step that runs unfolded), a column, a Jacobi and no
+ * preconditioner, the minimum-residual iterate (CG: the update between the loops keeps the step unfolded),
+ * an iteration cap inside a block, pipelined CG with the automatic residual replacement (the rule in block 0
+ * only) and without. Skipped (77) without a GPU.
+ */
+PK_TEST_CASE(cuda_engine_folded) {
+  pkrylov_context ctx = NULL;
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx) != PKRYLOV_SUCCESS) return PK_SKIP;
+  const int32_t nx = 33, ny = 29, nz = 17;
+  const int64_t n = (int64_t)nx * ny * nz;
+  pkrylov_thinshell_params prm;
+  pkrylov_operator A;
+  pkrylov_precond Mc, Mj;
+  PK_REQUIRE_OK(ctx, pkrylov_thinshell_params_default(nx, ny, nz, &prm));
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &prm, &A));
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_COLUMN, 0, PKRYLOV_LAYOUT_AUTO, &Mc));
+  PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &Mj));
+  uint64_t seed = 7;
+  double *b = rand_vec(n, &seed), *x[3] = {vec_new(n), vec_new(n), vec_new(n)};
+  double *h[3];
+  for (int k = 0; k < 3; k++) h[k] = vec_new(1000);
+  static const char *const eng_fold[] = {"kry.cg", "1", "cuda.fold", "1", "cuda.pdl", "1", NULL},
+                           *const eng_nopdl[] = {"kry.cg", "1", "cuda.fold", "1", "cuda.pdl", "0", NULL},
+                           *const eng_one[] = {"kry.cg", "1", "cuda.fold", "0", NULL},
+                           *const drv_fold[] = {"kry.cg", "0", "cuda.fold", "1", "cuda.pdl", "1", NULL};
+  const pkrylov_precond Ms[3] = {Mc, Mj, NULL};
+  static const int syncs[3] = {1, 7, 8};
+  for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++)
+    for (int m = 0; m < 3; m++)
+      for (int si = 0; si < 3; si++)
+        for (int v = 0; v < 4; v++) { /* plain, min_res, a cap of 11, pipelined CG without replacement */
+          if (v == 3 && type != PKRYLOV_SOLVER_PIPECG) continue;
+          fold_run f = {type, syncs[si], v == 1, v == 3 ? 0 : PKRYLOV_REPLACE_AUTO, v == 2 ? 11 : 1000, NULL};
+          pkrylov_result r[3];
+          int32_t hl[3];
+          const char *const *o[3] = {eng_fold, eng_one, drv_fold};
+          const int nrun = type == PKRYLOV_SOLVER_CG ? 3 : 2; /* pipelined CG: the driver's sums differ */
+          for (int k = 0; k < nrun; k++) {
+            f.opts = o[k];
+            PK_REQUIRE_OK(ctx, fold_solve(ctx, A, Ms[m], &f, b, x[k], n, &r[k], h[k], &hl[k]));
+          }
+          if (si == 1) { /* the folded path without PDL as well */
+            f.opts = eng_nopdl;
+            double *xp = vec_new(n), *hp = vec_new(1000);
+            pkrylov_result rp;
+            int32_t hlp;
+            PK_REQUIRE_OK(ctx, fold_solve(ctx, A, Ms[m], &f, b, xp, n, &rp, hp, &hlp));
+            PK_EXPECT(rp.iterations == r[0].iterations && same(n, xp, x[0]),
+                      "type %d pc %d sync %d variant %d: folded with and without PDL differ", type, m, f.sync, v);
+            free(xp), free(hp);
+          }
+          for (int k = 1; k < nrun; k++) {
+            PK_EXPECT(r[k].iterations == r[0].iterations && r[k].reason == r[0].reason,
+                      "type %d pc %d sync %d variant %d, run %d: %d its (%s), folded engine %d its (%s)", type, m,
+                      f.sync, v, k, r[k].iterations, pkrylov_reason_string(r[k].reason), r[0].iterations,
+                      pkrylov_reason_string(r[0].reason));
+            PK_EXPECT(same(n, x[k], x[0]), "type %d pc %d sync %d variant %d, run %d: x differs (%.3e)", type, m,
+                      f.sync, v, k, pk_test_rel_diff(n, x[k], x[0]));
+            if (k == 1) /* the engine's one-block steps: the same history */
+              PK_EXPECT(hl[k] == hl[0] && same(hl[0] < 1000 ? hl[0] : 1000, h[k], h[0]),
+                        "type %d pc %d sync %d variant %d: the histories differ", type, m, f.sync, v);
+          }
+          PK_EXPECT(r[0].converged || (v == 2 && r[0].reason == PKRYLOV_DIVERGED_MAX_ITERATIONS &&
+                                       r[0].iterations == 11),
+                    "type %d pc %d sync %d variant %d: %d its (%s)", type, m, f.sync, v, r[0].iterations,
+                    pkrylov_reason_string(r[0].reason));
+        }
+  free(b);
+  for (int k = 0; k < 3; k++) free(x[k]), free(h[k]);
+  pkrylov_precond_destroy(&Mc);
+  pkrylov_precond_destroy(&Mj);
+  pkrylov_operator_destroy(&A);
+  PK_REQUIRE_OK(ctx, pkrylov_context_destroy(&ctx));
+  PK_TEST_END();
+}
+
 PK_TEST_MAIN(PK_TEST_ENTRY(cg_loops), PK_TEST_ENTRY(cg_precond_jacobi), PK_TEST_ENTRY(pipecg_update),
              PK_TEST_ENTRY(cuda_loops_match_cpu), PK_TEST_ENTRY(cuda_engine_matches_driver),
+             PK_TEST_ENTRY(cuda_engine_folded),
              PK_TEST_ENTRY(bad_arguments), PK_TEST_ENTRY(solve_vs_textbook))

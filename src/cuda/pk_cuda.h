@@ -426,7 +426,46 @@ int pk_cuda_cg_operator_step_e(void *stream, const pk_cuda_op *op, const pk_cuda
                                double *p, const double *z, double *q, double *part, int64_t *nblocks);
 int pk_cuda_pipecg_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, const double *m,
                           double *z, double *q, double *s, double *p, double *x, double *r, double *u, double *w,
-                          double *part, int64_t *nblocks, int norms);
+                          double *part, int64_t *nblocks, int norms, int pdl);
+
+/**
+ * A scalar step of the CUDA engine folded into the loop kernel that follows it (the engine's form of
+ * pk_cuda_fold): every warp of every block adds the pending partial sums (nb slots at part, the fixed order
+ * of the one-block kernels) into its own copy of the method's scalars S_in[0 .. PK_CG_NSCALARS or
+ * PK_PCG_NSCALARS), at the slots the producing loop's sums go to (CG: PK_CG_RZ after the preconditioner
+ * loop, PK_CG_PQ after the operator loop; pipelined CG: PK_PCG_GAMMA), runs the step (PK_KSS_CG_ITER,
+ * PK_KSS_CG_SIGMA, PK_KSS_PCG_SUMS, by the launcher) with arg (+ *base in a graph of a block), and uses the
+ * new scalars (escal's coefficients and stop, read from that copy). Block 0's thread 0 writes the scalars to
+ * S_out (!= S_in: the other blocks read S_in meanwhile) and the residual-history entry of the step to the
+ * ring of S_home (the engine's S, where the host reads it). Pipelined CG with the automatic residual
+ * replacement (rr): only block 0 sums the rule's norms and runs it, as the driver's folded kernels do.
+ */
+typedef struct {
+  const double *Sin;
+  double *Sout, *Shome;
+  const double *part; /* the producing loop's partial sums (not written by this launch) */
+  int64_t nb;
+  const int *base;    /* a graph's argument base (device), or NULL */
+  int32_t arg;
+  int32_t pdl;        /* 1: programmatic dependent launch */
+} pk_cuda_efold;
+
+/** The engine's CG preconditioner loop with PK_KSS_CG_SIGMA folded in (pk_cuda_cg_precond_step_e). */
+int pk_cuda_cg_precond_step_ef(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e,
+                               const pk_cuda_efold *f, int64_t n, double *r, const double *q, double *z,
+                               double *part, int64_t *nblocks);
+/** The engine's CG operator loop with PK_KSS_CG_ITER folded in (pk_cuda_cg_operator_step_e). */
+int pk_cuda_cg_operator_step_ef(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e,
+                                const pk_cuda_efold *f, double *x, double *p, const double *z, double *q,
+                                double *part, int64_t *nblocks);
+/** z = M^-1 r with pipelined CG's PK_KSS_PCG_SUMS folded in (rr: the automatic replacement's slots of
+ *  PK_RR_NV; z is not written once stopped). */
+int pk_cuda_pc_apply_ef(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, const pk_cuda_efold *f,
+                        int rr, const double *r, double *z);
+/** pk_cuda_pipecg_none_step with the engine's scalars. */
+int pk_cuda_pipecg_none_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, const double *w_old,
+                               double *z, double *s, double *p, double *x, double *r, double *w_new,
+                               double *part, int64_t *nblocks, int norms);
 
 /** pk_cuda_cg_scalar_sigma folded into pk_cuda_cg_precond_step (alpha_zero = 0). */
 int pk_cuda_cg_precond_step_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold, int64_t n,

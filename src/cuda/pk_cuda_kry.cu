@@ -189,6 +189,81 @@ const char *const op_names[OP_COUNT] = {"",           "matvec",    "precond",   
                                         "cg_operator", "pipecg"};
 constexpr size_t KGRAPH_CACHE = 48; /* graphs kept per engine */
 
+} // namespace
+
+namespace pkc_kry {
+
+/*
+ * Folded steps (KryDev.fold: the solver option cuda.fold, by default the CG driver's choice by size; one GPU,
+ * no user routine, not reproducible). In a block, play() runs the records after this plan: CG's scalar step
+ * after a loop (PK_KSS_CG_ITER after the preconditioner loop, PK_KSS_CG_SIGMA after the operator loop) is
+ * deferred (FP_DEFER) and run at the start of every block of the next loop's kernel (FP_HOST) from the pending
+ * sums, as the CG driver's folded path does: per iteration the operator loop with the ITER step, the
+ * preconditioner loop with the SIGMA step, the block's first preconditioner loop and its last SIGMA step
+ * (one-block, psum) as that driver's; 2 kernels per iteration. Pipelined CG: the step after m = M^-1 w runs
+ * in that kernel (the product precedes the step in the record order; FP_HOST on the PRECOND record, FP_SKIP
+ * on the SCALAR record), the update after it reads the new scalars: 2 kernels per iteration, with
+ * programmatic dependent launches (cuda.pdl). A folded kernel reads the scalars from one buffer while its
+ * block 0 writes them to another (S, S2, S3 in turn): CG alternates S and S2 and its last step moves them back
+ * to S; a pipelined-CG block with an odd number of folded steps starts S -> S3 -> S2 so that it ends in S
+ * (the driver's three states), and a block with one folded step runs unfolded (as the driver's).
+ */
+void fold_plan(pk_kry *E, const std::vector<int32_t> &log, std::vector<FoldPlan> &plan) {
+  KryDev *D = dev_of(E);
+  std::vector<size_t> at;
+  for (size_t o = 0; o < log.size(); o += (size_t)log[o + 1])
+    at.push_back(o);
+  plan.assign(at.size(), FoldPlan{FP_NONE, 0});
+  if (!D->fold || D->repro || D->dist || D->uop || D->upc || !D->S2)
+    return;
+  const bool pcg = E->s->type == PKRYLOV_SOLVER_PIPECG;
+  std::vector<size_t> hosts;
+  for (size_t i = 1; i + 1 < at.size(); i++) {
+    const int32_t *a = log.data() + at[i - 1], *b = log.data() + at[i], *c = log.data() + at[i + 1];
+    const int32_t *pa = a + 2, *pb = b + 2, *pc = c + 2;
+    if (plan[i - 1].act != FP_NONE && plan[i - 1].act != FP_HOST)
+      continue;
+    if (pcg) { /* update (with sums) -> m = M^-1 w -> PCG_SUMS */
+      if (a[0] == OP_PIPECG && pa[9] < 0 && (pa[14] == PK_RR_NV || pa[14] == PK_RR_NV_BASE) &&
+          pa[15] == PK_PCG_GAMMA && b[0] == OP_PRECOND && c[0] == OP_SCALAR && pc[0] == PK_KSS_PCG_SUMS) {
+        plan[i].act = FP_HOST;
+        plan[i + 1].act = FP_SKIP;
+        hosts.push_back(i);
+      }
+      continue;
+    }
+    if (b[0] != OP_SCALAR)
+      continue;
+    const bool iter = pb[0] == PK_KSS_CG_ITER && a[0] == OP_CG_PRECOND && pa[5] == PK_CG_RZ &&
+                      c[0] == OP_CG_OPERATOR && pc[4] == PK_CG_ALPHA && pc[5] == 0 && pc[6] == PK_CG_BETA &&
+                      pc[7] == 0;
+    const bool sigma = pb[0] == PK_KSS_CG_SIGMA && a[0] == OP_CG_OPERATOR && pa[8] == PK_CG_PQ &&
+                       c[0] == OP_CG_PRECOND && pc[3] == PK_CG_ALPHA && pc[4] == 0;
+    if (iter || sigma) {
+      plan[i].act = FP_DEFER;
+      plan[i + 1].act = FP_HOST;
+      hosts.push_back(i + 1);
+    }
+  }
+  const size_t nf = hosts.size();
+  if (pcg && nf == 1) { /* one folded step could not end in S: the block runs unfolded */
+    plan.assign(at.size(), FoldPlan{FP_NONE, 0});
+    return;
+  }
+  int cur = 0;
+  for (size_t k = 0; k < nf; k++) {
+    int out = cur == 0 ? 1 : 0;
+    if (pcg && nf % 2 == 1 && k < 2)
+      out = k == 0 ? 2 : 1; /* odd: S -> S3 -> S2, then S and S2 in turn to S */
+    plan[hosts[k]].sout = (int8_t)out;
+    cur = out;
+  }
+}
+
+} // namespace pkc_kry
+
+namespace {
+
 int do_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
   KryDev *D = dev_of(E);
   for (int32_t o = 0; o < count; o += KSET_MAX) { /* values by value: the host array is free on return */
@@ -233,14 +308,17 @@ void rd_update(const int32_t *&p, pk_kupd *u, int32_t &nupd, pk_kpair *pr, int32
  * Run one record. graph: inside a capture (scalar steps read the block's base from the device); else the
  * scalar-step arguments are r's plus base.
  */
-int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
+int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base, int sout = -1) {
   KryDev *D = dev_of(E);
   const int type = r[0];
   const int32_t *p = r + 2;
   const bool prof = D->prof && !graph;
   /* a CG loop's pending sums (pk_cuda_kry_cg.cu) before an operation that reads or writes S or the partial
-     sums; the products in between (pipelined CG's m = M^-1 w, n = A m) leave them for the step after them */
-  if (D->p2_on && type != OP_SCALAR && type != OP_PRECOND && type != OP_MATVEC && type != OP_COPY)
+     sums; the products in between (pipelined CG's m = M^-1 w, n = A m) leave them for the step after them;
+     the scalars a folded step left in S2 / S3 back in S (sout >= 0: a folded loop, which takes both) */
+  if (sout < 0 && (D->p2_on || D->Sc != D->S || D->fs_on) &&
+      ((type != OP_PRECOND && type != OP_MATVEC && type != OP_COPY && type != OP_SCALAR) ||
+       (type == OP_SCALAR && !D->p2_on) || D->fs_on))
     PK_CALL(psum_flush(E));
   if (prof)
     PK_CUDA_CHECK(E->ctx, kSolve, cudaEventRecord(D->ev[0], D->st), "profile");
@@ -250,6 +328,10 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
     rc = do_matvec(E, p[0], p[1]);
     break;
   case OP_PRECOND:
+    if (sout >= 0) { /* pipelined CG: the SCALAR record after it runs in it (play's plan) */
+      rc = do_pc_apply_fold(E, p[0], p[1], r + r[1], graph, base, sout);
+      break;
+    }
     rc = do_precond(E, p[0], p[1]);
     break;
   case OP_RESIDUAL:
@@ -300,13 +382,13 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
   case OP_CG_PRECOND: {
     pk_coef a;
     a.idx = p[3], a.neg = p[4];
-    rc = do_cg_precond(E, p[0], p[1], p[2], a, p[5], p[6], p[7] != 0);
+    rc = do_cg_precond(E, p[0], p[1], p[2], a, p[5], p[6], p[7] != 0, sout);
     break;
   }
   case OP_CG_OPERATOR: {
     pk_coef a, b;
     a.idx = p[4], a.neg = p[5], b.idx = p[6], b.neg = p[7];
-    rc = do_cg_operator(E, p[0], p[1], p[2], p[3], a, b, p[8], p[9], p[10] != 0);
+    rc = do_cg_operator(E, p[0], p[1], p[2], p[3], a, b, p[8], p[9], p[10] != 0, sout);
     break;
   }
   case OP_PIPECG: {
@@ -363,9 +445,37 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base) {
 
 /** Run the records of log directly (graph false) or into a capture (graph true). */
 int play(pk_kry *E, const std::vector<int32_t> &log, bool graph, int32_t base) {
-  for (size_t o = 0; o < log.size(); o += (size_t)log[o + 1])
-    PK_CALL(exec_op(E, log.data() + o, graph, base));
-  return PKRYLOV_SUCCESS;
+  KryDev *D = dev_of(E);
+  std::vector<FoldPlan> plan;
+  fold_plan(E, log, plan); /* CG's folded steps (pk_cuda_kry_cg.cu) */
+  bool folds = false;
+  for (const FoldPlan &f : plan)
+    folds = folds || f.act != FP_NONE;
+  if (folds && (D->Sc != D->S || D->p2_on)) /* (a block starts with the scalars in S, nothing pending) */
+    PK_CALL(psum_flush(E));
+  D->fs_pdl = folds && D->pdl;
+  size_t i = 0;
+  int rc = PKRYLOV_SUCCESS;
+  for (size_t o = 0; o < log.size() && rc == PKRYLOV_SUCCESS; o += (size_t)log[o + 1], i++) {
+    const int32_t *r = log.data() + o;
+    switch (plan[i].act) {
+    case FP_DEFER: /* the step runs in the next loop's kernel */
+      D->fs_on = 1;
+      D->fs_id = r[2];
+      D->fs_arg = graph ? r[3] : r[3] + base;
+      D->fs_base = graph ? D->argbase : nullptr;
+      break;
+    case FP_HOST:
+      rc = exec_op(E, r, graph, base, plan[i].sout);
+      break;
+    case FP_SKIP: /* run by the product before it */
+      break;
+    default:
+      rc = exec_op(E, r, graph, base);
+    }
+  }
+  D->fs_pdl = 0;
+  return rc;
 }
 
 /** A record: run it now, or append it to the block being recorded. */
@@ -414,8 +524,11 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
     cudaGraphDestroy(g);
   if (rc != PKRYLOV_SUCCESS || e != cudaSuccess)
     x = NULL;
-  if (!x)
-    D->p2_on = 0; /* nothing ran: the block is played again from its start, where nothing was pending */
+  if (!x) { /* nothing ran: the block is played again from its start, where nothing was pending */
+    D->p2_on = 0;
+    D->fs_on = 0;
+    D->Sc = D->S;
+  }
   cudaGetLastError();
   return x;
 }
@@ -423,6 +536,49 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
 /* ---- the backend table ------------------------------------------------------------------------------ */
 
 void kd_destroy(pk_kry *E);
+
+/* The CG driver's rule for its folded steps (pk_cuda_solver.cu, kFoldMaxCells and the slots' limits): grid
+   operators up to 2^20 unknowns and 1024 partial-sum slots, CSR operators up to 256 slots. */
+constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
+constexpr int64_t kFoldMaxSlots = 256;
+constexpr int64_t kFoldMaxGridSlots = 1024;
+
+/** CG and pipelined CG: the folded steps (cuda.fold: -1 the rule above, 0 off, 1 on; off with user routines,
+ *  several ranks), their programmatic dependent launches (cuda.pdl) and buffers (allocated here, outside any
+ *  capture: the other scalar buffers and the second partial-sum buffer). */
+int fold_setup(pk_kry *E) {
+  KryDev *D = dev_of(E);
+  pkrylov_solver s = E->s;
+  const bool pcg = s->type == PKRYLOV_SOLVER_PIPECG;
+  D->fold_ns = pcg ? (int)PK_PCG_NSCALARS : (int)PK_CG_NSCALARS;
+  if (D->fold_ns > (E->nscalars > 0 ? E->nscalars : 1))
+    D->fold_ns = E->nscalars > 0 ? E->nscalars : 1;
+  D->fold = D->pdl = 0;
+  if ((s->type != PKRYLOV_SOLVER_CG && !pcg) || D->uop || D->upc || D->dist)
+    return PKRYLOV_SUCCESS;
+  int64_t nslots = pk_cuda_partials_needed(&D->op, s->M && !D->upc ? &D->pc : NULL);
+  if (nslots < 1)
+    nslots = 1;
+  const int fm = s->opts.cuda_fold;
+  D->fold = fm >= 0                                 ? fm != 0
+            : s->A->type == PKRYLOV_OPERATOR_CSR ? nslots <= kFoldMaxSlots
+                                                  : E->n <= kFoldMaxCells && nslots <= kFoldMaxGridSlots;
+  if (!D->fold)
+    return PKRYLOV_SUCCESS;
+  D->pdl = s->opts.cuda_pdl != 0;
+  D->part2_cap = D->part_cap;
+  cudaError_t e = cudaMalloc((void **)&D->S2, sizeof(double) * (size_t)D->fold_ns);
+  if (e == cudaSuccess)
+    e = cudaMalloc((void **)&D->S3, sizeof(double) * (size_t)D->fold_ns);
+  if (e == cudaSuccess)
+    e = cudaMalloc((void **)&D->part2, sizeof(double) * D->part2_cap);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    D->fold = D->pdl = 0;
+    return pk_cuda_error(E->ctx, "pkrylov_solver_solve", (int)e, "allocating the folded steps' buffers", NULL);
+  }
+  return PKRYLOV_SUCCESS;
+}
 
 int kd_create(pk_kry *E) {
   pkrylov_solver s = E->s;
@@ -509,6 +665,7 @@ int kd_create(pk_kry *E) {
   }
   if (D->uop)
     D->op.pre = D->op64.pre = D->ax;
+  D->Sc = D->S;
   D->op_in = D->op_edge = D->op;
   D->op_in.cols = 1;
   D->op_edge.cols = 2;
@@ -523,7 +680,9 @@ int kd_create(pk_kry *E) {
   const size_t bd = (size_t)KMAX_DOT_BLOCKS * ((size_t)E->nbasis + 2);
   if (bd > cap)
     cap = bd;
-  return ensure_part(E, cap);
+  PK_CALL(ensure_part(E, cap));
+  D->p2_part = D->part;
+  return fold_setup(E);
 }
 
 void kd_destroy(pk_kry *E) {
@@ -546,6 +705,9 @@ void kd_destroy(pk_kry *E) {
   }
   cudaFree(D->vec);
   cudaFree(D->S);
+  cudaFree(D->S2);
+  cudaFree(D->S3);
+  cudaFree(D->part2);
   if (D->part)
     cudaFree(D->part);
   cudaFree(D->aux);

@@ -97,7 +97,28 @@ struct KryDev {
   int p2_on, p2_nv;
   int64_t p2_nb;
   int32_t p2_out;
+  double *p2_part;               /* the buffer that holds them: part, or part2 after a folded loop */
+  /* folded steps (pk_cuda_kry_cg.cu, "folded steps"): the solver options cuda.fold (-1: the CG driver's
+     automatic choice by size), cuda.pdl */
+  int fold, pdl;
+  int fold_ns;                   /* the method's scalars (PK_CG_NSCALARS, PK_PCG_NSCALARS) */
+  double *S2, *S3;               /* the other scalar buffers of the folded steps (fold_ns values) */
+  double *Sc;                    /* the buffer with the current scalars: S, or S2 / S3 after a folded step */
+  double *part2;                 /* the second partial-sum buffer (a folded loop reads one, writes the other) */
+  size_t part2_cap;
+  /* the scalar step a folded loop runs first (recorded SCALAR deferred by play's plan) */
+  int fs_on, fs_id;
+  int32_t fs_arg;
+  const int *fs_base;
+  int fs_pdl;                    /* the block has folded launches: its pipelined-CG updates launch with PDL */
 };
+
+/** A record's part in a block's folded steps (play's plan, pk_cuda_kry_cg.cu). */
+struct FoldPlan {
+  int8_t act;  /* FP_* */
+  int8_t sout; /* the scalar buffer the folded kernel writes (0: S, 1: S2, 2: S3) */
+};
+enum { FP_NONE = 0, FP_DEFER = 1, FP_HOST = 2, FP_SKIP = 3 };
 
 inline KryDev *dev_of(pk_kry *E) {
   return (KryDev *)E->priv;
@@ -241,14 +262,22 @@ int do_matvec_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd 
 int uop_apply(pk_kry *E, const double *x, double *y);
 /* pk_cuda_kry_cg.cu (CG's fused loops; flags: PK_KRY_IF_RUNNING) */
 int do_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags,
-                  bool async);
+                  bool async, int sout = -1);
 int do_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta, int32_t out,
-                   int32_t flags, bool async);
+                   int32_t flags, bool async, int sout = -1);
 int do_pipecg(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32_t nsums, int32_t out,
               int32_t flags, bool async);
-/** The pending sums of a CG loop into S (nothing pending: nothing), alone or with the scalar step id. */
+/** The pending sums of a CG loop into S (nothing pending: nothing), alone or with the scalar step id; the
+ *  scalars back in S when a folded step left them in S2 / S3. */
 int psum_flush(pk_kry *E);
 int psum_launch(pk_kry *E, int id, int arg, const int *base);
+/** The folded steps of a block's records (log, fold off: all FP_NONE). */
+void fold_plan(pk_kry *E, const std::vector<int32_t> &log, std::vector<FoldPlan> &plan);
+/** The scalar buffer b (0: S, 1: S2, 2: S3). */
+double *sbuf(pk_kry *E, int b);
+/** Pipelined CG's m = M^-1 w with the step of the SCALAR record sc folded in (writes buffer sout). */
+int do_pc_apply_fold(pk_kry *E, pk_vid x, pk_vid y, const int32_t *sc, bool graph, int32_t base, int sout);
+/** The deferred step (D->fs_*) folded into the CG loops (sout: the buffer the folded step writes; < 0 none). */
 
 } // namespace pkc_kry
 

@@ -32,11 +32,13 @@ namespace {
  *  id (< 0: none) with arg (+ *base in a graph of a block); an unknown id is remembered in *bad. */
 template <int NV>
 __global__ void __launch_bounds__(PKC_SUM_LANES)
-    k_psum(const double *part, int64_t nb, double *S, int out, int id, int arg, const int *base,
-           unsigned long long *bad) {
+    k_psum(const double *part, int64_t nb, const double *Sin, double *S, int ns, int out, int id, int arg,
+           const int *base, unsigned long long *bad) {
   double v[NV];
   block_sums<NV, NV>(part, nb, v);
   if (threadIdx.x != 0) return;
+  if (Sin != S) /* the scalars a folded step left in S2 / S3 back in S first */
+    for (int i = 0; i < ns; i++) S[i] = Sin[i];
 #pragma unroll
   for (int j = 0; j < NV; j++) S[out + j] = v[j];
   if (id < 0) return;
@@ -44,10 +46,15 @@ __global__ void __launch_bounds__(PKC_SUM_LANES)
   if (pk_kry_scalar_step(id, S, arg) < 0) *bad = (unsigned long long)(id + 1);
 }
 
+/** The folded steps' scalars back in S (S2 / S3 -> S), one block. */
+__global__ void k_scopy(const double *Sin, double *S, int ns) {
+  for (int i = threadIdx.x; i < ns; i += blockDim.x) S[i] = Sin[i];
+}
+
 pk_cuda_escal escal(pk_kry *E, pk_coef a, pk_coef b, int32_t flags) {
   pk_cuda_escal e;
   memset(&e, 0, sizeof e);
-  e.S = pkc_kry::dev_of(E)->S;
+  e.S = pkc_kry::dev_of(E)->Sc; /* after a folded step: the buffer it wrote */
   e.ia = a.idx, e.na = a.neg, e.ib = b.idx, e.nb = b.neg;
   e.stop = (flags & PK_KRY_IF_RUNNING) ? PK_KS_STOP : -1;
   return e;
@@ -60,15 +67,20 @@ namespace pkc_kry {
 int psum_launch(pk_kry *E, int id, int arg, const int *base) {
   KryDev *D = dev_of(E);
   D->p2_on = 0;
+  D->fs_on = 0;
   const dim3 g(1), b(PKC_SUM_LANES);
+  const double *pp = D->p2_part, *Sin = D->Sc;
+  const int ns = D->fold_ns;
+  D->Sc = D->S;
   switch (D->p2_nv) {
-  case 1: k_psum<1><<<g, b, 0, D->st>>>(D->part, D->p2_nb, D->S, D->p2_out, id, arg, base, D->aux + 1); break;
-  case 2: k_psum<2><<<g, b, 0, D->st>>>(D->part, D->p2_nb, D->S, D->p2_out, id, arg, base, D->aux + 1); break;
+  case 1: k_psum<1><<<g, b, 0, D->st>>>(pp, D->p2_nb, Sin, D->S, ns, D->p2_out, id, arg, base, D->aux + 1); break;
+  case 2: k_psum<2><<<g, b, 0, D->st>>>(pp, D->p2_nb, Sin, D->S, ns, D->p2_out, id, arg, base, D->aux + 1); break;
   case PK_RR_NV_BASE:
-    k_psum<PK_RR_NV_BASE><<<g, b, 0, D->st>>>(D->part, D->p2_nb, D->S, D->p2_out, id, arg, base, D->aux + 1);
+    k_psum<PK_RR_NV_BASE>
+        <<<g, b, 0, D->st>>>(pp, D->p2_nb, Sin, D->S, ns, D->p2_out, id, arg, base, D->aux + 1);
     break;
   case PK_RR_NV:
-    k_psum<PK_RR_NV><<<g, b, 0, D->st>>>(D->part, D->p2_nb, D->S, D->p2_out, id, arg, base, D->aux + 1);
+    k_psum<PK_RR_NV><<<g, b, 0, D->st>>>(pp, D->p2_nb, Sin, D->S, ns, D->p2_out, id, arg, base, D->aux + 1);
     break;
   default:
     return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: %d pending sums", D->p2_nv);
@@ -78,23 +90,62 @@ int psum_launch(pk_kry *E, int id, int arg, const int *base) {
 }
 
 int psum_flush(pk_kry *E) {
-  return dev_of(E)->p2_on ? psum_launch(E, -1, 0, nullptr) : PKRYLOV_SUCCESS;
+  KryDev *D = dev_of(E);
+  if (D->p2_on) /* (a deferred step, which play's plan never leaves here: run it with the sums) */
+    return psum_launch(E, D->fs_on ? D->fs_id : -1, D->fs_on ? D->fs_arg : 0, D->fs_on ? D->fs_base : nullptr);
+  D->fs_on = 0;
+  if (D->Sc == D->S)
+    return PKRYLOV_SUCCESS;
+  const double *Sin = D->Sc;
+  D->Sc = D->S;
+  k_scopy<<<1, 64, 0, D->st>>>(Sin, D->S, D->fold_ns);
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "copying the scalars");
+  return PKRYLOV_SUCCESS;
 }
+
+double *sbuf(pk_kry *E, int b) {
+  KryDev *D = dev_of(E);
+  return b == 0 ? D->S : b == 1 ? D->S2 : D->S3;
+}
+
 
 namespace {
 
 /** The sums of a loop's kernel (nb slots of nv values in D->part; the pairs a, b for the exact sums): pending
  *  on one GPU, global (started with async) on several ranks, exact in reproducible mode. */
 int loop_sums(pk_kry *E, int64_t nb, int nv, const double *const *a, const double *const *b, int32_t out,
-              bool async) {
+              bool async, double *buf = nullptr) {
   KryDev *D = dev_of(E);
   if (nv <= 0) return PKRYLOV_SUCCESS;
   if (D->repro) return xsums(E, nv, a, b, false, out);
   if (D->dist) return sum_into(E, nb, nv, false, out, async);
-  if ((size_t)nb * (size_t)nv > D->part_cap)
+  if (!buf) buf = D->part;
+  const size_t cap = buf == D->part ? D->part_cap : D->part2_cap;
+  if ((size_t)nb * (size_t)nv > cap)
     return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: %lld partial sums, room for %zu",
-                    (long long)nb * nv, D->part_cap);
-  D->p2_on = 1, D->p2_nv = nv, D->p2_nb = nb, D->p2_out = out;
+                    (long long)nb * nv, cap);
+  D->p2_on = 1, D->p2_nv = nv, D->p2_nb = nb, D->p2_out = out, D->p2_part = buf;
+  return PKRYLOV_SUCCESS;
+}
+
+/** The folded step of the deferred SCALAR (D->fs_*, step id) on the pending sums (nv values for S[out ..]),
+ *  written to buffer sout; *wpart: the partial-sum buffer the folded loop writes (the other one). */
+int fold_take(pk_kry *E, int id, int nv, int32_t out, int sout, pk_cuda_efold *f, double **wpart) {
+  KryDev *D = dev_of(E);
+  if (!D->fs_on || D->fs_id != id || !D->p2_on || D->p2_nv != nv || D->p2_out != out || sbuf(E, sout) == D->Sc)
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: folded step %d out of order", id);
+  memset(f, 0, sizeof *f);
+  f->Sin = D->Sc;
+  f->Sout = sbuf(E, sout);
+  f->Shome = D->S;
+  f->part = D->p2_part;
+  f->nb = D->p2_nb;
+  f->base = D->fs_base;
+  f->arg = D->fs_arg;
+  f->pdl = D->pdl;
+  *wpart = D->p2_part == D->part ? D->part2 : D->part;
+  D->p2_on = 0;
+  D->fs_on = 0;
   return PKRYLOV_SUCCESS;
 }
 
@@ -115,13 +166,23 @@ int running_now(pk_kry *E, int32_t flags, int *run) {
 } // namespace
 
 int do_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags,
-                  bool async) {
+                  bool async, int sout) {
   KryDev *D = dev_of(E);
   double *rv = vp(E, r), *zv = vp(E, z);
   const double *qv = vp(E, q);
   const pk_cuda_escal e = escal(E, alpha, pk_c(PK_S_ZERO), flags);
   const double *a[2] = {rv, rv}, *b[2] = {zv, rv};
   int64_t nb = 0;
+  if (sout >= 0) { /* the operator loop's SIGMA step folded in (the plan: one GPU, no routine) */
+    pk_cuda_efold f;
+    double *wpart;
+    PK_CALL(fold_take(E, PK_KSS_CG_SIGMA, 1, PK_CG_PQ, sout, &f, &wpart));
+    PK_CUDA_CHECK(E->ctx, kSolve,
+                  pk_cuda_cg_precond_step_ef(D->st, &D->pc, &e, &f, E->n, rv, qv, zv, wpart, &nb),
+                  "CG preconditioner loop (folded)");
+    D->Sc = f.Sout;
+    return loop_sums(E, nb, 2, a, b, out, async, wpart);
+  }
   if (D->upc) { /* r -= alpha q; the routine z = M^-1 r; then the sums (r, z), (r, r) by the update kernel */
     PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_rupdate_e(D->st, &e, E->n, rv, qv), "CG preconditioner loop");
     int run;
@@ -144,13 +205,22 @@ int do_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_
 }
 
 int do_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef alpha, pk_coef beta, int32_t out,
-                   int32_t flags, bool async) {
+                   int32_t flags, bool async, int sout) {
   KryDev *D = dev_of(E);
   double *xv = vp(E, x), *pv = vp(E, p), *qv = vp(E, q);
   const double *zv = vp(E, z);
   const pk_cuda_escal e = escal(E, alpha, beta, flags);
   const double *a[1] = {pv}, *b[1] = {qv};
   int64_t nb = 0, nb2 = 0;
+  if (sout >= 0) { /* the preconditioner loop's ITER step folded in (the plan: one GPU, no routine) */
+    pk_cuda_efold f;
+    double *wpart;
+    PK_CALL(fold_take(E, PK_KSS_CG_ITER, 2, PK_CG_RZ, sout, &f, &wpart));
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_operator_step_ef(D->st, &D->op, &e, &f, xv, pv, zv, qv, wpart, &nb),
+                  "CG operator loop (folded)");
+    D->Sc = f.Sout;
+    return loop_sums(E, nb, 1, a, b, out, async, wpart);
+  }
   if (D->uop) { /* A z by the routine into D->ax, which the launcher reads (D->op.pre) */
     int run;
     PK_CALL(running_now(E, flags, &run));
@@ -198,18 +268,43 @@ int do_pipecg(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32
   } else if (D->dop) { /* the columns off the tile edges while m's halo travels, then the edge columns */
     PK_CALL(pk_cuda_dist_halo_begin(D->dop, m, D->nccl));
     PK_CUDA_CHECK(E->ctx, kSolve,
-                  pk_cuda_pipecg_step_e(D->st, &D->op_in, &e, m, z, q, s, p, x, r, u, w, D->part, &nb, norms),
+                  pk_cuda_pipecg_step_e(D->st, &D->op_in, &e, m, z, q, s, p, x, r, u, w, D->part, &nb, norms, 0),
                   "pipelined CG update");
     PK_CALL(pk_cuda_dist_halo_end(D->dop, D->nccl));
     PK_CUDA_CHECK(E->ctx, kSolve,
                   pk_cuda_pipecg_step_e(D->st, &D->op_edge, &e, m, z, q, s, p, x, r, u, w, D->part + nv * nb, &nb2,
-                                        norms),
+                                        norms, 0),
                   "pipelined CG update (tile edges)");
     return loop_sums(E, nb + nb2, nsums, a, b, out, async);
   }
-  PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_pipecg_step_e(D->st, &op, &e, m, z, q, s, p, x, r, u, w, D->part, &nb, norms),
+  PK_CUDA_CHECK(E->ctx, kSolve,
+                pk_cuda_pipecg_step_e(D->st, &op, &e, m, z, q, s, p, x, r, u, w, D->part, &nb, norms, D->fs_pdl),
                 "pipelined CG update");
   return loop_sums(E, nb, nsums, a, b, out, async);
+}
+
+} // namespace pkc_kry
+
+namespace pkc_kry {
+
+int do_pc_apply_fold(pk_kry *E, pk_vid x, pk_vid y, const int32_t *sc, bool graph, int32_t base, int sout) {
+  KryDev *D = dev_of(E);
+  D->fs_on = 1; /* the SCALAR record after the product, run in it */
+  D->fs_id = sc[2];
+  D->fs_arg = graph ? sc[3] : sc[3] + base;
+  D->fs_base = graph ? D->argbase : nullptr;
+  const int nv = D->p2_nv;
+  pk_cuda_efold f;
+  double *wpart;
+  PK_CALL(fold_take(E, PK_KSS_PCG_SUMS, nv == PK_RR_NV ? PK_RR_NV : PK_RR_NV_BASE, PK_PCG_GAMMA, sout, &f, &wpart));
+  pk_cuda_escal e;
+  memset(&e, 0, sizeof e);
+  e.ia = e.ib = -2; /* (m = M^-1 w needs no coefficient) */
+  e.stop = -1;      /* m written also once stopped, as by the unfolded product */
+  PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_pc_apply_ef(D->st, &D->pc, &e, &f, nv == PK_RR_NV, vp(E, x), vp(E, y)),
+                "m = M^-1 w (folded)");
+  D->Sc = f.Sout;
+  return PKRYLOV_SUCCESS;
 }
 
 } // namespace pkc_kry

@@ -881,6 +881,13 @@ int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepIn &sin, int alpha
                                    alpha_zero, r, q);
       if (rc) return rc;
       ActPcCg act{FOLD == FOLD_NONE ? sin.st : sin.out, z};
+      if constexpr (FOLD >= FOLD_E_CG_SIGMA) { /* the engine's: the scalars the folded step wrote */
+        act.st = nullptr;
+        act.e = sin.e;
+        act.e.S = sin.f.Sout;
+      } else if (FOLD == FOLD_NONE && sin.e.S) {
+        act.e = sin.e;
+      }
       return launch_op(s, &pc->op, r, act, part, nblocks, false);
     }
   }
@@ -1022,4 +1029,24 @@ extern "C" int pk_cuda_cg_precond_after_e(void *stream, const pk_cuda_pc *pc, co
   if (!e || !e->S || !pc || pc->type != PKRYLOV_PRECOND_AINV) return (int)cudaErrorInvalidValue;
   ActPcCg act{nullptr, z, *e};
   return launch_op((cudaStream_t)stream, &pc->op, r, act, part, nblocks, false);
+}
+
+/* ---- the CUDA engine's folded steps (pk_cuda_efold) ------------------------------------------------- */
+
+extern "C" int pk_cuda_cg_precond_step_ef(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e,
+                                          const pk_cuda_efold *f, int64_t n, double *r, const double *q, double *z,
+                                          double *part, int64_t *nblocks) {
+  if (!e || !f || f->Sin == f->Sout) return (int)cudaErrorInvalidValue;
+  return launch_pc<1, FOLD_E_CG_SIGMA>((cudaStream_t)stream, pc, step_in(e, f), 0, n, r, q, z, part, nblocks,
+                                       f->pdl != 0);
+}
+
+extern "C" int pk_cuda_pc_apply_ef(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e,
+                                   const pk_cuda_efold *f, int rr, const double *r, double *z) {
+  if (!pc || !e || !f || f->Sin == f->Sout) return (int)cudaErrorInvalidValue;
+  if (rr)
+    return launch_pc<0, FOLD_E_PIPE_RR>((cudaStream_t)stream, pc, step_in(e, f), 1, pc->n, (double *)r, nullptr,
+                                        z, nullptr, nullptr, f->pdl != 0);
+  return launch_pc<0, FOLD_E_PIPE>((cudaStream_t)stream, pc, step_in(e, f), 1, pc->n, (double *)r, nullptr, z,
+                                   nullptr, nullptr, f->pdl != 0);
 }

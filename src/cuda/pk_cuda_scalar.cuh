@@ -8,6 +8,7 @@
 #ifndef PK_CUDA_SCALAR_CUH
 #define PK_CUDA_SCALAR_CUH
 
+#include "kry_scalar.h" /* the CUDA engine's scalar steps (its folded steps: FOLD_E_*) */
 #include "pk_cuda_dev.cuh"
 
 namespace {
@@ -16,6 +17,10 @@ namespace {
 
 /** Which scalar step a step kernel runs first (template argument FOLD). */
 enum { FOLD_NONE = 0, FOLD_CG_SIGMA = 1, FOLD_CG_RHO = 2, FOLD_PIPE = 3, FOLD_PIPE_RR = 4 };
+/* the CUDA engine's folded steps (pk_cuda_efold, scalars in its S): PK_KSS_CG_SIGMA, PK_KSS_CG_ITER,
+   PK_KSS_PCG_SUMS without and with the automatic residual replacement; the same sums as FOLD_CG_SIGMA ..
+   FOLD_PIPE_RR */
+enum { FOLD_E_CG_SIGMA = 5, FOLD_E_CG_ITER = 6, FOLD_E_PIPE = 7, FOLD_E_PIPE_RR = 8 };
 /* FOLD_PIPE_RR: pipelined CG's scalar step with the automatic residual replacement's rule (pk_rr.h), a
    separate instantiation so that the kernels of every other setting carry none of its code (with it the
    folded pipelined CG kernels of the thin shell 32^3 took 9.3 us an iteration instead of 7.5, H100) */
@@ -24,8 +29,10 @@ enum { FOLD_NONE = 0, FOLD_CG_SIGMA = 1, FOLD_CG_RHO = 2, FOLD_PIPE = 3, FOLD_PI
  *  replacement pipelined CG's slots also hold its norms, summed by the writer only, see step_scalars; without
  *  it they hold the three dots, as the update writes them then). */
 template <int FOLD> struct FoldNV {
-  static constexpr int NV = FOLD == FOLD_CG_SIGMA ? 1 : FOLD == FOLD_CG_RHO ? 2 : 3;
-  static constexpr int S = FOLD == FOLD_PIPE_RR ? PK_RR_NV : NV;
+  static constexpr int NV = FOLD == FOLD_CG_SIGMA || FOLD == FOLD_E_CG_SIGMA ? 1
+                            : FOLD == FOLD_CG_RHO || FOLD == FOLD_E_CG_ITER  ? 2
+                                                                              : 3;
+  static constexpr int S = FOLD == FOLD_PIPE_RR || FOLD == FOLD_E_PIPE_RR ? PK_RR_NV : NV;
 };
 
 /**
@@ -39,7 +46,9 @@ struct StepIn {
   const double *part;
   int64_t nb;
   double *hist;
-  pk_cuda_escal e; /* FOLD_NONE with e.S set: the CUDA engine's scalars instead of st */
+  pk_cuda_escal e; /* FOLD_NONE with e.S set: the CUDA engine's scalars instead of st; FOLD_E_*: the
+                      coefficients and the stop slot (e.S unused) */
+  pk_cuda_efold f; /* FOLD_E_*: the engine's folded step */
 };
 
 /** A coefficient of the engine's scalars (pk_coef_value: index -1 is 1, -2 is 0). */
@@ -67,6 +76,14 @@ StepIn step_in(const pk_cuda_state *st) {
 StepIn step_in(const pk_cuda_escal *e) {
   StepIn in = {};
   in.e = *e;
+  return in;
+}
+
+/** StepIn of a folded kernel of the CUDA engine (FOLD_E_*). */
+StepIn step_in(const pk_cuda_escal *e, const pk_cuda_efold *f) {
+  StepIn in = {};
+  in.e = *e;
+  in.f = *f;
   return in;
 }
 
@@ -325,6 +342,75 @@ __device__ __forceinline__ void scalar_update(pk_cuda_state &s, const double (&v
 }
 
 /**
+ * The CUDA engine's folded step (FOLD_E_*, pk_cuda_efold): every thread copies the method's scalars, adds
+ * the pending sums into its copy (warp_sums: bitwise the one-block kernel's block_sums, so the engine's
+ * one-block psum step), runs the step on it with the history ring pointed at one slot of its own (so that
+ * every index is known at compile time), and block 0's thread 0 writes the scalars to f.Sout and the history
+ * entry to f.Shome's ring. alpha, beta: CG's PK_CG_ALPHA and PK_CG_BETA (0 unless e.ib names it) of the
+ * copy (pipelined CG's host, m = M^-1 w, uses none); false when e.stop (PK_KS_STOP) says the step stopped.
+ */
+template <int FOLD>
+__device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, double &beta) {
+  constexpr bool CG = FOLD == FOLD_E_CG_SIGMA || FOLD == FOLD_E_CG_ITER;
+  constexpr int NS = CG ? PK_CG_NSCALARS : PK_PCG_NSCALARS;
+  constexpr int OUT = FOLD == FOLD_E_CG_SIGMA ? PK_CG_PQ : FOLD == FOLD_E_CG_ITER ? PK_CG_RZ : PK_PCG_GAMMA;
+  constexpr int NV = FoldNV<FOLD>::NV;
+  const pk_cuda_efold &f = in.f;
+  double loc[NS + 1];
+#pragma unroll
+  for (int i = 0; i < NS; i++) loc[i] = f.Sin[i];
+  double v[NV];
+  warp_sums<NV, FoldNV<FOLD>::S>(f.part, f.nb, v);
+#pragma unroll
+  for (int j = 0; j < NV; j++) loc[OUT + j] = v[j];
+  const bool block0 = blockIdx.x == 0 && blockIdx.y == 0;
+  const bool writer = block0 && threadIdx.x == 0;
+  if constexpr (FOLD == FOLD_E_PIPE_RR) {
+    /* the rule's norms: block 0 only (every warp of it, so that its threads agree); the other blocks run
+       the step without the rule and only fill their part of m = M^-1 w, which a replacement recomputes */
+    if (block0) {
+#pragma unroll 1
+      for (int j = 0; j < PK_RR_NV - PK_RR_NV_BASE; j++) {
+        double t[1];
+        warp_sums<1, PK_RR_NV>(f.part + PK_RR_NV_BASE + j, f.nb, t);
+        loc[OUT + PK_RR_NV_BASE + j] = t[0];
+      }
+    } else {
+      loc[PK_PCG_AUTO] = 0.0;
+    }
+  }
+  const double ring_base = loc[PK_KS_RING_BASE], ring_len = loc[PK_KS_RING_LEN];
+  const int it0 = CG ? 0 : (int)loc[PK_PCG_IT];
+  loc[PK_KS_RING_BASE] = (double)NS; /* the step's history entry to loc[NS] */
+  loc[PK_KS_RING_LEN] = 1.0;
+  loc[NS] = -1.0; /* (a residual norm is >= 0: -1 = none recorded) */
+  const int arg = f.arg + (f.base ? *f.base : 0);
+  if constexpr (FOLD == FOLD_E_CG_SIGMA)
+    pk_kss_cg_sigma(loc, arg);
+  else if constexpr (FOLD == FOLD_E_CG_ITER)
+    pk_kss_cg_iter(loc, arg);
+  else
+    pk_kss_pcg_sums(loc, arg);
+  if (writer) {
+    const double rec = loc[NS];
+    loc[PK_KS_RING_BASE] = ring_base;
+    loc[PK_KS_RING_LEN] = ring_len;
+#pragma unroll
+    for (int i = 0; i < NS; i++) f.Sout[i] = loc[i];
+    const int len = (int)ring_len;
+    if (rec != -1.0 && len > 0) { /* CG: iteration IT after the step; pipelined CG: IT before it */
+      const int it = CG ? (int)loc[PK_CG_IT] : it0;
+      f.Shome[(int)ring_base + it % len] = rec;
+    }
+  }
+  /* fixed slots, so that the copy stays in registers (the launchers fold only these coefficients: CG's
+     alpha = PK_CG_ALPHA, beta = PK_CG_BETA or 0, stop = PK_KS_STOP or none) */
+  alpha = CG ? loc[PK_CG_ALPHA] : 0.0;
+  beta = CG && in.e.ib == PK_CG_BETA ? loc[PK_CG_BETA] : 0.0;
+  return in.e.stop < 0 || loc[PK_KS_STOP] == 0.0;
+}
+
+/**
  * The scalars a step kernel uses, after step_wait(); false = the solve has stopped (the kernel returns).
  * FOLD_NONE: read from in.st. Folded: every thread runs the scalar step on its own copy of the state (the
  * sums by warp_sums, so every warp of every block gets bitwise the same), thread 0 of block 0 writes the
@@ -332,7 +418,9 @@ __device__ __forceinline__ void scalar_update(pk_cuda_state &s, const double (&v
  */
 template <int FOLD>
 __device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, double &beta) {
-  if constexpr (FOLD == FOLD_NONE) {
+  if constexpr (FOLD >= FOLD_E_CG_SIGMA) {
+    return efold_scalars<FOLD>(in, alpha, beta);
+  } else if constexpr (FOLD == FOLD_NONE) {
     if (in.e.S) return escal_read(in.e, alpha, beta);
     if (!in.st) {
       alpha = beta = 0.0;

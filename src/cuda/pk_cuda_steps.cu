@@ -166,11 +166,13 @@ template <bool NORMS> struct ActPipeNone {
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false;
   struct In {};
-  const pk_cuda_state *st; /* not NULL */
+  const pk_cuda_state *st; /* not NULL, unless e.S is set */
+  pk_cuda_escal e;         /* the CUDA engine's scalars when e.S is set */
   double *z, *s, *p, *x, *r, *wn;
   double alpha, beta;
   __device__ bool begin() {
     step_wait();
+    if (e.S) return escal_read(e, alpha, beta);
     if (st->status != PK_ST_RUNNING) return false;
     alpha = st->alpha;
     beta = st->beta;
@@ -248,11 +250,12 @@ int pipecg_step(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_state *
 }
 
 template <bool NORMS>
-int pipecg_none_step(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *w_old,
-                     double *z, double *s, double *p, double *x, double *r, double *w_new, double *part,
-                     int64_t *nblocks) {
+int pipecg_none_step(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_state *st, const pk_cuda_escal *e,
+                     const double *w_old, double *z, double *s, double *p, double *x, double *r, double *w_new,
+                     double *part, int64_t *nblocks) {
   ActPipeNone<NORMS> act;
   act.st = st;
+  act.e = e ? *e : pk_cuda_escal{}; /* the CUDA engine's scalars, or the driver's state */
   act.z = z, act.s = s, act.p = p, act.x = x, act.r = r, act.wn = w_new;
   act.alpha = act.beta = 0.0;
   return launch_op(stream, op, w_old, act, part, nblocks);
@@ -274,8 +277,9 @@ extern "C" int pk_cuda_pipecg_none_step(void *stream, const pk_cuda_op *op, cons
                                         const double *w_old, double *z, double *s, double *p, double *x,
                                         double *r, double *w_new, double *part, int64_t *nblocks, int norms) {
   if (!st || w_old == w_new) return (int)cudaErrorInvalidValue;
-  return norms ? pipecg_none_step<true>((cudaStream_t)stream, op, st, w_old, z, s, p, x, r, w_new, part, nblocks)
-               : pipecg_none_step<false>((cudaStream_t)stream, op, st, w_old, z, s, p, x, r, w_new, part,
+  return norms ? pipecg_none_step<true>((cudaStream_t)stream, op, st, nullptr, w_old, z, s, p, x, r, w_new, part,
+                                        nblocks)
+               : pipecg_none_step<false>((cudaStream_t)stream, op, st, nullptr, w_old, z, s, p, x, r, w_new, part,
                                          nblocks);
 }
 
@@ -327,20 +331,41 @@ namespace {
 template <bool NORMS>
 int pipecg_step_e(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_escal *e, const double *m, double *z,
                   double *q, double *s, double *p, double *x, double *r, double *u, double *w, double *part,
-                  int64_t *nblocks) {
+                  int64_t *nblocks, bool pdl) {
   ActPipe<NORMS> act;
   act.st = nullptr;
   act.e = *e;
   act.z = z, act.q = q, act.s = s, act.p = p, act.x = x, act.r = r, act.u = u, act.w = w;
   act.alpha = act.beta = 0.0;
-  return launch_op(stream, op, m, act, part, nblocks, false);
+  return launch_op(stream, op, m, act, part, nblocks, pdl);
 }
+
 } // namespace
+
+extern "C" int pk_cuda_pipecg_none_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e,
+                                          const double *w_old, double *z, double *s, double *p, double *x, double *r,
+                                          double *w_new, double *part, int64_t *nblocks, int norms) {
+  if (!e || !e->S || w_old == w_new) return (int)cudaErrorInvalidValue;
+  return norms ? pipecg_none_step<true>((cudaStream_t)stream, op, nullptr, e, w_old, z, s, p, x, r, w_new, part,
+                                        nblocks)
+               : pipecg_none_step<false>((cudaStream_t)stream, op, nullptr, e, w_old, z, s, p, x, r, w_new, part,
+                                         nblocks);
+}
+
+extern "C" int pk_cuda_cg_operator_step_ef(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e,
+                                           const pk_cuda_efold *f, double *x, double *p, const double *z, double *q,
+                                           double *part, int64_t *nblocks) {
+  if (!e || !f || f->Sin == f->Sout) return (int)cudaErrorInvalidValue;
+  return cg_operator_step<FOLD_E_CG_ITER>((cudaStream_t)stream, op, step_in(e, f), 0, x, p, z, q, part, nblocks,
+                                          f->pdl != 0);
+}
 
 extern "C" int pk_cuda_pipecg_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, const double *m,
                                      double *z, double *q, double *s, double *p, double *x, double *r, double *u,
-                                     double *w, double *part, int64_t *nblocks, int norms) {
+                                     double *w, double *part, int64_t *nblocks, int norms, int pdl) {
   if (!e || !e->S) return (int)cudaErrorInvalidValue;
-  return norms ? pipecg_step_e<true>((cudaStream_t)stream, op, e, m, z, q, s, p, x, r, u, w, part, nblocks)
-               : pipecg_step_e<false>((cudaStream_t)stream, op, e, m, z, q, s, p, x, r, u, w, part, nblocks);
+  return norms ? pipecg_step_e<true>((cudaStream_t)stream, op, e, m, z, q, s, p, x, r, u, w, part, nblocks,
+                                     pdl != 0)
+               : pipecg_step_e<false>((cudaStream_t)stream, op, e, m, z, q, s, p, x, r, u, w, part, nblocks,
+                                      pdl != 0);
 }
