@@ -90,6 +90,10 @@ int32_t pk_kry_sync_interval(const pk_kry *E) {
   const pkrylov_operator A = E->s->A;
   if (A->type == PKRYLOV_OPERATOR_USER || A->halo.exchange) return 1;
   if (E->s->M && E->s->M->type == PKRYLOV_PRECOND_USER) return 1;
+  /* grid operators (several ranks: the device halo exchange, NCCL or host-staged): blocks for CG and
+     pipelined CG, whose CUDA driver ran them so; the other methods keep one iteration per block, as before
+     their blocks were tried with those exchanges */
+  if ((A->dist || A->grid) && E->s->type != PKRYLOV_SOLVER_CG && E->s->type != PKRYLOV_SOLVER_PIPECG) return 1;
   return E->s->sync_interval;
 }
 int32_t pk_kry_nbasis(const pk_kry *E) { return E ? E->nbasis : 0; }
