@@ -214,6 +214,27 @@ void fold_plan(pk_kry *E, const std::vector<int32_t> &log, std::vector<FoldPlan>
   for (size_t o = 0; o < log.size(); o += (size_t)log[o + 1])
     at.push_back(o);
   plan.assign(at.size(), FoldPlan{FP_NONE, 0});
+  if (D->dop && !D->repro && !D->uop && !D->upc && E->s->type == PKRYLOV_SOLVER_PIPECG) {
+    /* several ranks: m = M^-1 w, then (the reduction's wait, the step, the minimum-residual update) the
+       update with that m in the same block: m's halo exchange begins right after the product, so that it
+       travels while the reduction ends (the driver's dist_pipecg_enqueue) */
+    for (size_t i = 0; i < at.size(); i++) {
+      const int32_t *b = log.data() + at[i];
+      if (b[0] != OP_PRECOND)
+        continue;
+      for (size_t j = i + 1; j < at.size(); j++) {
+        const int32_t *c = log.data() + at[j];
+        if (c[0] == OP_PIPECG) {
+          if (c[2] == b[3] && c[2 + 9] < 0)
+            plan[i].act = FP_HALO;
+          break;
+        }
+        if (c[0] != OP_WAIT && c[0] != OP_SCALAR && c[0] != OP_UPDATE)
+          break;
+      }
+    }
+    return;
+  }
   if (!D->fold || D->repro || D->dist || D->uop || D->upc || !D->S2)
     return;
   const bool pcg = E->s->type == PKRYLOV_SOLVER_PIPECG;
@@ -470,6 +491,13 @@ int play(pk_kry *E, const std::vector<int32_t> &log, bool graph, int32_t base) {
       break;
     case FP_SKIP: /* run by the product before it */
       break;
+    case FP_HALO: /* pipelined CG on several ranks: m's halo exchange begins after the product */
+      rc = exec_op(E, r, graph, base);
+      if (rc == PKRYLOV_SUCCESS)
+        rc = pk_cuda_dist_halo_begin(D->dop, vp(E, r[3]), D->nccl);
+      if (rc == PKRYLOV_SUCCESS)
+        D->halo_begun = vp(E, r[3]);
+      break;
     default:
       rc = exec_op(E, r, graph, base);
     }
@@ -554,6 +582,13 @@ int fold_setup(pk_kry *E) {
   if (D->fold_ns > (E->nscalars > 0 ? E->nscalars : 1))
     D->fold_ns = E->nscalars > 0 ? E->nscalars : 1;
   D->fold = D->pdl = 0;
+  if (pcg && D->dop && !D->ev_scal) { /* the edge columns on the communication stream (dist.edge_comm) */
+    cudaError_t e = cudaEventCreateWithFlags(&D->ev_scal, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+      e = cudaEventCreateWithFlags(&D->ev_edge, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+      return pk_cuda_error(E->ctx, "pkrylov_solver_solve", (int)e, "creating events", NULL);
+  }
   if ((s->type != PKRYLOV_SOLVER_CG && !pcg) || D->uop || D->upc || D->dist)
     return PKRYLOV_SUCCESS;
   int64_t nslots = pk_cuda_partials_needed(&D->op, s->M && !D->upc ? &D->pc : NULL);
@@ -708,6 +743,10 @@ void kd_destroy(pk_kry *E) {
   cudaFree(D->S2);
   cudaFree(D->S3);
   cudaFree(D->part2);
+  if (D->ev_scal)
+    cudaEventDestroy(D->ev_scal);
+  if (D->ev_edge)
+    cudaEventDestroy(D->ev_edge);
   if (D->part)
     cudaFree(D->part);
   cudaFree(D->aux);

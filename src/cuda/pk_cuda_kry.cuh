@@ -111,6 +111,12 @@ struct KryDev {
   int32_t fs_arg;
   const int *fs_base;
   int fs_pdl;                    /* the block has folded launches: its pipelined-CG updates launch with PDL */
+  /* the CG driver's overlap on distributed grid operators (pk_cuda_kry_cg.cu): the vector whose halo
+     exchange a loop began for the product of the next one (CG's z with the preconditioner loop's sums,
+     pipelined CG's m = M^-1 w with the update's sums); pipelined CG's edge columns on the communication
+     stream (context option dist.edge_comm) */
+  const double *halo_begun;
+  cudaEvent_t ev_scal, ev_edge;
 };
 
 /** A record's part in a block's folded steps (play's plan, pk_cuda_kry_cg.cu). */
@@ -118,7 +124,7 @@ struct FoldPlan {
   int8_t act;  /* FP_* */
   int8_t sout; /* the scalar buffer the folded kernel writes (0: S, 1: S2, 2: S3) */
 };
-enum { FP_NONE = 0, FP_DEFER = 1, FP_HOST = 2, FP_SKIP = 3 };
+enum { FP_NONE = 0, FP_DEFER = 1, FP_HOST = 2, FP_SKIP = 3, FP_HALO = 4 };
 
 inline KryDev *dev_of(pk_kry *E) {
   return (KryDev *)E->priv;

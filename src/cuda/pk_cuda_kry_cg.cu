@@ -201,6 +201,14 @@ int do_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_
     PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_precond_step_e(D->st, &D->pc, &e, E->n, rv, qv, zv, D->part, &nb),
                   "CG preconditioner loop");
   }
+  if (D->dop && !D->repro && (flags & PK_KRY_IF_RUNNING)) {
+    /* inside a block, where the operator loop follows: the sums gathered while z's halo travels (the CG
+       driver's dist_cg_enqueue); that loop then only ends the exchange */
+    PK_CALL(sum_into(E, nb, 2, false, out, true));
+    PK_CALL(pk_cuda_dist_halo_begin(D->dop, zv, D->nccl));
+    D->halo_begun = zv;
+    return do_wait(E);
+  }
   return loop_sums(E, nb, 2, a, b, out, async);
 }
 
@@ -228,7 +236,9 @@ int do_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef al
     PK_CALL(uop_apply(E, zv, D->ax));
   }
   if (D->dop) { /* the columns off the tile edges while z's halo travels, then the edge columns */
-    PK_CALL(pk_cuda_dist_halo_begin(D->dop, zv, D->nccl));
+    if (D->halo_begun != zv)
+      PK_CALL(pk_cuda_dist_halo_begin(D->dop, zv, D->nccl));
+    D->halo_begun = nullptr;
     PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_operator_step_e(D->st, &D->op_in, &e, xv, pv, zv, qv, D->part, &nb),
                   "CG operator loop");
     PK_CALL(pk_cuda_dist_halo_end(D->dop, D->nccl));
@@ -265,16 +275,34 @@ int do_pipecg(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_coef beta, int32
     op.n = E->n;
     op.wet = D->op64.wet;
     op.pre = v->n >= 0 ? vp(E, v->n) : D->ax;
-  } else if (D->dop) { /* the columns off the tile edges while m's halo travels, then the edge columns */
-    PK_CALL(pk_cuda_dist_halo_begin(D->dop, m, D->nccl));
+  } else if (D->dop) {
+    /* the columns off the tile edges while m's halo travels (begun after m = M^-1 w when the plan saw this
+       update follow it), then the edge columns: NCCL (dist.edge_comm), on the communication stream behind
+       the halos and beside the interior columns, what follows waiting for them (dist_pipecg_enqueue) */
+    if (D->halo_begun != m)
+      PK_CALL(pk_cuda_dist_halo_begin(D->dop, m, D->nccl));
+    D->halo_begun = nullptr;
+    void *ecomm = nullptr;
+    if (D->nccl && !D->repro && E->ctx->opts.dist_edge_comm && D->ev_scal) {
+      PK_CALL(pk_cuda_dist_halo_end_comm(D->dop, &ecomm));
+      if (ecomm) { /* the edge update after the scalar step (and the halos) */
+        PK_CUDA_CHECK(E->ctx, kSolve, cudaEventRecord(D->ev_scal, D->st), "event");
+        PK_CUDA_CHECK(E->ctx, kSolve, cudaStreamWaitEvent((cudaStream_t)ecomm, D->ev_scal, 0), "event");
+      }
+    }
     PK_CUDA_CHECK(E->ctx, kSolve,
                   pk_cuda_pipecg_step_e(D->st, &D->op_in, &e, m, z, q, s, p, x, r, u, w, D->part, &nb, norms, 0),
                   "pipelined CG update");
-    PK_CALL(pk_cuda_dist_halo_end(D->dop, D->nccl));
+    if (!ecomm)
+      PK_CALL(pk_cuda_dist_halo_end(D->dop, D->nccl));
     PK_CUDA_CHECK(E->ctx, kSolve,
-                  pk_cuda_pipecg_step_e(D->st, &D->op_edge, &e, m, z, q, s, p, x, r, u, w, D->part + nv * nb, &nb2,
-                                        norms, 0),
+                  pk_cuda_pipecg_step_e(ecomm ? ecomm : D->st, &D->op_edge, &e, m, z, q, s, p, x, r, u, w,
+                                        D->part + nv * nb, &nb2, norms, 0),
                   "pipelined CG update (tile edges)");
+    if (ecomm) { /* the sums and what follows on the context's stream wait for the edge columns */
+      PK_CUDA_CHECK(E->ctx, kSolve, cudaEventRecord(D->ev_edge, (cudaStream_t)ecomm), "event");
+      PK_CUDA_CHECK(E->ctx, kSolve, cudaStreamWaitEvent(D->st, D->ev_edge, 0), "event");
+    }
     return loop_sums(E, nb + nb2, nsums, a, b, out, async);
   }
   PK_CUDA_CHECK(E->ctx, kSolve,
