@@ -556,6 +556,7 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
     D->p2_on = 0;
     D->fs_on = 0;
     D->Sc = D->S;
+    D->halo_begun = nullptr;
   }
   cudaGetLastError();
   return x;

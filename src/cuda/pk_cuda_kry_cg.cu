@@ -132,8 +132,13 @@ int loop_sums(pk_kry *E, int64_t nb, int nv, const double *const *a, const doubl
  *  written to buffer sout; *wpart: the partial-sum buffer the folded loop writes (the other one). */
 int fold_take(pk_kry *E, int id, int nv, int32_t out, int sout, pk_cuda_efold *f, double **wpart) {
   KryDev *D = dev_of(E);
-  if (!D->fs_on || D->fs_id != id || !D->p2_on || D->p2_nv != nv || D->p2_out != out || sbuf(E, sout) == D->Sc)
+  if (!D->fs_on || D->fs_id != id || !D->p2_on || D->p2_nv != nv || D->p2_out != out)
     return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: folded step %d out of order", id);
+  /* the plan's buffer, unless an operation in between brought the scalars back to S (the minimum-residual
+     update between pipelined CG's step and update, CG's unfolded ITER step before it): then another one
+     (the block's end moves them back to S) */
+  if (sbuf(E, sout) == D->Sc)
+    sout = D->Sc == D->S ? 1 : 0;
   memset(f, 0, sizeof *f);
   f->Sin = D->Sc;
   f->Sout = sbuf(E, sout);
