@@ -7,6 +7,9 @@
  *        scalar step folded in (pk_cuda_scalar.cuh). See pk_cuda_dev.cuh for the thread mappings, the
  *        bytes per cell and the measurements.
  */
+/* the CUDA engine's folded steps (pk_cuda_scalar.cuh) run the scalar steps without the history ring, whose
+   entry their writer makes: every index of a thread's copy of the scalars known at compile time */
+#define PK_KS_NO_RING 1
 #include <cuda_runtime.h>
 
 #include <stdint.h>

@@ -8,7 +8,7 @@
 #ifndef PK_CUDA_SCALAR_CUH
 #define PK_CUDA_SCALAR_CUH
 
-#include "kry_scalar.h" /* the CUDA engine's scalar steps (its folded steps: FOLD_E_*) */
+#include "kry_scalar.h" /* the CUDA engine's scalar steps (its folded steps: FOLD_E_*; PK_KS_NO_RING) */
 #include "pk_cuda_dev.cuh"
 
 namespace {
@@ -356,7 +356,7 @@ __device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, d
   constexpr int OUT = FOLD == FOLD_E_CG_SIGMA ? PK_CG_PQ : FOLD == FOLD_E_CG_ITER ? PK_CG_RZ : PK_PCG_GAMMA;
   constexpr int NV = FoldNV<FOLD>::NV;
   const pk_cuda_efold &f = in.f;
-  double loc[NS + 1];
+  double loc[NS];
 #pragma unroll
   for (int i = 0; i < NS; i++) loc[i] = f.Sin[i];
   double v[NV];
@@ -379,11 +379,14 @@ __device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, d
       loc[PK_PCG_AUTO] = 0.0;
     }
   }
-  const double ring_base = loc[PK_KS_RING_BASE], ring_len = loc[PK_KS_RING_LEN];
+  /* the step writes no history entry into the copy (its ring slot would be an index known only at run
+     time, which puts the copy in local memory: the including file defines PK_KS_NO_RING, and the ring
+     length is 0 in the copy); the writer writes the entry the step would have written, sqrt(rr) (the step's own expression) at the iteration it recorded (ITS changed) or,
+     pipelined CG after a restart, the restart's iteration (first, it > 0, finite sums, no replacement) */
+  const double ring_len = loc[PK_KS_RING_LEN], its0 = loc[PK_KS_ITS];
   const int it0 = CG ? 0 : (int)loc[PK_PCG_IT];
-  loc[PK_KS_RING_BASE] = (double)NS; /* the step's history entry to loc[NS] */
-  loc[PK_KS_RING_LEN] = 1.0;
-  loc[NS] = -1.0; /* (a residual norm is >= 0: -1 = none recorded) */
+  const bool first0 = !CG && loc[PK_PCG_FIRST] != 0.0, run0 = loc[PK_KS_STOP] == 0.0;
+  loc[PK_KS_RING_LEN] = 0.0;
   const int arg = f.arg + (f.base ? *f.base : 0);
   if constexpr (FOLD == FOLD_E_CG_SIGMA)
     pk_kss_cg_sigma(loc, arg);
@@ -391,16 +394,21 @@ __device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, d
     pk_kss_cg_iter(loc, arg);
   else
     pk_kss_pcg_sums(loc, arg);
+  loc[PK_KS_RING_LEN] = ring_len;
   if (writer) {
-    const double rec = loc[NS];
-    loc[PK_KS_RING_BASE] = ring_base;
-    loc[PK_KS_RING_LEN] = ring_len;
 #pragma unroll
     for (int i = 0; i < NS; i++) f.Sout[i] = loc[i];
     const int len = (int)ring_len;
-    if (rec != -1.0 && len > 0) { /* CG: iteration IT after the step; pipelined CG: IT before it */
-      const int it = CG ? (int)loc[PK_CG_IT] : it0;
-      f.Shome[(int)ring_base + it % len] = rec;
+    if (FOLD != FOLD_E_CG_SIGMA && len > 0) {
+      const double rr = loc[CG ? (int)PK_CG_RR : (int)PK_PCG_RR], rn = sqrt(rr);
+      int it = -1;
+      if (loc[PK_KS_ITS] != its0)
+        it = (int)loc[PK_KS_ITS];
+      else if (!CG && run0 && first0 && it0 != 0 && loc[PK_PCG_REPLACE] == 0.0 && isfinite(loc[PK_PCG_GAMMA]) &&
+               isfinite(loc[PK_PCG_DELTA]) && isfinite(rn))
+        it = it0;
+      if (it >= 0)
+        f.Shome[(int)loc[PK_KS_RING_BASE] + it % len] = rn;
     }
   }
   /* fixed slots, so that the copy stays in registers (the launchers fold only these coefficients: CG's

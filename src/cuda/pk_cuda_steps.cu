@@ -5,6 +5,9 @@
  *        and the one-block scalar steps (k_scalar; folded into the step kernels: pk_cuda_scalar.cuh). The
  *        CG preconditioner loop is in pk_cuda_precond.cu. See pk_cuda_dev.cuh for the overview.
  */
+/* the CUDA engine's folded steps (pk_cuda_scalar.cuh) run the scalar steps without the history ring, whose
+   entry their writer makes: every index of a thread's copy of the scalars known at compile time */
+#define PK_KS_NO_RING 1
 #include <cuda_runtime.h>
 
 #include <stdint.h>

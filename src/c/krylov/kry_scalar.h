@@ -66,10 +66,22 @@ PK_HD static inline void pk_ks_stop(double *S, int reason, int it) {
   }
 }
 
-/** Iteration it is done with recurrence residual norm res: ring entry, iteration count. */
-PK_HD static inline void pk_ks_record(double *S, int it, double res) {
+/** The residual-history ring's entry of iteration it. A translation unit that defines PK_KS_NO_RING compiles
+ *  the steps without it (the CUDA engine's folded steps, pk_cuda_scalar.cuh: every index of the scalars
+ *  then known at compile time, so a thread's copy of them stays in registers; their writer makes the
+ *  entry). */
+PK_HD static inline void pk_ks_ring_put(double *S, int it, double res) {
+#ifdef PK_KS_NO_RING
+  (void)S, (void)it, (void)res;
+#else
   const int len = (int)S[PK_KS_RING_LEN];
   if (len > 0) S[(int)S[PK_KS_RING_BASE] + it % len] = res;
+#endif
+}
+
+/** Iteration it is done with recurrence residual norm res: ring entry, iteration count. */
+PK_HD static inline void pk_ks_record(double *S, int it, double res) {
+  pk_ks_ring_put(S, it, res);
   S[PK_KS_ITS] = (double)it;
 }
 

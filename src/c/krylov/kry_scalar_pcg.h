@@ -268,8 +268,7 @@ PK_HD static inline void pk_kss_pcg_sums_(double *S, int arg) {
     pk_ks_record(S, it, rnorm);
     if (pk_ks_test_rr(S, it, rr)) return;
   } else { /* a restart records nothing; its residual is the iterate's last (the recurrence rule's final) */
-    const int len = (int)S[PK_KS_RING_LEN];
-    if (len > 0) S[(int)S[PK_KS_RING_BASE] + it % len] = rnorm;
+    pk_ks_ring_put(S, it, rnorm);
   }
   if (it >= S[PK_PCG_MAXIT]) {
     pk_ks_stop(S, PKRYLOV_DIVERGED_MAX_ITERATIONS, it);
