@@ -457,7 +457,11 @@ typedef struct {
 static int fold_solve(pkrylov_context ctx, pkrylov_operator A, pkrylov_precond M, const fold_run *f,
                       const double *b, double *x, int64_t n, pkrylov_result *res, double *hist, int32_t *hlen) {
   pkrylov_solver s = NULL;
-  int rc = pkrylov_solver_create(ctx, f->type, A, M, &s);
+  int rc = 0;
+  for (int k = 0; !rc && f->opts && f->opts[k]; k += 2) /* kry.cg is read when the solver is created */
+    if (strcmp(f->opts[k], "kry.cg") == 0) rc = pkrylov_context_set_option(ctx, "kry.cg", f->opts[k + 1]);
+  if (!rc) rc = pkrylov_solver_create(ctx, f->type, A, M, &s);
+  if (!rc) rc = pkrylov_context_set_option(ctx, "kry.cg", "1");
   for (int k = 0; !rc && f->opts && f->opts[k]; k += 2) rc = pkrylov_solver_set_option(s, f->opts[k], f->opts[k + 1]);
   if (!rc) rc = pkrylov_solver_set_tolerances(s, 1e-10, 0);
   if (!rc) rc = pkrylov_solver_set_sync_interval(s, f->sync);

@@ -31,8 +31,8 @@ int pk_kry_serves(pkrylov_context ctx, const pk_options *opts, int32_t type) {
   const pk_kry_backend *be = ctx->be->kry;
   if (type != PKRYLOV_SOLVER_CG && type != PKRYLOV_SOLVER_PIPECG) return 0;
   if (!be || !be->cg_precond || !be->cg_operator || !be->pipecg_update) return 0;
-  /* a backend with a CG driver of its own (CUDA, being retired) keeps it unless the option kry.cg asks for
-     the engine (the A/B switch of issue 15) */
+  /* a backend with a CG driver of its own (CUDA, being retired) runs the engine unless the option kry.cg=0
+     asks for that driver (the A/B switch of issue 15; default 1) */
   return !ctx->be->solver_solve || (opts && opts->kry_cg != 0);
 }
 
