@@ -630,6 +630,33 @@ static int kry_check_device_inputs(pkrylov_solver s, pk_kry *E) {
   return pk_distributed(ctx) ? pk_mpi_agree(ctx, ierr) : ierr;
 }
 
+/** The engine's sizes for the solver's current settings: the driver's (z) plus R.tmp, R.xbest and the
+ *  history ring. */
+static int kry_engine_sizes(pkrylov_solver s, int (*sizes)(pkrylov_solver, pk_kry_sizes *), pk_kry_sizes *z,
+                            int32_t *nwork, int32_t *nscal) {
+  memset(z, 0, sizeof *z);
+  PK_CALL(sizes(s, z));
+  const int32_t interval = s->ctx->be->device ? s->sync_interval : 1;
+  const int32_t ring = (z->poll_iters > interval ? z->poll_iters : interval) + 1;
+  *nwork = z->nwork + (z->keep_last ? 1 : 2); /* + R.tmp and R.xbest */
+  *nscal = z->nscalars + ring;
+  return PKRYLOV_SUCCESS;
+}
+
+int pk_kry_reserve(pkrylov_solver s) {
+  int (*sizes)(pkrylov_solver, pk_kry_sizes *) = NULL;
+  int (*solve)(pk_kry_run *, pkrylov_result *) = NULL;
+  PK_CALL(kry_method(s, &sizes, &solve));
+  if (!pk_kry_backend_of(s->ctx)) return PKRYLOV_SUCCESS; /* (the solve reports it) */
+  pk_kry_sizes z;
+  int32_t nwork, nscal;
+  pk_kry *E = NULL;
+  PK_CALL(kry_engine_sizes(s, sizes, &z, &nwork, &nscal));
+  PK_CALL(pk_kry_create(s, nwork, z.nbasis, nscal, &E));
+  pk_kry_destroy(E); /* made again at the first solve, with the options set by then */
+  return PKRYLOV_SUCCESS;
+}
+
 int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   pkrylov_context ctx = s->ctx;
   const int64_t n = s->n;
@@ -651,11 +678,8 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
 
   /* the engine, (re)made when the driver's sizes change (restart, step, sync interval) */
   pk_kry_sizes z;
-  memset(&z, 0, sizeof z);
-  PK_CALL(sizes(s, &z));
-  const int32_t interval = ctx->be->device ? s->sync_interval : 1;
-  const int32_t ring = (z.poll_iters > interval ? z.poll_iters : interval) + 1;
-  const int32_t nwork = z.nwork + (z.keep_last ? 1 : 2), nscal = z.nscalars + ring; /* + R.tmp and R.xbest */
+  int32_t nwork, nscal;
+  PK_CALL(kry_engine_sizes(s, sizes, &z, &nwork, &nscal));
   pk_kry *E = (pk_kry *)s->kry;
   if (E && (E->nwork != nwork || E->nbasis != z.nbasis || E->nscalars != nscal)) {
     pk_kry_destroy(E);
@@ -706,6 +730,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   R.mem = mem;
   R.best = INFINITY;
   R.recorded = -1;
+  const int32_t ring = nscal - z.nscalars;
   R.ring = ring;
   R.tmp = PK_KV_W0 + z.nwork;
   R.xbest = z.keep_last ? -1 : PK_KV_W0 + z.nwork + 1;

@@ -268,6 +268,13 @@ int pk_kry_sync(pk_kry *E);
 
 /** pkrylov_solver_solve() for the methods on the engine (pk_kry_serves). */
 int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x);
+/**
+ * At pkrylov_solver_create() on a device backend, CG and pipelined CG on the engine: make the engine of the
+ * solver's settings once and free it (the first solve makes it again, with the options set by then), so that
+ * a solver whose device work vectors do not fit fails at creation (PKRYLOV_ERR_OUT_OF_MEMORY), as the CUDA CG
+ * driver, which allocates its vectors there, does.
+ */
+int pk_kry_reserve(pkrylov_solver s);
 /** 1 when type is one of the methods that only the engine runs (the BiCGStab and GMRES families, SRCG). */
 int pk_kry_is_kry_type(int32_t type);
 /**

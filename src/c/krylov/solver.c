@@ -65,6 +65,14 @@ int pkrylov_solver_create(pkrylov_context ctx, int32_t type, pkrylov_operator A,
                     (long long)A->n);
   }
   S->sync_interval = 32;
+  if (kry && ctx->be->device && (type == PKRYLOV_SOLVER_CG || type == PKRYLOV_SOLVER_PIPECG)) {
+    const int ierr = pk_kry_reserve(S); /* device memory for the work vectors, checked now (the driver's rule) */
+    if (ierr) {
+      free(S->part);
+      free(S);
+      return ierr;
+    }
+  }
   if (ctx->be->solver_setup && !kry) {
     int ierr = ctx->be->solver_setup(S);
     if (ierr) {
