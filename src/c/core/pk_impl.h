@@ -879,6 +879,44 @@ int pk_allreduce_dots_begin(pkrylov_context ctx, double *vals, int count, int64_
 int pk_allreduce_xdots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
                              const double *const *y, const uint8_t *wet, int exact_prod, int dd, int64_t *acc,
                              pk_reduce_request *req);
+/**
+ * Start the global sum of local exact accumulators (reproducible mode; acc: count * PK_XACC_LEN int64,
+ * normalised, living until pk_allreduce_end(), which writes vals as pk_allreduce_xdots_begin() does): the
+ * fused loops fill acc themselves (pk_xdot) while they read the vectors.
+ */
+int pk_allreduce_xacc_begin(pkrylov_context ctx, double *vals, int count, int dd, int64_t *acc,
+                            pk_reduce_request *req);
+/** pk_allreduce_xacc_begin() and pk_allreduce_end() (blocking). */
+int pk_allreduce_xacc(pkrylov_context ctx, double *vals, int count, int dd, int64_t *acc);
+
+/** Lanes of a pk_xdot expansion (one AVX-512 register of doubles) and its levels. */
+#define PK_XD_W 8
+#define PK_XD_K 4
+/**
+ * One thread's exact dot products in one pass (xdot.c): per sum two floating-point expansions of PK_XD_K
+ * levels in PK_XD_W lanes (the products, and their rounding errors for exact products) and an exact
+ * accumulator for what the expansions cannot hold. pk_xdot_init, then any number
+ * of pk_xdot_add (any rows, any order), then pk_xdot_merge adds the exact sums into shared accumulators.
+ */
+typedef struct {
+  int count;
+  double lev[PK_XACC_MAX][2][PK_XD_K][PK_XD_W];
+  int64_t acc[PK_XACC_MAX][PK_XACC_LEN];
+  int64_t since[PK_XACC_MAX]; /* accumulator additions since its last carry pass */
+} pk_xdot;
+/** Empty sums 0..count-1 (count <= PK_XACC_MAX). */
+void pk_xdot_init(pk_xdot *X, int count);
+/**
+ * Sum j += x[i] * y[i] (the rounded products; exact_prod: the exact products, p and fma(x, y, -p)) over the
+ * rows i of nrun runs [i0 + k stride, i0 + k stride + len), k < nrun, those with wet[i] != 0 only when wet
+ * is not NULL.
+ */
+void pk_xdot_add(pk_xdot *X, int j, const double *x, const double *y, const uint8_t *wet, int exact_prod,
+                 int64_t i0, int64_t len, int64_t nrun, int64_t stride);
+/** out[j * PK_XACC_LEN ..] += the exact sum j (normalised), j < count; in an OpenMP critical section, so the
+ *  threads of a region may merge into one out (integers: any order). */
+void pk_xdot_merge(pk_xdot *X, int64_t *out);
+
 /** sums[j] = sum over chunks c in increasing order of partials[c*nvals + j] (deterministic local sum). */
 void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double *sums);
 

@@ -1,0 +1,132 @@
+/**
+ * @file xdot_kernel.h
+ * @brief The row loop of xdot.c for one vector width, included once per width (a template): xdot.c defines
+ *        XD_V (doubles per vector), XD_SFX (the name suffix) and XD_TARGET (a target attribute, or nothing)
+ *        before each inclusion. Private to xdot.c.
+ */
+#define XD_CAT2(a, b) a##b
+#define XD_CAT(a, b) XD_CAT2(a, b)
+#define XD_VD XD_CAT(xd_vd, XD_SFX)
+#define XD_VI XD_CAT(xd_vi, XD_SFX)
+#define XD_NV (PK_XD_W / XD_V)
+#define XD_ANY XD_CAT(xd_any_nonzero, XD_SFX)
+#define XD_DEEP XD_CAT(xd_deep, XD_SFX)
+#define XD_ADD XD_CAT(xd_add, XD_SFX)
+
+typedef double XD_VD __attribute__((vector_size(8 * XD_V)));
+typedef int64_t XD_VI __attribute__((vector_size(8 * XD_V)));
+
+/** Nonzero when some lane of e is not 0 (NaN included). */
+XD_TARGET static inline __attribute__((always_inline)) int XD_ANY(const XD_VD *e) {
+  const XD_VI m = *e != 0.0;
+  int64_t r = 0;
+  for (int l = 0; l < XD_V; l++) r |= m[l];
+  return r != 0;
+}
+
+/**
+ * The rest of an addition whose second error e (sums s0, s1 of levels 0 and 1) is not 0 in some lane of
+ * vector h: the levels 2..PK_XD_K-1 of stream st of sum j, and lane by lane the accumulator for what is
+ * left (or, where the chain is not finite, the term p itself, the lane's expansion unchanged).
+ */
+XD_TARGET __attribute__((noinline)) static void XD_DEEP(pk_xdot *X, int j, int st, int h, XD_VD *a0, XD_VD *a1,
+                                                        const XD_VD *p, const XD_VD *s0, const XD_VD *s1,
+                                                        const XD_VD *e1) {
+  XD_VD lv[PK_XD_K], e = *e1;
+  for (int v = 2; v < PK_XD_K; v++) memcpy(&lv[v], X->lev[j][st][v] + h * XD_V, sizeof lv[v]);
+  lv[0] = *s0, lv[1] = *s1;
+  for (int v = 2; v < PK_XD_K; v++) {
+    PK_XD_TWOSUM(XD_VD, lv[v], e, lv[v], e);
+    if (!XD_ANY(&e)) {
+      *a0 = lv[0], *a1 = lv[1];
+      for (int u = 2; u < PK_XD_K; u++) memcpy(X->lev[j][st][u] + h * XD_V, &lv[u], sizeof lv[u]);
+      return;
+    }
+  }
+  for (int l = 0; l < XD_V; l++) {
+    if (!isfinite(e[l])) { /* a non-finite term or an overflowing sum: the term itself, exact or counted */
+      xd_acc_add(X, j, (*p)[l]);
+      continue;
+    }
+    (*a0)[l] = lv[0][l], (*a1)[l] = lv[1][l];
+    for (int v = 2; v < PK_XD_K; v++) X->lev[j][st][v][h * XD_V + l] = lv[v][l];
+    if (e[l] != 0.0) xd_acc_add(X, j, e[l]);
+  }
+}
+
+/** (a0, a1) += p in every lane of vector h (stream st of sum j): the fast path, or XD_DEEP. */
+#define XD_ADD_TERMS(X, j, st, h, a0, a1, p)                                                       \
+  do {                                                                                             \
+    XD_VD s0_, s1_, e_;                                                                            \
+    PK_XD_TWOSUM(XD_VD, a0, p, s0_, e_);                                                                  \
+    PK_XD_TWOSUM(XD_VD, a1, e_, s1_, e_);                                                                 \
+    if (__builtin_expect(!XD_ANY(&e_), 1))                                                         \
+      a0 = s0_, a1 = s1_;                                                                          \
+    else                                                                                           \
+      XD_DEEP(X, j, st, h, &a0, &a1, &p, &s0_, &s1_, &e_);                                         \
+  } while (0)
+
+/** pk_xdot_add for this width. */
+XD_TARGET static void XD_ADD(pk_xdot *X, int j, const double *x, const double *y, const uint8_t *wet,
+                             int exact_prod, int64_t i0, int64_t len, int64_t nrun, int64_t stride) {
+  /* levels 0 and 1 of the products' stream (a) and of their errors' (b, exact_prod), vector by vector */
+  XD_VD a0[XD_NV], a1[XD_NV], b0[XD_NV], b1[XD_NV];
+  for (int h = 0; h < XD_NV; h++) {
+    memcpy(&a0[h], X->lev[j][0][0] + h * XD_V, sizeof a0[h]);
+    memcpy(&a1[h], X->lev[j][0][1] + h * XD_V, sizeof a1[h]);
+    memcpy(&b0[h], X->lev[j][1][0] + h * XD_V, sizeof b0[h]);
+    memcpy(&b1[h], X->lev[j][1][1] + h * XD_V, sizeof b1[h]);
+  }
+  for (int64_t k = 0; k < nrun; k++) {
+    const int64_t b = i0 + k * stride;
+    for (int64_t i = 0; i < len; i += PK_XD_W) {
+      double tx[PK_XD_W], ty[PK_XD_W];
+      const double *xs = x + b + i, *ys = y + b + i;
+      if (i + PK_XD_W > len) { /* the run's tail: zeros in the lanes past its end (0 * 0 adds nothing) */
+        for (int l = 0; l < PK_XD_W; l++) tx[l] = i + l < len ? xs[l] : 0.0, ty[l] = i + l < len ? ys[l] : 0.0;
+        xs = tx, ys = ty;
+      }
+      for (int h = 0; h < XD_NV; h++) {
+        XD_VD xv, yv;
+        memcpy(&xv, xs + h * XD_V, sizeof xv);
+        memcpy(&yv, ys + h * XD_V, sizeof yv);
+        if (wet) { /* dry rows add nothing (their product, NaN or not, is not formed): 0 * 0 there */
+          XD_VI m, xb, yb;
+          for (int l = 0; l < XD_V; l++) {
+            const int64_t r = i + h * XD_V + l;
+            m[l] = r < len && wet[b + r] ? -1 : 0;
+          }
+          memcpy(&xb, &xv, sizeof xb), memcpy(&yb, &yv, sizeof yb);
+          xb &= m, yb &= m;
+          memcpy(&xv, &xb, sizeof xv), memcpy(&yv, &yb, sizeof yv);
+        }
+        const XD_VD p = xv * yv;
+        XD_ADD_TERMS(X, j, 0, h, a0[h], a1[h], p);
+        if (exact_prod) { /* p + fma(x, y, -p) = x*y exactly; nothing more for a product that is not finite */
+          XD_VD pe;
+          for (int l = 0; l < XD_V; l++) pe[l] = isfinite(p[l]) ? fma(xv[l], yv[l], -p[l]) : 0.0;
+          XD_ADD_TERMS(X, j, 1, h, b0[h], b1[h], pe);
+        }
+      }
+    }
+  }
+  for (int h = 0; h < XD_NV; h++) {
+    memcpy(X->lev[j][0][0] + h * XD_V, &a0[h], sizeof a0[h]);
+    memcpy(X->lev[j][0][1] + h * XD_V, &a1[h], sizeof a1[h]);
+    memcpy(X->lev[j][1][0] + h * XD_V, &b0[h], sizeof b0[h]);
+    memcpy(X->lev[j][1][1] + h * XD_V, &b1[h], sizeof b1[h]);
+  }
+}
+
+#undef XD_ADD_TERMS
+#undef XD_ADD
+#undef XD_DEEP
+#undef XD_ANY
+#undef XD_NV
+#undef XD_VI
+#undef XD_VD
+#undef XD_CAT
+#undef XD_CAT2
+#undef XD_V
+#undef XD_SFX
+#undef XD_TARGET
