@@ -903,6 +903,7 @@ typedef struct {
   double lev[PK_XACC_MAX][2][PK_XD_K][PK_XD_W];
   int64_t acc[PK_XACC_MAX][PK_XACC_LEN];
   int64_t since[PK_XACC_MAX]; /* accumulator additions since its last carry pass */
+  int careful[PK_XACC_MAX];   /* calls of pk_xdot_add left that test every vector (xdot_kernel.h) */
 } pk_xdot;
 /** Empty sums 0..count-1 (count <= PK_XACC_MAX). */
 void pk_xdot_init(pk_xdot *X, int count);
@@ -930,7 +931,8 @@ void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double 
  * Every function takes `part`, caller scratch of at least pk_cpu_scratch_size(n, M) doubles, for the
  * per-chunk partial sums. A user operator or preconditioner is applied once on the whole vector (through
  * pk_op_apply_all / pk_pc_apply_all) before or between the chunk loops; a failed routine leaves NaN in
- * the results and its flag set (pk_user_check()).
+ * the results and its flag set (pk_user_check()). `xacc` is NULL, or (reproducible mode) room for the
+ * step's exact local sums, one accumulator per value of out (filled normalised, in the same pass).
  */
 int64_t pk_cpu_scratch_size(int64_t n, const struct pkrylov_precond_s *M);
 /** out[0] = (x, y) local, deterministic. */
@@ -938,15 +940,15 @@ void pk_cpu_dot(pkrylov_context ctx, int64_t n, const double *x, const double *y
                 double *out);
 /** r = b - A x (0 at dry cells); out[0] = (r, r) local. */
 void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const double *x, double *r,
-                     double *part, double *out);
+                     double *part, double *out, int64_t *xacc);
 /**
  * CG "preconditioner loop": r -= alpha q; z = M^-1 r (M NULL: z = r); out[0] = (r, z), out[1] = (r, r).
  */
 void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s *M, int64_t n, double alpha, double *r,
-                            const double *q, double *z, double *part, double *out);
+                            const double *q, double *z, double *part, double *out, int64_t *xacc);
 /** CG "operator loop": x += alpha p; p = z + beta p; q = A z + beta q; out[0] = (p, q). */
 void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, double beta, double *x,
-                             double *p, const double *z, double *q, double *part, double *out);
+                             double *p, const double *z, double *q, double *part, double *out, int64_t *xacc);
 /**
  * Pipelined CG update, fused with the operator: with n = A m computed chunk by chunk (or taken from am when
  * not NULL: A m computed earlier, e.g. while a reduction was in flight),
@@ -958,7 +960,7 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
  */
 void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am, double alpha, double beta,
                         const double *m, double *z, double *q, double *s, double *p, double *x, double *r,
-                        double *u, double *w, int nv, double *part, double *out);
+                        double *u, double *w, int nv, double *part, double *out, int64_t *xacc);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Misc helpers                                                                                      */

@@ -30,12 +30,15 @@
 
 /** Additions to an accumulator's digits between two carry passes (each adds < 2^32 to a digit). */
 #define PK_XD_CARRY_EVERY ((int64_t)1 << 30)
+/** Calls of pk_xdot_add that test every vector after one whose optimistic pass failed. */
+#define PK_XD_CAREFUL_CALLS 8
 
 void pk_xdot_init(pk_xdot *X, int count) {
   X->count = count;
   memset(X->lev, 0, sizeof X->lev[0] * (size_t)count);
   memset(X->acc, 0, sizeof(int64_t) * PK_XACC_LEN * (size_t)count);
   memset(X->since, 0, sizeof(int64_t) * (size_t)count);
+  memset(X->careful, 0, sizeof(int) * (size_t)count);
 }
 
 /** Add v to sum j's accumulator, with a carry pass when the digits' room runs short. */

@@ -62,11 +62,61 @@ XD_TARGET __attribute__((noinline)) static void XD_DEEP(pk_xdot *X, int j, int s
     PK_XD_TWOSUM(XD_VD, a1, e_, s1_, e_);                                                                 \
     if (__builtin_expect(!XD_ANY(&e_), 1))                                                         \
       a0 = s0_, a1 = s1_;                                                                          \
-    else                                                                                           \
-      XD_DEEP(X, j, st, h, &a0, &a1, &p, &s0_, &s1_, &e_);                                         \
+    else {                                                                                         \
+      XD_VD t0_ = a0, t1_ = a1, tp_ = p;                                                           \
+      XD_DEEP(X, j, st, h, &t0_, &t1_, &tp_, &s0_, &s1_, &e_);                                     \
+      a0 = t0_, a1 = t1_;                                                                          \
+    }                                                                                              \
   } while (0)
 
-/** pk_xdot_add for this width. */
+/**
+ * One vector of products of rows [i, i + PK_XD_W) of a run (b: its first row, len its length), vector h:
+ * x, y (zeros past the run's end and at dry rows) and p = x*y (XD_LOAD declares xv, yv, p).
+ */
+#define XD_LOAD(xs, ys, wet, b, i, h, len)                                                         \
+  XD_VD xv, yv;                                                                                    \
+  memcpy(&xv, (xs) + (h) * XD_V, sizeof xv);                                                       \
+  memcpy(&yv, (ys) + (h) * XD_V, sizeof yv);                                                       \
+  if (wet) { /* dry rows add nothing (their product, NaN or not, is not formed): 0 * 0 there */    \
+    XD_VI m_, xb_, yb_;                                                                            \
+    for (int l = 0; l < XD_V; l++) {                                                               \
+      const int64_t r_ = (i) + (h) * XD_V + l;                                                     \
+      m_[l] = r_ < (len) && (wet)[(b) + r_] ? -1 : 0;                                              \
+    }                                                                                              \
+    memcpy(&xb_, &xv, sizeof xb_), memcpy(&yb_, &yv, sizeof yb_);                                  \
+    xb_ &= m_, yb_ &= m_;                                                                          \
+    memcpy(&xv, &xb_, sizeof xv), memcpy(&yv, &yb_, sizeof yv);                                    \
+  }                                                                                                \
+  const XD_VD p = xv * yv
+
+/** The errors fma(x, y, -p) of the products p (0 where p is not finite: nothing more to add there). */
+#define XD_PROD_ERR(pe, xv, yv, p)                                                                 \
+  XD_VD pe = {0};                                                                                  \
+  for (int l = 0; l < XD_V; l++) pe[l] = isfinite(p[l]) ? fma(xv[l], yv[l], -p[l]) : 0.0
+
+/** The rows of the call, PK_XD_W at a time: xs, ys point at them (a copy with zeros for a run's tail). */
+#define XD_FOR_ROWS(body)                                                                          \
+  for (int64_t k = 0; k < nrun; k++) {                                                             \
+    const int64_t b = i0 + k * stride;                                                             \
+    for (int64_t i = 0; i < len; i += PK_XD_W) {                                                   \
+      double tx[PK_XD_W], ty[PK_XD_W];                                                             \
+      const double *xs = x + b + i, *ys = y + b + i;                                               \
+      if (i + PK_XD_W > len) {                                                                     \
+        for (int l = 0; l < PK_XD_W; l++)                                                          \
+          tx[l] = i + l < len ? xs[l] : 0.0, ty[l] = i + l < len ? ys[l] : 0.0;                    \
+        xs = tx, ys = ty;                                                                          \
+      }                                                                                            \
+      body                                                                                         \
+    }                                                                                              \
+  }
+
+/**
+ * pk_xdot_add for this width. First optimistically: two levels, no test per vector, only a flag that some
+ * second error was not 0 (or NaN); when none was, the levels are stored and that is all. Otherwise the call
+ * is done again from the stored levels (the first pass changed nothing), carefully: each vector tested,
+ * XD_DEEP where needed; and the next few calls of the sum start carefully (data that needed it once
+ * likely needs it again).
+ */
 XD_TARGET static void XD_ADD(pk_xdot *X, int j, const double *x, const double *y, const uint8_t *wet,
                              int exact_prod, int64_t i0, int64_t len, int64_t nrun, int64_t stride) {
   /* levels 0 and 1 of the products' stream (a) and of their errors' (b, exact_prod), vector by vector */
@@ -77,39 +127,50 @@ XD_TARGET static void XD_ADD(pk_xdot *X, int j, const double *x, const double *y
     memcpy(&b0[h], X->lev[j][1][0] + h * XD_V, sizeof b0[h]);
     memcpy(&b1[h], X->lev[j][1][1] + h * XD_V, sizeof b1[h]);
   }
-  for (int64_t k = 0; k < nrun; k++) {
-    const int64_t b = i0 + k * stride;
-    for (int64_t i = 0; i < len; i += PK_XD_W) {
-      double tx[PK_XD_W], ty[PK_XD_W];
-      const double *xs = x + b + i, *ys = y + b + i;
-      if (i + PK_XD_W > len) { /* the run's tail: zeros in the lanes past its end (0 * 0 adds nothing) */
-        for (int l = 0; l < PK_XD_W; l++) tx[l] = i + l < len ? xs[l] : 0.0, ty[l] = i + l < len ? ys[l] : 0.0;
-        xs = tx, ys = ty;
+  if (X->careful[j] == 0) {
+    XD_VI flag = {0};
+    XD_FOR_ROWS(for (int h = 0; h < XD_NV; h++) {
+      XD_LOAD(xs, ys, wet, b, i, h, len);
+      XD_VD e;
+      PK_XD_TWOSUM(XD_VD, a0[h], p, a0[h], e);
+      PK_XD_TWOSUM(XD_VD, a1[h], e, a1[h], e);
+      flag |= e != 0.0;
+      if (exact_prod) {
+        XD_PROD_ERR(pe, xv, yv, p);
+        PK_XD_TWOSUM(XD_VD, b0[h], pe, b0[h], e);
+        PK_XD_TWOSUM(XD_VD, b1[h], e, b1[h], e);
+        flag |= e != 0.0;
       }
+    })
+    int64_t any = 0;
+    for (int l = 0; l < XD_V; l++) any |= flag[l];
+    if (!any) {
       for (int h = 0; h < XD_NV; h++) {
-        XD_VD xv, yv;
-        memcpy(&xv, xs + h * XD_V, sizeof xv);
-        memcpy(&yv, ys + h * XD_V, sizeof yv);
-        if (wet) { /* dry rows add nothing (their product, NaN or not, is not formed): 0 * 0 there */
-          XD_VI m, xb, yb;
-          for (int l = 0; l < XD_V; l++) {
-            const int64_t r = i + h * XD_V + l;
-            m[l] = r < len && wet[b + r] ? -1 : 0;
-          }
-          memcpy(&xb, &xv, sizeof xb), memcpy(&yb, &yv, sizeof yb);
-          xb &= m, yb &= m;
-          memcpy(&xv, &xb, sizeof xv), memcpy(&yv, &yb, sizeof yv);
-        }
-        const XD_VD p = xv * yv;
-        XD_ADD_TERMS(X, j, 0, h, a0[h], a1[h], p);
-        if (exact_prod) { /* p + fma(x, y, -p) = x*y exactly; nothing more for a product that is not finite */
-          XD_VD pe;
-          for (int l = 0; l < XD_V; l++) pe[l] = isfinite(p[l]) ? fma(xv[l], yv[l], -p[l]) : 0.0;
-          XD_ADD_TERMS(X, j, 1, h, b0[h], b1[h], pe);
-        }
+        memcpy(X->lev[j][0][0] + h * XD_V, &a0[h], sizeof a0[h]);
+        memcpy(X->lev[j][0][1] + h * XD_V, &a1[h], sizeof a1[h]);
+        memcpy(X->lev[j][1][0] + h * XD_V, &b0[h], sizeof b0[h]);
+        memcpy(X->lev[j][1][1] + h * XD_V, &b1[h], sizeof b1[h]);
       }
+      return;
     }
+    for (int h = 0; h < XD_NV; h++) { /* again from the stored levels */
+      memcpy(&a0[h], X->lev[j][0][0] + h * XD_V, sizeof a0[h]);
+      memcpy(&a1[h], X->lev[j][0][1] + h * XD_V, sizeof a1[h]);
+      memcpy(&b0[h], X->lev[j][1][0] + h * XD_V, sizeof b0[h]);
+      memcpy(&b1[h], X->lev[j][1][1] + h * XD_V, sizeof b1[h]);
+    }
+    X->careful[j] = PK_XD_CAREFUL_CALLS;
+  } else {
+    X->careful[j]--;
   }
+  XD_FOR_ROWS(for (int h = 0; h < XD_NV; h++) {
+    XD_LOAD(xs, ys, wet, b, i, h, len);
+    XD_ADD_TERMS(X, j, 0, h, a0[h], a1[h], p);
+    if (exact_prod) {
+      XD_PROD_ERR(pe, xv, yv, p);
+      XD_ADD_TERMS(X, j, 1, h, b0[h], b1[h], pe);
+    }
+  })
   for (int h = 0; h < XD_NV; h++) {
     memcpy(X->lev[j][0][0] + h * XD_V, &a0[h], sizeof a0[h]);
     memcpy(X->lev[j][0][1] + h * XD_V, &a1[h], sizeof a1[h]);
@@ -118,6 +179,9 @@ XD_TARGET static void XD_ADD(pk_xdot *X, int j, const double *x, const double *y
   }
 }
 
+#undef XD_FOR_ROWS
+#undef XD_PROD_ERR
+#undef XD_LOAD
 #undef XD_ADD_TERMS
 #undef XD_ADD
 #undef XD_DEEP
