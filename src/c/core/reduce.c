@@ -10,8 +10,9 @@
  * MPI_Wait (split phase: pipelined CG starts it after its fused update and finishes it after the
  * preconditioner). Without a communicator the local sums are the global ones and nothing is sent.
  *
- * Reproducible mode (pkrylov_context_set_reproducible): a dot product is recomputed from its vectors into
- * an exact accumulator: a double m 2^e (m a 53-bit integer) is added as the three 32-bit digits of m
+ * Reproducible mode (pkrylov_context_set_reproducible): a dot product is summed exactly, by the fused loop
+ * that reads its vectors (pk_xdot, xdot.c; pk_allreduce_xacc_begin reduces what it filled) or in a pass of
+ * its own (pk_allreduce_dots, pk_allreduce_xdots_begin), into an exact accumulator: a double m 2^e (m a 53-bit integer) is added as the three 32-bit digits of m
  * shifted to its bit position, each digit into an int64 slot (room for 2^31 additions before a carry
  * pass), the digits covering 2^-1074 to 2^1070 plus carries. Integer addition is exact and associative,
  * so the accumulators of the threads and of the ranks (MPI_SUM over MPI_INT64_T) add up to the same

@@ -110,6 +110,20 @@ XD_TARGET __attribute__((noinline)) static void XD_DEEP(pk_xdot *X, int j, int s
     }                                                                                              \
   }
 
+/** Levels 0 and 1 of both streams of sum j, vector by vector: loaded from X (put 0) or stored there (1). */
+#define XD_LEVELS(X, j, a0, a1, b0, b1, put)                                                       \
+  do {                                                                                             \
+    XD_VD *v_[4] = {a0, a1, b0, b1};                                                               \
+    for (int q_ = 0; q_ < 4; q_++)                                                                 \
+      for (int h_ = 0; h_ < XD_NV; h_++) {                                                         \
+        double *l_ = (X)->lev[j][q_ / 2][q_ % 2] + h_ * XD_V;                                      \
+        if (put)                                                                                   \
+          memcpy(l_, &v_[q_][h_], sizeof(XD_VD));                                                  \
+        else                                                                                       \
+          memcpy(&v_[q_][h_], l_, sizeof(XD_VD));                                                  \
+      }                                                                                            \
+  } while (0)
+
 /**
  * pk_xdot_add for this width. First optimistically: two levels, no test per vector, only a flag that some
  * second error was not 0 (or NaN); when none was, the levels are stored and that is all. Otherwise the call
@@ -121,12 +135,7 @@ XD_TARGET static void XD_ADD(pk_xdot *X, int j, const double *x, const double *y
                              int exact_prod, int64_t i0, int64_t len, int64_t nrun, int64_t stride) {
   /* levels 0 and 1 of the products' stream (a) and of their errors' (b, exact_prod), vector by vector */
   XD_VD a0[XD_NV], a1[XD_NV], b0[XD_NV], b1[XD_NV];
-  for (int h = 0; h < XD_NV; h++) {
-    memcpy(&a0[h], X->lev[j][0][0] + h * XD_V, sizeof a0[h]);
-    memcpy(&a1[h], X->lev[j][0][1] + h * XD_V, sizeof a1[h]);
-    memcpy(&b0[h], X->lev[j][1][0] + h * XD_V, sizeof b0[h]);
-    memcpy(&b1[h], X->lev[j][1][1] + h * XD_V, sizeof b1[h]);
-  }
+  XD_LEVELS(X, j, a0, a1, b0, b1, 0);
   if (X->careful[j] == 0) {
     XD_VI flag = {0};
     XD_FOR_ROWS(for (int h = 0; h < XD_NV; h++) {
@@ -145,20 +154,10 @@ XD_TARGET static void XD_ADD(pk_xdot *X, int j, const double *x, const double *y
     int64_t any = 0;
     for (int l = 0; l < XD_V; l++) any |= flag[l];
     if (!any) {
-      for (int h = 0; h < XD_NV; h++) {
-        memcpy(X->lev[j][0][0] + h * XD_V, &a0[h], sizeof a0[h]);
-        memcpy(X->lev[j][0][1] + h * XD_V, &a1[h], sizeof a1[h]);
-        memcpy(X->lev[j][1][0] + h * XD_V, &b0[h], sizeof b0[h]);
-        memcpy(X->lev[j][1][1] + h * XD_V, &b1[h], sizeof b1[h]);
-      }
+      XD_LEVELS(X, j, a0, a1, b0, b1, 1);
       return;
     }
-    for (int h = 0; h < XD_NV; h++) { /* again from the stored levels */
-      memcpy(&a0[h], X->lev[j][0][0] + h * XD_V, sizeof a0[h]);
-      memcpy(&a1[h], X->lev[j][0][1] + h * XD_V, sizeof a1[h]);
-      memcpy(&b0[h], X->lev[j][1][0] + h * XD_V, sizeof b0[h]);
-      memcpy(&b1[h], X->lev[j][1][1] + h * XD_V, sizeof b1[h]);
-    }
+    XD_LEVELS(X, j, a0, a1, b0, b1, 0); /* again from the stored levels */
     X->careful[j] = PK_XD_CAREFUL_CALLS;
   } else {
     X->careful[j]--;
@@ -171,14 +170,10 @@ XD_TARGET static void XD_ADD(pk_xdot *X, int j, const double *x, const double *y
       XD_ADD_TERMS(X, j, 1, h, b0[h], b1[h], pe);
     }
   })
-  for (int h = 0; h < XD_NV; h++) {
-    memcpy(X->lev[j][0][0] + h * XD_V, &a0[h], sizeof a0[h]);
-    memcpy(X->lev[j][0][1] + h * XD_V, &a1[h], sizeof a1[h]);
-    memcpy(X->lev[j][1][0] + h * XD_V, &b0[h], sizeof b0[h]);
-    memcpy(X->lev[j][1][1] + h * XD_V, &b1[h], sizeof b1[h]);
-  }
+  XD_LEVELS(X, j, a0, a1, b0, b1, 1);
 }
 
+#undef XD_LEVELS
 #undef XD_FOR_ROWS
 #undef XD_PROD_ERR
 #undef XD_LOAD

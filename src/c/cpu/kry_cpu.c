@@ -13,12 +13,13 @@
  * MPI a plain sum of the hi and lo parts of the ranks is not an exact double-double sum: reproducible mode
  * below is).
  *
- * Reproducible mode (ctx->reproducible): every global sum of the engine (the dots of update, residual,
- * block_dots, basis_dots) is computed by reduce.c's exact accumulator from the vectors themselves
- * (pk_allreduce_dots / pk_allreduce_xdots_begin: the rounded products summed exactly and rounded once;
- * block_dots with dd = 1 sums the exact fma products and returns the exact sum as a (hi, lo) pair), so
- * the scalars, and with them the iterates, are bitwise the same for any number of ranks and threads. The
- * fused loops then skip their own partial sums.
+ * Reproducible mode (ctx->reproducible): every global sum of the engine is exact (the rounded products
+ * summed exactly and rounded once; block_dots with dd = 1 sums the exact fma products and returns the
+ * exact sum as a (hi, lo) pair), so the scalars, and with them the iterates, are bitwise the same for any
+ * number of ranks and threads. The loops that write vectors (update, residual, CG's fused loops) add
+ * their exact sums chunk by chunk in the same pass (pk_xdot) and reduce the accumulators
+ * (pk_allreduce_xacc_begin); block_dots and basis_dots, which only read, take them in their pass
+ * (pk_allreduce_xdots_begin).
  */
 #include <math.h>
 #include <stdlib.h>
