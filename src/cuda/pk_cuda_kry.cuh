@@ -133,8 +133,10 @@ inline int64_t grid_dot(int64_t n) {
   return b < 1 ? 1 : b;
 }
 
-/* one-pass exact sums (reproducible mode): at most XR_SLOTS block accumulators per launch (or 16 blocks per
-   value when a launch has more than XR_SLOTS / 16 values), and below 2^26 elements per block */
+/* one-pass exact sums (reproducible mode): at most XR_MAX_BLOCKS blocks and XR_SLOTS block accumulators
+   per launch (or 16 blocks per value when a launch has more than XR_SLOTS / 16 values), and below 2^26
+   elements per block */
+constexpr int64_t XR_MAX_BLOCKS = 512; /* (the second stage, k_xfin, reads every block's digits) */
 constexpr int64_t XR_SLOTS = 16384;
 constexpr int64_t XR_MIN_BLOCKS = 16;
 constexpr int64_t XR_PER_BLOCK = (int64_t)1 << 26;
@@ -150,6 +152,8 @@ inline int64_t xgrid(int64_t n, int64_t grid, int64_t nvals, int on = 1) {
   if (!on)
     return 0;
   int64_t cap = XR_SLOTS / (nvals > 0 ? nvals : 1);
+  if (cap > XR_MAX_BLOCKS)
+    cap = XR_MAX_BLOCKS;
   if (cap < XR_MIN_BLOCKS)
     cap = XR_MIN_BLOCKS;
   const int64_t g = grid < cap ? grid : cap;

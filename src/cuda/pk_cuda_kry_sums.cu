@@ -65,31 +65,31 @@ __global__ void k_gsum(const double *g, int nranks, int64_t stride, int nvals, i
 
 /**
  * The one-pass exact sums' second stage: acc[v] = the sum over the nb blocks b of blk[(b * nv + v) *
- * PK_XACC_LEN ..] (canonical accumulators, nb <= XR_SLOTS: digits below 2^46), one block per value v, its
- * XF_GROUPS x PK_XACC_LEN threads: thread (g, q) adds digit q of blocks g, g + XF_GROUPS, ... (consecutive
- * threads read consecutive digits), then thread q adds the groups' sums; carry pass; written to acc.
+ * PK_XACC_LEN ..] (canonical accumulators, nb <= XR_MAX_BLOCKS: digit sums below 2^42), not carried
+ * (pk_cuda_xacc_round_ex carries before it rounds; the ranks' sums stay far below 2^63). Grid (nv,
+ * XF_QUADS): block (v, y) takes digits 4y .. 4y + 3 of value v, its thread t digit 4y + t % 4 of blocks
+ * t / 4, t / 4 + XF_GROUPS, ... (four consecutive digits a group: one 32-byte sector), then the groups'
+ * sums are added in shared memory.
  */
-constexpr int XF_GROUPS = 8;
-__global__ void __launch_bounds__(XF_GROUPS *PK_XACC_LEN)
-    k_xfin(const int64_t *blk, int64_t nb, int nv, int64_t *acc) {
-  __shared__ int64_t sh[XF_GROUPS][PK_XACC_LEN];
-  const int v = blockIdx.x, g = threadIdx.x / PK_XACC_LEN, q = threadIdx.x % PK_XACC_LEN;
+constexpr int XF_GROUPS = KB / 4;
+constexpr int XF_QUADS = (PK_XACC_LEN + 3) / 4;
+__global__ void __launch_bounds__(KB) k_xfin(const int64_t *blk, int64_t nb, int nv, int64_t *acc) {
+  __shared__ int64_t sh[XF_GROUPS][4];
+  const int v = blockIdx.x, g = threadIdx.x / 4, r = threadIdx.x % 4, q = 4 * blockIdx.y + r;
   int64_t s = 0;
-  for (int64_t b = g; b < nb; b += XF_GROUPS)
-    s += blk[(b * nv + v) * PK_XACC_LEN + q];
-  sh[g][q] = s;
-  __syncthreads();
-  if (g == 0) {
-    for (int k = 1; k < XF_GROUPS; k++)
-      s += sh[k][q];
-    sh[0][q] = s;
+  if (q < PK_XACC_LEN) {
+#pragma unroll 4
+    for (int64_t b = g; b < nb; b += XF_GROUPS)
+      s += blk[(b * nv + v) * PK_XACC_LEN + q];
   }
+  sh[g][r] = s;
   __syncthreads();
-  if (threadIdx.x == 0)
-    pk_xacc_normalize(sh[0]);
-  __syncthreads();
-  if (g == 0)
-    acc[(int64_t)v * PK_XACC_LEN + q] = sh[0][q];
+  if (threadIdx.x < 4 && q < PK_XACC_LEN) {
+    int64_t t = 0;
+    for (int k = 0; k < XF_GROUPS; k++)
+      t += sh[k][threadIdx.x];
+    acc[(int64_t)v * PK_XACC_LEN + q] = t;
+  }
 }
 
 } // namespace
@@ -353,7 +353,7 @@ int xfinish(pk_kry *E, int64_t nb, int count, bool dd, int32_t out) {
   if ((size_t)count > D->xcap || (size_t)(nb * count) > D->xpart_cap)
     return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "exact sums: %lld x %d values, room for %zu",
                     (long long)nb, count, D->xpart_cap);
-  k_xfin<<<(unsigned)count, XF_GROUPS * PK_XACC_LEN, 0, D->st>>>(D->xpart, nb, count, D->xacc);
+  k_xfin<<<dim3((unsigned)count, XF_QUADS), KB, 0, D->st>>>(D->xpart, nb, count, D->xacc);
   PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "exact sums");
   return xround(E, count, dd, out);
 }
