@@ -60,6 +60,7 @@ struct KryDev {
   double *ax;               /* A x of a user or halo-exchange operator for residuals (pk_cuda_op.pre) */
   /* options (environment, read at create): graphs of blocks, fused kernels, per-operation profile */
   int graph_on, fuse_on, prof;
+  int xfuse_on; /* reproducible mode: the one-pass exact sums (kry.xfuse; 0: xsums' second pass) */
   /* blocks: the operations of the current block (recorded, not yet launched) and the graphs of blocks */
   int rec_on;               /* recording a block */
   int have_base;
@@ -91,6 +92,8 @@ struct KryDev {
   int64_t *xacc, *hxacc;         /* xcap accumulators: device; pinned host (host-staged sums) */
   size_t xcap;
   std::vector<const double *> xa, xb; /* the pairs of one exact sum (host) */
+  int64_t *xpart;                /* the blocks' accumulators of the one-pass exact sums (xgrid; xpart_cap) */
+  size_t xpart_cap;              /* accumulators */
 };
 
 inline KryDev *dev_of(pk_kry *E) {
@@ -128,6 +131,33 @@ inline int64_t grid_dot(int64_t n) {
   if (b > KMAX_DOT_BLOCKS)
     b = KMAX_DOT_BLOCKS;
   return b < 1 ? 1 : b;
+}
+
+/* one-pass exact sums (reproducible mode): at most XR_MAX_BLOCKS blocks and XR_SLOTS block accumulators
+   per launch (or 16 blocks per value when a launch has more than XR_SLOTS / 16 values), and below 2^26
+   elements per block */
+constexpr int64_t XR_MAX_BLOCKS = 512; /* (the second stage, k_xfin, reads every block's digits) */
+constexpr int64_t XR_SLOTS = 16384;
+constexpr int64_t XR_MIN_BLOCKS = 16;
+constexpr int64_t XR_PER_BLOCK = (int64_t)1 << 26;
+/** Room for the block accumulators of a launch of `nvals` values per block (ensure_xacc). */
+inline size_t xpart_need(size_t nvals) {
+  const size_t a = (size_t)XR_MIN_BLOCKS * nvals;
+  return a > (size_t)XR_SLOTS ? a : (size_t)XR_SLOTS;
+}
+/** The grid.x of a one-pass exact launch whose default grid is `grid` and whose blocks (of one grid row)
+ *  hold `nvals` accumulators; 0 when a block would take more than XR_PER_BLOCK elements (then the two-pass
+ *  exact sums). grid.x * nvals <= xpart_need(nvals). */
+inline int64_t xgrid(int64_t n, int64_t grid, int64_t nvals, int on = 1) {
+  if (!on)
+    return 0;
+  int64_t cap = XR_SLOTS / (nvals > 0 ? nvals : 1);
+  if (cap > XR_MAX_BLOCKS)
+    cap = XR_MAX_BLOCKS;
+  if (cap < XR_MIN_BLOCKS)
+    cap = XR_MIN_BLOCKS;
+  const int64_t g = grid < cap ? grid : cap;
+  return n > g * XR_PER_BLOCK ? 0 : g;
 }
 
 /* ---- device helpers ------------------------------------------------------------------------------- */
@@ -214,6 +244,7 @@ int sum_into(pk_kry *E, int64_t nb, int nvals, bool dd, int32_t out, bool async 
 int do_wait(pk_kry *E);
 int ensure_xacc(pk_kry *E, size_t count);
 int xsums(pk_kry *E, int count, const double *const *a, const double *const *b, bool dd, int32_t out);
+int xfinish(pk_kry *E, int64_t nb, int count, bool dd, int32_t out);
 /* pk_cuda_kry_ops.cu (the vector operations) */
 cudaError_t basis_axpy_smem(int k);
 int do_matvec(pk_kry *E, pk_vid x, pk_vid y);

@@ -146,6 +146,7 @@ typedef struct pk_options {
   int32_t cuda_timeline;   /* CUDA events at each step of pipelined CG (stderr line per solve) */
   int32_t kry_graph;       /* CUDA engine (BiCGStab/GMRES families, SRCG): CUDA graphs of blocks */
   int32_t kry_fuse;        /* CUDA engine: the fused Gram-Schmidt kernel, the fused CSR product + update */
+  int32_t kry_xfuse;       /* CUDA engine, reproducible mode: the exact sums in the fused kernels' pass */
   int32_t kry_profile;     /* CUDA engine: per-operation timing to stderr */
 } pk_options;
 
