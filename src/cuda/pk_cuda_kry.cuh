@@ -235,6 +235,78 @@ __device__ __forceinline__ void block_sum_dd(double &h, double &l, double *sh) {
 
 /* ---- what the engine's files share ---------------------------------------------------------------- */
 
+/* ---- the update list (k_update in pk_cuda_kry_ops.cu; the fused operator product of
+        pk_cuda_kry_fused.cu runs the same list at each element) ----------------------------------- */
+
+struct UpdK {
+  double *y;
+  const double *x[PK_KRY_MAXTERMS];
+  pk_coef cy;
+  pk_coef c[PK_KRY_MAXTERMS];
+  int32_t nterms;
+  int32_t pad;
+};
+
+struct UpdArgs {
+  UpdK u[PK_KRY_MAXUPD];
+  const double *pa[PK_KRY_MAXPAIRS];
+  const double *pb[PK_KRY_MAXPAIRS];
+  int32_t nupd, npairs;
+};
+static_assert(sizeof(UpdArgs) % 8 == 0, "UpdArgs is copied as 64-bit words");
+static_assert(sizeof(UpdArgs) <= 4000, "UpdArgs must fit the kernel parameter space");
+
+/** The arguments of an update list and pairs (the engine's vector ids as device pointers). */
+void upd_args(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, UpdArgs *a);
+
+/** k_update's prologue, by every thread of a block of KB: the arguments into the block's shared copy a,
+ *  then their coefficient values (references into S resolved) into cv. */
+__device__ __forceinline__ void upd_stage(UpdArgs &a, const UpdArgs &args, double (*cv)[PK_KRY_MAXTERMS + 1],
+                                          const double *S) {
+  {
+    const unsigned long long *src = (const unsigned long long *)&args;
+    unsigned long long *dst = (unsigned long long *)&a;
+    for (int w = threadIdx.x; w < (int)(sizeof(UpdArgs) / 8); w += KB)
+      dst[w] = src[w];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < a.nupd * (PK_KRY_MAXTERMS + 1); t += KB) {
+    const int u = t / (PK_KRY_MAXTERMS + 1), k = t % (PK_KRY_MAXTERMS + 1);
+    double v = 0.0;
+    if (k == 0)
+      v = pk_coef_value(a.u[u].cy, S);
+    else if (k - 1 < a.u[u].nterms)
+      v = pk_coef_value(a.u[u].c[k - 1], S);
+    cv[u][k] = v;
+  }
+  __syncthreads();
+}
+
+/** The first nupd updates of the list at element i (a, cv: upd_stage's). */
+__device__ __forceinline__ void upd_at(const UpdArgs &a, const double (*cv)[PK_KRY_MAXTERMS + 1], int nupd,
+                                       int64_t i) {
+  for (int u = 0; u < nupd; u++) {
+    double *y = a.u[u].y;
+    const double cy = cv[u][0];
+    double t = 0.0;
+    bool live = false;
+    if (cy != 0.0) {
+      t = cy * y[i];
+      live = true;
+    }
+    const int nt = a.u[u].nterms;
+    for (int k = 0; k < nt; k++) {
+      const double c = cv[u][k + 1];
+      if (c == 0.0)
+        continue;
+      const double p = c * a.u[u].x[k][i];
+      t = live ? t + p : p;
+      live = true;
+    }
+    y[i] = t;
+  }
+}
+
 /* pk_cuda_kry.cu (records, blocks and graphs, the backend table) */
 void drop_graphs(pk_kry *E);
 /* pk_cuda_kry_sums.cu (partial-sum buffer, global and exact sums) */

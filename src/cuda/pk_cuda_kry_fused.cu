@@ -43,26 +43,10 @@ namespace {
 
 static_assert(KB == PKC_BLOCK, "the fused kernel's blocks must be k_update's");
 
-/** The update list and the pairs (k_update's UpdArgs, the same layout and contents). */
-struct FUpdK {
-  double *y;
-  const double *x[PK_KRY_MAXTERMS];
-  pk_coef cy;
-  pk_coef c[PK_KRY_MAXTERMS];
-  int32_t nterms;
-  int32_t pad;
-};
-
-struct FUpdArgs {
-  FUpdK u[PK_KRY_MAXUPD];
-  const double *pa[PK_KRY_MAXPAIRS];
-  const double *pb[PK_KRY_MAXPAIRS];
-  int32_t nupd, npairs;
-};
-static_assert(sizeof(FUpdArgs) % 8 == 0, "FUpdArgs is copied as 64-bit words");
+/* the update list and the pairs: k_update's UpdArgs (pk_cuda_kry.cuh) */
 
 /* the block's copy of the arguments and coefficient values (k_update's shared a and cv) */
-__shared__ FUpdArgs fu_a;
+__shared__ UpdArgs fu_a;
 __shared__ double fu_cv[PK_KRY_MAXUPD][PK_KRY_MAXTERMS + 1];
 
 /* reproducible mode: the block's exact accumulators of the pairs (pk_cuda_xsum.cuh; XR instances only) */
@@ -79,7 +63,7 @@ template <int NP, bool XR = false> struct ActMvUpd {
   struct In {};
   double *y;
   const double *S;
-  FUpdArgs args;
+  UpdArgs args;
   /* every thread calls it first: k_update's prologue (arguments and coefficient values into shared memory) */
   __device__ bool begin() {
     if constexpr (XR)
@@ -87,7 +71,7 @@ template <int NP, bool XR = false> struct ActMvUpd {
     {
       const unsigned long long *src = (const unsigned long long *)&args;
       unsigned long long *dst = (unsigned long long *)&fu_a;
-      for (int w = threadIdx.x; w < (int)(sizeof(FUpdArgs) / 8); w += KB)
+      for (int w = threadIdx.x; w < (int)(sizeof(UpdArgs) / 8); w += KB)
         dst[w] = src[w];
     }
     __syncthreads();
@@ -209,7 +193,7 @@ int launch_fused(cudaStream_t s, const pk_cuda_op *op, const double *x, const Ac
 /** NP pairs; XR: the one-pass exact sums (reproducible mode), part the blocks' int64 accumulators. */
 template <int NP, bool XR>
 int launch_np(cudaStream_t s, const pk_cuda_op *op, const double *x, double *y, const double *S,
-              const FUpdArgs &a, void *part, int64_t nb) {
+              const UpdArgs &a, void *part, int64_t nb) {
   typename std::conditional<XR, ActMvUpdX<NP>, ActMvUpd<NP>>::type act;
   act.y = y;
   act.S = S;
@@ -220,7 +204,7 @@ int launch_np(cudaStream_t s, const pk_cuda_op *op, const double *x, double *y, 
 /** launch_np<np, XR> for np = 0 ... PK_KRY_MAXPAIRS (XR: 1 ...); -1 for any other count. */
 template <bool XR>
 int launch_pairs(int np, cudaStream_t s, const pk_cuda_op *op, const double *x, double *y, const double *S,
-                 const FUpdArgs &a, void *part, int64_t nb) {
+                 const UpdArgs &a, void *part, int64_t nb) {
   static_assert(PK_KRY_MAXPAIRS == 8, "one case per pair count");
   switch (np) {
   case 0:
@@ -256,23 +240,8 @@ int do_matvec_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd 
   KryDev *D = dev_of(E);
   if (npairs < 0 || npairs > PK_KRY_MAXPAIRS)
     return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: %d pairs", npairs);
-  FUpdArgs a;
-  memset(&a, 0, sizeof a);
-  a.nupd = nupd;
-  a.npairs = npairs;
-  for (int i = 0; i < nupd; i++) {
-    a.u[i].y = vp(E, u[i].y);
-    a.u[i].cy = u[i].cy;
-    a.u[i].nterms = u[i].nterms;
-    for (int k = 0; k < u[i].nterms; k++) {
-      a.u[i].x[k] = vp(E, u[i].x[k]);
-      a.u[i].c[k] = u[i].c[k];
-    }
-  }
-  for (int j = 0; j < npairs; j++) {
-    a.pa[j] = vp(E, pairs[j].a);
-    a.pb[j] = vp(E, pairs[j].b);
-  }
+  UpdArgs a;
+  upd_args(E, nupd, u, npairs, pairs, &a);
   const int64_t nb = grid_1d(E->n, KMAX_UPD_BLOCKS); /* k_update's grid */
   const double *xp = vp(E, x);
   double *yp = vp(E, y);

@@ -20,23 +20,7 @@ namespace {
 
 /* ---- the fused update ----------------------------------------------------------------------------- */
 
-struct UpdK {
-  double *y;
-  const double *x[PK_KRY_MAXTERMS];
-  pk_coef cy;
-  pk_coef c[PK_KRY_MAXTERMS];
-  int32_t nterms;
-  int32_t pad;
-};
-
-struct UpdArgs {
-  UpdK u[PK_KRY_MAXUPD];
-  const double *pa[PK_KRY_MAXPAIRS];
-  const double *pb[PK_KRY_MAXPAIRS];
-  int32_t nupd, npairs;
-};
-static_assert(sizeof(UpdArgs) % 8 == 0, "UpdArgs is copied as 64-bit words");
-static_assert(sizeof(UpdArgs) <= 4000, "UpdArgs must fit the kernel parameter space");
+/* UpdK, UpdArgs, upd_stage, upd_at: pk_cuda_kry.cuh */
 
 /**
  * Updates, then the partial dot products of the pairs (part[block * npairs + j]) when part != NULL.
@@ -52,23 +36,7 @@ __global__ void __launch_bounds__(KB)
   __shared__ xslot xs[XR ? PK_KRY_MAXPAIRS * PK_XACC_LEN : 1];
   if constexpr (XR)
     xs_zero(xs, PK_KRY_MAXPAIRS); /* before the first __syncthreads below */
-  {
-    const unsigned long long *src = (const unsigned long long *)&args;
-    unsigned long long *dst = (unsigned long long *)&a;
-    for (int w = threadIdx.x; w < (int)(sizeof(UpdArgs) / 8); w += KB)
-      dst[w] = src[w];
-  }
-  __syncthreads();
-  for (int t = threadIdx.x; t < a.nupd * (PK_KRY_MAXTERMS + 1); t += KB) {
-    const int u = t / (PK_KRY_MAXTERMS + 1), k = t % (PK_KRY_MAXTERMS + 1);
-    double v = 0.0;
-    if (k == 0)
-      v = pk_coef_value(a.u[u].cy, S);
-    else if (k - 1 < a.u[u].nterms)
-      v = pk_coef_value(a.u[u].c[k - 1], S);
-    cv[u][k] = v;
-  }
-  __syncthreads();
+  upd_stage(a, args, cv, S);
   const int nupd = a.nupd, np = a.npairs;
   double acc[PK_KRY_MAXPAIRS];
   double acc1[XR ? PK_KRY_MAXPAIRS : 1]; /* XR: the expansions (acc[j], acc1[j]) */
@@ -80,26 +48,7 @@ __global__ void __launch_bounds__(KB)
     acc1[j] = 0.0;
   const int64_t stride = (int64_t)gridDim.x * KB;
   for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
-    for (int u = 0; u < nupd; u++) {
-      double *y = a.u[u].y;
-      const double cy = cv[u][0];
-      double t = 0.0;
-      bool live = false;
-      if (cy != 0.0) {
-        t = cy * y[i];
-        live = true;
-      }
-      const int nt = a.u[u].nterms;
-      for (int k = 0; k < nt; k++) {
-        const double c = cv[u][k + 1];
-        if (c == 0.0)
-          continue;
-        const double p = c * a.u[u].x[k][i];
-        t = live ? t + p : p;
-        live = true;
-      }
-      y[i] = t;
-    }
+    upd_at(a, cv, nupd, i);
 #pragma unroll
     for (int j = 0; j < PK_KRY_MAXPAIRS; j++)
       if (j < np) {
@@ -541,28 +490,32 @@ int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   return PKRYLOV_SUCCESS;
 }
 
+void upd_args(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, UpdArgs *a) {
+  memset(a, 0, sizeof *a);
+  a->nupd = nupd;
+  a->npairs = npairs;
+  for (int i = 0; i < nupd; i++) {
+    a->u[i].y = vp(E, u[i].y);
+    a->u[i].cy = u[i].cy;
+    a->u[i].nterms = u[i].nterms;
+    for (int k = 0; k < u[i].nterms; k++) {
+      a->u[i].x[k] = vp(E, u[i].x[k]);
+      a->u[i].c[k] = u[i].c[k];
+    }
+  }
+  for (int j = 0; j < npairs; j++) {
+    a->pa[j] = vp(E, pairs[j].a);
+    a->pb[j] = vp(E, pairs[j].b);
+  }
+}
+
 int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
               bool async) {
   KryDev *D = dev_of(E);
   if (nupd <= 0 && npairs <= 0)
     return PKRYLOV_SUCCESS;
   UpdArgs a;
-  memset(&a, 0, sizeof a);
-  a.nupd = nupd;
-  a.npairs = npairs;
-  for (int i = 0; i < nupd; i++) {
-    a.u[i].y = vp(E, u[i].y);
-    a.u[i].cy = u[i].cy;
-    a.u[i].nterms = u[i].nterms;
-    for (int k = 0; k < u[i].nterms; k++) {
-      a.u[i].x[k] = vp(E, u[i].x[k]);
-      a.u[i].c[k] = u[i].c[k];
-    }
-  }
-  for (int j = 0; j < npairs; j++) {
-    a.pa[j] = vp(E, pairs[j].a);
-    a.pb[j] = vp(E, pairs[j].b);
-  }
+  upd_args(E, nupd, u, npairs, pairs, &a);
   const int64_t nb = grid_1d(E->n, KMAX_UPD_BLOCKS);
   if (D->repro && npairs > 0) {
     const int64_t xb = xgrid(E->n, nb, npairs, D->xfuse_on);
