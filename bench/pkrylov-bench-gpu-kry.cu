@@ -5,7 +5,7 @@
  *        copy bandwidth measured in the same run.
  *
  *   pkrylov-bench-gpu-kry [--problems LIST] [--restart M] [--step S] [--iters K] [--repeat R] [--cpu-iters K]
- *                         [--cpu-repeat R] [--copy-gib G] [--no-cpu] [--json FILE]
+ *                         [--cpu-repeat R] [--copy-gib G] [--no-cpu] [--repro] [--json FILE]
  *
  * LIST is a comma-separated list of: all (default: cd:64x64x64, cd:128x128x64, lap:32, lap:64, lap:128),
  * cd:NXxNYxNZ (convection-diffusion, see below), lap:N (CSR 7-point Laplacian on an N^3 grid).
@@ -50,6 +50,14 @@
  *     the normalisation reads w and writes v_{j+1}; mean j = (m - 1) / 2).
  * The copy bandwidth is the faster of a copy kernel and cudaMemcpy over >= 1 GiB (read + write bytes, best
  * of 10), measured at the start of the run (as bench/pkrylov-bench-gpu.cu does, bench_gpu_common.cuh).
+ *
+ * --repro: reproducible mode against the default mode, per solver, on the GPU: FGMRES and SRCG (SRCG on the
+ * symmetric lap: problems only) join the list, and every solver gets, besides its default CUDA row, the
+ * rows cuda-repro (a context with pkrylov_context_set_reproducible: the exact sums in the pass of the fused
+ * kernels, pk_cuda_xsum.cuh) and cuda-repro-2p (the same with the solver option kry.xfuse=0: the exact sums
+ * in a second pass over the vectors, the code before the one-pass sums); their message column gives the
+ * time per iteration over the default row's. SRCG's bytes use the BiCGStab count (its fraction column is
+ * only indicative).
  *
  * The convection-diffusion problem is the library's pkrylov_operator_create_convdiff (CSR, 7-point,
  * first-order upwind) with wind (1, 0.5, 0.25) and aniso 1: non-symmetric, an M-matrix. It is exported as
@@ -390,10 +398,11 @@ struct Config {
   int K = 40, R = 3, cpuK = 10, cpuR = 1, m = 30, step = 5, maxit = 2000;
   double copy_gib = 1.0;
   bool cpu = true;
+  bool repro = false; /* --repro */
 };
 
 static bool is_gmres(int type) {
-  return type != PKRYLOV_SOLVER_BICGSTAB && type != PKRYLOV_SOLVER_PIPEBICGSTAB;
+  return type != PKRYLOV_SOLVER_BICGSTAB && type != PKRYLOV_SOLVER_PIPEBICGSTAB && type != PKRYLOV_SOLVER_SRCG;
 }
 
 static const char *solver_name(int type) {
@@ -408,6 +417,8 @@ static const char *solver_name(int type) {
     return "pipegmres";
   case PKRYLOV_SOLVER_FGMRES:
     return "fgmres";
+  case PKRYLOV_SOLVER_SRCG:
+    return "srcg";
   default:
     return "cagmres";
   }
@@ -458,11 +469,12 @@ static Row vendor_row(Vendor &V, const Row &proto, const Config &cf, bool gmres)
   return row;
 }
 
-/** One pkrylov row on context ctx (device: b and x are device arrays). */
+/** One pkrylov row on context ctx (device: b and x are device arrays); impl: the row's name (NULL: by the
+ *  backend), xfuse >= 0: the solver option kry.xfuse set to it. */
 static Row pk_row(const Row &proto, const Config &cf, pkrylov_context ctx, bool device, const HostCsr &C,
-                  const std::vector<double> &b, int type) {
+                  const std::vector<double> &b, int type, const char *impl = NULL, int xfuse = -1) {
   Row row = proto;
-  row.impl = device ? "pkrylov-cuda" : "pkrylov-cpu";
+  row.impl = impl ? impl : device ? "pkrylov-cuda" : "pkrylov-cpu";
   row.solver = solver_name(type);
   const bool gmres = is_gmres(type);
   row.bytes = model_bytes(gmres, cf.m, row.n, row.nnz);
@@ -477,6 +489,8 @@ static Row pk_row(const Row &proto, const Config &cf, pkrylov_context ctx, bool 
     rc = pkrylov_precond_create(ctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &M);
   if (!rc)
     rc = pkrylov_solver_create(ctx, type, A, M, &s);
+  if (!rc && xfuse >= 0)
+    rc = pkrylov_solver_set_option(s, "kry.xfuse", xfuse ? "1" : "0");
   if (!rc)
     rc = pkrylov_solver_set_restart(s, cf.m);
   if (!rc && type == PKRYLOV_SOLVER_CAGMRES)
@@ -627,11 +641,13 @@ int main(int argc, char **argv) {
       json = argv[++i];
     else if (a == "--no-cpu")
       cf.cpu = false;
+    else if (a == "--repro")
+      cf.repro = true;
     else {
       fprintf(stderr,
               "usage: %s [--problems LIST] [--restart M] [--step S] [--iters K] [--repeat R] [--cpu-iters K] "
               "[--cpu-repeat R]\n"
-              "          [--copy-gib G] [--no-cpu] [--json FILE]\n",
+              "          [--copy-gib G] [--no-cpu] [--repro] [--json FILE]\n",
               argv[0]);
       return 2;
     }
@@ -665,6 +681,12 @@ int main(int argc, char **argv) {
   }
   if (cf.cpu)
     cctx = xctx;
+  pkrylov_context rctx = NULL; /* --repro: a reproducible CUDA context */
+  if (cf.repro && gctx && (pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &rctx) ||
+                           pkrylov_context_set_reproducible(rctx, 1))) {
+    fprintf(stderr, "pkrylov-bench-gpu-kry: no reproducible CUDA context\n");
+    return 2;
+  }
   std::vector<Row> rows;
   print_header();
   size_t pos = 0;
@@ -699,9 +721,19 @@ int main(int argc, char **argv) {
     for (int g = 0; g < 2; g++)
       rows.push_back(vendor_row(V, proto, cf, g == 1)), print_row(rows.back());
     vendor_free(V);
-    for (int type : kTypes) {
+    std::vector<int> types(kTypes, kTypes + sizeof kTypes / sizeof kTypes[0]);
+    if (rctx) {
+      types.push_back(PKRYLOV_SOLVER_FGMRES);
+      if (p.compare(0, 4, "lap:") == 0) /* SPD only */
+        types.push_back(PKRYLOV_SOLVER_SRCG);
+    }
+    for (int type : types) {
       if (gctx)
         rows.push_back(pk_row(proto, cf, gctx, true, C, b, type)), print_row(rows.back());
+      if (rctx) {
+        rows.push_back(pk_row(proto, cf, rctx, true, C, b, type, "cuda-repro", 1)), print_row(rows.back());
+        rows.push_back(pk_row(proto, cf, rctx, true, C, b, type, "cuda-repro-2p", 0)), print_row(rows.back());
+      }
       if (cctx)
         rows.push_back(pk_row(proto, cf, cctx, false, C, b, type)), print_row(rows.back());
     }
@@ -721,6 +753,13 @@ int main(int argc, char **argv) {
       r.fraction = r.bytes / r.t_iter / copy_bw;
       const bool g = r.solver != "bicgstab" && r.solver != "pipebicgstab";
       r.vendor_ratio = tv[g] / r.t_iter;
+      if (r.impl.compare(0, 10, "cuda-repro") == 0) /* over the default CUDA row of the solver */
+        for (size_t k = first; k < rows.size(); k++)
+          if (rows[k].impl == "pkrylov-cuda" && rows[k].solver == r.solver && rows[k].status == "ok") {
+            char t[64];
+            snprintf(t, sizeof t, "%.2fx the default mode", r.t_iter / rows[k].t_iter);
+            r.message = r.message.empty() ? t : r.message + "; " + t;
+          }
     }
     printf("-- %s (derived columns filled in):\n", p.c_str());
     for (size_t i = first; i < rows.size(); i++)
@@ -732,6 +771,8 @@ int main(int argc, char **argv) {
     return 1;
   if (gctx)
     pkrylov_context_destroy(&gctx);
+  if (rctx)
+    pkrylov_context_destroy(&rctx);
   pkrylov_context_destroy(&xctx);
   return 0;
 }

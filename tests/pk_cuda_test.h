@@ -66,6 +66,27 @@ static inline int pkt_dev_same(const char *tag, const char *what, int64_t n, con
   return ok;
 }
 
+/** A non-symmetric tridiagonal CSR matrix of size n (diagonally dominant), rows i: -1.3, 4 + i%3, -0.7
+ *  (t720, t726). */
+static inline int pkt_tri_csr(pkrylov_context ctx, int64_t n, pkrylov_operator *A) {
+  int32_t *rp = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n + 1));
+  int32_t *ci = (int32_t *)malloc(sizeof(int32_t) * (size_t)(3 * n));
+  double *v = (double *)malloc(sizeof(double) * (size_t)(3 * n));
+  int32_t k = 0;
+  rp[0] = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (i > 0)
+      ci[k] = (int32_t)i - 1, v[k++] = -1.3;
+    ci[k] = (int32_t)i, v[k++] = 4.0 + (double)(i % 3);
+    if (i < n - 1)
+      ci[k] = (int32_t)i + 1, v[k++] = -0.7;
+    rp[i + 1] = k;
+  }
+  int rc = pkrylov_operator_create_csr(ctx, (int32_t)n, 0, rp, ci, v, A);
+  free(rp), free(ci), free(v);
+  return rc;
+}
+
 /** A CUDA context, or NULL when there is no device (the case then skips) or the context fails (said). */
 static inline pkrylov_context pkt_cuda_ctx(void) {
   pkrylov_context ctx = NULL;

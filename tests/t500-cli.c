@@ -1122,7 +1122,8 @@ PK_TEST_CASE(library_options) {
   static const char *const names[] = {"cuda.bind",     "cuda.csr_format", "cuda.csr_lanes", "cuda.kc",
                                       "cuda.l2pf",     "dist.nccl",       "dist.edge_comm", "dist.instrument",
                                       "cuda.fold",     "cuda.pdl",        "cuda.pipe_none", "cuda.timeline",
-                                      "kry.graph",     "kry.fuse",        "kry.profile"};
+                                      "kry.graph",     "kry.fuse",        "kry.profile",    "kry.xfuse",
+                                      "kry.cg"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char pat[64];
     snprintf(pat, sizeof pat, "\n  %s ", names[i]);

@@ -344,7 +344,7 @@ static void check_residual(const char *tag, const struct pkrylov_operator_s *A, 
   const int64_t n = A->n;
   double *b = hrand(n, seed), *x = hrand(n, seed + 1), *r = hnew(n);
   double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), rr;
-  pk_cpu_residual(A, b, x, r, cpart, &rr);
+  pk_cpu_residual(A, b, x, r, cpart, &rr, NULL);
   int64_t cap, nb = -1;
   double *db = dup_dev(b, n), *dx = dup_dev(x, n), *dr = dnew(n), *part = dpart(v, NULL, &cap);
   CK(pk_cuda_residual(NULL, v, db, dx, dr, part, &nb));
@@ -375,7 +375,7 @@ static void check_cg_op(const char *tag, const struct pkrylov_operator_s *A, con
   double *x0 = hdup(x, n), *p0 = hdup(p, n), *z0 = hdup(z, n), *q0 = hdup(q, n);
   if (init) memset(p, 0, sizeof(double) * (size_t)n), memset(q, 0, sizeof(double) * (size_t)n);
   double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), pq;
-  pk_cpu_cg_operator_step(A, alpha, beta, x, p, z, q, cpart, &pq);
+  pk_cpu_cg_operator_step(A, alpha, beta, x, p, z, q, cpart, &pq, NULL);
   int64_t cap, nb = -1;
   double *dx = dup_dev(x0, n), *dz = dup_dev(z0, n), *part = dpart(v, NULL, &cap);
   double *dp = init ? dnew(n) : dup_dev(p0, n), *dq = init ? dnew(n) : dup_dev(q0, n);
@@ -410,7 +410,7 @@ static void check_pipe(const char *tag, const struct pkrylov_operator_s *A, cons
   double *rs = row_scale(A, v, h[0]); /* before h is updated: A m */
   double *cpart = hnew(pk_cpu_scratch_size(n, NULL)), out[PK_RR_NV];
   pk_cpu_pipecg_step(A, NULL, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], PK_RR_NV,
-                     cpart, out);
+                     cpart, out, NULL);
   int64_t cap, nb = -1;
   double *part = dpart(v, NULL, &cap);
   pk_cuda_state *st = dstate(alpha, beta, PK_ST_RUNNING);
@@ -487,7 +487,7 @@ static void check_cg_pc(const char *tag, pkrylov_context ctx, const struct pkryl
   double *r0 = hdup(r, n), *q0 = hdup(q, n);
   if (alpha_zero) memset(q, 0, sizeof(double) * (size_t)n);
   double *cpart = hnew(pk_cpu_scratch_size(n, (struct pkrylov_precond_s *)M)), out[2];
-  pk_cpu_cg_precond_step(ctx, M, n, alpha, r, q, z, cpart, out);
+  pk_cpu_cg_precond_step(ctx, M, n, alpha, r, q, z, cpart, out, NULL);
   int64_t cap = pk_cuda_partials_needed(NULL, v), nb = -1;
   if (!v) {
     pk_cuda_op o; /* no view: the size comes from n */
@@ -768,7 +768,7 @@ static void check_cg_pc_fold(const char *tag, pkrylov_context ctx, const struct 
   PK_EXPECT(ref.status == PK_ST_RUNNING, "%s: reference state stopped", tag);
   double *r = hrand(n, seed), *q = hrand(n, seed + 1), *z = hnew(n), *r0 = hdup(r, n), *q0 = hdup(q, n);
   double *cpart = hnew(pk_cpu_scratch_size(n, (struct pkrylov_precond_s *)M)), out[2];
-  pk_cpu_cg_precond_step(ctx, M, n, ref.alpha, r, q, z, cpart, out);
+  pk_cpu_cg_precond_step(ctx, M, n, ref.alpha, r, q, z, cpart, out, NULL);
   int64_t cap = pk_cuda_partials_needed(NULL, v), nb = -1;
   if (!v) {
     pk_cuda_op o;
@@ -892,7 +892,7 @@ static void check_cg_op_fold(const char *tag, const struct pkrylov_operator_s *A
   double *x = hrand(n, seed), *p = hrand(n, seed + 1), *z = hrand(n, seed + 2), *q = hrand(n, seed + 3);
   double *x0 = hdup(x, n), *p0 = hdup(p, n), *q0 = hdup(q, n), *cpart = hnew(pk_cpu_scratch_size(n, NULL)),
          pq;
-  pk_cpu_cg_operator_step(A, ref.alpha, ref.beta, x, p, z, q, cpart, &pq);
+  pk_cpu_cg_operator_step(A, ref.alpha, ref.beta, x, p, z, q, cpart, &pq, NULL);
   int64_t cap, nb = -1;
   double *part = dpart(v, NULL, &cap), *dpin = dup_dev(pin, 2 * nbi), *dhist = dnew(8);
   double *dx = dup_dev(x0, n), *dp = dup_dev(p0, n), *dz = dup_dev(z, n), *dq = dup_dev(q0, n);

@@ -253,7 +253,7 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
   double *cpart = hnew(pk_cpu_scratch_size(n, NULL));
   { /* residual */
     double *b = hrand(n, seed + 1), *r = hnew(n), rr, s;
-    pk_cpu_residual(Ac, b, x, r, cpart, &rr);
+    pk_cpu_residual(Ac, b, x, r, cpart, &rr, NULL);
     double *db = ddup(b, n), *dx2 = ddup(x, n), *dr = dnew(n), *part = dnew(4 * cap);
     int64_t nb = -1;
     CK(pk_cuda_residual(NULL, &v, db, dx2, dr, part, &nb));
@@ -273,7 +273,7 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
     memcpy(x0, xx, sizeof(double) * (size_t)n), memcpy(p0, p, sizeof(double) * (size_t)n);
     memcpy(q0, q, sizeof(double) * (size_t)n);
     if (init) memset(p, 0, sizeof(double) * (size_t)n), memset(q, 0, sizeof(double) * (size_t)n);
-    pk_cpu_cg_operator_step(Ac, alpha, beta, xx, p, z, q, cpart, &pq);
+    pk_cpu_cg_operator_step(Ac, alpha, beta, xx, p, z, q, cpart, &pq, NULL);
     double *dxx = ddup(x0, n), *dz = ddup(z, n), *part = dnew(4 * cap);
     double *dp = init ? dnew(n) : ddup(p0, n), *dq = init ? dnew(n) : ddup(q0, n);
     pk_cuda_state *st = init ? dstate(1e300, -7.0) : dstate(alpha, beta);
@@ -293,7 +293,7 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
     double *h[9], *d[9], out[PK_RR_NV], g[PK_RR_NV];
     for (int i = 0; i < 9; i++) h[i] = hrand(n, seed + 10 + (uint64_t)i), d[i] = ddup(h[i], n);
     pk_cpu_pipecg_step(Ac, NULL, alpha, beta, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], PK_RR_NV,
-                       cpart, out);
+                       cpart, out, NULL);
     double *part = dnew(PK_RR_NV * cap); /* the update's slots hold PK_RR_NV values */
     pk_cuda_state *st = dstate(alpha, beta);
     int64_t nb = -1;

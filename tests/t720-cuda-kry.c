@@ -96,25 +96,6 @@ typedef struct {
   double *dummy_b; /* host b for the binds of put/get */
 } pair;
 
-/** A non-symmetric tridiagonal CSR matrix of size n (diagonally dominant), rows i: -1.3, 4 + i%3, -0.7. */
-static int make_tri(pkrylov_context ctx, int64_t n, pkrylov_operator *A) {
-  int32_t *rp = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int32_t) * (size_t)(3 * n));
-  double *v = malloc(sizeof(double) * (size_t)(3 * n));
-  int32_t k = 0;
-  rp[0] = 0;
-  for (int64_t i = 0; i < n; i++) {
-    if (i > 0)
-      ci[k] = (int32_t)i - 1, v[k++] = -1.3;
-    ci[k] = (int32_t)i, v[k++] = 4.0 + (double)(i % 3);
-    if (i < n - 1)
-      ci[k] = (int32_t)i + 1, v[k++] = -0.7;
-    rp[i + 1] = k;
-  }
-  int rc = pkrylov_operator_create_csr(ctx, (int32_t)n, 0, rp, ci, v, A);
-  free(rp), free(ci), free(v);
-  return rc;
-}
-
 /** Thin shell nx x ny x nz with the column preconditioner (form 0) or the tridiagonal CSR with Jacobi (1). */
 static int pair_open(pair *P, pkrylov_context gpu, pkrylov_context cpu, int form, int64_t n, int nx, int ny,
                      int nz) {
@@ -132,7 +113,7 @@ static int pair_open(pair *P, pkrylov_context gpu, pkrylov_context cpu, int form
                                     &P->M[b]);
       P->n = (int64_t)nx * ny * nz;
     } else {
-      rc = make_tri(P->ctx[b], n, &P->A[b]);
+      rc = pkt_tri_csr(P->ctx[b], n, &P->A[b]);
       if (!rc)
         rc = pkrylov_precond_create(P->ctx[b], P->A[b], PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO,
                                     &P->M[b]);
@@ -994,7 +975,7 @@ PK_TEST_CASE(user_callbacks_match_cpu) {
   U.dinv = vec(n), U.hx = vec(n), U.hy = vec(n);
   int32_t k = 0;
   U.rp[0] = 0;
-  for (int64_t i = 0; i < n; i++) { /* make_tri's matrix */
+  for (int64_t i = 0; i < n; i++) { /* pkt_tri_csr's matrix */
     if (i > 0)
       U.ci[k] = (int32_t)i - 1, U.v[k++] = -1.3;
     U.ci[k] = (int32_t)i, U.v[k++] = 4.0 + (double)(i % 3);
@@ -1009,7 +990,7 @@ PK_TEST_CASE(user_callbacks_match_cpu) {
   PK_REQUIRE_OK(cpu, pkrylov_precond_create_user(cpu, n, host_pc, &U, &Mc));
   PK_REQUIRE_OK(gpu, pkrylov_operator_create_user(gpu, n, dev_op, &U, &Ag));
   PK_REQUIRE_OK(gpu, pkrylov_precond_create_user(gpu, n, dev_pc, &U, &Mg));
-  PK_REQUIRE_OK(gpu, make_tri(gpu, n, &Ab));
+  PK_REQUIRE_OK(gpu, pkt_tri_csr(gpu, n, &Ab));
   PK_REQUIRE_OK(gpu, pkrylov_precond_create(gpu, Ab, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &Mb));
   double *b = rand_vec(n, 5), *xc = vec(n), *xg = vec(n), *xb = vec(n);
   for (size_t t = 0; t < sizeof kMethods / sizeof kMethods[0]; t++) {

@@ -32,6 +32,9 @@
  *    the CPU backend's reproducible solve: iterations within one, x within 1e-10 relative; the residual
  *    recomputed on the CPU meets the tolerance;
  *  - kry_cpu_gpu_bitwise: the same solves bitwise the CPU backend's reproducible ones;
+ *  - kry_csr_cpu_gpu_bitwise: the same on a non-symmetric CSR convection-diffusion matrix (41 x 37 x 23
+ *    cells; the engine's fused CSR operator product and update with its one-pass exact sums), BiCGStab,
+ *    pipelined BiCGStab and the GMRES family, bitwise the CPU backend's reproducible solves;
  *  - kry_mode_switch: reproducible mode switched on and off between solves of one solver (one engine).
  * Every case returns PK_SKIP (77) when no CUDA device is visible.
  */
@@ -402,6 +405,18 @@ typedef struct {
   int32_t hlen;
 } run_out;
 
+/* The operator of the solves: the thin shell (p), or with g_csr a CSR convection-diffusion matrix of
+   CSR_NX x CSR_NY x CSR_NZ cells (the CUDA engine's fused CSR matvec_update, pk_cuda_kry_fused.cu; a size
+   that is not a multiple of the block, over a hundred blocks) */
+static int g_csr = 0;
+enum { CSR_NX = 41, CSR_NY = 37, CSR_NZ = 23 };
+static int make_op(pkrylov_context ctx, const pkrylov_thinshell_params *p, pkrylov_operator *A) {
+  if (!g_csr)
+    return pkrylov_operator_create_thinshell(ctx, p, A);
+  const double wind[3] = {0.4, -0.3, 0.2};
+  return pkrylov_operator_create_convdiff(ctx, CSR_NX, CSR_NY, CSR_NZ, wind, 0.5, A);
+}
+
 /** One reproducible solve of A x = b on backend `backend` with type / preconditioner pct / sync. */
 static int solve_once(int32_t backend, const pkrylov_thinshell_params *p, int32_t type, int32_t pct, int sync,
                       const double *b, int64_t n, run_out *o) {
@@ -411,7 +426,7 @@ static int solve_once(int32_t backend, const pkrylov_thinshell_params *p, int32_
   pkrylov_solver s;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(backend, &ctx));
   PK_REQUIRE_OK(ctx, pkrylov_context_set_reproducible(ctx, 1));
-  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, p, &A));
+  PK_REQUIRE_OK(ctx, make_op(ctx, p, &A));
   if (pct != PKRYLOV_PRECOND_NONE)
     PK_REQUIRE_OK(ctx, pkrylov_precond_create(ctx, A, pct, 0, PKRYLOV_LAYOUT_AUTO, &M));
   PK_REQUIRE_OK(ctx, pkrylov_solver_create(ctx, type, A, M, &s));
@@ -486,7 +501,7 @@ static int solves(const int32_t (*cases)[2], int ncases, int bitwise, int its_sl
   pkrylov_thinshell_params p;
   PK_REQUIRE_OK(NULL, pkrylov_thinshell_params_default(36, 30, 16, &p));
   p.nu = 1.0;
-  const int64_t n = 36 * 30 * 16;
+  const int64_t n = g_csr ? (int64_t)CSR_NX * CSR_NY * CSR_NZ : 36 * 30 * 16;
   double *xt = malloc(sizeof(double) * n), *b = malloc(sizeof(double) * n), *r = malloc(sizeof(double) * n);
   run_out o[4];
   for (int k = 0; k < 4; k++) {
@@ -500,7 +515,7 @@ static int solves(const int32_t (*cases)[2], int ncases, int bitwise, int its_sl
   pkrylov_context cc;
   pkrylov_operator Ac;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cc));
-  PK_REQUIRE_OK(cc, pkrylov_operator_create_thinshell(cc, &p, &Ac));
+  PK_REQUIRE_OK(cc, make_op(cc, &p, &Ac));
   for (int64_t i = 0; i < n; i++)
     xt[i] = sin(0.007 * (double)i) + 0.3 * cos(0.0011 * (double)(i * i % 9973));
   PK_REQUIRE_OK(cc, pkrylov_operator_apply(Ac, PKRYLOV_MEM_HOST, xt, b));
@@ -563,6 +578,18 @@ PK_TEST_CASE(solve_bitwise) { return solves(cg_cases, 4, 0, 0, 1e-12); }
 PK_TEST_CASE(cpu_gpu_bitwise) { return solves(cg_cases, 4, 1, 0, 0.0); }
 PK_TEST_CASE(kry_solve_bitwise) { return solves(kry_cases, 8, 0, 1, 1e-10); }
 PK_TEST_CASE(kry_cpu_gpu_bitwise) { return solves(kry_cases, 8, 1, 0, 0.0); }
+/* the non-SPD solvers on a non-symmetric CSR matrix (the fused CSR matvec_update of the engine) */
+static const int32_t kry_csr_cases[7][2] = {
+    {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_JACOBI}, {PKRYLOV_SOLVER_PIPEBICGSTAB, PKRYLOV_PRECOND_JACOBI},
+    {PKRYLOV_SOLVER_GMRES, PKRYLOV_PRECOND_JACOBI},    {PKRYLOV_SOLVER_FGMRES, PKRYLOV_PRECOND_JACOBI},
+    {PKRYLOV_SOLVER_PIPEGMRES, PKRYLOV_PRECOND_JACOBI}, {PKRYLOV_SOLVER_CAGMRES, PKRYLOV_PRECOND_JACOBI},
+    {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_PRECOND_NONE}};
+PK_TEST_CASE(kry_csr_cpu_gpu_bitwise) {
+  g_csr = 1;
+  const int rc = solves(kry_csr_cases, 7, 1, 0, 0.0);
+  g_csr = 0;
+  return rc;
+}
 
 /** Reproducible mode switched on and off on one solver (the engine is kept between solves), GMRES and
  *  CA-GMRES (its double-double Gram matrices): each mode gives its own first solve's results again (the
@@ -620,4 +647,5 @@ PK_TEST_CASE(kry_mode_switch) {
 
 PK_TEST_MAIN(PK_TEST_ENTRY(exact_dots), PK_TEST_ENTRY(exact_dots_dd), PK_TEST_ENTRY(solve_bitwise),
              PK_TEST_ENTRY(cpu_gpu_bitwise), PK_TEST_ENTRY(kry_solve_bitwise),
-             PK_TEST_ENTRY(kry_cpu_gpu_bitwise), PK_TEST_ENTRY(kry_mode_switch))
+             PK_TEST_ENTRY(kry_cpu_gpu_bitwise), PK_TEST_ENTRY(kry_csr_cpu_gpu_bitwise),
+             PK_TEST_ENTRY(kry_mode_switch))

@@ -82,8 +82,8 @@ program t891_options_f
     call pk_solver_get_option(s, 'cuda.kc', v)
     call expect(v == '64', 'a context-level option as the solver sees it: '//trim(v))
 
-    ! the listing: 15 options, each line starting with its name; kry.graph among them
-    call expect(pk_option_count() == 15, 'fifteen options')
+    ! the listing: 17 options, each line starting with its name; kry.graph among them
+    call expect(pk_option_count() == 17, 'seventeen options')
     found = 0
     do i = 1, pk_option_count()
         call pk_option_describe(i, line)

@@ -326,8 +326,16 @@ int launch_kernel(bool pdl, void (*kern)(KP...), dim3 grid, dim3 block, size_t s
 /** Accumulator array of an action (at least one element). */
 template <class Act> struct Acc { double v[Act::NV > 0 ? Act::NV : 1]; };
 
+/** Act::XR, or false when the action has none. */
+template <class Act, class = void> struct act_xr { static constexpr bool value = false; };
+template <class Act> struct act_xr<Act, decltype(void(Act::XR))> { static constexpr bool value = Act::XR; };
+
+/** The block's sums: block_store of the NV partials, or for an action with XR set (the one-pass exact sums
+ *  of reproducible mode, pk_cuda_kry_fused.cu) its own Act::xfinish(acc, part). */
 template <class Act> __device__ __forceinline__ void finish(const Acc<Act> &a, double *part) {
-  if constexpr (Act::NV > 0) {
+  if constexpr (act_xr<Act>::value) {
+    Act::xfinish(a.v, part);
+  } else if constexpr (Act::NV > 0) {
     double t[Act::NV];
 #pragma unroll
     for (int j = 0; j < Act::NV; j++) t[j] = a.v[j];

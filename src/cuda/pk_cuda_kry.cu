@@ -26,8 +26,9 @@
  *    tree (warp shuffles 16..1, then warp 0 over the 8 warp sums) gives one partial per block, then one
  *    block per value adds the partials in block order (lane t: blocks t, t + 256, ...; then the same tree)
  *    and writes S[out + j] directly. No atomics on floating-point values.
- *  - reproducible mode (ctx->reproducible): every sum is recomputed after its kernel as an exact sum
- *    (pk_cuda_xacc.cu; see "exact sums"), the kernel skipping its own partials.
+ *  - reproducible mode (ctx->reproducible): the fused kernels add their sums exactly in the same pass
+ *    (their XR template instances, pk_cuda_xsum.cuh; see "exact sums" in pk_cuda_kry_sums.cu); the
+ *    residual's norm (and kry.xfuse=0) recomputes the sum after its kernel (pk_cuda_xacc.cu).
  *  - scalar steps: a <<<1, 1>>> kernel calling pk_kry_scalar_step (kry_scalar.h).
  *  - basis_axpy_dots: one pass that updates y and accumulates (V_j, y) and (y, y) of the new values, the
  *    basis values of an element held in registers (k <= 32; more: the two kernels).
@@ -636,6 +637,7 @@ int kd_create(pk_kry *E) {
   D->upc = s->M && s->M->type == PKRYLOV_PRECOND_USER;
   D->graph_on = s->opts.kry_graph; /* the solver's options kry.graph, kry.fuse, kry.profile */
   D->fuse_on = s->opts.kry_fuse;
+  D->xfuse_on = s->opts.kry_xfuse;
   D->prof = s->opts.kry_profile;
   D->dist = pk_distributed(ctx);
   D->nranks = D->dist ? ctx->size : 1;
@@ -765,7 +767,7 @@ void kd_destroy(pk_kry *E) {
     if (g.ev)
       cudaEventDestroy(g.ev);
   }
-  cudaFree(D->xblk), cudaFree(D->xacc), cudaFreeHost(D->hxacc);
+  cudaFree(D->xblk), cudaFree(D->xacc), cudaFreeHost(D->hxacc), cudaFree(D->xpart);
   cudaGetLastError();
   delete D;
   E->priv = NULL;

@@ -60,6 +60,7 @@ struct KryDev {
   double *ax;               /* A x of a user or halo-exchange operator for residuals (pk_cuda_op.pre) */
   /* options (environment, read at create): graphs of blocks, fused kernels, per-operation profile */
   int graph_on, fuse_on, prof;
+  int xfuse_on; /* reproducible mode: the one-pass exact sums (kry.xfuse; 0: xsums' second pass) */
   /* blocks: the operations of the current block (recorded, not yet launched) and the graphs of blocks */
   int rec_on;               /* recording a block */
   int have_base;
@@ -91,6 +92,8 @@ struct KryDev {
   int64_t *xacc, *hxacc;         /* xcap accumulators: device; pinned host (host-staged sums) */
   size_t xcap;
   std::vector<const double *> xa, xb; /* the pairs of one exact sum (host) */
+  int64_t *xpart;                /* the blocks' accumulators of the one-pass exact sums (xgrid; xpart_cap) */
+  size_t xpart_cap;              /* accumulators */
   /* CG's fused loops on one GPU (pk_cuda_kry_cg.cu): the partial sums of the last loop, not yet added
      (p2_nb slots of p2_nv values in part, for S[p2_out ..]): the next operation adds them first, a scalar
      step in the same kernel */
@@ -161,6 +164,33 @@ inline int64_t grid_dot(int64_t n) {
   if (b > KMAX_DOT_BLOCKS)
     b = KMAX_DOT_BLOCKS;
   return b < 1 ? 1 : b;
+}
+
+/* one-pass exact sums (reproducible mode): at most XR_MAX_BLOCKS blocks and XR_SLOTS block accumulators
+   per launch (or 16 blocks per value when a launch has more than XR_SLOTS / 16 values), and below 2^26
+   elements per block */
+constexpr int64_t XR_MAX_BLOCKS = 512; /* (the second stage, k_xfin, reads every block's digits) */
+constexpr int64_t XR_SLOTS = 16384;
+constexpr int64_t XR_MIN_BLOCKS = 16;
+constexpr int64_t XR_PER_BLOCK = (int64_t)1 << 26;
+/** Room for the block accumulators of a launch of `nvals` values per block (ensure_xacc). */
+inline size_t xpart_need(size_t nvals) {
+  const size_t a = (size_t)XR_MIN_BLOCKS * nvals;
+  return a > (size_t)XR_SLOTS ? a : (size_t)XR_SLOTS;
+}
+/** The grid.x of a one-pass exact launch whose default grid is `grid` and whose blocks (of one grid row)
+ *  hold `nvals` accumulators; 0 when a block would take more than XR_PER_BLOCK elements (then the two-pass
+ *  exact sums). grid.x * nvals <= xpart_need(nvals). */
+inline int64_t xgrid(int64_t n, int64_t grid, int64_t nvals, int on = 1) {
+  if (!on)
+    return 0;
+  int64_t cap = XR_SLOTS / (nvals > 0 ? nvals : 1);
+  if (cap > XR_MAX_BLOCKS)
+    cap = XR_MAX_BLOCKS;
+  if (cap < XR_MIN_BLOCKS)
+    cap = XR_MIN_BLOCKS;
+  const int64_t g = grid < cap ? grid : cap;
+  return n > g * XR_PER_BLOCK ? 0 : g;
 }
 
 /* ---- device helpers ------------------------------------------------------------------------------- */
@@ -238,6 +268,78 @@ __device__ __forceinline__ void block_sum_dd(double &h, double &l, double *sh) {
 
 /* ---- what the engine's files share ---------------------------------------------------------------- */
 
+/* ---- the update list (k_update in pk_cuda_kry_ops.cu; the fused operator product of
+        pk_cuda_kry_fused.cu runs the same list at each element) ----------------------------------- */
+
+struct UpdK {
+  double *y;
+  const double *x[PK_KRY_MAXTERMS];
+  pk_coef cy;
+  pk_coef c[PK_KRY_MAXTERMS];
+  int32_t nterms;
+  int32_t pad;
+};
+
+struct UpdArgs {
+  UpdK u[PK_KRY_MAXUPD];
+  const double *pa[PK_KRY_MAXPAIRS];
+  const double *pb[PK_KRY_MAXPAIRS];
+  int32_t nupd, npairs;
+};
+static_assert(sizeof(UpdArgs) % 8 == 0, "UpdArgs is copied as 64-bit words");
+static_assert(sizeof(UpdArgs) <= 4000, "UpdArgs must fit the kernel parameter space");
+
+/** The arguments of an update list and pairs (the engine's vector ids as device pointers). */
+void upd_args(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, UpdArgs *a);
+
+/** k_update's prologue, by every thread of a block of KB: the arguments into the block's shared copy a,
+ *  then their coefficient values (references into S resolved) into cv. */
+__device__ __forceinline__ void upd_stage(UpdArgs &a, const UpdArgs &args, double (*cv)[PK_KRY_MAXTERMS + 1],
+                                          const double *S) {
+  {
+    const unsigned long long *src = (const unsigned long long *)&args;
+    unsigned long long *dst = (unsigned long long *)&a;
+    for (int w = threadIdx.x; w < (int)(sizeof(UpdArgs) / 8); w += KB)
+      dst[w] = src[w];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < a.nupd * (PK_KRY_MAXTERMS + 1); t += KB) {
+    const int u = t / (PK_KRY_MAXTERMS + 1), k = t % (PK_KRY_MAXTERMS + 1);
+    double v = 0.0;
+    if (k == 0)
+      v = pk_coef_value(a.u[u].cy, S);
+    else if (k - 1 < a.u[u].nterms)
+      v = pk_coef_value(a.u[u].c[k - 1], S);
+    cv[u][k] = v;
+  }
+  __syncthreads();
+}
+
+/** The first nupd updates of the list at element i (a, cv: upd_stage's). */
+__device__ __forceinline__ void upd_at(const UpdArgs &a, const double (*cv)[PK_KRY_MAXTERMS + 1], int nupd,
+                                       int64_t i) {
+  for (int u = 0; u < nupd; u++) {
+    double *y = a.u[u].y;
+    const double cy = cv[u][0];
+    double t = 0.0;
+    bool live = false;
+    if (cy != 0.0) {
+      t = cy * y[i];
+      live = true;
+    }
+    const int nt = a.u[u].nterms;
+    for (int k = 0; k < nt; k++) {
+      const double c = cv[u][k + 1];
+      if (c == 0.0)
+        continue;
+      const double p = c * a.u[u].x[k][i];
+      t = live ? t + p : p;
+      live = true;
+    }
+    y[i] = t;
+  }
+}
+
 /* pk_cuda_kry.cu (records, blocks and graphs, the backend table) */
 void drop_graphs(pk_kry *E);
 /* pk_cuda_kry_sums.cu (partial-sum buffer, global and exact sums) */
@@ -247,6 +349,7 @@ int sum_into(pk_kry *E, int64_t nb, int nvals, bool dd, int32_t out, bool async 
 int do_wait(pk_kry *E);
 int ensure_xacc(pk_kry *E, size_t count);
 int xsums(pk_kry *E, int count, const double *const *a, const double *const *b, bool dd, int32_t out);
+int xfinish(pk_kry *E, int64_t nb, int count, bool dd, int32_t out);
 /* pk_cuda_kry_ops.cu (the vector operations) */
 cudaError_t basis_axpy_smem(int k);
 int do_matvec(pk_kry *E, pk_vid x, pk_vid y);

@@ -28,52 +28,50 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "pk_cuda.h"
 #include "pk_cuda_dev.cuh"
 #include "pk_cuda_csr.cuh"
 #include "pk_cuda_kry.cuh"
+#include "pk_cuda_xsum.cuh"
 
 using namespace pkc_kry;
+using namespace pkc_xsum;
 
 namespace {
 
 static_assert(KB == PKC_BLOCK, "the fused kernel's blocks must be k_update's");
 
-/** The update list and the pairs (k_update's UpdArgs, the same layout and contents). */
-struct FUpdK {
-  double *y;
-  const double *x[PK_KRY_MAXTERMS];
-  pk_coef cy;
-  pk_coef c[PK_KRY_MAXTERMS];
-  int32_t nterms;
-  int32_t pad;
-};
-
-struct FUpdArgs {
-  FUpdK u[PK_KRY_MAXUPD];
-  const double *pa[PK_KRY_MAXPAIRS];
-  const double *pb[PK_KRY_MAXPAIRS];
-  int32_t nupd, npairs;
-};
-static_assert(sizeof(FUpdArgs) % 8 == 0, "FUpdArgs is copied as 64-bit words");
+/* the update list and the pairs: k_update's UpdArgs (pk_cuda_kry.cuh) */
 
 /* the block's copy of the arguments and coefficient values (k_update's shared a and cv) */
-__shared__ FUpdArgs fu_a;
+__shared__ UpdArgs fu_a;
 __shared__ double fu_cv[PK_KRY_MAXUPD][PK_KRY_MAXTERMS + 1];
 
-/** y = A x, then at the same element the update list and the pairs' products (NP pairs). */
-template <int NP> struct ActMvUpd {
-  static constexpr int NV = NP; /* (MINB, PREFETCH: the grid kernels' only) */
+/* reproducible mode: the block's exact accumulators of the pairs (pk_cuda_xsum.cuh; XR instances only) */
+__shared__ xslot fu_x[PK_KRY_MAXPAIRS * PK_XACC_LEN];
+
+/**
+ * y = A x, then at the same element the update list and the pairs' products (NP pairs). XR (reproducible
+ * mode): the products are added exactly in the same pass, acc holding the expansions (acc[2j], acc[2j + 1])
+ * and fu_x the block's accumulators, which xfinish (the kernel's finish) writes to part read as the int64
+ * block accumulators of xfinish (pk_cuda_kry_sums.cu), NP per block.
+ */
+template <int NP, bool XR = false> struct ActMvUpd {
+  static constexpr int NV = XR ? 2 * NP : NP; /* (MINB, PREFETCH: the grid kernels' only) */
   struct In {};
   double *y;
   const double *S;
-  FUpdArgs args;
+  UpdArgs args;
   /* every thread calls it first: k_update's prologue (arguments and coefficient values into shared memory) */
   __device__ bool begin() {
+    if constexpr (XR)
+      xs_zero(fu_x, NP); /* before the __syncthreads below */
     {
       const unsigned long long *src = (const unsigned long long *)&args;
       unsigned long long *dst = (unsigned long long *)&fu_a;
-      for (int w = threadIdx.x; w < (int)(sizeof(FUpdArgs) / 8); w += KB)
+      for (int w = threadIdx.x; w < (int)(sizeof(UpdArgs) / 8); w += KB)
         dst[w] = src[w];
     }
     __syncthreads();
@@ -115,16 +113,30 @@ template <int NP> struct ActMvUpd {
       yu[i] = t;
     }
 #pragma unroll
+    for (int j = 0; j < NP; j++) {
+      if constexpr (XR)
+        xs_add_prod<false>(acc[2 * j], acc[2 * j + 1], fu_a.pa[j][i], fu_a.pb[j][i], fu_x + j * PK_XACC_LEN);
+      else
+        acc[j] += fu_a.pa[j][i] * fu_a.pb[j][i];
+    }
+  }
+};
+
+/** The exact-sum action (finish calls xfinish: every thread of the block, after the loop). */
+template <int NP> struct ActMvUpdX : ActMvUpd<NP, true> {
+  static constexpr bool XR = true;
+  static __device__ __forceinline__ void xfinish(const double *acc, double *part) {
+#pragma unroll
     for (int j = 0; j < NP; j++)
-      acc[j] += fu_a.pa[j][i] * fu_a.pb[j][i];
+      xs_flush(acc[2 * j], acc[2 * j + 1], fu_x + j * PK_XACC_LEN);
+    xs_store(fu_x, NP, (int64_t *)part + block_slot() * NP * PK_XACC_LEN);
   }
 };
 
 /** launch_op's CSR branches (DIA / SYMDIA, vector lanes, one thread per row) for op, on nb blocks. */
-template <int NP>
-int launch_fused(cudaStream_t s, const pk_cuda_op *op, const double *x, const ActMvUpd<NP> &act,
-                 double *part, int64_t nb) {
-  using Act = ActMvUpd<NP>;
+template <class Act>
+int launch_fused(cudaStream_t s, const pk_cuda_op *op, const double *x, const Act &act, double *part,
+                 int64_t nb) {
   const dim3 g((unsigned)nb), b(PKC_BLOCK);
   if (op->csr_format != PK_CUDA_CSR_PLAIN) {
     const int nd = op->dia_nd;
@@ -178,14 +190,38 @@ int launch_fused(cudaStream_t s, const pk_cuda_op *op, const double *x, const Ac
                        act, part);
 }
 
-template <int NP>
+/** NP pairs; XR: the one-pass exact sums (reproducible mode), part the blocks' int64 accumulators. */
+template <int NP, bool XR>
 int launch_np(cudaStream_t s, const pk_cuda_op *op, const double *x, double *y, const double *S,
-              const FUpdArgs &a, double *part, int64_t nb) {
-  ActMvUpd<NP> act;
+              const UpdArgs &a, void *part, int64_t nb) {
+  typename std::conditional<XR, ActMvUpdX<NP>, ActMvUpd<NP>>::type act;
   act.y = y;
   act.S = S;
   act.args = a;
-  return launch_fused<NP>(s, op, x, act, part, nb);
+  return launch_fused(s, op, x, act, (double *)part, nb);
+}
+
+/** launch_np<np, XR> for np = 0 ... PK_KRY_MAXPAIRS (XR: 1 ...); -1 for any other count. */
+template <bool XR>
+int launch_pairs(int np, cudaStream_t s, const pk_cuda_op *op, const double *x, double *y, const double *S,
+                 const UpdArgs &a, void *part, int64_t nb) {
+  static_assert(PK_KRY_MAXPAIRS == 8, "one case per pair count");
+  switch (np) {
+  case 0:
+    if constexpr (XR)
+      return -1; /* (no instance without sums) */
+    else
+      return launch_np<0, XR>(s, op, x, y, S, a, part, nb);
+  case 1: return launch_np<1, XR>(s, op, x, y, S, a, part, nb);
+  case 2: return launch_np<2, XR>(s, op, x, y, S, a, part, nb);
+  case 3: return launch_np<3, XR>(s, op, x, y, S, a, part, nb);
+  case 4: return launch_np<4, XR>(s, op, x, y, S, a, part, nb);
+  case 5: return launch_np<5, XR>(s, op, x, y, S, a, part, nb);
+  case 6: return launch_np<6, XR>(s, op, x, y, S, a, part, nb);
+  case 7: return launch_np<7, XR>(s, op, x, y, S, a, part, nb);
+  case 8: return launch_np<8, XR>(s, op, x, y, S, a, part, nb);
+  default: return -1;
+  }
 }
 
 } // namespace
@@ -202,46 +238,28 @@ bool matvec_update_fusable(pk_kry *E) {
 int do_matvec_update(pk_kry *E, pk_vid x, pk_vid y, int32_t nupd, const pk_kupd *u, int32_t npairs,
                      const pk_kpair *pairs, int32_t out, bool async) {
   KryDev *D = dev_of(E);
-  FUpdArgs a;
-  memset(&a, 0, sizeof a);
-  a.nupd = nupd;
-  a.npairs = npairs;
-  for (int i = 0; i < nupd; i++) {
-    a.u[i].y = vp(E, u[i].y);
-    a.u[i].cy = u[i].cy;
-    a.u[i].nterms = u[i].nterms;
-    for (int k = 0; k < u[i].nterms; k++) {
-      a.u[i].x[k] = vp(E, u[i].x[k]);
-      a.u[i].c[k] = u[i].c[k];
-    }
-  }
-  for (int j = 0; j < npairs; j++) {
-    a.pa[j] = vp(E, pairs[j].a);
-    a.pb[j] = vp(E, pairs[j].b);
-  }
+  if (npairs < 0 || npairs > PK_KRY_MAXPAIRS)
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: %d pairs", npairs);
+  UpdArgs a;
+  upd_args(E, nupd, u, npairs, pairs, &a);
   const int64_t nb = grid_1d(E->n, KMAX_UPD_BLOCKS); /* k_update's grid */
   const double *xp = vp(E, x);
   double *yp = vp(E, y);
-  const bool exact = D->repro && npairs > 0; /* the updates only, then the exact sums (as do_update) */
+  if (D->repro && npairs > 0) {
+    const int64_t xb = xgrid(E->n, nb, npairs, D->xfuse_on);
+    if (xb > 0) { /* one pass: the product, the updates and the pairs' exact sums */
+      const int e = launch_pairs<true>(npairs, D->st, &D->op, xp, yp, D->S, a, D->xpart, xb);
+      PK_CUDA_CHECK(E->ctx, kSolve, e, "operator product and update (exact sums)");
+      return xfinish(E, xb, npairs, false, out);
+    }
+  }
+  /* reproducible beyond xgrid's bound or with kry.xfuse=0: the updates only, then the exact sums (as
+     do_update) */
+  const bool exact = D->repro && npairs > 0;
   const int np = exact ? 0 : npairs;
   if (exact)
     a.npairs = 0;
-  double *part = np > 0 ? D->part : nullptr;
-  int e;
-  switch (np) {
-  case 0: e = launch_np<0>(D->st, &D->op, xp, yp, D->S, a, part, nb); break;
-  case 1: e = launch_np<1>(D->st, &D->op, xp, yp, D->S, a, part, nb); break;
-  case 2: e = launch_np<2>(D->st, &D->op, xp, yp, D->S, a, part, nb); break;
-  case 3: e = launch_np<3>(D->st, &D->op, xp, yp, D->S, a, part, nb); break;
-  case 4: e = launch_np<4>(D->st, &D->op, xp, yp, D->S, a, part, nb); break;
-  case 5: e = launch_np<5>(D->st, &D->op, xp, yp, D->S, a, part, nb); break;
-  case 6: e = launch_np<6>(D->st, &D->op, xp, yp, D->S, a, part, nb); break;
-  case 7: e = launch_np<7>(D->st, &D->op, xp, yp, D->S, a, part, nb); break;
-  case 8: e = launch_np<8>(D->st, &D->op, xp, yp, D->S, a, part, nb); break;
-  default:
-    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: %d pairs", np);
-  }
-  static_assert(PK_KRY_MAXPAIRS == 8, "one case per pair count");
+  const int e = launch_pairs<false>(np, D->st, &D->op, xp, yp, D->S, a, np > 0 ? D->part : nullptr, nb);
   PK_CUDA_CHECK(E->ctx, kSolve, e, "operator product and update");
   if (exact)
     return xsums(E, npairs, a.pa, a.pb, false, out);

@@ -11,93 +11,71 @@
 #include <string.h>
 
 #include "pk_cuda_kry.cuh"
+#include "pk_cuda_xsum.cuh"
 
 using namespace pkc_kry;
+using namespace pkc_xsum;
 
 namespace {
 
 /* ---- the fused update ----------------------------------------------------------------------------- */
 
-struct UpdK {
-  double *y;
-  const double *x[PK_KRY_MAXTERMS];
-  pk_coef cy;
-  pk_coef c[PK_KRY_MAXTERMS];
-  int32_t nterms;
-  int32_t pad;
-};
+/* UpdK, UpdArgs, upd_stage, upd_at: pk_cuda_kry.cuh */
 
-struct UpdArgs {
-  UpdK u[PK_KRY_MAXUPD];
-  const double *pa[PK_KRY_MAXPAIRS];
-  const double *pb[PK_KRY_MAXPAIRS];
-  int32_t nupd, npairs;
-};
-static_assert(sizeof(UpdArgs) % 8 == 0, "UpdArgs is copied as 64-bit words");
-static_assert(sizeof(UpdArgs) <= 4000, "UpdArgs must fit the kernel parameter space");
-
-/** Updates, then the partial dot products of the pairs (part[block * npairs + j]) when part != NULL. */
-__global__ void __launch_bounds__(KB) k_update(int64_t n, const UpdArgs args, const double *S, double *part) {
+/**
+ * Updates, then the partial dot products of the pairs (part[block * npairs + j]) when part != NULL.
+ * XR (reproducible mode): the pairs' products are added exactly in the same pass (pk_cuda_xsum.cuh) and the
+ * block's npairs accumulators go to xpart[block * npairs ..] (part unused).
+ */
+template <bool XR>
+__global__ void __launch_bounds__(KB)
+    k_update(int64_t n, const UpdArgs args, const double *S, double *part, int64_t *xpart) {
   __shared__ UpdArgs a;
   __shared__ double cv[PK_KRY_MAXUPD][PK_KRY_MAXTERMS + 1];
   __shared__ double sh[KB / 32];
-  {
-    const unsigned long long *src = (const unsigned long long *)&args;
-    unsigned long long *dst = (unsigned long long *)&a;
-    for (int w = threadIdx.x; w < (int)(sizeof(UpdArgs) / 8); w += KB)
-      dst[w] = src[w];
-  }
-  __syncthreads();
-  for (int t = threadIdx.x; t < a.nupd * (PK_KRY_MAXTERMS + 1); t += KB) {
-    const int u = t / (PK_KRY_MAXTERMS + 1), k = t % (PK_KRY_MAXTERMS + 1);
-    double v = 0.0;
-    if (k == 0)
-      v = pk_coef_value(a.u[u].cy, S);
-    else if (k - 1 < a.u[u].nterms)
-      v = pk_coef_value(a.u[u].c[k - 1], S);
-    cv[u][k] = v;
-  }
-  __syncthreads();
+  __shared__ xslot xs[XR ? PK_KRY_MAXPAIRS * PK_XACC_LEN : 1];
+  if constexpr (XR)
+    xs_zero(xs, PK_KRY_MAXPAIRS); /* before the first __syncthreads below */
+  upd_stage(a, args, cv, S);
   const int nupd = a.nupd, np = a.npairs;
   double acc[PK_KRY_MAXPAIRS];
+  double acc1[XR ? PK_KRY_MAXPAIRS : 1]; /* XR: the expansions (acc[j], acc1[j]) */
 #pragma unroll
   for (int j = 0; j < PK_KRY_MAXPAIRS; j++)
     acc[j] = 0.0;
+#pragma unroll
+  for (int j = 0; j < (XR ? PK_KRY_MAXPAIRS : 1); j++)
+    acc1[j] = 0.0;
   const int64_t stride = (int64_t)gridDim.x * KB;
   for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
-    for (int u = 0; u < nupd; u++) {
-      double *y = a.u[u].y;
-      const double cy = cv[u][0];
-      double t = 0.0;
-      bool live = false;
-      if (cy != 0.0) {
-        t = cy * y[i];
-        live = true;
+    upd_at(a, cv, nupd, i);
+#pragma unroll
+    for (int j = 0; j < PK_KRY_MAXPAIRS; j++)
+      if (j < np) {
+        if constexpr (XR)
+          xs_add_prod<false>(acc[j], acc1[j], a.pa[j][i], a.pb[j][i], xs + j * PK_XACC_LEN);
+        else
+          acc[j] += a.pa[j][i] * a.pb[j][i];
       }
-      const int nt = a.u[u].nterms;
-      for (int k = 0; k < nt; k++) {
-        const double c = cv[u][k + 1];
-        if (c == 0.0)
-          continue;
-        const double p = c * a.u[u].x[k][i];
-        t = live ? t + p : p;
-        live = true;
-      }
-      y[i] = t;
-    }
+  }
+  if constexpr (XR) {
+    if (np == 0) /* uniform over the block */
+      return;
 #pragma unroll
     for (int j = 0; j < PK_KRY_MAXPAIRS; j++)
       if (j < np)
-        acc[j] += a.pa[j][i] * a.pb[j][i];
-  }
-  if (!part)
-    return;
+        xs_flush(acc[j], acc1[j], xs + j * PK_XACC_LEN);
+    xs_store(xs, np, xpart + (int64_t)blockIdx.x * np * PK_XACC_LEN);
+  } else {
+    if (!part)
+      return;
 #pragma unroll
-  for (int j = 0; j < PK_KRY_MAXPAIRS; j++) {
-    if (j < np) { /* np is uniform over the block: every thread takes the same branches */
-      const double s = block_sum(acc[j], sh);
-      if (threadIdx.x == 0)
-        part[(int64_t)blockIdx.x * np + j] = s;
+    for (int j = 0; j < PK_KRY_MAXPAIRS; j++) {
+      if (j < np) { /* np is uniform over the block: every thread takes the same branches */
+        const double s = block_sum(acc[j], sh);
+        if (threadIdx.x == 0)
+          part[(int64_t)blockIdx.x * np + j] = s;
+      }
     }
   }
 }
@@ -120,9 +98,14 @@ __device__ __forceinline__ const double *side_ptr(const Side &s, int i) {
  * partials of value p = i + A.k * j at part[blockIdx.x * nvals + p] (DD: 2p, 2p + 1), nvals = A.k * B.k
  * (DD: twice that).
  */
-template <int TA, int TB, bool DD>
-__global__ void __launch_bounds__(KB) k_mdot(int64_t n, Side A, Side B, int nta, double *part) {
+template <int TA, int TB, bool DD, bool XR = false>
+__global__ void __launch_bounds__(KB) k_mdot(int64_t n, Side A, Side B, int nta, double *part, int64_t *xpart) {
   __shared__ double sh[2 * (KB / 32)];
+  __shared__ xslot xs[XR ? TA * TB * PK_XACC_LEN : 1];
+  if constexpr (XR) { /* the tile's exact accumulators (pk_cuda_xsum.cuh) */
+    xs_zero(xs, TA * TB);
+    __syncthreads();
+  }
   const int ta = blockIdx.y % nta, tb = blockIdx.y / nta;
   const int i0 = ta * TA, j0 = tb * TB;
   const double *pa[TA], *pb[TB];
@@ -151,31 +134,50 @@ __global__ void __launch_bounds__(KB) k_mdot(int64_t n, Side A, Side B, int nta,
     for (int p = 0; p < TA; p++)
 #pragma unroll
       for (int q = 0; q < TB; q++) {
-        if (DD)
+        if constexpr (XR) /* (h, l): the expansion */
+          xs_add_prod<DD>(h[p][q], l[p][q], va[p], vb[q], xs + (p * TB + q) * PK_XACC_LEN);
+        else if (DD)
           dd_fma(h[p][q], l[p][q], va[p], vb[q]);
         else
           h[p][q] += va[p] * vb[q];
       }
   }
-  const int ka = A.k, nv = A.k * B.k * (DD ? 2 : 1);
+  if constexpr (XR) { /* value v = (i0 + p) + A.k (j0 + q) to xpart[(block * A.k B.k + v) * PK_XACC_LEN ..] */
 #pragma unroll
-  for (int p = 0; p < TA; p++)
+    for (int p = 0; p < TA; p++)
 #pragma unroll
-    for (int q = 0; q < TB; q++) {
-      if (!pa[p] || !pb[q])
-        continue; /* uniform over the block */
-      const int64_t v = (int64_t)(i0 + p) + (int64_t)ka * (j0 + q);
-      if (DD) {
-        double hh = h[p][q], ll = l[p][q];
-        block_sum_dd(hh, ll, sh);
-        if (threadIdx.x == 0)
-          part[(int64_t)blockIdx.x * nv + 2 * v] = hh, part[(int64_t)blockIdx.x * nv + 2 * v + 1] = ll;
-      } else {
-        const double s = block_sum(h[p][q], sh);
-        if (threadIdx.x == 0)
-          part[(int64_t)blockIdx.x * nv + v] = s;
-      }
+      for (int q = 0; q < TB; q++)
+        xs_flush(h[p][q], l[p][q], xs + (p * TB + q) * PK_XACC_LEN);
+    xs_carry(xs, TA * TB);
+    const int64_t nvx = (int64_t)A.k * B.k;
+    for (int t = threadIdx.x; t < TA * TB * PK_XACC_LEN; t += KB) {
+      const int pq = t / PK_XACC_LEN, d = t % PK_XACC_LEN, p = pq / TB, q = pq % TB;
+      if (i0 + p >= A.k || j0 + q >= B.k)
+        continue;
+      const int64_t v = (int64_t)(i0 + p) + (int64_t)A.k * (j0 + q);
+      xpart[((int64_t)blockIdx.x * nvx + v) * PK_XACC_LEN + d] = (int64_t)xs[t];
     }
+  } else {
+    const int ka = A.k, nv = A.k * B.k * (DD ? 2 : 1);
+#pragma unroll
+    for (int p = 0; p < TA; p++)
+#pragma unroll
+      for (int q = 0; q < TB; q++) {
+        if (!pa[p] || !pb[q])
+          continue; /* uniform over the block */
+        const int64_t v = (int64_t)(i0 + p) + (int64_t)ka * (j0 + q);
+        if (DD) {
+          double hh = h[p][q], ll = l[p][q];
+          block_sum_dd(hh, ll, sh);
+          if (threadIdx.x == 0)
+            part[(int64_t)blockIdx.x * nv + 2 * v] = hh, part[(int64_t)blockIdx.x * nv + 2 * v + 1] = ll;
+        } else {
+          const double s = block_sum(h[p][q], sh);
+          if (threadIdx.x == 0)
+            part[(int64_t)blockIdx.x * nv + v] = s;
+        }
+      }
+  }
 }
 
 /* ---- basis_axpy, basis_gemm ------------------------------------------------------------------------- */
@@ -267,12 +269,16 @@ __global__ void __launch_bounds__(KB) k_basis_gemm(int64_t n, const double *Vin,
  * basis vector is read once (the separate kernels read it twice). KM >= k: the basis values of an element
  * are held in registers. Partials at part[block * (k + with_norm) + j].
  */
-template <int KM>
+template <int KM, bool XR = false>
 __global__ void __launch_bounds__(KB) k_axpy_dots(int64_t n, double *y, pk_coef cy, const double *V, int64_t ld,
                                                   int k, const double *S, int c0, int neg, int with_norm,
-                                                  double *part) {
+                                                  double *part, int64_t *xpart) {
   __shared__ double cf[KM + 2];
   __shared__ double sh[KB / 32];
+  /* XR: the exact accumulators of (V_j, y), j < k, then (y, y) at k (pk_cuda_xsum.cuh) */
+  __shared__ xslot xs[XR ? (KM + 1) * PK_XACC_LEN : 1];
+  if constexpr (XR)
+    xs_zero(xs, KM + 1); /* before the __syncthreads below */
   for (int j = threadIdx.x; j < KM + 2; j += KB) {
     double v = 0.0;
     if (j == 0)
@@ -283,10 +289,14 @@ __global__ void __launch_bounds__(KB) k_axpy_dots(int64_t n, double *y, pk_coef 
   }
   __syncthreads();
   double acc[KM];
+  double acc1[XR ? KM : 1]; /* XR: the expansions (acc[j], acc1[j]), (nn, nn1) */
 #pragma unroll
   for (int j = 0; j < KM; j++)
     acc[j] = 0.0;
-  double nn = 0.0;
+#pragma unroll
+  for (int j = 0; j < (XR ? KM : 1); j++)
+    acc1[j] = 0.0;
+  double nn = 0.0, nn1 = 0.0;
   const int64_t stride = (int64_t)gridDim.x * KB;
   for (int64_t i = (int64_t)blockIdx.x * KB + threadIdx.x; i < n; i += stride) {
     double v[KM];
@@ -309,24 +319,43 @@ __global__ void __launch_bounds__(KB) k_axpy_dots(int64_t n, double *y, pk_coef 
       live = true;
     }
     y[i] = t;
+    if constexpr (XR) {
 #pragma unroll
-    for (int j = 0; j < KM; j++)
-      acc[j] += v[j] * t;
-    nn += t * t;
-  }
-  const int nv = k + with_norm;
+      for (int j = 0; j < KM; j++)
+        if (j < k) /* uniform */
+          xs_add_prod<false>(acc[j], acc1[j], v[j], t, xs + j * PK_XACC_LEN);
+      if (with_norm)
+        xs_add_prod<false>(nn, nn1, t, t, xs + k * PK_XACC_LEN);
+    } else {
 #pragma unroll
-  for (int j = 0; j < KM; j++) {
-    if (j < k) { /* uniform over the block */
-      const double s = block_sum(acc[j], sh);
-      if (threadIdx.x == 0)
-        part[(int64_t)blockIdx.x * nv + j] = s;
+      for (int j = 0; j < KM; j++)
+        acc[j] += v[j] * t;
+      nn += t * t;
     }
   }
-  if (with_norm) {
-    const double s = block_sum(nn, sh);
-    if (threadIdx.x == 0)
-      part[(int64_t)blockIdx.x * nv + k] = s;
+  const int nv = k + with_norm;
+  if constexpr (XR) {
+#pragma unroll
+    for (int j = 0; j < KM; j++)
+      if (j < k)
+        xs_flush(acc[j], acc1[j], xs + j * PK_XACC_LEN);
+    if (with_norm)
+      xs_flush(nn, nn1, xs + k * PK_XACC_LEN);
+    xs_store(xs, nv, xpart + (int64_t)blockIdx.x * nv * PK_XACC_LEN);
+  } else {
+#pragma unroll
+    for (int j = 0; j < KM; j++) {
+      if (j < k) { /* uniform over the block */
+        const double s = block_sum(acc[j], sh);
+        if (threadIdx.x == 0)
+          part[(int64_t)blockIdx.x * nv + j] = s;
+      }
+    }
+    if (with_norm) {
+      const double s = block_sum(nn, sh);
+      if (threadIdx.x == 0)
+        part[(int64_t)blockIdx.x * nv + k] = s;
+    }
   }
 }
 
@@ -343,6 +372,28 @@ int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out, bool asy
     return PKRYLOV_SUCCESS;
   if (D->repro) { /* the exact sums only (the CPU engine's pairs: (A_i, B_j) at i + A.k * j) */
     const int nv = A.k * B.k;
+    const int64_t xb = xgrid(n, grid_dot(n), nv, D->xfuse_on);
+    if (xb > 0) { /* one pass, the tiles of the default kernels */
+      cudaStream_t s = D->st;
+      if (dd) {
+        constexpr int TA = 2, TB = 2;
+        const int nta = (A.k + TA - 1) / TA, ntb = (B.k + TB - 1) / TB;
+        k_mdot<TA, TB, true, true>
+            <<<dim3((unsigned)xb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, nullptr, D->xpart);
+      } else if (B.k == 1) {
+        constexpr int TA = 8, TB = 1;
+        const int nta = (A.k + TA - 1) / TA;
+        k_mdot<TA, TB, false, true><<<dim3((unsigned)xb, (unsigned)nta), KB, 0, s>>>(n, A, B, nta, nullptr,
+                                                                                    D->xpart);
+      } else {
+        constexpr int TA = 4, TB = 4;
+        const int nta = (A.k + TA - 1) / TA, ntb = (B.k + TB - 1) / TB;
+        k_mdot<TA, TB, false, true>
+            <<<dim3((unsigned)xb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, nullptr, D->xpart);
+      }
+      PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "dot products (exact sums)");
+      return xfinish(E, xb, nv, dd, out);
+    }
     D->xa.resize((size_t)nv), D->xb.resize((size_t)nv);
     for (int j = 0; j < B.k; j++)
       for (int i = 0; i < A.k; i++) {
@@ -358,15 +409,17 @@ int mdot(pk_kry *E, const Side &A, const Side &B, bool dd, int32_t out, bool asy
   if (dd) {
     constexpr int TA = 2, TB = 2;
     const int nta = (A.k + TA - 1) / TA, ntb = (B.k + TB - 1) / TB;
-    k_mdot<TA, TB, true><<<dim3((unsigned)nb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, D->part);
+    k_mdot<TA, TB, true><<<dim3((unsigned)nb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, D->part,
+                                                                                 nullptr);
   } else if (B.k == 1) {
     constexpr int TA = 8, TB = 1;
     const int nta = (A.k + TA - 1) / TA;
-    k_mdot<TA, TB, false><<<dim3((unsigned)nb, (unsigned)nta), KB, 0, s>>>(n, A, B, nta, D->part);
+    k_mdot<TA, TB, false><<<dim3((unsigned)nb, (unsigned)nta), KB, 0, s>>>(n, A, B, nta, D->part, nullptr);
   } else {
     constexpr int TA = 4, TB = 4;
     const int nta = (A.k + TA - 1) / TA, ntb = (B.k + TB - 1) / TB;
-    k_mdot<TA, TB, false><<<dim3((unsigned)nb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, D->part);
+    k_mdot<TA, TB, false><<<dim3((unsigned)nb, (unsigned)(nta * ntb)), KB, 0, s>>>(n, A, B, nta, D->part,
+                                                                                  nullptr);
   }
   PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "dot products");
   return sum_into(E, nb, nvals, dd, out, async);
@@ -437,36 +490,47 @@ int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   return PKRYLOV_SUCCESS;
 }
 
+void upd_args(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, UpdArgs *a) {
+  memset(a, 0, sizeof *a);
+  a->nupd = nupd;
+  a->npairs = npairs;
+  for (int i = 0; i < nupd; i++) {
+    a->u[i].y = vp(E, u[i].y);
+    a->u[i].cy = u[i].cy;
+    a->u[i].nterms = u[i].nterms;
+    for (int k = 0; k < u[i].nterms; k++) {
+      a->u[i].x[k] = vp(E, u[i].x[k]);
+      a->u[i].c[k] = u[i].c[k];
+    }
+  }
+  for (int j = 0; j < npairs; j++) {
+    a->pa[j] = vp(E, pairs[j].a);
+    a->pb[j] = vp(E, pairs[j].b);
+  }
+}
+
 int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
               bool async) {
   KryDev *D = dev_of(E);
   if (nupd <= 0 && npairs <= 0)
     return PKRYLOV_SUCCESS;
   UpdArgs a;
-  memset(&a, 0, sizeof a);
-  a.nupd = nupd;
-  a.npairs = npairs;
-  for (int i = 0; i < nupd; i++) {
-    a.u[i].y = vp(E, u[i].y);
-    a.u[i].cy = u[i].cy;
-    a.u[i].nterms = u[i].nterms;
-    for (int k = 0; k < u[i].nterms; k++) {
-      a.u[i].x[k] = vp(E, u[i].x[k]);
-      a.u[i].c[k] = u[i].c[k];
-    }
-  }
-  for (int j = 0; j < npairs; j++) {
-    a.pa[j] = vp(E, pairs[j].a);
-    a.pb[j] = vp(E, pairs[j].b);
-  }
+  upd_args(E, nupd, u, npairs, pairs, &a);
   const int64_t nb = grid_1d(E->n, KMAX_UPD_BLOCKS);
-  if (D->repro && npairs > 0) { /* the updates only, then the exact sums of the updated vectors */
+  if (D->repro && npairs > 0) {
+    const int64_t xb = xgrid(E->n, nb, npairs, D->xfuse_on);
+    if (xb > 0) { /* one pass: the updates and the pairs' exact sums */
+      k_update<true><<<(unsigned)xb, KB, 0, D->st>>>(E->n, a, D->S, nullptr, D->xpart);
+      PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "vector update (exact sums)");
+      return xfinish(E, xb, npairs, false, out);
+    }
+    /* the updates only, then the exact sums of the updated vectors */
     a.npairs = 0;
-    k_update<<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, nullptr);
+    k_update<false><<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, nullptr, nullptr);
     PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "vector update");
     return xsums(E, npairs, a.pa, a.pb, false, out);
   }
-  k_update<<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, npairs > 0 ? D->part : nullptr);
+  k_update<false><<<(unsigned)nb, KB, 0, D->st>>>(E->n, a, D->S, npairs > 0 ? D->part : nullptr, nullptr);
   PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "vector update");
   if (npairs > 0)
     return sum_into(E, nb, npairs, false, out, async);
@@ -514,25 +578,42 @@ int do_basis_gemm(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, i
 int do_axpy_dots(pk_kry *E, pk_vid y, pk_coef cy, int32_t b0, int32_t k, int32_t c0, int32_t neg,
                  int32_t with_norm, int32_t out, bool async) {
   KryDev *D = dev_of(E);
-  if (!D->fuse_on || k < 1 || k > 32 || D->repro) { /* the two passes (reproducible: exact sums) */
+  const int64_t nb = grid_dot(E->n);
+  const int nv = k + with_norm;
+  const int64_t xb = D->repro ? xgrid(E->n, nb, nv, D->xfuse_on) : 0;
+  if (!D->fuse_on || k < 1 || k > 32 || (D->repro && xb < 1)) { /* the two passes */
     PK_CALL(do_basis_axpy(E, y, cy, b0, k, c0, neg));
     if (k + with_norm == 0)
       return PKRYLOV_SUCCESS;
     return do_basis_dots(E, y, b0, k, with_norm, out, async);
   }
-  const int64_t nb = grid_dot(E->n);
-  const int nv = k + with_norm;
+  if (D->repro) { /* one pass: the update and the exact sums of the new y */
+    double *yp = vp(E, y);
+    const double *V = bp(E, b0);
+    if (k <= 8)
+      k_axpy_dots<8, true><<<(unsigned)xb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm,
+                                                           nullptr, D->xpart);
+    else if (k <= 16)
+      k_axpy_dots<16, true><<<(unsigned)xb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm,
+                                                            nullptr, D->xpart);
+    else
+      k_axpy_dots<32, true><<<(unsigned)xb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm,
+                                                            nullptr, D->xpart);
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "basis axpy and dots (exact sums)");
+    return xfinish(E, xb, nv, false, out);
+  }
   PK_CALL(ensure_part(E, (size_t)nb * (size_t)nv));
   double *yp = vp(E, y);
   const double *V = bp(E, b0);
   if (k <= 8)
-    k_axpy_dots<8><<<(unsigned)nb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm, D->part);
+    k_axpy_dots<8><<<(unsigned)nb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm, D->part,
+                                                    nullptr);
   else if (k <= 16)
     k_axpy_dots<16><<<(unsigned)nb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm,
-                                                     D->part);
+                                                     D->part, nullptr);
   else
     k_axpy_dots<32><<<(unsigned)nb, KB, 0, D->st>>>(E->n, yp, cy, V, E->ld, k, D->S, c0, neg, with_norm,
-                                                     D->part);
+                                                     D->part, nullptr);
   PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "basis axpy and dots");
   return sum_into(E, nb, nv, false, out, async);
 }

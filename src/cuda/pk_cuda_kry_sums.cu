@@ -63,6 +63,35 @@ __global__ void k_gsum(const double *g, int nranks, int64_t stride, int nvals, i
   }
 }
 
+/**
+ * The one-pass exact sums' second stage: acc[v] = the sum over the nb blocks b of blk[(b * nv + v) *
+ * PK_XACC_LEN ..] (canonical accumulators, nb <= XR_MAX_BLOCKS: digit sums below 2^42), not carried
+ * (pk_cuda_xacc_round_ex carries before it rounds; the ranks' sums stay far below 2^63). Grid (nv,
+ * XF_QUADS): block (v, y) takes digits 4y .. 4y + 3 of value v, its thread t digit 4y + t % 4 of blocks
+ * t / 4, t / 4 + XF_GROUPS, ... (four consecutive digits a group: one 32-byte sector), then the groups'
+ * sums are added in shared memory.
+ */
+constexpr int XF_GROUPS = KB / 4;
+constexpr int XF_QUADS = (PK_XACC_LEN + 3) / 4;
+__global__ void __launch_bounds__(KB) k_xfin(const int64_t *blk, int64_t nb, int nv, int64_t *acc) {
+  __shared__ int64_t sh[XF_GROUPS][4];
+  const int v = blockIdx.x, g = threadIdx.x / 4, r = threadIdx.x % 4, q = 4 * blockIdx.y + r;
+  int64_t s = 0;
+  if (q < PK_XACC_LEN) {
+#pragma unroll 4
+    for (int64_t b = g; b < nb; b += XF_GROUPS)
+      s += blk[(b * nv + v) * PK_XACC_LEN + q];
+  }
+  sh[g][r] = s;
+  __syncthreads();
+  if (threadIdx.x < 4 && q < PK_XACC_LEN) {
+    int64_t t = 0;
+    for (int k = 0; k < XF_GROUPS; k++)
+      t += sh[k][threadIdx.x];
+    acc[(int64_t)v * PK_XACC_LEN + q] = t;
+  }
+}
+
 } // namespace
 
 namespace pkc_kry {
@@ -207,16 +236,20 @@ int do_wait(pk_kry *E) {
 }
 
 /* ---- exact sums (reproducible mode, ctx->reproducible) ------------------------------------------------
- * Every global sum the engine produces (the pairs of an update, block_dots, basis_dots, axpy_dots and the
- * norm of a residual) is recomputed from its vectors after the data-parallel kernel, which then skips its
- * own partial sums: the rounded products (block_dots with dd: the exact products, p and fma(x, y, -p)) are
- * added exactly into the accumulator of pk_xacc.h by pk_cuda_xacc_dots_ex (groups of PKC_XACC_MAXV dots),
- * the ranks' accumulators are added as integers (NCCL: ncclSum on ncclInt64, pk_cuda_dist_allreduce_i64;
- * host-staged: MPI_SUM on MPI_INT64_T through pinned memory), and pk_cuda_xacc_round_ex rounds them into
- * S[out ..] (dd: the (hi, lo) pairs). These are the CPU engine's reproducible sums (kry_cpu.c, reduce.c)
- * of the same products, bitwise, for any number of ranks. A sum asked for with PK_KRY_ASYNC is finished at
- * once (pk_kry_wait has nothing left to do); graphs of blocks on one GPU only. The cost: one more pass over
- * the vectors of every sum (and a host synchronisation per sum on the host-staged path). */
+ * One pass (the default): the fused kernels that read the vectors (k_update, k_mdot, k_axpy_dots, the CSR
+ * matvec_update) run their XR instances, which add the rounded products (block_dots with dd: the exact
+ * products, p and fma(x, y, -p)) exactly into per-thread expansions and per-block accumulators
+ * (pk_cuda_xsum.cuh) and write the blocks' canonical accumulators to D->xpart (block b, value v at
+ * (b * count + v) * PK_XACC_LEN; xgrid bounds the grid); xfinish adds them (k_xfin) into D->xacc.
+ * Two passes (the residual's norm, kry.xfuse=0, a launch past xgrid's headroom bound): the data-parallel
+ * kernel skips its partials and xsums recomputes every sum from its vectors by pk_cuda_xacc_dots_ex (groups
+ * of PKC_XACC_MAXV dots) into D->xacc. Then, both ways, xround: the ranks' accumulators are added as
+ * integers (NCCL: ncclSum on ncclInt64, pk_cuda_dist_allreduce_i64; host-staged: MPI_SUM on MPI_INT64_T
+ * through pinned memory), and pk_cuda_xacc_round_ex rounds them into S[out ..] (dd: the (hi, lo) pairs).
+ * These are the CPU engine's reproducible sums (kry_cpu.c, reduce.c) of the same products, bitwise, for
+ * any number of ranks (an exact sum has one canonical accumulator, whatever adds it). A sum asked for with
+ * PK_KRY_ASYNC is finished at once (pk_kry_wait has nothing left to do); graphs of blocks on one GPU
+ * only. */
 
 /** Room for `count` accumulators and the block scratch (outside any capture: reallocation drops graphs). */
 int ensure_xacc(pk_kry *E, size_t count) {
@@ -234,6 +267,17 @@ int ensure_xacc(pk_kry *E, size_t count) {
                   "allocating the exact sums");
     D->xblk_len = len;
   }
+  if (xpart_need(count) > D->xpart_cap) { /* the one-pass sums' block accumulators */
+    drop_graphs(E); /* they hold the old buffer */
+    cudaStreamSynchronize(D->st);
+    cudaFree(D->xpart);
+    D->xpart = NULL;
+    D->xpart_cap = 0;
+    const size_t need = xpart_need(count);
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMalloc((void **)&D->xpart, sizeof(int64_t) * PK_XACC_LEN * need),
+                  "allocating the exact sums");
+    D->xpart_cap = need;
+  }
   if (count <= D->xcap)
     return PKRYLOV_SUCCESS;
   drop_graphs(E); /* they hold the old buffers */
@@ -248,6 +292,8 @@ int ensure_xacc(pk_kry *E, size_t count) {
   D->xcap = count;
   return PKRYLOV_SUCCESS;
 }
+
+static int xround(pk_kry *E, int count, bool dd, int32_t out);
 
 /** S[out ..] = the exact global dots (a[j], b[j]), j < count (dd: exact products, (hi, lo) pairs). */
 int xsums(pk_kry *E, int count, const double *const *a, const double *const *b, bool dd, int32_t out) {
@@ -264,6 +310,12 @@ int xsums(pk_kry *E, int count, const double *const *a, const double *const *b, 
                                        D->xacc + (size_t)g0 * PK_XACC_LEN, NULL),
                   "exact sums");
   }
+  return xround(E, count, dd, out);
+}
+
+/** S[out ..] = D->xacc's count accumulators (the rank's), added over the ranks, rounded (dd: pairs). */
+static int xround(pk_kry *E, int count, bool dd, int32_t out) {
+  KryDev *D = dev_of(E);
   if (D->dist) {
     const int cnt = count * PK_XACC_LEN;
     if (D->nccl) {
@@ -286,6 +338,26 @@ int xsums(pk_kry *E, int count, const double *const *a, const double *const *b, 
   PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_xacc_round_ex(D->st, D->xacc, count, dd ? 1 : 0, D->S + out),
                 "rounding the exact sums");
   return PKRYLOV_SUCCESS;
+}
+
+} // namespace pkc_kry
+
+namespace pkc_kry {
+
+/**
+ * The one-pass exact sums (the fused kernels' block accumulators in D->xpart: nb blocks of count values,
+ * canonical) into S[out ..]: added by k_xfin into D->xacc, then over the ranks and rounded as xsums does.
+ */
+int xfinish(pk_kry *E, int64_t nb, int count, bool dd, int32_t out) {
+  KryDev *D = dev_of(E);
+  if (count <= 0)
+    return PKRYLOV_SUCCESS;
+  if ((size_t)count > D->xcap || (size_t)(nb * count) > D->xpart_cap)
+    return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "exact sums: %lld x %d values, room for %zu",
+                    (long long)nb, count, D->xpart_cap);
+  k_xfin<<<dim3((unsigned)count, XF_QUADS), KB, 0, D->st>>>(D->xpart, nb, count, D->xacc);
+  PK_CUDA_CHECK(E->ctx, kSolve, cudaGetLastError(), "exact sums");
+  return xround(E, count, dd, out);
 }
 
 } // namespace pkc_kry

@@ -80,6 +80,9 @@ static const opt_desc table[] = {
     {"kry.fuse", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(kry_fuse),
      "CUDA BiCGStab/GMRES families: the fused Gram-Schmidt kernel and the CSR product fused with the "
      "update after it (0: two kernels each)"},
+    {"kry.xfuse", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(kry_xfuse),
+     "CUDA BiCGStab/GMRES families and SRCG, reproducible mode: the exact sums added in the pass of the fused "
+     "kernels that read the vectors (0: a second pass over the vectors after each kernel, for comparison)"},
     {"kry.profile", OPT_BOOL, LEVEL_SOLVER, 0, 0, 0, 1, 0, NULL, 0, NULL, OFF(kry_profile),
      "CUDA BiCGStab/GMRES families and SRCG: every operation timed, a profile per solve to stderr "
      "(no graphs). Measurement only"},

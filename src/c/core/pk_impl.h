@@ -146,6 +146,7 @@ typedef struct pk_options {
   int32_t cuda_timeline;   /* CUDA events at each step of pipelined CG (stderr line per solve) */
   int32_t kry_graph;       /* CUDA engine (BiCGStab/GMRES families, SRCG): CUDA graphs of blocks */
   int32_t kry_fuse;        /* CUDA engine: the fused Gram-Schmidt kernel, the fused CSR product + update */
+  int32_t kry_xfuse;       /* CUDA engine, reproducible mode: the exact sums in the fused kernels' pass */
   int32_t kry_profile;     /* CUDA engine: per-operation timing to stderr */
   int32_t kry_cg;          /* CUDA CG / pipelined CG on the vector engine (1) or their own driver (0) */
 } pk_options;
@@ -880,6 +881,45 @@ int pk_allreduce_dots_begin(pkrylov_context ctx, double *vals, int count, int64_
 int pk_allreduce_xdots_begin(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,
                              const double *const *y, const uint8_t *wet, int exact_prod, int dd, int64_t *acc,
                              pk_reduce_request *req);
+/**
+ * Start the global sum of local exact accumulators (reproducible mode; acc: count * PK_XACC_LEN int64,
+ * normalised, living until pk_allreduce_end(), which writes vals as pk_allreduce_xdots_begin() does): the
+ * fused loops fill acc themselves (pk_xdot) while they read the vectors.
+ */
+int pk_allreduce_xacc_begin(pkrylov_context ctx, double *vals, int count, int dd, int64_t *acc,
+                            pk_reduce_request *req);
+/** pk_allreduce_xacc_begin() and pk_allreduce_end() (blocking). */
+int pk_allreduce_xacc(pkrylov_context ctx, double *vals, int count, int dd, int64_t *acc);
+
+/** Lanes of a pk_xdot expansion (one AVX-512 register of doubles) and its levels. */
+#define PK_XD_W 8
+#define PK_XD_K 4
+/**
+ * One thread's exact dot products in one pass (xdot.c): per sum two floating-point expansions of PK_XD_K
+ * levels in PK_XD_W lanes (the products, and their rounding errors for exact products) and an exact
+ * accumulator for what the expansions cannot hold. pk_xdot_init, then any number
+ * of pk_xdot_add (any rows, any order), then pk_xdot_merge adds the exact sums into shared accumulators.
+ */
+typedef struct {
+  int count;
+  double lev[PK_XACC_MAX][2][PK_XD_K][PK_XD_W];
+  int64_t acc[PK_XACC_MAX][PK_XACC_LEN];
+  int64_t since[PK_XACC_MAX]; /* accumulator additions since its last carry pass */
+  int careful[PK_XACC_MAX];   /* calls of pk_xdot_add left that test every vector (xdot_kernel.h) */
+} pk_xdot;
+/** Empty sums 0..count-1 (count <= PK_XACC_MAX). */
+void pk_xdot_init(pk_xdot *X, int count);
+/**
+ * Sum j += x[i] * y[i] (the rounded products; exact_prod: the exact products, p and fma(x, y, -p)) over the
+ * rows i of nrun runs [i0 + k stride, i0 + k stride + len), k < nrun, those with wet[i] != 0 only when wet
+ * is not NULL.
+ */
+void pk_xdot_add(pk_xdot *X, int j, const double *x, const double *y, const uint8_t *wet, int exact_prod,
+                 int64_t i0, int64_t len, int64_t nrun, int64_t stride);
+/** out[j * PK_XACC_LEN ..] += the exact sum j (normalised), j < count; in an OpenMP critical section, so the
+ *  threads of a region may merge into one out (integers: any order). */
+void pk_xdot_merge(pk_xdot *X, int64_t *out);
+
 /** sums[j] = sum over chunks c in increasing order of partials[c*nvals + j] (deterministic local sum). */
 void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double *sums);
 
@@ -893,7 +933,8 @@ void pk_sum_partials(const double *partials, int64_t nchunks, int nvals, double 
  * Every function takes `part`, caller scratch of at least pk_cpu_scratch_size(n, M) doubles, for the
  * per-chunk partial sums. A user operator or preconditioner is applied once on the whole vector (through
  * pk_op_apply_all / pk_pc_apply_all) before or between the chunk loops; a failed routine leaves NaN in
- * the results and its flag set (pk_user_check()).
+ * the results and its flag set (pk_user_check()). `xacc` is NULL, or (reproducible mode) room for the
+ * step's exact local sums, one accumulator per value of out (filled normalised, in the same pass).
  */
 int64_t pk_cpu_scratch_size(int64_t n, const struct pkrylov_precond_s *M);
 /** out[0] = (x, y) local, deterministic. */
@@ -901,15 +942,15 @@ void pk_cpu_dot(pkrylov_context ctx, int64_t n, const double *x, const double *y
                 double *out);
 /** r = b - A x (0 at dry cells); out[0] = (r, r) local. */
 void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const double *x, double *r,
-                     double *part, double *out);
+                     double *part, double *out, int64_t *xacc);
 /**
  * CG "preconditioner loop": r -= alpha q; z = M^-1 r (M NULL: z = r); out[0] = (r, z), out[1] = (r, r).
  */
 void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s *M, int64_t n, double alpha, double *r,
-                            const double *q, double *z, double *part, double *out);
+                            const double *q, double *z, double *part, double *out, int64_t *xacc);
 /** CG "operator loop": x += alpha p; p = z + beta p; q = A z + beta q; out[0] = (p, q). */
 void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, double beta, double *x,
-                             double *p, const double *z, double *q, double *part, double *out);
+                             double *p, const double *z, double *q, double *part, double *out, int64_t *xacc);
 /**
  * Pipelined CG update, fused with the operator: with n = A m computed chunk by chunk (or taken from am when
  * not NULL: A m computed earlier, e.g. while a reduction was in flight),
@@ -921,7 +962,7 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
  */
 void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am, double alpha, double beta,
                         const double *m, double *z, double *q, double *s, double *p, double *x, double *r,
-                        double *u, double *w, int nv, double *part, double *out);
+                        double *u, double *w, int nv, double *part, double *out, int64_t *xacc);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Misc helpers                                                                                      */

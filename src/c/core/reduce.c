@@ -10,8 +10,9 @@
  * MPI_Wait (split phase: pipelined CG starts it after its fused update and finishes it after the
  * preconditioner). Without a communicator the local sums are the global ones and nothing is sent.
  *
- * Reproducible mode (pkrylov_context_set_reproducible): a dot product is recomputed from its vectors into
- * an exact accumulator: a double m 2^e (m a 53-bit integer) is added as the three 32-bit digits of m
+ * Reproducible mode (pkrylov_context_set_reproducible): a dot product is summed exactly, by the fused loop
+ * that reads its vectors (pk_xdot, xdot.c; pk_allreduce_xacc_begin reduces what it filled) or in a pass of
+ * its own (pk_allreduce_dots, pk_allreduce_xdots_begin), into an exact accumulator: a double m 2^e (m a 53-bit integer) is added as the three 32-bit digits of m
  * shifted to its bit position, each digit into an int64 slot (room for 2^31 additions before a carry
  * pass), the digits covering 2^-1074 to 2^1070 plus carries. Integer addition is exact and associative,
  * so the accumulators of the threads and of the ranks (MPI_SUM over MPI_INT64_T) add up to the same
@@ -39,7 +40,8 @@
  * Exact local accumulators acc[j] of the dots (x[j], y[j]) over n values (wet rows only when wet != 0), any
  * count (in groups of PK_XACC_MAX per pass over the rows). exact_prod 0: the rounded products are summed
  * exactly; 1: the exact products (p + e = x*y by fma, both added), so the result is the exact dot product
- * rounded once.
+ * rounded once. Each thread sums its chunks in its expansions (pk_xdot, xdot.c), the threads' exact sums
+ * are added as integers.
  */
 static void xacc_dots(pkrylov_context ctx, int count, int64_t n, const double *const *x, const double *const *y,
                       const uint8_t *wet, int exact_prod, int64_t *acc) {
@@ -49,40 +51,16 @@ static void xacc_dots(pkrylov_context ctx, int count, int64_t n, const double *c
   (void)nt; /* read by the OpenMP pragmas only */
   for (int g0 = 0; g0 < count; g0 += PK_XACC_MAX) {
     const int gn = count - g0 < PK_XACC_MAX ? count - g0 : PK_XACC_MAX;
-    int64_t *gacc = acc + (int64_t)g0 * PK_XACC_LEN;
 #pragma omp parallel num_threads(nt) if (pk_par(n))
     {
-      int64_t loc[PK_XACC_MAX * PK_XACC_LEN];
-      memset(loc, 0, sizeof loc);
-      int64_t since = 0;
+      pk_xdot X;
+      pk_xdot_init(&X, gn);
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < nch; c++) {
         const int64_t i0 = c * PK_ROW_CHUNK, i1 = i0 + PK_ROW_CHUNK < n ? i0 + PK_ROW_CHUNK : n;
-        for (int j = 0; j < gn; j++) {
-          const double *xj = x[g0 + j], *yj = y[g0 + j];
-          int64_t *dj = loc + j * PK_XACC_LEN;
-          if (exact_prod) {
-            for (int64_t i = i0; i < i1; i++)
-              if (!wet || wet[i]) {
-                const double p = xj[i] * yj[i];
-                xacc_add(dj, p);
-                if (isfinite(p)) xacc_add(dj, fma(xj[i], yj[i], -p)); /* p + e = x*y exactly */
-              }
-          } else if (wet) {
-            for (int64_t i = i0; i < i1; i++)
-              if (wet[i]) xacc_add(dj, xj[i] * yj[i]);
-          } else {
-            for (int64_t i = i0; i < i1; i++) xacc_add(dj, xj[i] * yj[i]);
-          }
-        }
-        if ((since += 2 * (i1 - i0)) >= ((int64_t)1 << 30)) { /* room for 2^31 additions per digit */
-          for (int j = 0; j < gn; j++) xacc_normalize(loc + j * PK_XACC_LEN);
-          since = 0;
-        }
+        for (int j = 0; j < gn; j++) pk_xdot_add(&X, j, x[g0 + j], y[g0 + j], wet, exact_prod, i0, i1 - i0, 1, 0);
       }
-      for (int j = 0; j < gn; j++) xacc_normalize(loc + j * PK_XACC_LEN);
-#pragma omp critical(pk_xacc)
-      for (int64_t q = 0; q < (int64_t)gn * PK_XACC_LEN; q++) gacc[q] += loc[q]; /* integers: any order */
+      pk_xdot_merge(&X, acc + (int64_t)g0 * PK_XACC_LEN);
     }
   }
   for (int j = 0; j < count; j++) xacc_normalize(acc + (int64_t)j * PK_XACC_LEN);
@@ -206,13 +184,19 @@ int pk_allreduce_xdots_begin(pkrylov_context ctx, double *vals, int count, int64
                              const double *const *y, const uint8_t *wet, int exact_prod, int dd, int64_t *acc,
                              pk_reduce_request *req) {
   if (count < 1) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "count = %d", count);
+  xacc_dots(ctx, count, n, x, y, wet, exact_prod, acc);
+  return pk_allreduce_xacc_begin(ctx, vals, count, dd, acc, req);
+}
+
+int pk_allreduce_xacc_begin(pkrylov_context ctx, double *vals, int count, int dd, int64_t *acc,
+                            pk_reduce_request *req) {
+  if (count < 1) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "count = %d", count);
   req->vals = vals;
   req->count = count;
   req->active = 1;
   req->exact = 1;
   req->xacc = acc;
   req->dd = dd;
-  xacc_dots(ctx, count, n, x, y, wet, exact_prod, acc);
   if (pk_distributed(ctx)) {
     if ((int64_t)count * PK_XACC_LEN > INT32_MAX) {
       req->active = 0;
@@ -226,6 +210,12 @@ int pk_allreduce_xdots_begin(pkrylov_context ctx, double *vals, int count, int64
     }
   }
   return PKRYLOV_SUCCESS;
+}
+
+int pk_allreduce_xacc(pkrylov_context ctx, double *vals, int count, int dd, int64_t *acc) {
+  pk_reduce_request req;
+  PK_CALL(pk_allreduce_xacc_begin(ctx, vals, count, dd, acc, &req));
+  return pk_allreduce_end(ctx, &req);
 }
 
 int pk_allreduce_dots(pkrylov_context ctx, double *vals, int count, int64_t n, const double *const *x,

@@ -13,6 +13,12 @@
  * do not depend on the number of threads. The returned sums are local: the solver makes them global
  * through reduce.c.
  *
+ * Reproducible mode: a step given `xacc` (count * PK_XACC_LEN int64, the step's number of sums) also adds
+ * the exact local sums of its pairs there, chunk by chunk while the chunk is in cache (pk_xdot: one
+ * expansion per sum and thread, merged as integers at the end of the region; normalised on return), so
+ * the exact sums cost no second pass over memory. The same terms as pk_allreduce_dots on the whole
+ * vectors: the same exact sums.
+ *
  * User callbacks (pkrylov_operator_create_user, pkrylov_precond_create_user) work on whole vectors, so a
  * step applies them once before its chunk loop (the operator into its work vector A->user.scratch) and
  * the chunk loop reads the result (so does a stencil with a halo exchange, whose exchange is called once
@@ -30,6 +36,22 @@ int64_t pk_cpu_scratch_size(int64_t n, const struct pkrylov_precond_s *M) {
     if (ncc > nch) nch = ncc;
   }
   return PK_RR_NV * nch; /* pipelined CG with the automatic residual replacement: the most sums per chunk */
+}
+
+/** Reproducible mode: the exact local sums of the np pairs (a[j], b[j]) over the rows [i0, i0 + len) of nrun
+ *  runs stride apart, added to the thread's X. */
+static inline void pk_chunk_xdots(pk_xdot *X, int np, const double *const *a, const double *const *b, int64_t i0,
+                                  int64_t len, int64_t nrun, int64_t stride) {
+  for (int j = 0; j < np; j++) pk_xdot_add(X, j, a[j], b[j], NULL, 0, i0, len, nrun, stride);
+}
+
+/** The step's exact accumulators zeroed (before its region) or normalised (after it). */
+static void pk_xacc_zero(int64_t *xacc, int np) {
+  if (xacc) memset(xacc, 0, sizeof(int64_t) * PK_XACC_LEN * (size_t)np);
+}
+static void pk_xacc_done(int64_t *xacc, int np) {
+  if (xacc)
+    for (int j = 0; j < np; j++) pk_xacc_normalize(xacc + (int64_t)j * PK_XACC_LEN);
 }
 
 /** Row range of chunk c of PK_ROW_CHUNK rows. */
@@ -75,26 +97,36 @@ static inline void pk_chunk_product(const struct pkrylov_operator_s *A, const do
 }
 
 void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const double *x, double *r,
-                     double *part, double *out) {
+                     double *part, double *out, int64_t *xacc) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const uint8_t *wet = A->wet;
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
   const double *ax = pk_whole_product(A, x, r); /* r = A x once, for whole-vector operators */
-#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
-  for (int64_t c = 0; c < nch; c++) {
-    int64_t i0, i1;
-    pk_row_chunk(c, n, &i0, &i1);
-    pk_chunk_product(A, x, ax, r, i0, i1); /* r = A x on the chunk */
-    double t = 0;
-    for (int64_t i = i0; i < i1; i++) {
-      /* r = b - A x, zero at dry cells (b is ignored there) */
-      const double ri = (wet && !wet[i]) ? 0.0 : b[i] - r[i];
-      r[i] = ri;
-      t += ri * ri;
+  const double *xa[1] = {r};
+  pk_xacc_zero(xacc, 1);
+#pragma omp parallel num_threads(nt) if (pk_par(n))
+  {
+    pk_xdot X;
+    if (xacc) pk_xdot_init(&X, 1);
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < nch; c++) {
+      int64_t i0, i1;
+      pk_row_chunk(c, n, &i0, &i1);
+      pk_chunk_product(A, x, ax, r, i0, i1); /* r = A x on the chunk */
+      double t = 0;
+      for (int64_t i = i0; i < i1; i++) {
+        /* r = b - A x, zero at dry cells (b is ignored there) */
+        const double ri = (wet && !wet[i]) ? 0.0 : b[i] - r[i];
+        r[i] = ri;
+        t += ri * ri;
+      }
+      part[c] = t;
+      if (xacc) pk_chunk_xdots(&X, 1, xa, xa, i0, i1 - i0, 1, 0);
     }
-    part[c] = t;
+    if (xacc) pk_xdot_merge(&X, xacc);
   }
+  pk_xacc_done(xacc, 1);
   pk_sum_partials(part, nch, 1, out);
 }
 
@@ -115,25 +147,35 @@ void pk_cpu_residual(const struct pkrylov_operator_s *A, const double *b, const 
   } while (0)
 
 void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s *M, int64_t n, double alpha, double *r,
-                            const double *q, double *z, double *part, double *out) {
+                            const double *q, double *z, double *part, double *out, int64_t *xacc) {
   const int nt = pk_num_threads(ctx);
   (void)nt; /* read by the OpenMP pragmas only */
+  const double *xa[2] = {r, r}, *xb[2] = {z, r}; /* (r, z), (r, r) */
+  pk_xacc_zero(xacc, 2);
   if (!M || M->type == PKRYLOV_PRECOND_NONE) {
     const int64_t nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
-    for (int64_t c = 0; c < nch; c++) {
-      int64_t i0, i1;
-      pk_row_chunk(c, n, &i0, &i1);
-      double t = 0;
-      for (int64_t i = i0; i < i1; i++) {
-        /* r -= alpha q; z = r; (r, z) = (r, r) */
-        const double ri = r[i] - alpha * q[i];
-        r[i] = ri;
-        z[i] = ri;
-        t += ri * ri;
+#pragma omp parallel num_threads(nt) if (pk_par(n))
+    {
+      pk_xdot X;
+      if (xacc) pk_xdot_init(&X, 2);
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < nch; c++) {
+        int64_t i0, i1;
+        pk_row_chunk(c, n, &i0, &i1);
+        double t = 0;
+        for (int64_t i = i0; i < i1; i++) {
+          /* r -= alpha q; z = r; (r, z) = (r, r) */
+          const double ri = r[i] - alpha * q[i];
+          r[i] = ri;
+          z[i] = ri;
+          t += ri * ri;
+        }
+        part[2 * c] = part[2 * c + 1] = t;
+        if (xacc) pk_chunk_xdots(&X, 2, xa, xb, i0, i1 - i0, 1, 0);
       }
-      part[2 * c] = part[2 * c + 1] = t;
+      if (xacc) pk_xdot_merge(&X, xacc);
     }
+    pk_xacc_done(xacc, 2);
     pk_sum_partials(part, nch, 2, out);
     return;
   }
@@ -149,48 +191,79 @@ void pk_cpu_cg_precond_step(pkrylov_context ctx, const struct pkrylov_precond_s 
       for (int64_t i = i0; i < i1; i++) r[i] -= alpha * q[i];
     }
     pk_pc_apply_all(M, r, z);
-#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
-    for (int64_t c = 0; c < nch; c++) {
-      int64_t i0, i1;
-      pk_row_chunk(c, n, &i0, &i1);
-      double t0 = 0, t1 = 0;
-      for (int64_t i = i0; i < i1; i++) { /* (r, z), (r, r) */
-        t0 += r[i] * z[i];
-        t1 += r[i] * r[i];
+#pragma omp parallel num_threads(nt) if (pk_par(n))
+    {
+      pk_xdot X;
+      if (xacc) pk_xdot_init(&X, 2);
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < nch; c++) {
+        int64_t i0, i1;
+        pk_row_chunk(c, n, &i0, &i1);
+        if (xacc) { /* the exact sums replace the partials */
+          pk_chunk_xdots(&X, 2, xa, xb, i0, i1 - i0, 1, 0);
+          continue;
+        }
+        double t0 = 0, t1 = 0;
+        for (int64_t i = i0; i < i1; i++) { /* (r, z), (r, r) */
+          t0 += r[i] * z[i];
+          t1 += r[i] * r[i];
+        }
+        part[2 * c] = t0;
+        part[2 * c + 1] = t1;
       }
-      part[2 * c] = t0;
-      part[2 * c + 1] = t1;
+      if (xacc) pk_xdot_merge(&X, xacc);
     }
-    pk_sum_partials(part, nch, 2, out);
+    pk_xacc_done(xacc, 2);
+    if (!xacc) pk_sum_partials(part, nch, 2, out);
     return;
   }
   /* Column chunks: r -= alpha q on the chunk's cells, z = M^-1 r on those columns, partial dots. */
   const int64_t cw = pk_pc_chunk_cols(M), nch = (M->ncols + cw - 1) / cw;
-#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
-  for (int64_t c = 0; c < nch; c++) {
-    const int64_t c0 = c * cw, c1 = c0 + cw < M->ncols ? c0 + cw : M->ncols;
-    if (pk_pc_cg_step_cols(M, alpha, r, q, z, c0, c1, part + 2 * c)) continue; /* one sweep pair */
-    PK_FOR_COLUMN_CELLS(M, c0, c1, i, { r[i] -= alpha * q[i]; });
-    pk_pc_apply_cols(M, r, z, c0, c1);
-    double t0 = 0, t1 = 0;
-    PK_FOR_COLUMN_CELLS(M, c0, c1, i, {
-      t0 += r[i] * z[i];
-      t1 += r[i] * r[i];
-    });
-    part[2 * c] = t0;
-    part[2 * c + 1] = t1;
+  const int kfast = M->layout == PKRYLOV_LAYOUT_KFAST;
+#pragma omp parallel num_threads(nt) if (pk_par(n))
+  {
+    pk_xdot X;
+    if (xacc) pk_xdot_init(&X, 2);
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < nch; c++) {
+      const int64_t c0 = c * cw, c1 = c0 + cw < M->ncols ? c0 + cw : M->ncols;
+      if (!pk_pc_cg_step_cols(M, alpha, r, q, z, c0, c1, part + 2 * c)) { /* else one sweep pair did it all */
+        PK_FOR_COLUMN_CELLS(M, c0, c1, i, { r[i] -= alpha * q[i]; });
+        pk_pc_apply_cols(M, r, z, c0, c1);
+        double t0 = 0, t1 = 0;
+        if (!xacc)
+          PK_FOR_COLUMN_CELLS(M, c0, c1, i, {
+            t0 += r[i] * z[i];
+            t1 += r[i] * r[i];
+          });
+        part[2 * c] = t0;
+        part[2 * c + 1] = t1;
+      }
+      if (xacc) { /* the chunk's cells: one run (k-fast) or a run of its columns per level (k-slow) */
+        if (kfast)
+          pk_chunk_xdots(&X, 2, xa, xb, c0 * M->nz, (c1 - c0) * M->nz, 1, 0);
+        else
+          pk_chunk_xdots(&X, 2, xa, xb, c0, c1 - c0, M->nz, M->lev_stride);
+      }
+    }
+    if (xacc) pk_xdot_merge(&X, xacc);
   }
+  pk_xacc_done(xacc, 2);
   pk_sum_partials(part, nch, 2, out);
 }
 
 void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, double beta, double *x,
-                             double *p, const double *z, double *q, double *part, double *out) {
+                             double *p, const double *z, double *q, double *part, double *out, int64_t *xacc) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
   const double *az = pk_whole_product(A, z, A->user.scratch);
+  const double *xa[1] = {p}, *xb[1] = {q};
+  pk_xacc_zero(xacc, 1);
 #pragma omp parallel num_threads(nt) if (pk_par(n))
   {
+    pk_xdot X;
+    if (xacc) pk_xdot_init(&X, 1);
     double qold[PK_ROW_CHUNK];
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < nch; c++) {
@@ -210,21 +283,29 @@ void pk_cpu_cg_operator_step(const struct pkrylov_operator_s *A, double alpha, d
         t += pn * qn;
       }
       part[c] = t;
+      if (xacc) pk_chunk_xdots(&X, 1, xa, xb, i0, i1 - i0, 1, 0);
     }
+    if (xacc) pk_xdot_merge(&X, xacc);
   }
+  pk_xacc_done(xacc, 1);
   pk_sum_partials(part, nch, 1, out);
 }
 
 void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am_ready, double alpha, double beta,
                         const double *m, double *z, double *q, double *s, double *p, double *x, double *r,
-                        double *u, double *w, int nv, double *part, double *out) {
+                        double *u, double *w, int nv, double *part, double *out, int64_t *xacc) {
   const int64_t n = A->n, nch = (n + PK_ROW_CHUNK - 1) / PK_ROW_CHUNK;
   const int nt = pk_num_threads(A->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
   const double *am = am_ready ? am_ready : pk_whole_product(A, m, A->user.scratch);
   const int norms = nv == PK_RR_NV;
+  const double *xa[PK_RR_NV] = {r, w, r, x, p, u, q}, *xb[PK_RR_NV] = {u, u, r, x, p, u, q}; /* as t[] below */
+  if (nv == 0) xacc = NULL;
+  pk_xacc_zero(xacc, nv);
 #pragma omp parallel num_threads(nt) if (pk_par(n))
   {
+    pk_xdot X;
+    if (xacc) pk_xdot_init(&X, nv);
     double zold[PK_ROW_CHUNK];
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < nch; c++) {
@@ -258,7 +339,10 @@ void pk_cpu_pipecg_step(const struct pkrylov_operator_s *A, const double *am_rea
         }
       }
       for (int j = 0; j < nv; j++) part[nv * c + j] = t[j];
+      if (xacc) pk_chunk_xdots(&X, nv, xa, xb, i0, i1 - i0, 1, 0);
     }
+    if (xacc) pk_xdot_merge(&X, xacc);
   }
+  pk_xacc_done(xacc, nv);
   pk_sum_partials(part, nch, nv, out);
 }

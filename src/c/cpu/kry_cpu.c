@@ -13,12 +13,13 @@
  * MPI a plain sum of the hi and lo parts of the ranks is not an exact double-double sum: reproducible mode
  * below is).
  *
- * Reproducible mode (ctx->reproducible): every global sum of the engine (the dots of update, residual,
- * block_dots, basis_dots) is computed by reduce.c's exact accumulator from the vectors themselves
- * (pk_allreduce_dots / pk_allreduce_xdots_begin: the rounded products summed exactly and rounded once;
- * block_dots with dd = 1 sums the exact fma products and returns the exact sum as a (hi, lo) pair), so
- * the scalars, and with them the iterates, are bitwise the same for any number of ranks and threads. The
- * fused loops then skip their own partial sums.
+ * Reproducible mode (ctx->reproducible): every global sum of the engine is exact (the rounded products
+ * summed exactly and rounded once; block_dots with dd = 1 sums the exact fma products and returns the
+ * exact sum as a (hi, lo) pair), so the scalars, and with them the iterates, are bitwise the same for any
+ * number of ranks and threads. The loops that write vectors (update, residual, CG's fused loops) add
+ * their exact sums chunk by chunk in the same pass (pk_xdot) and reduce the accumulators
+ * (pk_allreduce_xacc_begin); block_dots and basis_dots, which only read, take them in their pass
+ * (pk_allreduce_xdots_begin).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -101,11 +102,10 @@ static int need_pairs(pk_kry *E, int32_t count) {
 }
 
 /**
- * Reproducible mode: S[out..] = the exact global dots of the count pairs (a[j], b[j]) (dd: as (hi, lo)
- * pairs of the exact dots of exact products), blocking or started (PK_KRY_ASYNC).
+ * Reproducible mode: *acc = room for count exact accumulators, those of the reduction in flight
+ * (PK_KRY_ASYNC; none may be in flight yet) or of a blocking one.
  */
-static int xreduce(pk_kry *E, int32_t out, int32_t count, const double *const *a, const double *const *b, int dd,
-                   int32_t flags) {
+static int xacc_room(pk_kry *E, int32_t count, int32_t flags, int64_t **acc) {
   pk_kry_cpu *P = P_(E);
   const int w = (flags & PK_KRY_ASYNC) ? 0 : 1;
   if (!w && P->req.active) return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "a reduction is already in flight");
@@ -116,9 +116,32 @@ static int xreduce(pk_kry *E, int32_t out, int32_t count, const double *const *a
     P->xacc[w] = q;
     P->xacc_cap[w] = count;
   }
-  if (!w) return pk_allreduce_xdots_begin(E->ctx, P->S + out, count, E->n, a, b, NULL, dd, dd, P->xacc[0], &P->req);
+  *acc = P->xacc[w];
+  return PKRYLOV_SUCCESS;
+}
+
+/** Reproducible mode: S[out..out+count) = the global sums of the local exact accumulators acc (from
+ *  xacc_room, filled by a fused loop), blocking or started (PK_KRY_ASYNC). */
+static int xreduce_acc(pk_kry *E, int32_t out, int32_t count, int64_t *acc, int32_t flags) {
+  pk_kry_cpu *P = P_(E);
+  if (flags & PK_KRY_ASYNC) return pk_allreduce_xacc_begin(E->ctx, P->S + out, count, 0, acc, &P->req);
+  return pk_allreduce_xacc(E->ctx, P->S + out, count, 0, acc);
+}
+
+/**
+ * Reproducible mode: S[out..] = the exact global dots of the count pairs (a[j], b[j]) (dd: as (hi, lo)
+ * pairs of the exact dots of exact products), blocking or started (PK_KRY_ASYNC): a pass of its own, for
+ * the operations that only read (block_dots, basis_dots).
+ */
+static int xreduce(pk_kry *E, int32_t out, int32_t count, const double *const *a, const double *const *b, int dd,
+                   int32_t flags) {
+  pk_kry_cpu *P = P_(E);
+  int64_t *acc = NULL;
+  PK_CALL(xacc_room(E, count, flags, &acc));
+  if (flags & PK_KRY_ASYNC)
+    return pk_allreduce_xdots_begin(E->ctx, P->S + out, count, E->n, a, b, NULL, dd, dd, acc, &P->req);
   pk_reduce_request rq;
-  PK_CALL(pk_allreduce_xdots_begin(E->ctx, P->S + out, count, E->n, a, b, NULL, dd, dd, P->xacc[1], &rq));
+  PK_CALL(pk_allreduce_xdots_begin(E->ctx, P->S + out, count, E->n, a, b, NULL, dd, dd, acc, &rq));
   return pk_allreduce_end(E->ctx, &rq);
 }
 
@@ -199,13 +222,14 @@ static int cpu_precond(pk_kry *E, pk_vid x, pk_vid y) {
 static int cpu_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   pk_kry_cpu *P = P_(E);
   double rr;
+  int64_t *acc = NULL;
   PK_CALL(need_part(E, 1));
-  pk_cpu_residual(E->s->A, P->b, vec(E, x), vec(E, r), P->part, &rr);
+  if (out >= 0 && E->ctx->reproducible) PK_CALL(xacc_room(E, 1, 0, &acc));
+  pk_cpu_residual(E->s->A, P->b, vec(E, x), vec(E, r), P->part, &rr, acc);
   PK_CALL(pk_user_check(E->s->A, NULL));
   if (out < 0) return PKRYLOV_SUCCESS;
   P->S[out] = rr;
-  const double *rv = vec(E, r);
-  if (E->ctx->reproducible) return xreduce(E, out, 1, &rv, &rv, 0, 0);
+  if (acc) return xreduce_acc(E, out, 1, acc, 0);
   return pk_allreduce_sum(E->ctx, P->S + out, 1);
 }
 
@@ -242,55 +266,78 @@ static int cpu_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs,
   PK_CALL(need_part(E, npairs));
   const int64_t n = E->n, nch = nchunks(n);
   double *part = P->part;
-  const int repro = E->ctx->reproducible; /* the exact sums below replace the chunk partials */
+  int64_t *acc = NULL; /* reproducible mode: the exact sums, chunk by chunk, replace the partials */
+  if (npairs > 0 && E->ctx->reproducible) {
+    PK_CALL(xacc_room(E, npairs, flags, &acc));
+    memset(acc, 0, sizeof(int64_t) * PK_XACC_LEN * (size_t)npairs);
+  }
   const int nt = pk_num_threads(E->ctx);
   (void)nt; /* read by the OpenMP pragmas only */
-#pragma omp parallel for schedule(static) num_threads(nt) if (pk_par(n))
-  for (int64_t ch = 0; ch < nch; ch++) {
-    int64_t i0, i1;
-    chunk_rows(ch, n, &i0, &i1);
-    /* elements are independent: the updates one after the other over the chunk give the in-order
-       per-element semantics */
-    for (int k = 0; k < nupd; k++) {
-      const upd_res *q = &U[k];
-      double *y = q->y;
-      const double cy = q->cy;
-      if (cy != 0.0) {
-        for (int64_t i = i0; i < i1; i++) {
-          double t = cy * y[i];
-          for (int m = 0; m < q->nt; m++) t = t + q->c[m] * q->x[m][i];
-          y[i] = t;
-        }
-      } else if (q->nt == 0) {
-        for (int64_t i = i0; i < i1; i++) y[i] = 0.0;
-      } else {
-        for (int64_t i = i0; i < i1; i++) {
-          double t = q->c[0] * q->x[0][i];
-          for (int m = 1; m < q->nt; m++) t = t + q->c[m] * q->x[m][i];
-          y[i] = t;
+#pragma omp parallel num_threads(nt) if (pk_par(n))
+  {
+    pk_xdot X;
+    if (acc) pk_xdot_init(&X, npairs);
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < nch; ch++) {
+      int64_t i0, i1;
+      chunk_rows(ch, n, &i0, &i1);
+      /* elements are independent: the updates one after the other over the chunk give the in-order
+         per-element semantics */
+      for (int k = 0; k < nupd; k++) {
+        const upd_res *q = &U[k];
+        double *y = q->y;
+        const double cy = q->cy;
+        if (cy != 0.0) {
+          for (int64_t i = i0; i < i1; i++) {
+            double t = cy * y[i];
+            for (int m = 0; m < q->nt; m++) t = t + q->c[m] * q->x[m][i];
+            y[i] = t;
+          }
+        } else if (q->nt == 0) {
+          for (int64_t i = i0; i < i1; i++) y[i] = 0.0;
+        } else {
+          for (int64_t i = i0; i < i1; i++) {
+            double t = q->c[0] * q->x[0][i];
+            for (int m = 1; m < q->nt; m++) t = t + q->c[m] * q->x[m][i];
+            y[i] = t;
+          }
         }
       }
+      for (int j = 0; j < npairs; j++) {
+        const double *a = pa[j], *b = pb[j];
+        if (acc) {
+          pk_xdot_add(&X, j, a, b, NULL, 0, i0, i1 - i0, 1, 0);
+          continue;
+        }
+        double t = 0.0;
+        for (int64_t i = i0; i < i1; i++) t += a[i] * b[i];
+        part[ch * npairs + j] = t;
+      }
     }
-    for (int j = 0; j < npairs && !repro; j++) {
-      const double *a = pa[j], *b = pb[j];
-      double t = 0.0;
-      for (int64_t i = i0; i < i1; i++) t += a[i] * b[i];
-      part[ch * npairs + j] = t;
-    }
+    if (acc) pk_xdot_merge(&X, acc);
   }
   if (npairs == 0) return PKRYLOV_SUCCESS;
-  if (repro) return xreduce(E, out, npairs, pa, pb, 0, flags);
+  if (acc) {
+    for (int j = 0; j < npairs; j++) pk_xacc_normalize(acc + (int64_t)j * PK_XACC_LEN);
+    return xreduce_acc(E, out, npairs, acc, flags);
+  }
   pk_sum_partials(part, nch, npairs, P->S + out);
   return reduce(E, out, npairs, flags);
 }
 
 /* ---- CG's fused loops (cpu_kernels.c; the solver's scratch s->part, sized for column chunks) -------- */
 
-/** S[out..out+count) holds local sums of the pairs (a[j], b[j]): make them global (reproducible mode: the
- *  exact dots of the vectors), blocking or started (PK_KRY_ASYNC). */
-static int reduce_pairs(pk_kry *E, int32_t out, int32_t count, const double *const *a, const double *const *b,
-                        int32_t flags) {
-  if (E->ctx->reproducible) return xreduce(E, out, count, a, b, 0, flags);
+/** Reproducible mode: *acc = room for the count exact sums of a fused loop (NULL in the default mode). */
+static int fused_xacc(pk_kry *E, int32_t count, int32_t flags, int64_t **acc) {
+  *acc = NULL;
+  if (!E->ctx->reproducible || count == 0) return PKRYLOV_SUCCESS;
+  return xacc_room(E, count, flags, acc);
+}
+
+/** S[out..out+count) holds the local sums of a fused loop (acc: its exact ones, reproducible mode): make
+ *  them global, blocking or started (PK_KRY_ASYNC). */
+static int reduce_fused(pk_kry *E, int32_t out, int32_t count, int64_t *acc, int32_t flags) {
+  if (acc) return xreduce_acc(E, out, count, acc, flags);
   return reduce(E, out, count, flags);
 }
 
@@ -302,11 +349,11 @@ static int cpu_stopped(pk_kry *E, int32_t flags) {
 static int cpu_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_t out, int32_t flags) {
   pk_kry_cpu *P = P_(E);
   if (cpu_stopped(E, flags)) return PKRYLOV_SUCCESS;
-  double *rv = vec(E, r), *zv = vec(E, z);
-  pk_cpu_cg_precond_step(E->ctx, E->s->M, E->n, pk_coef_value(alpha, P->S), rv, vec(E, q), zv, E->s->part,
-                         P->S + out);
-  const double *a[2] = {rv, rv}, *b[2] = {zv, rv};
-  PK_CALL(reduce_pairs(E, out, 2, a, b, flags));
+  int64_t *acc = NULL;
+  PK_CALL(fused_xacc(E, 2, flags, &acc));
+  pk_cpu_cg_precond_step(E->ctx, E->s->M, E->n, pk_coef_value(alpha, P->S), vec(E, r), vec(E, q), vec(E, z),
+                         E->s->part, P->S + out, acc);
+  PK_CALL(reduce_fused(E, out, 2, acc, flags));
   return pk_user_check(E->s->A, E->s->M); /* a user routine failed (then the sums are NaN) */
 }
 
@@ -314,11 +361,11 @@ static int cpu_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk
                            int32_t out, int32_t flags) {
   pk_kry_cpu *P = P_(E);
   if (cpu_stopped(E, flags)) return PKRYLOV_SUCCESS;
-  double *pv = vec(E, p), *qv = vec(E, q);
-  pk_cpu_cg_operator_step(E->s->A, pk_coef_value(alpha, P->S), pk_coef_value(beta, P->S), vec(E, x), pv,
-                          vec(E, z), qv, E->s->part, P->S + out);
-  const double *a[1] = {pv}, *b[1] = {qv};
-  PK_CALL(reduce_pairs(E, out, 1, a, b, flags));
+  int64_t *acc = NULL;
+  PK_CALL(fused_xacc(E, 1, flags, &acc));
+  pk_cpu_cg_operator_step(E->s->A, pk_coef_value(alpha, P->S), pk_coef_value(beta, P->S), vec(E, x), vec(E, p),
+                          vec(E, z), vec(E, q), E->s->part, P->S + out, acc);
+  PK_CALL(reduce_fused(E, out, 1, acc, flags));
   return pk_user_check(E->s->A, E->s->M);
 }
 
@@ -326,16 +373,16 @@ static int cpu_pipecg_update(pk_kry *E, const pk_kpipecg *v, pk_coef alpha, pk_c
                              int32_t out, int32_t flags) {
   pk_kry_cpu *P = P_(E);
   if (cpu_stopped(E, flags)) return PKRYLOV_SUCCESS;
-  double *r = vec(E, v->r), *w = vec(E, v->w), *x = vec(E, v->x), *p = vec(E, v->p), *u = vec(E, v->u),
-         *q = vec(E, v->q);
   /* with no sums the loop's sums go to a scratch (the vectors are those of a call with sums) */
   double none[PK_RR_NV];
+  int64_t *acc = NULL;
+  PK_CALL(fused_xacc(E, nsums, flags, &acc));
   pk_cpu_pipecg_step(E->s->A, v->n == -1 ? NULL : vec(E, v->n), pk_coef_value(alpha, P->S),
-                     pk_coef_value(beta, P->S), vec(E, v->m), vec(E, v->z), q, vec(E, v->s), p, x, r, u, w,
-                     nsums, E->s->part, nsums > 0 ? P->S + out : none);
+                     pk_coef_value(beta, P->S), vec(E, v->m), vec(E, v->z), vec(E, v->q), vec(E, v->s),
+                     vec(E, v->p), vec(E, v->x), vec(E, v->r), vec(E, v->u), vec(E, v->w), nsums, E->s->part,
+                     nsums > 0 ? P->S + out : none, acc);
   if (nsums == 0) return PKRYLOV_SUCCESS;
-  const double *a[PK_RR_NV] = {r, w, r, x, p, u, q}, *b[PK_RR_NV] = {u, u, r, x, p, u, q};
-  return reduce_pairs(E, out, nsums, a, b, flags);
+  return reduce_fused(E, out, nsums, acc, flags);
 }
 
 /* ---- double-double ------------------------------------------------------------------------------ */
