@@ -593,8 +593,11 @@ PK_TEST_CASE(cuda_engine_folded) {
               PK_EXPECT(hl[k] == hl[0] && same(hl[0] < 1000 ? hl[0] : 1000, h[k], h[0]),
                         "type %d pc %d sync %d variant %d: the histories differ", type, m, f.sync, v);
           }
-          PK_EXPECT(r[0].converged || (v == 2 && r[0].reason == PKRYLOV_DIVERGED_MAX_ITERATIONS &&
-                                       r[0].iterations == 11),
+          /* the thin shell converges within the cap with the column preconditioner only; with Jacobi or
+             none the runs above are compared over the full cap */
+          const int32_t cap = v == 2 ? 11 : 1000;
+          const int at_cap = r[0].reason == PKRYLOV_DIVERGED_MAX_ITERATIONS && r[0].iterations == cap;
+          PK_EXPECT(v == 2 ? at_cap : m == 0 ? r[0].converged : r[0].converged || at_cap,
                     "type %d pc %d sync %d variant %d: %d its (%s)", type, m, f.sync, v, r[0].iterations,
                     pkrylov_reason_string(r[0].reason));
         }

@@ -450,6 +450,12 @@ typedef struct {
   int32_t pdl;        /* 1: programmatic dependent launch */
 } pk_cuda_efold;
 
+/** The one-block step after a CG loop (the CUDA engine's k_psum for the steps it folds): the pending sums
+ *  (nv values of f->nb slots at f->part, for S[out ..]) and the step id (PK_KSS_CG_SIGMA, PK_KSS_CG_ITER,
+ *  PK_KSS_PCG_SUMS) with f->arg (+ *f->base) on the scalars f->Sin, written to f->Sout (may be f->Sin) and
+ *  the history entry to f->Shome's ring, by the folded steps' code in one warp; cudaErrorNotSupported for
+ *  another step or layout (the caller then runs the generic step). */
+int pk_cuda_psum_step_e(void *stream, int id, int nv, int out, const pk_cuda_efold *f);
 /** The engine's CG preconditioner loop with PK_KSS_CG_SIGMA folded in (pk_cuda_cg_precond_step_e). */
 int pk_cuda_cg_precond_step_ef(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e,
                                const pk_cuda_efold *f, int64_t n, double *r, const double *q, double *z,

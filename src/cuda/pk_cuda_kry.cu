@@ -337,9 +337,11 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base, int sout = -1
   const bool prof = D->prof && !graph;
   /* a CG loop's pending sums (pk_cuda_kry_cg.cu) before an operation that reads or writes S or the partial
      sums; the products in between (pipelined CG's m = M^-1 w, n = A m) leave them for the step after them;
-     the scalars a folded step left in S2 / S3 back in S (sout >= 0: a folded loop, which takes both) */
+     the scalars a folded step left in S2 / S3 back in S (sout >= 0: a folded loop, which takes both; pipelined
+     CG's update reads its coefficients where they are, D->Sc, as the driver's update after a folded step) */
   if (sout < 0 && (D->p2_on || D->Sc != D->S || D->fs_on) &&
-      ((type != OP_PRECOND && type != OP_MATVEC && type != OP_COPY && type != OP_SCALAR) ||
+      ((type != OP_PRECOND && type != OP_MATVEC && type != OP_COPY && type != OP_SCALAR &&
+        (type != OP_PIPECG || D->p2_on)) ||
        (type == OP_SCALAR && !D->p2_on) || D->fs_on))
     PK_CALL(psum_flush(E));
   if (prof)

@@ -72,6 +72,19 @@ int psum_launch(pk_kry *E, int id, int arg, const int *base) {
   const double *pp = D->p2_part, *Sin = D->Sc;
   const int ns = D->fold_ns;
   D->Sc = D->S;
+  if (id >= 0 && !D->repro) { /* the steps the loops fold: their code in one warp, the scalars in registers
+                                 (the generic step below keeps them in S, a chain of dependent loads) */
+    pk_cuda_efold f;
+    memset(&f, 0, sizeof f);
+    f.Sin = Sin, f.Sout = D->S, f.Shome = D->S;
+    f.part = pp, f.nb = D->p2_nb;
+    f.base = base, f.arg = arg;
+    const int e = pk_cuda_psum_step_e(D->st, id, D->p2_nv, D->p2_out, &f);
+    if (e != (int)cudaErrorNotSupported) {
+      PK_CUDA_CHECK(E->ctx, kSolve, (cudaError_t)e, "summing partials");
+      return PKRYLOV_SUCCESS;
+    }
+  }
   switch (D->p2_nv) {
   case 1: k_psum<1><<<g, b, 0, D->st>>>(pp, D->p2_nb, Sin, D->S, ns, D->p2_out, id, arg, base, D->aux + 1); break;
   case 2: k_psum<2><<<g, b, 0, D->st>>>(pp, D->p2_nb, Sin, D->S, ns, D->p2_out, id, arg, base, D->aux + 1); break;

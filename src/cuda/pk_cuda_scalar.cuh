@@ -348,8 +348,9 @@ __device__ __forceinline__ void scalar_update(pk_cuda_state &s, const double (&v
  * every index is known at compile time), and block 0's thread 0 writes the scalars to f.Sout and the history
  * entry to f.Shome's ring. alpha, beta: CG's PK_CG_ALPHA and PK_CG_BETA (0 unless e.ib names it) of the
  * copy (pipelined CG's host, m = M^-1 w, uses none); false when e.stop (PK_KS_STOP) says the step stopped.
+ * ONE_WARP: the kernel is one warp (k_epsum, the one-block step after a loop), and f.Sout may be f.Sin.
  */
-template <int FOLD>
+template <int FOLD, bool ONE_WARP = false>
 __device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, double &beta) {
   constexpr bool CG = FOLD == FOLD_E_CG_SIGMA || FOLD == FOLD_E_CG_ITER;
   constexpr int NS = CG ? PK_CG_NSCALARS : PK_PCG_NSCALARS;
@@ -395,6 +396,8 @@ __device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, d
   else
     pk_kss_pcg_sums(loc, arg);
   loc[PK_KS_RING_LEN] = ring_len;
+  if constexpr (ONE_WARP)
+    __syncwarp(); /* the one-warp step (k_epsum) may write the buffer it read: every lane has its copy */
   if (writer) {
 #pragma unroll
     for (int i = 0; i < NS; i++) f.Sout[i] = loc[i];

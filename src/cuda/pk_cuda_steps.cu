@@ -208,9 +208,36 @@ template <bool NORMS> struct ActPipeNone {
   }
 };
 
+/** The CUDA engine's one-block step after a CG loop (pk_cuda_psum_step_e): the folded step's code in one warp
+ *  (efold_scalars: the scalars in registers, every index known at compile time). */
+template <int FOLD> __global__ void __launch_bounds__(32) k_epsum(StepIn in) {
+  double alpha, beta;
+  (void)efold_scalars<FOLD, true>(in, alpha, beta);
+}
+
 } // namespace
 
 /* ---- launchers (pk_cuda.h) ---------------------------------------------------------------------- */
+
+extern "C" int pk_cuda_psum_step_e(void *stream, int id, int nv, int out, const pk_cuda_efold *f) {
+  if (!f) return (int)cudaErrorInvalidValue;
+  pk_cuda_escal e = {};
+  e.ia = e.ib = -2; /* (no coefficient is read of the copy) */
+  e.stop = -1;
+  const StepIn in = step_in(&e, f);
+  const cudaStream_t st = (cudaStream_t)stream;
+  if (id == PK_KSS_CG_SIGMA && nv == 1 && out == PK_CG_PQ)
+    k_epsum<FOLD_E_CG_SIGMA><<<1, 32, 0, st>>>(in);
+  else if (id == PK_KSS_CG_ITER && nv == 2 && out == PK_CG_RZ)
+    k_epsum<FOLD_E_CG_ITER><<<1, 32, 0, st>>>(in);
+  else if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV_BASE && out == PK_PCG_GAMMA)
+    k_epsum<FOLD_E_PIPE><<<1, 32, 0, st>>>(in);
+  else if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV && out == PK_PCG_GAMMA)
+    k_epsum<FOLD_E_PIPE_RR><<<1, 32, 0, st>>>(in);
+  else
+    return (int)cudaErrorNotSupported;
+  return (int)cudaGetLastError();
+}
 
 /** The CG operator loop with the scalar step FOLD first. */
 template <int FOLD>
