@@ -1253,32 +1253,30 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
  * backend.
  *
  * Loop: pkrylov_rci_start(); then call pkrylov_rci_step() and answer its request until it gives
- * ::PKRYLOV_RCI_DONE; the outcome is in pkrylov_rci_get_result() and x (the caller's array, updated in
- * place) holds the solution or the last good iterate. Without preconditioner no PRECOND request appears;
+ * ::PKRYLOV_RCI_DONE; the outcome is in pkrylov_rci_get_result() and x (the caller's array) holds the
+ * solution or the last good iterate. Without preconditioner no PRECOND request appears;
  * with reduce_by_caller 0 no REDUCE request appears (the library sums, as pkrylov_solver_solve() does).
  * With reduce_by_caller 1 every global sum is a REDUCE_START (partials: the local values, npartials of
  * them) and a REDUCE_WAIT naming the same array: sum each value elementwise over the ranks, in place
  * (MPI_Iallreduce with MPI_IN_PLACE at START, MPI_Wait at WAIT); the solver does not read the array in
  * between. A blocking sum is a START directly followed by its WAIT.
  *
- * CG and pipelined CG run as state machines (the recurrences of pkrylov_solver_solve()). Per iteration:
- * - CG (reduce_by_caller 1): PRECOND (in = r, out = z), REDUCE_START, REDUCE_WAIT (2 partials), MATVEC
- *   (in = z, out = a work vector), REDUCE_START, REDUCE_WAIT (1 partial): two blocking reductions.
- * - pipelined CG: REDUCE_START (3 partials: (r,u), (w,u), (r,r)), PRECOND (in = w, out = m), MATVEC
- *   (in = m, out = n), REDUCE_WAIT; the library then updates the vectors and starts the next reduction.
- * Set-up, restarts, residual replacement and the true-residual confirmation of convergence issue further
- * MATVEC (in = x for r = b - A x), PRECOND and reduction requests; the first reduction of a solve carries
- * one more partial, (b, b).
- *
- * The BiCGStab and GMRES families and single-reduction CG run the very solve of pkrylov_solver_solve()
- * (same iterations, same x, bitwise, when the caller's products and sums are the library's arithmetic), its
- * operator, preconditioner and global sums turned into requests; the requests are those of that driver, in
- * its order:
- * - they work on the rci's own copy of the iterate (in = that copy where the CG path gives x) and write x
- *   when the solve ends (DONE); until then x keeps the initial guess.
- * - a solve starts with REDUCE (1 partial: (b, b)), MATVEC (in = the iterate) and REDUCE (1:
- *   ||b - A x||^2), then the driver's own set-up; a convergence is confirmed by MATVEC (in = the iterate)
- *   and REDUCE (1), and so is the final residual of a solve that did not converge.
+ * On host vectors every type runs the very solve of pkrylov_solver_solve() (same iterations, same x,
+ * bitwise, when the caller's products and sums are the library's arithmetic), its operator, preconditioner
+ * and global sums turned into requests; the requests are those of that driver, in its order:
+ * - the solve works on the rci's own copy of the iterate (the in of a MATVEC for r = b - A x) and writes x
+ *   when it ends (DONE); until then x keeps the initial guess (zero when x_nonzero is 0).
+ * - a solve starts with REDUCE (1 partial: (b, b)), MATVEC (in = the iterate, also for a zero guess) and
+ *   REDUCE (1: ||b - A x||^2), then the driver's own set-up; a convergence is confirmed by MATVEC (in = the
+ *   iterate) and REDUCE (1), and so is the final residual of a solve that did not converge.
+ * - CG: MATVEC (r = b - A x), then per iteration (and once to start) PRECOND (in = r, out = z), REDUCE
+ *   (2 partials: (r,z), (r,r)), MATVEC (in = z, out = a work vector), REDUCE (1: (p, A p)): two blocking
+ *   reductions.
+ * - pipelined CG: MATVEC (r = b - A x), PRECOND (u = M^-1 r), MATVEC (w = A u), then per iteration (and once
+ *   to start) REDUCE_START (3 partials: (r,u), (w,u), (r,r)), PRECOND (in = w, out = m), MATVEC (in = m,
+ *   out = n), REDUCE_WAIT; the library then updates the vectors and starts the next reduction. A residual
+ *   replacement (pkrylov_rci_set_residual_replacement()) and a restart recompute r, u, w (and s = A p,
+ *   q = M^-1 s, z = A q) with MATVEC and PRECOND requests before their REDUCE_START.
  * - BiCGStab: PRECOND, MATVEC, REDUCE (1), REDUCE (1), PRECOND, MATVEC, REDUCE (2), REDUCE (2).
  * - pipelined BiCGStab: REDUCE_START (5), PRECOND, MATVEC, REDUCE_WAIT, REDUCE_START (3), PRECOND, MATVEC,
  *   REDUCE_WAIT (residual replacement iterations: blocking sums and a few more products instead).
@@ -1293,13 +1291,20 @@ PKRYLOV_EXTERN int pkrylov_dfgmres_get(const int32_t *n, double *x, double *b, i
  *   matrices. Their entries come as (hi, lo) double-double pairs: summing hi and lo separately over the
  *   ranks is exact on one rank and a close (not an exact double-double) sum on several.
  * The number of partials of a request is whatever the driver's reduction has: the caller need not know
- * what they are, only sum them. Abandoning a solve of these types (a new pkrylov_rci_start(), destroy)
- * writes nothing to its b and x (which need not exist any more then); their settings change only between
- * solves (a setter in the
- * middle of one answers ::PKRYLOV_ERR_INVALID_STATE). These types run their solve in a worker thread of the
- * rci (created with it, joined by pkrylov_rci_destroy()) while the caller's thread waits, so exactly one of
- * the two runs at any time; the caller may call pkrylov_rci_step() from any one thread at a time. The
- * library's loops in the worker use their own OpenMP team (pkrylov_context_set_num_threads() of ctx).
+ * what they are, only sum them. Abandoning a host solve (a new pkrylov_rci_start(), destroy) writes nothing
+ * to its b and x (which need not exist any more then). Settings change only between solves, for every type
+ * (a setter in the middle of one answers ::PKRYLOV_ERR_INVALID_STATE). Host solves run in a worker thread of
+ * the rci (created with it, joined by pkrylov_rci_destroy()) while the caller's thread waits, so exactly one
+ * of the two runs at any time; the caller may call pkrylov_rci_step() from any one thread at a time. The
+ * library's loops in the worker use their own OpenMP team (pkrylov_context_set_num_threads() of ctx). With
+ * reduce_by_caller 0 on a context with a communicator the library's sums over it are made in the caller's
+ * thread, inside pkrylov_rci_step().
+ *
+ * Device vectors (CG and pipelined CG on a CUDA context, mem = ::PKRYLOV_MEM_DEVICE) run a state machine
+ * with the same recurrences, per-iteration requests and results, on x in place (x is updated as the solve
+ * goes, an abandoned solve leaves it part-way), but a shorter start: no MATVEC for r = b - A x from a zero
+ * guess, no separate sums of (b, b) and the initial residual (CG's first REDUCE, 3 partials, and pipelined
+ * CG's first REDUCE_START, 4 partials, carry (b, b) as their last partial).
  */
 /**@{*/
 typedef struct pkrylov_rci_s *pkrylov_rci; /**< a reverse-communication solve */
@@ -1325,9 +1330,8 @@ typedef enum {
 PKRYLOV_EXTERN int pkrylov_rci_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t preconditioned,
                                       int32_t reduce_by_caller, pkrylov_rci *r);
 /**
- * As pkrylov_solver_set_tolerances() (defaults rtol 1e-8, atol 0). For every setter: the BiCGStab and GMRES
- * families take the settings when a solve starts and refuse a change in the middle of one
- * (::PKRYLOV_ERR_INVALID_STATE); CG and pipelined CG read them as they go.
+ * As pkrylov_solver_set_tolerances() (defaults rtol 1e-8, atol 0). For every setter: a solve takes the
+ * settings when it starts and a change in the middle of one is refused (::PKRYLOV_ERR_INVALID_STATE).
  */
 PKRYLOV_EXTERN int pkrylov_rci_set_tolerances(pkrylov_rci r, double rtol, double atol);
 /** Iteration cap (>= 0; default 1000). */

@@ -309,6 +309,8 @@ static const int32_t TYPES[6] = {PKRYLOV_SOLVER_BICGSTAB, PKRYLOV_SOLVER_PIPEBIC
 static const char *tname(int32_t t) {
   static const char *names[] = {"bicgstab", "pipebicgstab", "gmres", "pipegmres",
                                 "fgmres",   "cagmres",      "srcg"};
+  if (t == PKRYLOV_SOLVER_CG) return "cg";
+  if (t == PKRYLOV_SOLVER_PIPECG) return "pipecg";
   return t >= PKRYLOV_SOLVER_BICGSTAB && t <= PKRYLOV_SOLVER_SRCG ? names[t - PKRYLOV_SOLVER_BICGSTAB] : "?";
 }
 
@@ -382,7 +384,10 @@ static void expect_protocol(const char *what, const trace *T, int32_t type, int 
   }
   /* pipelined BiCGStab: two per iteration (one in an iteration with residual replacement); pipelined GMRES:
      one per iteration but the first (and the last) of a cycle */
-  if (type == PKRYLOV_SOLVER_PIPEBICGSTAB)
+  if (type == PKRYLOV_SOLVER_PIPECG) /* one per iteration, one per (re)start and replacement */
+    PK_EXPECT(overlapped >= iterations + 1, "%s: %d overlapped reductions for %d iterations", what, overlapped,
+              iterations);
+  else if (type == PKRYLOV_SOLVER_PIPEBICGSTAB)
     PK_EXPECT(overlapped >= iterations, "%s: %d overlapped reductions for %d iterations", what, overlapped,
               iterations);
   else if (type == PKRYLOV_SOLVER_PIPEGMRES)
@@ -526,28 +531,123 @@ PK_TEST_CASE(convdiff_none_same_as_library) {
 /** Single-reduction CG (symmetric definite: the thin shell as CSR) with Jacobi and without a
  *  preconditioner (the test's column solve is dgttrs's arithmetic, the library's for symmetric columns
  *  dpttrs's). */
-PK_TEST_CASE(srcg_thinshell_same_as_library) {
-  pkrylov_context ctx;
-  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+/** The thin shell (10 x 9 x 6, symmetric definite) as CSR: the library's products are then the test's row
+ *  sums (bitwise the same iterations). */
+static int thinshell_csr(pkrylov_context ctx, pkrylov_operator *A) {
   pkrylov_thinshell_params p;
   pkrylov_thinshell_params_default(10, 9, 6, &p);
-  pkrylov_operator T, A;
-  PK_REQUIRE_OK(ctx, pkrylov_operator_create_thinshell(ctx, &p, &T));
-  /* as CSR: the library's products are then the test's row sums (bitwise the same iterations) */
+  pkrylov_operator T;
+  int ierr = pkrylov_operator_create_thinshell(ctx, &p, &T);
+  if (ierr)
+    return ierr;
   int64_t n, nnz;
   pkrylov_operator_get_info(T, &n, &nnz, NULL, NULL, NULL, NULL);
   int64_t *rp = malloc(sizeof(int64_t) * (size_t)(n + 1)), *ci = malloc(sizeof(int64_t) * (size_t)nnz);
   double *va = malloc(sizeof(double) * (size_t)nnz);
-  PK_REQUIRE_OK(ctx, pkrylov_operator_get_csr(T, rp, ci, va));
-  PK_REQUIRE_OK(ctx, pkrylov_operator_create_csr64(ctx, n, 0, rp, ci, va, &A));
+  ierr = pkrylov_operator_get_csr(T, rp, ci, va);
+  if (!ierr)
+    ierr = pkrylov_operator_create_csr64(ctx, n, 0, rp, ci, va, A);
   free(rp), free(ci), free(va);
   pkrylov_operator_destroy(&T);
+  return ierr;
+}
+
+PK_TEST_CASE(srcg_thinshell_same_as_library) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, thinshell_csr(ctx, &A));
   const int32_t srcg[1] = {PKRYLOV_SOLVER_SRCG};
   int rc = compare_types(ctx, A, PC_JACOBI, 0, &DEFAULTS, "thin shell jacobi", srcg, 1);
   if (rc == PK_PASS) rc = compare_types(ctx, A, PC_NONE, 6, &DEFAULTS, "thin shell none", srcg, 1);
   pkrylov_operator_destroy(&A);
   pkrylov_context_destroy(&ctx);
   return rc;
+}
+
+/** CG and pipelined CG (cg.c's drivers through the coroutine, issue 15) on the thin shell: with Jacobi and
+ *  without, residual replacement every 7 iterations (pipelined CG), the caller's and the library's sums, a
+ *  second solve from an initial guess: bitwise the library's. */
+PK_TEST_CASE(cg_pipecg_thinshell_same_as_library) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator A;
+  PK_REQUIRE_OK(ctx, thinshell_csr(ctx, &A));
+  const int32_t cgs[2] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
+  settings S = DEFAULTS;
+  S.replace = 7;
+  int rc = compare_types(ctx, A, PC_JACOBI, 0, &DEFAULTS, "thin shell jacobi", cgs, 2);
+  if (rc == PK_PASS) rc = compare_types(ctx, A, PC_NONE, 6, &S, "thin shell none, replace 7", cgs, 2);
+  pkrylov_operator_destroy(&A);
+  pkrylov_context_destroy(&ctx);
+  return rc;
+}
+
+/**
+ * CG and pipelined CG where they stop without converging, against the library bitwise (result fields, x):
+ * the iteration cap (7), and breakdowns on a symmetric indefinite matrix, the 1-D Laplacian tridiag(-1, 2,
+ * -1) shifted by -0.3 (a few negative eigenvalues): the curvature (p, A p) changes sign (x is the last
+ * good iterate), and diag(1, -1) with b = (1, 1), whose first curvature is zero (breakdown at iteration 1).
+ */
+PK_TEST_CASE(cg_pipecg_stops_same_as_library) {
+  pkrylov_context ctx;
+  PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
+  pkrylov_operator ops[3];
+  PK_REQUIRE_OK(ctx, thinshell_csr(ctx, &ops[0]));
+  enum { NL = 60 };
+  int64_t rp[NL + 1], ci[3 * NL], nz = 0;
+  double va[3 * NL];
+  for (int64_t i = 0; i < NL; i++) {
+    rp[i] = nz;
+    if (i > 0) ci[nz] = i - 1, va[nz++] = -1.0;
+    ci[nz] = i, va[nz++] = 2.0 - 0.3;
+    if (i < NL - 1) ci[nz] = i + 1, va[nz++] = -1.0;
+  }
+  rp[NL] = nz;
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_csr64(ctx, NL, 0, rp, ci, va, &ops[1]));
+  const int64_t rp2[3] = {0, 1, 2}, ci2[2] = {0, 1};
+  const double va2[2] = {1.0, -1.0};
+  PK_REQUIRE_OK(ctx, pkrylov_operator_create_csr64(ctx, 2, 0, rp2, ci2, va2, &ops[2]));
+  int breakdowns = 0;
+  for (int k = 0; k < 3; k++) {
+    prob P;
+    PK_REQUIRE_OK(ctx, prob_make(ops[k], 0, &P) ? PKRYLOV_ERR_INTERNAL : 0);
+    double *b = malloc(sizeof(double) * P.n), *x = malloc(sizeof(double) * P.n), *xl = malloc(sizeof(double) * P.n);
+    for (int64_t i = 0; i < P.n; i++)
+      b[i] = k == 2 ? 1.0 : 1.0 + (double)(i % 7) / 7.0;
+    settings S = DEFAULTS;
+    if (k == 0)
+      S.maxit = 7;
+    for (int32_t type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++)
+      for (int by_caller = 0; by_caller <= 1; by_caller++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s %s reduce_by_caller %d", k == 0 ? "maxit 7" : k == 1 ? "indefinite" : "diag(1,-1)",
+                 tname(type), by_caller);
+        pkrylov_result lib, res;
+        PK_REQUIRE_OK(ctx, lib_solve(ctx, ops[k], NULL, type, &S, b, xl, 0, &lib));
+        pkrylov_rci r = make_rci(ctx, type, P.n, PC_NONE, by_caller, &S);
+        PK_REQUIRE_OK(ctx, r ? 0 : PKRYLOV_ERR_INTERNAL);
+        PK_EXPECT(drive(r, &P, PC_NONE, b, x, 0, &g_T, 0, 1) == 0, "%s: rci loop failed", what);
+        PK_REQUIRE_OK(ctx, pkrylov_rci_get_result(r, &res));
+        expect_same_result(what, &res, &lib);
+        PK_EXPECT(memcmp(x, xl, sizeof(double) * P.n) == 0, "%s: x differs from the library's", what);
+        if (k == 0)
+          PK_EXPECT(res.reason == PKRYLOV_DIVERGED_MAX_ITERATIONS && res.iterations == 7, "%s: %s after %d", what,
+                    pkrylov_reason_string(res.reason), res.iterations);
+        else
+          PK_EXPECT(!res.converged && res.breakdown_iteration >= 1 && (k == 1 || res.breakdown_iteration == 1),
+                    "%s: %s at %d", what, pkrylov_reason_string(res.reason), res.breakdown_iteration);
+        breakdowns += res.reason == PKRYLOV_DIVERGED_BREAKDOWN_INDEFINITE_MATRIX && res.breakdown_iteration > 1;
+        pkrylov_rci_destroy(&r);
+      }
+    free(b), free(x), free(xl);
+    prob_free(&P);
+  }
+  PK_EXPECT(breakdowns > 0, "no breakdown after the first iteration on the shifted Laplacian");
+  for (int k = 0; k < 3; k++)
+    pkrylov_operator_destroy(&ops[k]);
+  pkrylov_context_destroy(&ctx);
+  PK_TEST_END();
 }
 
 PK_TEST_CASE(max_iterations_same_as_library) {
@@ -703,10 +803,12 @@ typedef struct {
   double *b, *b2, *x, *x2, *xl;
 } fixture;
 
-static int fixture_make(fixture *F) {
+/** spd 0: the convdiff problem; 1: the thin shell as CSR (CG, pipelined CG). */
+static int fixture_make(fixture *F, int spd) {
   memset(F, 0, sizeof *F);
   int32_t nz;
-  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &F->ctx) || convdiff(F->ctx, &F->A, &nz) ||
+  if (pkrylov_context_create(PKRYLOV_BACKEND_CPU, &F->ctx) ||
+      (spd ? thinshell_csr(F->ctx, &F->A) : convdiff(F->ctx, &F->A, &nz)) ||
       pkrylov_precond_create(F->ctx, F->A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_AUTO, &F->M) ||
       prob_make(F->A, 0, &F->P))
     return 1;
@@ -728,14 +830,15 @@ static void fixture_free(fixture *F) {
   pkrylov_context_destroy(&F->ctx);
 }
 
-PK_TEST_CASE(abandon_and_restart) {
+/** Abandon and restart solves of the ntypes types on fixture F (spd: the thin shell). */
+static int abandon_types(int spd, const int32_t *types, int ntypes) {
   fixture F;
-  PK_REQUIRE_OK(NULL, fixture_make(&F));
+  PK_REQUIRE_OK(NULL, fixture_make(&F, spd));
   const int64_t n = F.P.n;
-  for (int t = 0; t < 6; t++) {
-    const char *nm = tname(TYPES[t]);
+  for (int t = 0; t < ntypes; t++) {
+    const char *nm = tname(types[t]);
     for (int by_caller = 0; by_caller <= 1; by_caller++) {
-      pkrylov_rci r = make_rci(F.ctx, TYPES[t], n, PC_JACOBI, by_caller, &DEFAULTS);
+      pkrylov_rci r = make_rci(F.ctx, types[t], n, PC_JACOBI, by_caller, &DEFAULTS);
       PK_REQUIRE_OK(F.ctx, r ? 0 : PKRYLOV_ERR_INTERNAL);
       /* a solve from an initial guess, abandoned after some requests in the middle of its iteration */
       uint64_t seed = 5;
@@ -760,15 +863,15 @@ PK_TEST_CASE(abandon_and_restart) {
       PK_EXPECT(written == 0, "%s: the abandoned solve wrote %lld values of its x", nm, (long long)written);
       pkrylov_result res, lib;
       PK_REQUIRE_OK(F.ctx, pkrylov_rci_get_result(r, &res));
-      PK_REQUIRE_OK(F.ctx, lib_solve(F.ctx, F.A, F.M, TYPES[t], &DEFAULTS, F.b2, F.xl, 0, &lib));
+      PK_REQUIRE_OK(F.ctx, lib_solve(F.ctx, F.A, F.M, types[t], &DEFAULTS, F.b2, F.xl, 0, &lib));
       expect_same_result(nm, &res, &lib);
       PK_EXPECT(memcmp(F.x2, F.xl, sizeof(double) * n) == 0, "%s: solve after the abandoned one differs", nm);
-      expect_protocol(nm, &g_T, TYPES[t], PC_JACOBI, by_caller, res.iterations, &DEFAULTS);
+      expect_protocol(nm, &g_T, types[t], PC_JACOBI, by_caller, res.iterations, &DEFAULTS);
       /* abandon again, with the same x this time, then finish from x = 0 */
       PK_EXPECT(drive(r, &F.P, PC_JACOBI, F.b, F.x, 0, &g_T, 25, 1) == 0, "%s: third loop", nm);
       PK_EXPECT(drive(r, &F.P, PC_JACOBI, F.b, F.x, 0, &g_T, 0, 1) == 0, "%s: fourth loop", nm);
       PK_REQUIRE_OK(F.ctx, pkrylov_rci_get_result(r, &res));
-      PK_REQUIRE_OK(F.ctx, lib_solve(F.ctx, F.A, F.M, TYPES[t], &DEFAULTS, F.b, F.xl, 0, &lib));
+      PK_REQUIRE_OK(F.ctx, lib_solve(F.ctx, F.A, F.M, types[t], &DEFAULTS, F.b, F.xl, 0, &lib));
       expect_same_result(nm, &res, &lib);
       PK_EXPECT(memcmp(F.x, F.xl, sizeof(double) * n) == 0, "%s: solve on the abandoned x differs", nm);
       free(x0);
@@ -779,18 +882,27 @@ PK_TEST_CASE(abandon_and_restart) {
   PK_TEST_END();
 }
 
+PK_TEST_CASE(abandon_and_restart) { return abandon_types(0, TYPES, 6); }
+
+PK_TEST_CASE(cg_pipecg_abandon_and_restart) {
+  const int32_t cgs[2] = {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG};
+  return abandon_types(1, cgs, 2);
+}
+
 PK_TEST_CASE(destroy_mid_solve) {
   fixture F;
-  PK_REQUIRE_OK(NULL, fixture_make(&F));
-  for (int t = 0; t < 6; t++)
+  PK_REQUIRE_OK(NULL, fixture_make(&F, 0));
+  const int32_t all[8] = {TYPES[0], TYPES[1], TYPES[2], TYPES[3], TYPES[4], TYPES[5], PKRYLOV_SOLVER_CG,
+                          PKRYLOV_SOLVER_PIPECG};
+  for (int t = 0; t < 8; t++)
     for (int k = 0; k < 3; k++) {
-      pkrylov_rci r = make_rci(F.ctx, TYPES[t], F.P.n, PC_JACOBI, k != 1, &DEFAULTS);
+      pkrylov_rci r = make_rci(F.ctx, all[t], F.P.n, PC_JACOBI, k != 1, &DEFAULTS);
       PK_REQUIRE_OK(F.ctx, r ? 0 : PKRYLOV_ERR_INTERNAL);
       /* k = 0: in the middle of the iteration (by caller: maybe between START and WAIT); 1: started, no step;
          2: right after the first request */
       const int nreq = k == 0 ? 31 + 3 * t : k == 1 ? 0 : 1;
       if (nreq)
-        PK_EXPECT(drive(r, &F.P, PC_JACOBI, F.b, F.x, 0, &g_T, nreq, 1) == 0, "%s: loop", tname(TYPES[t]));
+        PK_EXPECT(drive(r, &F.P, PC_JACOBI, F.b, F.x, 0, &g_T, nreq, 1) == 0, "%s: loop", tname(all[t]));
       else
         PK_REQUIRE_OK(F.ctx, pkrylov_rci_start(r, PKRYLOV_MEM_HOST, F.b, F.x, 0));
       PK_EXPECT_CODE(F.ctx, pkrylov_rci_destroy(&r), PKRYLOV_SUCCESS);
@@ -805,7 +917,7 @@ PK_TEST_CASE(destroy_mid_solve) {
 
 PK_TEST_CASE(wrong_order_and_bad_input) {
   fixture F;
-  PK_REQUIRE_OK(NULL, fixture_make(&F));
+  PK_REQUIRE_OK(NULL, fixture_make(&F, 0));
   pkrylov_context ctx = F.ctx;
   const int64_t n = F.P.n;
   pkrylov_rci r = NULL;
@@ -903,6 +1015,7 @@ PK_TEST_CASE(wrong_order_and_bad_input) {
 PK_TEST_MAIN(PK_TEST_ENTRY(orsirr_2_jacobi_same_as_library), PK_TEST_ENTRY(ani1_nonsymm_none_same_as_library),
              PK_TEST_ENTRY(convdiff_column_same_as_library), PK_TEST_ENTRY(convdiff_none_same_as_library),
              PK_TEST_ENTRY(max_iterations_same_as_library), PK_TEST_ENTRY(two_ranks_caller_sums),
-             PK_TEST_ENTRY(srcg_thinshell_same_as_library),
-             PK_TEST_ENTRY(abandon_and_restart), PK_TEST_ENTRY(destroy_mid_solve),
+             PK_TEST_ENTRY(srcg_thinshell_same_as_library), PK_TEST_ENTRY(cg_pipecg_thinshell_same_as_library),
+             PK_TEST_ENTRY(cg_pipecg_stops_same_as_library), PK_TEST_ENTRY(abandon_and_restart),
+             PK_TEST_ENTRY(cg_pipecg_abandon_and_restart), PK_TEST_ENTRY(destroy_mid_solve),
              PK_TEST_ENTRY(wrong_order_and_bad_input))

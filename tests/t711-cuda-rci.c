@@ -3,10 +3,13 @@
  * @brief Handle-based reverse communication (pkrylov_rci_*) on a CUDA context with device vectors: the
  *        loop is driven with a CSR matvec and a Jacobi preconditioner run on the GPU by the test (the
  *        backend's kernels over device copies made here, pk_cuda_test.h), against the same loop on the CPU
- *        backend with host loops: same requests in the same order, same iterations and outcome, x within
- *        1e-12; request operands are device memory, partials host memory that the caller writes. Host
- *        vectors on a CUDA context, memory-space mismatches, non-finite device input. Every case skips
- *        (77) without a GPU.
+ *        backend (host vectors: the library's own CG / pipelined CG solve as a coroutine, rci_kry.c): same
+ *        iterations and outcome, x within 1e-12; request operands are device memory, partials host memory
+ *        that the caller writes. The request sequences are not compared: the device state machine
+ *        (rci_dev.c) starts with one reduction carrying (b, b), the host path with the solve frame's norm of
+ *        b and initial residual (documented in pkrylov.h); both print their request counts. Host vectors on
+ *        a CUDA context, memory-space mismatches, non-finite device input. Every case skips (77) without a
+ *        GPU.
  */
 #include <cuda_runtime.h>
 #include <string.h>
@@ -191,9 +194,8 @@ static double *to_device(const double *h, int64_t n) {
 /**
  * CG and pipelined CG, with and without the Jacobi preconditioner, library or caller reductions, zero and
  * nonzero initial guesses, an SPD and a negative definite matrix (40 x 40 grid: residual replacement happens
- * in pipelined CG): the device loop against the CPU backend's loop. Same request sequence (request and
- * partial count), same iterations, reason, replacement count; x within 1e-12; result norms within 1e-12;
- * operands device memory, partials host memory.
+ * in pipelined CG): the device loop against the CPU backend's loop. Same iterations, reason, replacement
+ * count; x within 1e-12; result norms within 1e-12; operands device memory, partials host memory.
  */
 PK_TEST_CASE(device_loop_matches_cpu) {
   pkrylov_context gpu = pkt_cuda_ctx();
@@ -231,13 +233,10 @@ PK_TEST_CASE(device_loop_matches_cpu) {
             PK_REQUIRE_OK(P.cpu, pkrylov_rci_get_result(rc, &res_c));
             PK_REQUIRE_OK(gpu, pkrylov_rci_get_result(rg, &res_g));
             const double e = pk_test_rel_diff(n, xg, xc);
-            int same = tc.len == tg.len;
-            for (int i = 0; same && i < tc.len; i++) same = tc.req[i] == tg.req[i] && tc.npart[i] == tg.npart[i];
             printf("sign %d type %d precond %d by_caller %d guess %d: GPU %d its (%s, %d replacements), CPU %d its, "
-                   "%d requests %s, x GPU-CPU %.3e\n",
+                   "requests GPU %d CPU %d, x GPU-CPU %.3e\n",
                    sg, type, pre, byc, nzg, res_g.iterations, pkrylov_reason_string(res_g.reason),
-                   res_g.residual_replacements, res_c.iterations, tg.len, same ? "same" : "DIFFER", e);
-            PK_EXPECT(same, "request sequences differ (GPU %d, CPU %d requests)", tg.len, tc.len);
+                   res_g.residual_replacements, res_c.iterations, tg.len, tc.len, e);
             PK_EXPECT(res_c.converged && res_g.converged && res_g.iterations == res_c.iterations &&
                           res_g.reason == res_c.reason &&
                           res_g.residual_replacements == res_c.residual_replacements &&
@@ -301,7 +300,7 @@ PK_TEST_CASE(host_vectors_and_mismatches) {
     PK_EXPECT(drive(rg, &P, 0, b, x2, 0, &t2) == 0, "host loop on the CUDA context");
     PK_EXPECT(memcmp(x1, x2, sizeof(double) * (size_t)n) == 0 && t1.len == t2.len,
               "type %d: host loop on the CUDA context differs from the CPU backend's", type);
-    PK_EXPECT(drive(rg, &P, 1, db, dx, 0, &t2) == 0 && t2.len == t1.len, "device solve on the same rci");
+    PK_EXPECT(drive(rg, &P, 1, db, dx, 0, &t2) == 0, "device solve on the same rci");
     memset(x2, 0, sizeof(double) * (size_t)n);
     PK_EXPECT(drive(rg, &P, 0, b, x2, 0, &t2) == 0 && memcmp(x1, x2, sizeof(double) * (size_t)n) == 0,
               "host solve again after a device solve");

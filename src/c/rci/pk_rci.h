@@ -1,14 +1,15 @@
 /**
  * @file pk_rci.h
- * @brief Private interface between the handle-based reverse communication (rci.c) and its coroutine path
- *        for the BiCGStab and GMRES families (rci_kry.c).
+ * @brief Private interface between the handle-based reverse communication's front end (rci.c) and its two
+ *        paths: the coroutine running the library's own solve on host vectors, every solver type
+ *        (rci_kry.c), and the state machine of CG and pipelined CG on device vectors (rci_dev.c).
  */
 #ifndef PK_RCI_H
 #define PK_RCI_H
 
 #include "pk_impl.h"
 
-/** The coroutine state of a reverse-communication solve of the BiCGStab or GMRES family. */
+/** The coroutine state of a reverse-communication solve on host vectors (every solver type). */
 typedef struct pk_rci_kry pk_rci_kry;
 
 /** Settings handed to the private solver when a solve starts. */
@@ -43,6 +44,24 @@ int pk_rci_kry_start(pk_rci_kry *K, const pk_rci_kry_settings *set, const double
  * (the message is in the caller's context) and is over.
  */
 int pk_rci_kry_step(pk_rci_kry *K, int32_t *req, double **in, double **out, double **partials,
+                    int32_t *npartials, pkrylov_result *res);
+
+/** The state machine of a CG or pipelined CG solve on device vectors (a device backend's rci_* entries). */
+typedef struct pk_rci_dev pk_rci_dev;
+
+/** Make it: the backend's device work vectors for type (CG or pipelined CG) and size n. */
+int pk_rci_dev_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t preconditioned,
+                      int32_t reduce_by_caller, pk_rci_dev **R);
+/** Free the device work and the state (NULL is a no-op). */
+void pk_rci_dev_destroy(pk_rci_dev *R);
+/** b (and x when x_nonzero) finite, checked on the device; errors raised as func. */
+int pk_rci_dev_check(pk_rci_dev *R, const char *func, const double *b, const double *x, int32_t x_nonzero);
+/** Start a solve of A x = b on device arrays (checked), x updated in place (zeroed unless x_nonzero). */
+int pk_rci_dev_start(pk_rci_dev *R, const pk_rci_kry_settings *set, const double *b, double *x,
+                     int32_t x_nonzero);
+/** Run to the next request, as pk_rci_kry_step (partials: the host array of the sums, whatever the request).
+ */
+int pk_rci_dev_step(pk_rci_dev *R, int32_t *req, double **in, double **out, double **partials,
                     int32_t *npartials, pkrylov_result *res);
 
 #endif /* PK_RCI_H */

@@ -1,8 +1,8 @@
 /**
  * @file rci_kry.c
- * @brief Handle-based reverse communication for the BiCGStab and GMRES families: the library's own solve
- *        (pkrylov_solver_solve, i.e. the solve frame pk_kry_solve and the drivers of bicgstab.c, gmres.c,
- *        cagmres.c) runs unchanged as a coroutine in a worker thread.
+ * @brief Handle-based reverse communication on host vectors, every solver type: the library's own solve
+ *        (pkrylov_solver_solve, i.e. the solve frame pk_kry_solve and the engine's drivers of cg.c,
+ *        bicgstab.c, gmres.c, cagmres.c, srcg.c) runs unchanged as a coroutine in a worker thread.
  *
  * The rci owns a private CPU context with
  *  - a user operator and (when preconditioned) a user preconditioner whose routines do not compute
@@ -12,6 +12,9 @@
  *    REDUCE_START with the driver's local sums, pk_allreduce_end REDUCE_WAIT with the same array, and the
  *    blocking pk_allreduce_sum both in a row. So the requests and their order are exactly the driver's: the
  *    asynchronous reductions of the pipelined methods appear as START, PRECOND, MATVEC, WAIT.
+ *  - without reduce_by_caller on a context with a communicator (pk_distributed), the same hook: the
+ *    caller's thread serves those requests itself inside pkrylov_rci_step (pk_allreduce_begin / _end on the
+ *    caller's context, so that MPI is called from the caller's thread only) and hands the turn back.
  *
  * Handoff: one mutex and one condition variable; `turn` says which side runs (the caller, in
  * pkrylov_rci_step and when it answers, or the worker, in the driver). Each side changes the shared fields
@@ -46,6 +49,8 @@ struct pk_rci_kry {
   pkrylov_precond M; /* NULL without preconditioner */
   pkrylov_solver s;
   int64_t n;
+  int32_t by_caller;    /* the caller answers the REDUCE requests */
+  pk_reduce_request rq; /* without it, on a distributed context: the sum in flight over ctx's communicator */
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -169,6 +174,8 @@ void pk_rci_kry_abandon(pk_rci_kry *K) {
   if (!K)
     return;
   K->pending = 0;
+  if (K->rq.active) /* a sum over ctx's communicator started for the driver: finish it (every rank does) */
+    (void)pk_allreduce_end(K->ctx, &K->rq);
   if (!K->busy)
     return;
   pthread_mutex_lock(&K->mu);
@@ -244,10 +251,8 @@ int pk_rci_kry_create(pkrylov_context ctx, int32_t type, int64_t n, int32_t prec
     pk_rci_kry_destroy(K);
     return ierr;
   }
-  if (reduce_by_caller) {
-    K->pctx->reduce_hook = &rk_hook;
-    K->pctx->reduce_hook_data = K;
-  }
+  K->by_caller = reduce_by_caller;
+  K->pctx->reduce_hook_data = K;
   if (pthread_mutex_init(&K->mu, NULL) == 0)
     K->have_mu = 1;
   if (K->have_mu && pthread_cond_init(&K->cv, NULL) == 0)
@@ -283,6 +288,9 @@ int pk_rci_kry_start(pk_rci_kry *K, const pk_rci_kry_settings *set, const double
   K->pctx->default_threads = K->ctx->default_threads;
   if (ierr)
     return rk_forward(K, ierr, func);
+  /* the global sums: the caller's, or over the caller's communicator (served in pk_rci_kry_step), or the
+     private context's (one rank: the local sums) */
+  K->pctx->reduce_hook = K->by_caller || pk_distributed(K->ctx) ? &rk_hook : NULL;
   K->b = b;
   K->x = x;
   if (x_nonzero)
@@ -304,6 +312,17 @@ int pk_rci_kry_step(pk_rci_kry *K, int32_t *req, double **in, double **out, doub
     K->cmd = CMD_SOLVE;
   }
   rk_run_worker(K);
+  /* without reduce_by_caller (distributed context): the global sums over the caller's communicator, here */
+  while (!K->by_caller && (K->req == PKRYLOV_RCI_REDUCE_START || K->req == PKRYLOV_RCI_REDUCE_WAIT)) {
+    int ierr = K->req == PKRYLOV_RCI_REDUCE_START ? pk_allreduce_begin(K->ctx, K->part, K->npart, &K->rq)
+                                                  : pk_allreduce_end(K->ctx, &K->rq);
+    if (ierr) { /* (the message is in ctx) */
+      pthread_mutex_unlock(&K->mu);
+      pk_rci_kry_abandon(K);
+      return ierr;
+    }
+    rk_run_worker(K);
+  }
   pthread_mutex_unlock(&K->mu);
   *req = K->req;
   *in = K->in;
