@@ -359,7 +359,7 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base, int sout = -1
     rc = do_precond(E, p[0], p[1]);
     break;
   case OP_RESIDUAL:
-    rc = do_residual(E, p[0], p[1], p[2]);
+    rc = do_residual(E, p[0], p[1], p[2], p[3] != 0);
     break;
   case OP_UPDATE: {
     pk_kupd u[PK_KRY_MAXUPD];
@@ -878,7 +878,7 @@ int kd_precond(pk_kry *E, pk_vid x, pk_vid y) {
 int kd_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
   PK_CALL(ensure_gsum(E, 1));
   PK_CALL(ensure_xacc(E, 1));
-  std::vector<int32_t> rec = {OP_RESIDUAL, 0, x, r, out};
+  std::vector<int32_t> rec = {OP_RESIDUAL, 0, x, r, out, E->x_is_zero};
   return submit(E, rec);
 }
 

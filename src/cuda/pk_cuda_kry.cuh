@@ -354,7 +354,7 @@ int xfinish(pk_kry *E, int64_t nb, int count, bool dd, int32_t out);
 cudaError_t basis_axpy_smem(int k);
 int do_matvec(pk_kry *E, pk_vid x, pk_vid y);
 int do_precond(pk_kry *E, pk_vid x, pk_vid y);
-int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out);
+int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out, bool x_zero = false);
 int do_update(pk_kry *E, int32_t nupd, const pk_kupd *u, int32_t npairs, const pk_kpair *pairs, int32_t out,
               bool async);
 int do_block_dots(pk_kry *E, int32_t a0, int32_t ka, int32_t b0, int32_t kb, int32_t dd, int32_t out,

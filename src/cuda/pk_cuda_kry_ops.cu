@@ -472,10 +472,12 @@ int do_precond(pk_kry *E, pk_vid x, pk_vid y) {
   return PKRYLOV_SUCCESS;
 }
 
-int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out) {
+int do_residual(pk_kry *E, pk_vid x, pk_vid r, int32_t out, bool x_zero) {
   KryDev *D = dev_of(E);
   int64_t nb = 0;
-  if (D->uop) /* A x by the routine (or the halo exchange) into D->ax, which the residual launcher reads */
+  if (D->uop && x_zero) /* (the frame's b - A 0: no routine call for A 0 = 0) */
+    PK_CUDA_CHECK(E->ctx, kSolve, cudaMemsetAsync(D->ax, 0, sizeof(double) * (size_t)E->n, D->st), "memset");
+  else if (D->uop) /* A x by the routine (or the halo exchange) into D->ax, which the residual launcher reads */
     PK_CALL(uop_apply(E, vp(E, x), D->ax));
   if (D->dop) /* distributed: the halo of x first (the residual's partial slots need one launch) */
     PK_CALL(pk_cuda_dist_halo(D->dop, vp(E, x), D->nccl));

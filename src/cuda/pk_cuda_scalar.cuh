@@ -348,13 +348,59 @@ __device__ __forceinline__ void scalar_update(pk_cuda_state &s, const double (&v
  * every index is known at compile time), and block 0's thread 0 writes the scalars to f.Sout and the history
  * entry to f.Shome's ring. alpha, beta: CG's PK_CG_ALPHA and PK_CG_BETA (0 unless e.ib names it) of the
  * copy (pipelined CG's host, m = M^-1 w, uses none); false when e.stop (PK_KS_STOP) says the step stopped.
- * ONE_WARP: the kernel is one warp (k_epsum, the one-block step after a loop), and f.Sout may be f.Sin.
  */
-template <int FOLD, bool ONE_WARP = false>
-__device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, double &beta) {
+/** The step of efold_scalars on the copy loc (the sums in it) with f's argument; writer: write the scalars to
+ *  f.Sout and the history entry to f.Shome's ring. */
+template <int FOLD, int NS>
+__device__ __forceinline__ void efold_step(double (&loc)[NS], const pk_cuda_efold &f, bool writer) {
   constexpr bool CG = FOLD == FOLD_E_CG_SIGMA || FOLD == FOLD_E_CG_ITER;
-  constexpr int NS = CG ? PK_CG_NSCALARS : PK_PCG_NSCALARS;
-  constexpr int OUT = FOLD == FOLD_E_CG_SIGMA ? PK_CG_PQ : FOLD == FOLD_E_CG_ITER ? PK_CG_RZ : PK_PCG_GAMMA;
+  /* the step writes no history entry into the copy (its ring slot would be an index known only at run
+     time, which puts the copy in local memory: the including file defines PK_KS_NO_RING, and the ring
+     length is 0 in the copy); the writer writes the entry the step would have written, sqrt(rr) (the step's own expression) at the iteration it recorded (ITS changed) or,
+     pipelined CG after a restart, the restart's iteration (first, it > 0, finite sums, no replacement) */
+  const double ring_len = loc[PK_KS_RING_LEN], its0 = loc[PK_KS_ITS];
+  const int it0 = CG ? 0 : (int)loc[PK_PCG_IT];
+  const bool first0 = !CG && loc[PK_PCG_FIRST] != 0.0, run0 = loc[PK_KS_STOP] == 0.0;
+  loc[PK_KS_RING_LEN] = 0.0;
+  const int arg = f.arg + (f.base ? *f.base : 0);
+  if constexpr (FOLD == FOLD_E_CG_SIGMA)
+    pk_kss_cg_sigma(loc, arg);
+  else if constexpr (FOLD == FOLD_E_CG_ITER)
+    pk_kss_cg_iter(loc, arg);
+  else
+    pk_kss_pcg_sums(loc, arg);
+  loc[PK_KS_RING_LEN] = ring_len;
+  if (writer) {
+#pragma unroll
+    for (int i = 0; i < NS; i++) f.Sout[i] = loc[i];
+    const int len = (int)ring_len;
+    if (FOLD != FOLD_E_CG_SIGMA && len > 0) {
+      const double rr = loc[CG ? (int)PK_CG_RR : (int)PK_PCG_RR], rn = sqrt(rr);
+      int it = -1;
+      if (loc[PK_KS_ITS] != its0)
+        it = (int)loc[PK_KS_ITS];
+      else if (!CG && run0 && first0 && it0 != 0 && loc[PK_PCG_REPLACE] == 0.0 && isfinite(loc[PK_PCG_GAMMA]) &&
+               isfinite(loc[PK_PCG_DELTA]) && isfinite(rn))
+        it = it0;
+      if (it >= 0)
+        f.Shome[(int)loc[PK_KS_RING_BASE] + it % len] = rn;
+    }
+  }
+}
+
+/** The method's scalars, the slot of a step's sums and their count (efold_scalars, k_epsum). */
+template <int FOLD> struct EFold {
+  static constexpr bool CG = FOLD == FOLD_E_CG_SIGMA || FOLD == FOLD_E_CG_ITER;
+  static constexpr int NS = CG ? (int)PK_CG_NSCALARS : (int)PK_PCG_NSCALARS;
+  static constexpr int OUT = FOLD == FOLD_E_CG_SIGMA ? (int)PK_CG_PQ
+                             : FOLD == FOLD_E_CG_ITER ? (int)PK_CG_RZ
+                                                       : (int)PK_PCG_GAMMA;
+};
+
+template <int FOLD>
+__device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, double &beta) {
+  constexpr bool CG = EFold<FOLD>::CG;
+  constexpr int NS = EFold<FOLD>::NS, OUT = EFold<FOLD>::OUT;
   constexpr int NV = FoldNV<FOLD>::NV;
   const pk_cuda_efold &f = in.f;
   double loc[NS];
@@ -380,40 +426,7 @@ __device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, d
       loc[PK_PCG_AUTO] = 0.0;
     }
   }
-  /* the step writes no history entry into the copy (its ring slot would be an index known only at run
-     time, which puts the copy in local memory: the including file defines PK_KS_NO_RING, and the ring
-     length is 0 in the copy); the writer writes the entry the step would have written, sqrt(rr) (the step's own expression) at the iteration it recorded (ITS changed) or,
-     pipelined CG after a restart, the restart's iteration (first, it > 0, finite sums, no replacement) */
-  const double ring_len = loc[PK_KS_RING_LEN], its0 = loc[PK_KS_ITS];
-  const int it0 = CG ? 0 : (int)loc[PK_PCG_IT];
-  const bool first0 = !CG && loc[PK_PCG_FIRST] != 0.0, run0 = loc[PK_KS_STOP] == 0.0;
-  loc[PK_KS_RING_LEN] = 0.0;
-  const int arg = f.arg + (f.base ? *f.base : 0);
-  if constexpr (FOLD == FOLD_E_CG_SIGMA)
-    pk_kss_cg_sigma(loc, arg);
-  else if constexpr (FOLD == FOLD_E_CG_ITER)
-    pk_kss_cg_iter(loc, arg);
-  else
-    pk_kss_pcg_sums(loc, arg);
-  loc[PK_KS_RING_LEN] = ring_len;
-  if constexpr (ONE_WARP)
-    __syncwarp(); /* the one-warp step (k_epsum) may write the buffer it read: every lane has its copy */
-  if (writer) {
-#pragma unroll
-    for (int i = 0; i < NS; i++) f.Sout[i] = loc[i];
-    const int len = (int)ring_len;
-    if (FOLD != FOLD_E_CG_SIGMA && len > 0) {
-      const double rr = loc[CG ? (int)PK_CG_RR : (int)PK_PCG_RR], rn = sqrt(rr);
-      int it = -1;
-      if (loc[PK_KS_ITS] != its0)
-        it = (int)loc[PK_KS_ITS];
-      else if (!CG && run0 && first0 && it0 != 0 && loc[PK_PCG_REPLACE] == 0.0 && isfinite(loc[PK_PCG_GAMMA]) &&
-               isfinite(loc[PK_PCG_DELTA]) && isfinite(rn))
-        it = it0;
-      if (it >= 0)
-        f.Shome[(int)loc[PK_KS_RING_BASE] + it % len] = rn;
-    }
-  }
+  efold_step<FOLD>(loc, f, writer);
   /* fixed slots, so that the copy stays in registers (the launchers fold only these coefficients: CG's
      alpha = PK_CG_ALPHA, beta = PK_CG_BETA or 0, stop = PK_KS_STOP or none) */
   alpha = CG ? loc[PK_CG_ALPHA] : 0.0;

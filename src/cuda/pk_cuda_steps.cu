@@ -208,11 +208,26 @@ template <bool NORMS> struct ActPipeNone {
   }
 };
 
-/** The CUDA engine's one-block step after a CG loop (pk_cuda_psum_step_e): the folded step's code in one warp
- *  (efold_scalars: the scalars in registers, every index known at compile time). */
-template <int FOLD> __global__ void __launch_bounds__(32) k_epsum(StepIn in) {
-  double alpha, beta;
-  (void)efold_scalars<FOLD, true>(in, alpha, beta);
+/** The CUDA engine's one-block step after a CG loop (pk_cuda_psum_step_e): the sums of the one-block kernels
+ *  (block_sums), then thread 0 runs the folded steps' code (efold_step: the scalars in registers, every index
+ *  known at compile time) on its copy and writes it back (f.Sout may be f.Sin: only thread 0 reads it). */
+template <int FOLD> __global__ void __launch_bounds__(PKC_SUM_LANES) k_epsum(pk_cuda_efold f) {
+  constexpr int NS = EFold<FOLD>::NS, OUT = EFold<FOLD>::OUT, NV = FoldNV<FOLD>::NV;
+  double v[NV], w[PK_RR_NV - PK_RR_NV_BASE];
+  (void)w;
+  block_sums<NV, FoldNV<FOLD>::S>(f.part, f.nb, v);
+  if constexpr (FOLD == FOLD_E_PIPE_RR) /* the rule's norms (each value summed on its own, as above) */
+    block_sums<PK_RR_NV - PK_RR_NV_BASE, PK_RR_NV>(f.part + PK_RR_NV_BASE, f.nb, w);
+  if (threadIdx.x != 0) return;
+  double loc[NS];
+#pragma unroll
+  for (int i = 0; i < NS; i++) loc[i] = f.Sin[i];
+#pragma unroll
+  for (int j = 0; j < NV; j++) loc[OUT + j] = v[j];
+  if constexpr (FOLD == FOLD_E_PIPE_RR)
+#pragma unroll
+    for (int j = 0; j < PK_RR_NV - PK_RR_NV_BASE; j++) loc[OUT + PK_RR_NV_BASE + j] = w[j];
+  efold_step<FOLD>(loc, f, true);
 }
 
 } // namespace
@@ -221,19 +236,16 @@ template <int FOLD> __global__ void __launch_bounds__(32) k_epsum(StepIn in) {
 
 extern "C" int pk_cuda_psum_step_e(void *stream, int id, int nv, int out, const pk_cuda_efold *f) {
   if (!f) return (int)cudaErrorInvalidValue;
-  pk_cuda_escal e = {};
-  e.ia = e.ib = -2; /* (no coefficient is read of the copy) */
-  e.stop = -1;
-  const StepIn in = step_in(&e, f);
   const cudaStream_t st = (cudaStream_t)stream;
+  const dim3 g(1), b(PKC_SUM_LANES);
   if (id == PK_KSS_CG_SIGMA && nv == 1 && out == PK_CG_PQ)
-    k_epsum<FOLD_E_CG_SIGMA><<<1, 32, 0, st>>>(in);
+    k_epsum<FOLD_E_CG_SIGMA><<<g, b, 0, st>>>(*f);
   else if (id == PK_KSS_CG_ITER && nv == 2 && out == PK_CG_RZ)
-    k_epsum<FOLD_E_CG_ITER><<<1, 32, 0, st>>>(in);
+    k_epsum<FOLD_E_CG_ITER><<<g, b, 0, st>>>(*f);
   else if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV_BASE && out == PK_PCG_GAMMA)
-    k_epsum<FOLD_E_PIPE><<<1, 32, 0, st>>>(in);
+    k_epsum<FOLD_E_PIPE><<<g, b, 0, st>>>(*f);
   else if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV && out == PK_PCG_GAMMA)
-    k_epsum<FOLD_E_PIPE_RR><<<1, 32, 0, st>>>(in);
+    k_epsum<FOLD_E_PIPE_RR><<<g, b, 0, st>>>(*f);
   else
     return (int)cudaErrorNotSupported;
   return (int)cudaGetLastError();

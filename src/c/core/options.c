@@ -86,9 +86,9 @@ static const opt_desc table[] = {
     {"kry.profile", OPT_BOOL, LEVEL_SOLVER, 0, 0, 0, 1, 0, NULL, 0, NULL, OFF(kry_profile),
      "CUDA BiCGStab/GMRES families and SRCG: every operation timed, a profile per solve to stderr "
      "(no graphs). Measurement only"},
-    {"kry.cg", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(kry_cg),
-     "CUDA CG and pipelined CG on the vector engine (1, the default) or on their own driver (0, being retired; "
-     "read when the solver is created: a solver created with 1 stays on the engine)"},
+    {"kry.cg", OPT_BOOL, LEVEL_SOLVER, 0, 0, 0, 1, 0, NULL, 0, NULL, OFF(kry_cg),
+     "CUDA CG and pipelined CG on the vector engine (1) or on their own driver (0, the default until the engine "
+     "is as fast at every size; read when the solver is created: a solver created with 1 stays on the engine)"},
 };
 #undef OFF
 enum { NOPT = (int)(sizeof table / sizeof table[0]) };

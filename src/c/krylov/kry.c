@@ -746,7 +746,10 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
     u0.y = PK_KV_W0;
     u0.cy = pk_c(PK_S_ZERO);
     if ((ierr = pk_kry_update(E, 1, &u0, 0, NULL, 0, 0)) != PKRYLOV_SUCCESS) goto failed;
-    if ((ierr = pk_kry_residual(E, PK_KV_W0, R.tmp, PK_KS_TRUE)) != PKRYLOV_SUCCESS) goto failed;
+    E->x_is_zero = 1; /* (no call of a user routine for A 0) */
+    ierr = pk_kry_residual(E, PK_KV_W0, R.tmp, PK_KS_TRUE);
+    E->x_is_zero = 0;
+    if (ierr != PKRYLOV_SUCCESS) goto failed;
     if ((ierr = pk_kry_get(E, PK_KS_TRUE, 1, &bb)) != PKRYLOV_SUCCESS) goto failed;
   }
   res.rhs_norm = sqrt(bb);

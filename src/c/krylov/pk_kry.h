@@ -441,6 +441,9 @@ struct pk_kry {
   int32_t discard_x;    /* unbind after a failure: do not copy the engine's x back (backends that keep
                            their own copy of x; the caller's x then stays as it came) */
   void *priv;          /* backend state: vectors, basis, scalars, bound copies */
+  int32_t x_is_zero;   /* set by the frame around its residual of ||b|| (b - A 0 on device backends): the x of
+                          that residual is zero, so a backend may take A x = 0 without calling a host routine
+                          (a user operator, the caller's halo exchange) */
 };
 
 typedef struct pk_kry_backend {
