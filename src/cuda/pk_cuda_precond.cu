@@ -34,7 +34,7 @@ template <int FOLD> struct ActPcApply {
   static constexpr int MINB = 0;
   static constexpr bool PREFETCH = false;
   struct In {};
-  StepIn sin;
+  StepInT<FOLD> sin;
   double *z;
   __device__ bool begin() {
     step_wait();
@@ -47,17 +47,17 @@ template <int FOLD> struct ActPcApply {
 
 /** CG's preconditioner loop with an approximate inverse, after r -= alpha q (k_rupdate): z = M^-1 r;
  *  acc (r, z), (r, r) (cpu_kernels.c's whole-vector path). st NULL: always runs. */
-struct ActPcCg {
+template <bool ENG = false> struct ActPcCg {
   static constexpr int NV = 2;
   static constexpr int MINB = 0;
   static constexpr bool PREFETCH = false;
   struct In {};
   const pk_cuda_state *st;
   double *z;
-  pk_cuda_escal e; /* the CUDA engine's scalars when e.S is set (st NULL) */
+  pk_cuda_escal e; /* ENG: the CUDA engine's scalars (st NULL) */
   __device__ bool begin() {
     step_wait();
-    if (e.S) {
+    if constexpr (ENG) {
       double a, b;
       return escal_read(e, a, b);
     }
@@ -80,7 +80,7 @@ struct ActPcCg {
  */
 template <typename T, int STEP, int FOLD>
 __global__ void __launch_bounds__(PKC_BLOCK)
-    k_pointwise(const T *__restrict__ dinv, int64_t n, StepIn sin, int alpha_zero, double *__restrict__ r,
+    k_pointwise(const T *__restrict__ dinv, int64_t n, StepInT<FOLD> sin, int alpha_zero, double *__restrict__ r,
                 const double *__restrict__ q, double *__restrict__ z, double *part) {
   step_wait();
   double a0, b0;
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(PKC_BLOCK)
 template <typename T, int MODE, int FOLD>
 __global__ void __launch_bounds__(PKC_BLOCK, PKC_MINB_HEAVY)
     k_col_sym(const T *__restrict__ lmul, const T *__restrict__ dinv, int64_t ncols, int nz, int64_t cs,
-              int64_t ls, StepIn sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q,
+              int64_t ls, StepInT<FOLD> sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q,
               double *__restrict__ z, double *part) {
   step_wait();
   double a0, b0;
@@ -165,7 +165,7 @@ template <int MODE, int FOLD>
 __global__ void __launch_bounds__(PKC_BLOCK, PKC_MINB_HEAVY)
     k_col_gen(const double *__restrict__ gdl, const double *__restrict__ gd, const double *__restrict__ gdu,
               const double *__restrict__ gdu2, const int32_t *__restrict__ ipiv, int64_t ncols, int nz,
-              int64_t cs, int64_t ls, StepIn sin, int alpha_zero, double *__restrict__ r,
+              int64_t cs, int64_t ls, StepInT<FOLD> sin, int alpha_zero, double *__restrict__ r,
               const double *__restrict__ q, double *__restrict__ z, double *part) {
   step_wait();
   double a0, b0;
@@ -329,7 +329,7 @@ __device__ __forceinline__ void warp_store(const double (&acc)[NV], double *part
  */
 template <int FACT, int MODE, bool F32, int FOLD>
 __global__ void __launch_bounds__(PKC_SM_COLS)
-    k_col_sm(ColArgs a, StepIn sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q,
+    k_col_sm(ColArgs a, StepInT<FOLD> sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q,
              double *__restrict__ z, double *part) {
   step_wait();
   double a0, b0;
@@ -504,7 +504,7 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
  */
 template <int MODE, bool F32, int FOLD>
 __global__ void __launch_bounds__(PKC_SM_COLS)
-    k_col_stage(ColArgs a, StepIn sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q,
+    k_col_stage(ColArgs a, StepInT<FOLD> sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q,
                 double *__restrict__ z, double *part) {
   using T = typename std::conditional<F32, float, double>::type;
   constexpr int W = PKC_SM_COLS;
@@ -537,7 +537,7 @@ __global__ void __launch_bounds__(PKC_SM_COLS)
   };
   const int64_t ngroups = (ncols + W - 1) / W;
   const bool early =
-      FOLD != FOLD_NONE && (int64_t)blockIdx.x < ngroups && (int64_t)blockIdx.x * W + lane < ncols;
+      FOLD > FOLD_NONE && (int64_t)blockIdx.x < ngroups && (int64_t)blockIdx.x * W + lane < ncols;
   if (early) issue_factors((int64_t)blockIdx.x * W + lane);
   step_wait();
   if (early) issue_vectors((int64_t)blockIdx.x * W + lane);
@@ -615,7 +615,7 @@ constexpr int PKC_RES_K = 8;
  */
 template <int MODE, bool F32, int FOLD>
 __global__ void __launch_bounds__(PKC_BLOCK, 2)
-    k_col_ts_res(ColArgs a, StepIn sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q,
+    k_col_ts_res(ColArgs a, StepInT<FOLD> sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q,
                  double *__restrict__ z, double *part) {
   step_wait();
   double a0, b0;
@@ -803,9 +803,9 @@ size_t sm_optin_limit() {
 }
 
 /** Launch kern<<<nb, threads, bytes>>> after raising its shared-memory limit when bytes > 48 KiB. */
-template <class Kern>
+template <class Kern, class SIn>
 int launch_sweep(cudaStream_t s, Kern kern, int64_t nb, int threads, size_t bytes, size_t limit,
-                 const ColArgs &a, const StepIn &sin, int alpha_zero, double *r, const double *q, double *z,
+                 const ColArgs &a, const SIn &sin, int alpha_zero, double *r, const double *q, double *z,
                  double *part, bool pdl) {
   if (bytes > 48 * 1024) {
     /* limit: the opt-in maximum less a margin for static shared memory, a constant of the device, so
@@ -824,7 +824,7 @@ int launch_sweep(cudaStream_t s, Kern kern, int64_t nb, int threads, size_t byte
  * of the launch; *nb = the partial-sum slots written.
  */
 template <int MODE, int FOLD>
-int launch_col_sym_kslow(cudaStream_t s, const pk_cuda_pc *pc, const StepIn &sin, int alpha_zero, double *r,
+int launch_col_sym_kslow(cudaStream_t s, const pk_cuda_pc *pc, const StepInT<FOLD> &sin, int alpha_zero, double *r,
                          const double *q, double *z, double *part, int64_t *nb, bool pdl) {
   const size_t limit = sm_optin_limit();
   int kernel, fact;
@@ -858,7 +858,7 @@ int launch_col_sym_kslow(cudaStream_t s, const pk_cuda_pc *pc, const StepIn &sin
  *  scalar step FOLD first; alpha_zero: nothing to update. One thread per cell, grid-stride. */
 template <int FOLD>
 __global__ void __launch_bounds__(PKC_BLOCK)
-    k_rupdate(int64_t n, StepIn sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q) {
+    k_rupdate(int64_t n, StepInT<FOLD> sin, int alpha_zero, double *__restrict__ r, const double *__restrict__ q) {
   step_wait();
   double a0, b0;
   if (!step_scalars<FOLD>(sin, a0, b0) || alpha_zero) return;
@@ -872,7 +872,7 @@ __global__ void __launch_bounds__(PKC_BLOCK)
  * dependent launch.
  */
 template <int STEP, int FOLD>
-int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepIn &sin, int alpha_zero, int64_t n, double *r,
+int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepInT<FOLD> &sin, int alpha_zero, int64_t n, double *r,
               const double *q, double *z, double *part, int64_t *nblocks, bool pdl = false) {
   if (pc && pc->type == PKRYLOV_PRECOND_AINV) { /* a stencil on r: r must be complete before it */
     if constexpr (STEP == 0) {
@@ -883,12 +883,13 @@ int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepIn &sin, int alpha
       const int rc = launch_kernel(pdl, k_rupdate<FOLD>, dim3((unsigned)nb1), dim3(PKC_BLOCK), 0, s, n, sin,
                                    alpha_zero, r, q);
       if (rc) return rc;
-      ActPcCg act{FOLD == FOLD_NONE ? sin.st : sin.out, z};
+      ActPcCg<FOLD == FOLD_E_NONE || FOLD >= FOLD_E_CG_SIGMA> act{FOLD == FOLD_NONE ? sin.st : sin.out, z};
       if constexpr (FOLD >= FOLD_E_CG_SIGMA) { /* the engine's: the scalars the folded step wrote */
         act.st = nullptr;
         act.e = sin.e;
         act.e.S = sin.f.Sout;
-      } else if (FOLD == FOLD_NONE && sin.e.S) {
+      } else if constexpr (FOLD == FOLD_E_NONE) {
+        act.st = nullptr;
         act.e = sin.e;
       }
       return launch_op(s, &pc->op, r, act, part, nblocks, false);
@@ -1001,7 +1002,7 @@ extern "C" int pk_cuda_cg_rupdate(void *stream, const pk_cuda_state *st, int alp
 extern "C" int pk_cuda_cg_precond_after(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, double *r,
                                         double *z, double *part, int64_t *nblocks) {
   if (!pc || pc->type != PKRYLOV_PRECOND_AINV) return (int)cudaErrorInvalidValue;
-  ActPcCg act{st, z};
+  ActPcCg<> act{st, z};
   return launch_op((cudaStream_t)stream, &pc->op, r, act, part, nblocks, false);
 }
 
@@ -1018,19 +1019,19 @@ extern "C" int pk_cuda_cg_precond_step_fold(void *stream, const pk_cuda_pc *pc, 
 extern "C" int pk_cuda_cg_precond_step_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, int64_t n,
                                          double *r, const double *q, double *z, double *part, int64_t *nblocks) {
   if (!e || !e->S) return (int)cudaErrorInvalidValue;
-  return launch_pc<1, FOLD_NONE>((cudaStream_t)stream, pc, step_in(e), 0, n, r, q, z, part, nblocks);
+  return launch_pc<1, FOLD_E_NONE>((cudaStream_t)stream, pc, step_in(e), 0, n, r, q, z, part, nblocks);
 }
 
 extern "C" int pk_cuda_cg_rupdate_e(void *stream, const pk_cuda_escal *e, int64_t n, double *r, const double *q) {
   if (!e || !e->S) return (int)cudaErrorInvalidValue;
-  k_rupdate<FOLD_NONE><<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(n, step_in(e), 0, r, q);
+  k_rupdate<FOLD_E_NONE><<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(n, step_in(e), 0, r, q);
   return (int)cudaGetLastError();
 }
 
 extern "C" int pk_cuda_cg_precond_after_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, double *r,
                                           double *z, double *part, int64_t *nblocks) {
   if (!e || !e->S || !pc || pc->type != PKRYLOV_PRECOND_AINV) return (int)cudaErrorInvalidValue;
-  ActPcCg act{nullptr, z, *e};
+  ActPcCg<true> act{nullptr, z, *e};
   return launch_op((cudaStream_t)stream, &pc->op, r, act, part, nblocks, false);
 }
 

@@ -11,6 +11,8 @@
 #include "kry_scalar.h" /* the CUDA engine's scalar steps (its folded steps: FOLD_E_*; PK_KS_NO_RING) */
 #include "pk_cuda_dev.cuh"
 
+#include <type_traits>
+
 namespace {
 
 /* ---- the scalar steps (pk_cuda.h), run by one block or folded into every block of a step -------- */
@@ -21,6 +23,9 @@ enum { FOLD_NONE = 0, FOLD_CG_SIGMA = 1, FOLD_CG_RHO = 2, FOLD_PIPE = 3, FOLD_PI
    PK_KSS_PCG_SUMS without and with the automatic residual replacement; the same sums as FOLD_CG_SIGMA ..
    FOLD_PIPE_RR */
 enum { FOLD_E_CG_SIGMA = 5, FOLD_E_CG_ITER = 6, FOLD_E_PIPE = 7, FOLD_E_PIPE_RR = 8 };
+/* the CUDA engine's unfolded loops: no step first, alpha, beta and the stop read from the engine's scalars
+   (StepIn.e); its own instances, so that the CG driver's (FOLD_NONE) are those of before the engine */
+enum { FOLD_E_NONE = -1 };
 /* FOLD_PIPE_RR: pipelined CG's scalar step with the automatic residual replacement's rule (pk_rr.h), a
    separate instantiation so that the kernels of every other setting carry none of its code (with it the
    folded pipelined CG kernels of the thin shell 32^3 took 9.3 us an iteration instead of 7.5, H100) */
@@ -46,10 +51,19 @@ struct StepIn {
   const double *part;
   int64_t nb;
   double *hist;
-  pk_cuda_escal e; /* FOLD_NONE with e.S set: the CUDA engine's scalars instead of st; FOLD_E_*: the
-                      coefficients and the stop slot (e.S unused) */
+};
+
+/** What a kernel of the CUDA engine gets (FOLD_E_NONE, FOLD_E_*): its own type, so that the CG driver's kernels
+ *  (StepIn) keep their parameters and code. */
+struct StepInE : StepIn {
+  pk_cuda_escal e; /* FOLD_E_NONE: the engine's scalars instead of st; FOLD_E_* (folded): the coefficients
+                      and the stop slot (e.S unused) */
   pk_cuda_efold f; /* FOLD_E_*: the engine's folded step */
 };
+
+/** The StepIn type of FOLD. */
+template <int FOLD>
+using StepInT = std::conditional_t<(FOLD < 0 || FOLD >= FOLD_E_CG_SIGMA), StepInE, StepIn>;
 
 /** A coefficient of the engine's scalars (pk_coef_value: index -1 is 1, -2 is 0). */
 __device__ __forceinline__ double escal_value(const double *S, int32_t i, int32_t neg) {
@@ -72,16 +86,16 @@ StepIn step_in(const pk_cuda_state *st) {
   return in;
 }
 
-/** StepIn of a kernel of the CUDA engine (FOLD_NONE). */
-StepIn step_in(const pk_cuda_escal *e) {
-  StepIn in = {};
+/** StepIn of a kernel of the CUDA engine (FOLD_E_NONE). */
+StepInE step_in(const pk_cuda_escal *e) {
+  StepInE in = {};
   in.e = *e;
   return in;
 }
 
 /** StepIn of a folded kernel of the CUDA engine (FOLD_E_*). */
-StepIn step_in(const pk_cuda_escal *e, const pk_cuda_efold *f) {
-  StepIn in = {};
+StepInE step_in(const pk_cuda_escal *e, const pk_cuda_efold *f) {
+  StepInE in = {};
   in.e = *e;
   in.f = *f;
   return in;
@@ -398,7 +412,7 @@ template <int FOLD> struct EFold {
 };
 
 template <int FOLD>
-__device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, double &beta) {
+__device__ __forceinline__ bool efold_scalars(const StepInE &in, double &alpha, double &beta) {
   constexpr bool CG = EFold<FOLD>::CG;
   constexpr int NS = EFold<FOLD>::NS, OUT = EFold<FOLD>::OUT;
   constexpr int NV = FoldNV<FOLD>::NV;
@@ -441,11 +455,12 @@ __device__ __forceinline__ bool efold_scalars(const StepIn &in, double &alpha, d
  * new state to in.out and the history entry; called by every thread of the block (whole warps).
  */
 template <int FOLD>
-__device__ __forceinline__ bool step_scalars(const StepIn &in, double &alpha, double &beta) {
+__device__ __forceinline__ bool step_scalars(const StepInT<FOLD> &in, double &alpha, double &beta) {
   if constexpr (FOLD >= FOLD_E_CG_SIGMA) {
     return efold_scalars<FOLD>(in, alpha, beta);
+  } else if constexpr (FOLD == FOLD_E_NONE) {
+    return escal_read(in.e, alpha, beta);
   } else if constexpr (FOLD == FOLD_NONE) {
-    if (in.e.S) return escal_read(in.e, alpha, beta);
     if (!in.st) {
       alpha = beta = 0.0;
       return true;

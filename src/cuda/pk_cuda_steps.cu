@@ -21,7 +21,7 @@
 namespace {
 
 /** One-block scalar step: in.st -> in.out (may be the same), PKC_SUM_LANES threads. */
-template <int FOLD> __global__ void __launch_bounds__(PKC_SUM_LANES) k_scalar(StepIn in, int init) {
+template <int FOLD> __global__ void __launch_bounds__(PKC_SUM_LANES) k_scalar(StepInT<FOLD> in, int init) {
   step_wait();
   pk_cuda_state s;
   if constexpr (FOLD == FOLD_PIPE_RR) {
@@ -64,7 +64,7 @@ template <int FOLD> struct ActCgOp {
   struct In {
     double p, q, x;
   };
-  StepIn sin;
+  StepInT<FOLD> sin;
   int init;
   double *x, *p, *q;
   double alpha, beta;
@@ -108,18 +108,18 @@ template <int FOLD> struct ActCgOp {
  * more cost registers and a fifth of the update's time at small sizes, and slots of 7 read at a stride of 7
  * a tenth of the folded barotropic iteration at 256^2: only the automatic rule has them).
  */
-template <bool NORMS> struct ActPipe {
+template <bool NORMS, bool ENG = false> struct ActPipe {
   static constexpr int NV = NORMS ? PK_RR_NV : PK_RR_NV_BASE;
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false; /* 8 inputs: ahead they would cost 16 more registers (spills) */
   struct In {};
-  const pk_cuda_state *st; /* not NULL, unless e.S is set */
-  pk_cuda_escal e;         /* the CUDA engine's scalars when e.S is set */
+  const pk_cuda_state *st; /* not NULL, unless ENG */
   double *z, *q, *s, *p, *x, *r, *u, *w;
   double alpha, beta;
+  pk_cuda_escal e; /* ENG: the CUDA engine's scalars */
   __device__ bool begin() {
     step_wait();
-    if (e.S) return escal_read(e, alpha, beta);
+    if constexpr (ENG) return escal_read(e, alpha, beta);
     if (st->status != PK_ST_RUNNING) return false;
     alpha = st->alpha;
     beta = st->beta;
@@ -164,18 +164,18 @@ template <bool NORMS> struct ActPipe {
  * q = s, so every partial sum and scalar is bitwise the general path's. w_new goes to another array than
  * w_old (the kernel reads w_old's neighbours).
  */
-template <bool NORMS> struct ActPipeNone {
+template <bool NORMS, bool ENG = false> struct ActPipeNone {
   static constexpr int NV = NORMS ? PK_RR_NV : PK_RR_NV_BASE;
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false;
   struct In {};
-  const pk_cuda_state *st; /* not NULL, unless e.S is set */
-  pk_cuda_escal e;         /* the CUDA engine's scalars when e.S is set */
+  const pk_cuda_state *st; /* not NULL, unless ENG */
   double *z, *s, *p, *x, *r, *wn;
   double alpha, beta;
+  pk_cuda_escal e; /* ENG: the CUDA engine's scalars */
   __device__ bool begin() {
     step_wait();
-    if (e.S) return escal_read(e, alpha, beta);
+    if constexpr (ENG) return escal_read(e, alpha, beta);
     if (st->status != PK_ST_RUNNING) return false;
     alpha = st->alpha;
     beta = st->beta;
@@ -253,7 +253,7 @@ extern "C" int pk_cuda_psum_step_e(void *stream, int id, int nv, int out, const 
 
 /** The CG operator loop with the scalar step FOLD first. */
 template <int FOLD>
-int cg_operator_step(cudaStream_t s, const pk_cuda_op *op, const StepIn &sin, int init, double *x, double *p,
+int cg_operator_step(cudaStream_t s, const pk_cuda_op *op, const StepInT<FOLD> &sin, int init, double *x, double *p,
                      const double *z, double *q, double *part, int64_t *nblocks, bool pdl) {
   ActCgOp<FOLD> act;
   act.sin = sin;
@@ -285,19 +285,18 @@ int pipecg_step(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_state *
                 int64_t *nblocks, bool pdl) {
   ActPipe<NORMS> act;
   act.st = st;
-  act.e = pk_cuda_escal{};
   act.z = z, act.q = q, act.s = s, act.p = p, act.x = x, act.r = r, act.u = u, act.w = w;
   act.alpha = act.beta = 0.0;
   return launch_op(stream, op, m, act, part, nblocks, pdl);
 }
 
-template <bool NORMS>
+template <bool NORMS, bool ENG = false>
 int pipecg_none_step(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_state *st, const pk_cuda_escal *e,
                      const double *w_old, double *z, double *s, double *p, double *x, double *r, double *w_new,
                      double *part, int64_t *nblocks) {
-  ActPipeNone<NORMS> act;
+  ActPipeNone<NORMS, ENG> act;
   act.st = st;
-  act.e = e ? *e : pk_cuda_escal{}; /* the CUDA engine's scalars, or the driver's state */
+  if constexpr (ENG) act.e = *e; /* the CUDA engine's scalars, or the driver's state */
   act.z = z, act.s = s, act.p = p, act.x = x, act.r = r, act.wn = w_new;
   act.alpha = act.beta = 0.0;
   return launch_op(stream, op, w_old, act, part, nblocks);
@@ -366,7 +365,7 @@ extern "C" int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_c
 extern "C" int pk_cuda_cg_operator_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, double *x,
                                           double *p, const double *z, double *q, double *part, int64_t *nblocks) {
   if (!e || !e->S) return (int)cudaErrorInvalidValue;
-  return cg_operator_step<FOLD_NONE>((cudaStream_t)stream, op, step_in(e), 0, x, p, z, q, part, nblocks, false);
+  return cg_operator_step<FOLD_E_NONE>((cudaStream_t)stream, op, step_in(e), 0, x, p, z, q, part, nblocks, false);
 }
 
 namespace {
@@ -374,7 +373,7 @@ template <bool NORMS>
 int pipecg_step_e(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_escal *e, const double *m, double *z,
                   double *q, double *s, double *p, double *x, double *r, double *u, double *w, double *part,
                   int64_t *nblocks, bool pdl) {
-  ActPipe<NORMS> act;
+  ActPipe<NORMS, true> act;
   act.st = nullptr;
   act.e = *e;
   act.z = z, act.q = q, act.s = s, act.p = p, act.x = x, act.r = r, act.u = u, act.w = w;
@@ -388,10 +387,10 @@ extern "C" int pk_cuda_pipecg_none_step_e(void *stream, const pk_cuda_op *op, co
                                           const double *w_old, double *z, double *s, double *p, double *x, double *r,
                                           double *w_new, double *part, int64_t *nblocks, int norms) {
   if (!e || !e->S || w_old == w_new) return (int)cudaErrorInvalidValue;
-  return norms ? pipecg_none_step<true>((cudaStream_t)stream, op, nullptr, e, w_old, z, s, p, x, r, w_new, part,
-                                        nblocks)
-               : pipecg_none_step<false>((cudaStream_t)stream, op, nullptr, e, w_old, z, s, p, x, r, w_new, part,
-                                         nblocks);
+  return norms ? pipecg_none_step<true, true>((cudaStream_t)stream, op, nullptr, e, w_old, z, s, p, x, r, w_new,
+                                              part, nblocks)
+               : pipecg_none_step<false, true>((cudaStream_t)stream, op, nullptr, e, w_old, z, s, p, x, r, w_new,
+                                               part, nblocks);
 }
 
 extern "C" int pk_cuda_cg_operator_step_ef(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e,
