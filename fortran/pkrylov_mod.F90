@@ -2332,7 +2332,7 @@ contains
     end subroutine pk_rci_set_step
 
     !> Start a solve of A x = b; b and x (n values, host) must stay in place (target) until the step
-    !> that returns PKRYLOV_RCI_DONE: x is updated in place.
+    !> that returns PKRYLOV_RCI_DONE, which writes x (the solve works on the handle's own copy).
     subroutine pk_rci_start(r, b, x, x_nonzero, ierr)
         type(pk_rci), intent(in) :: r !! the handle
         real(c_double), intent(in), target, contiguous :: b(:) !! right-hand side
