@@ -1156,14 +1156,17 @@ PK_TEST_CASE(csr_long_rows) {
   PK_TEST_END();
 }
 
-/** Column stencil, unmasked, on odd grids incl. nx = 1, ny = 1, nz = 1 and many level chunks. */
+/**
+ * Column stencil, unmasked, on odd grids incl. nx = 1, ny = 1, nz = 1 and many level chunks; the last four
+ * from 2^21 cells, where a thread works on cells instead of walking a column (k_stencil_cells).
+ */
 PK_TEST_CASE(stencil_operator) {
   SKIP_WITHOUT_GPU();
   pkrylov_context ctx;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
-  static const int g[7][3] = {{37, 29, 11}, {5, 3, 7}, {1, 1, 5},  {1, 6, 1},
-                              {3, 2, 40},   {7, 1, 3}, {300, 7, 2}};
-  for (int t = 0; t < 7; t++) {
+  static const int g[11][3] = {{37, 29, 11}, {5, 3, 7},   {1, 1, 5},     {1, 6, 1},    {3, 2, 40},  {7, 1, 3},
+                               {300, 7, 2},  {131, 127, 130}, {2, 1031, 1020}, {1031, 1, 2040}, {1, 1, 2100000}};
+  for (int t = 0; t < 11; t++) {
     pkrylov_operator A;
     char name[64];
     snprintf(name, sizeof name, "stencil %dx%dx%d", g[t][0], g[t][1], g[t][2]);
@@ -1176,13 +1179,13 @@ PK_TEST_CASE(stencil_operator) {
   PK_TEST_END();
 }
 
-/** Masked column stencil: r = 0 at dry cells (residual), every operator launcher. */
+/** Masked column stencil: r = 0 at dry cells (residual), every operator launcher (the last from 2^21 cells). */
 PK_TEST_CASE(stencil_masked) {
   SKIP_WITHOUT_GPU();
   pkrylov_context ctx;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &ctx));
-  static const int g[3][3] = {{37, 29, 11}, {5, 3, 7}, {1, 4, 9}};
-  for (int t = 0; t < 3; t++) {
+  static const int g[4][3] = {{37, 29, 11}, {5, 3, 7}, {1, 4, 9}, {131, 127, 130}};
+  for (int t = 0; t < 4; t++) {
     pkrylov_operator A;
     char name[64];
     snprintf(name, sizeof name, "masked stencil %dx%dx%d", g[t][0], g[t][1], g[t][2]);

@@ -4,7 +4,8 @@
  *        bitwise (rectangle with walls, doubly periodic, cube sphere; several tiles in any order), solves with
  *        CG, pipelined CG and the vector engine (folded and unfolded launchers: the same bits), reproducible
  *        CG bitwise the CPU's, halo'd device arrays in place, coefficient updates between solves (the
- *        captured graphs see the new values). Skips without a GPU.
+ *        captured graphs see the new values), a 2-D grid of 2^18 columns and more with CG and pipelined CG.
+ *        Skips without a GPU.
  */
 #include <cuda_runtime_api.h>
 #include <string.h>
@@ -12,9 +13,11 @@
 #include "pk_cuda_test.h"
 #include "pk_grid_test.h"
 
-/** The problems: 0 rectangle with walls (3-D), 1 doubly periodic (2-D), 2 cube sphere (3-D), 3 cube (2-D). */
+/** The problems: 0 rectangle with walls (3-D), 1 doubly periodic (2-D), 2 cube sphere (3-D), 3 cube (2-D),
+ *  4 doubly periodic (2-D) with 2^18 columns and more (the kernels compiled for one level, pk_cuda_op.cuh). */
 static void make(int which, pkt_global *G, pkt_tiling *T) {
-  if (which == 0) pkt_global_make(G, 1, 24, 16, 6, 0, 0, 0.2, 1, 501), *T = pkt_tiling_make(G, 8, 8, 2, 2);
+  if (which == 4) pkt_global_make(G, 1, 1024, 288, 1, 1, 1, 0.2, 1, 505), *T = pkt_tiling_make(G, 256, 144, 1, 1);
+  else if (which == 0) pkt_global_make(G, 1, 24, 16, 6, 0, 0, 0.2, 1, 501), *T = pkt_tiling_make(G, 8, 8, 2, 2);
   else if (which == 1) pkt_global_make(G, 1, 40, 24, 1, 1, 1, 0.2, 1, 502), *T = pkt_tiling_make(G, 10, 6, 1, 1);
   else if (which == 2) pkt_global_make(G, 6, 8, 8, 5, 0, 0, 0.1, 1, 503), *T = pkt_tiling_make(G, 4, 4, 1, 1);
   else pkt_global_make(G, 6, 12, 12, 1, 0, 0, 0.1, 1, 504), *T = pkt_tiling_make(G, 6, 6, 2, 1);
@@ -26,7 +29,7 @@ static void tiles_of(const pkt_tiling *T, int32_t *tiles) {
 
 PK_TEST_CASE(cuda_product_and_ainv_match_cpu) {
   SKIP_WITHOUT_GPU();
-  for (int which = 0; which < 4; which++) {
+  for (int which = 0; which < 5; which++) {
     pkt_global G;
     pkt_tiling T;
     make(which, &G, &T);
@@ -153,6 +156,37 @@ PK_TEST_CASE(cuda_solves_match_cpu) {
   PK_TEST_END();
 }
 
+/** The large 2-D grid (problem 4): CG and pipelined CG against the CPU, folded and unfolded the same bits. */
+PK_TEST_CASE(cuda_large_2d_solves_match_cpu) {
+  SKIP_WITHOUT_GPU();
+  pkt_global G;
+  pkt_tiling T;
+  make(4, &G, &T);
+  int32_t tiles[256];
+  tiles_of(&T, tiles);
+  const int64_t n = G.ncell;
+  for (int32_t type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
+    double *xc = malloc(sizeof(double) * (size_t)n), *xg = malloc(sizeof(double) * (size_t)n);
+    double *xg2 = malloc(sizeof(double) * (size_t)n);
+    int32_t itc = -1, itg = -2, itg2 = -3;
+    pkrylov_context cc = NULL, cg = pkt_cuda_ctx();
+    PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CPU, &cc));
+    if (solve(cc, &G, &T, tiles, type, 0, -1, xc, &itc) != PK_PASS) pk_test_failures++;
+    if (solve(cg, &G, &T, tiles, type, 0, 1, xg, &itg) != PK_PASS) pk_test_failures++;
+    if (solve(cg, &G, &T, tiles, type, 0, 0, xg2, &itg2) != PK_PASS) pk_test_failures++;
+    PK_EXPECT(abs(itg - itc) <= 1, "type %d: %d iterations on the GPU, %d on the CPU", type, itg, itc);
+    PK_EXPECT(pk_test_rel_diff(n, xg, xc) < 1e-8, "type %d: GPU and CPU solutions differ by %.3g", type,
+              pk_test_rel_diff(n, xg, xc));
+    PK_EXPECT(itg2 == itg, "type %d: unfolded %d iterations, folded %d", type, itg2, itg);
+    pkt_same_bits("fold", "x", n, xg2, xg);
+    free(xc), free(xg), free(xg2);
+    pkrylov_context_destroy(&cc);
+    pkrylov_context_destroy(&cg);
+  }
+  pkt_global_free(&G);
+  PK_TEST_END();
+}
+
 PK_TEST_CASE(cuda_device_halo_arrays) {
   SKIP_WITHOUT_GPU();
   pkt_global G;
@@ -257,4 +291,5 @@ PK_TEST_CASE(cuda_update_between_solves) {
 }
 
 PK_TEST_MAIN(PK_TEST_ENTRY(cuda_product_and_ainv_match_cpu), PK_TEST_ENTRY(cuda_solves_match_cpu),
-             PK_TEST_ENTRY(cuda_device_halo_arrays), PK_TEST_ENTRY(cuda_update_between_solves))
+             PK_TEST_ENTRY(cuda_large_2d_solves_match_cpu), PK_TEST_ENTRY(cuda_device_halo_arrays),
+             PK_TEST_ENTRY(cuda_update_between_solves))

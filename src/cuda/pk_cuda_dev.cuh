@@ -330,6 +330,13 @@ template <class Act> struct Acc { double v[Act::NV > 0 ? Act::NV : 1]; };
 template <class Act, class = void> struct act_xr { static constexpr bool value = false; };
 template <class Act> struct act_xr<Act, decltype(void(Act::XR))> { static constexpr bool value = Act::XR; };
 
+/** Act::COLUMNS, or false: an action that keeps the column stencil's walk along the levels (k_stencil) where
+ *  the others take a thread per cell (k_stencil_cells, pk_cuda_op.cuh). */
+template <class Act, class = void> struct act_columns { static constexpr bool value = false; };
+template <class Act> struct act_columns<Act, decltype(void(Act::COLUMNS))> {
+  static constexpr bool value = Act::COLUMNS;
+};
+
 /** The block's sums: block_store of the NV partials, or for an action with XR set (the one-pass exact sums
  *  of reproducible mode, pk_cuda_kry_fused.cu) its own Act::xfinish(acc, part). */
 template <class Act> __device__ __forceinline__ void finish(const Acc<Act> &a, double *part) {

@@ -191,6 +191,59 @@ __device__ __forceinline__ void stencil_body(const T *__restrict__ aW, const T *
 }
 
 /**
+ * Column stencil of one rank (no halo), a thread per cell: the launch keeps grid_shape's blocks (so the
+ * partial-sum slots and the folding are those of stencil_body), the blocks walk the cells in index order
+ * (block b, thread t: cells b * PKC_BLOCK + t, then a grid's width further). Per cell stencil_body's
+ * expression with the same operands (bitwise its y). Neighbours come from L1/L2 instead of registers; the
+ * thread holds one cell at a time, so far fewer registers (more warps resident) than a column walk.
+ */
+template <typename T, class Act>
+__device__ __forceinline__ void stencil_cells_body(const T *__restrict__ aW, const T *__restrict__ aS,
+                                                   const T *__restrict__ aV, const T *__restrict__ aC, int nx,
+                                                   int ny, int nz, const double *__restrict__ x, Act act,
+                                                   double *part) {
+  if (!act.begin()) return;
+  Acc<Act> acc = {};
+  const int64_t ncols = (int64_t)nx * ny, n = ncols * nz;
+  const int64_t stride = (int64_t)gridDim.x * gridDim.y * PKC_BLOCK;
+  const bool small = n <= (int64_t)UINT32_MAX;
+  for (int64_t c = block_slot() * PKC_BLOCK + threadIdx.x; c < n; c += stride) {
+    int64_t i, j, k;
+    if (small) { /* 32-bit divisions */
+      const uint32_t c32 = (uint32_t)c, r32 = c32 / (uint32_t)nx, k32 = r32 / (uint32_t)ny;
+      i = c32 - r32 * (uint32_t)nx, j = r32 - k32 * (uint32_t)ny, k = k32;
+    } else {
+      const int64_t r = c / nx;
+      i = c - r * nx, k = r / ny, j = r - k * ny;
+    }
+    const bool in_w = i > 0, in_e = i < nx - 1, in_s = j > 0, in_n = j < ny - 1;
+    const double xc = x[c];
+    const double xd = k > 0 ? x[c - ncols] : xc;
+    const double cd = (double)aV[c];
+    const bool has_u = k < nz - 1;
+    const double xu = has_u ? x[c + ncols] : xc;
+    const double cu = has_u ? (double)aV[c + ncols] : 0.0;
+    const double cs = (double)aS[c], xs = in_s ? x[c - nx] : xc;
+    const double cn = in_n ? (double)aS[c + nx] : 0.0;
+    const double xn = in_n ? x[c + nx] : xc;
+    const double ac = (double)aC[c];
+    double y;
+    if (!in_w) {
+      double s = ac * xc + cs * xs + cn * xn + cd * xd + cu * xu;
+      if (in_e) s += (double)aW[c + 1] * x[c + 1];
+      y = s;
+    } else if (in_e) {
+      y = ac * xc + (double)aW[c] * x[c - 1] + (double)aW[c + 1] * x[c + 1] + cs * xs + cn * xn + cd * xd +
+          cu * xu;
+    } else {
+      y = ac * xc + (double)aW[c] * x[c - 1] + cs * xs + cn * xn + cd * xd + cu * xu;
+    }
+    act(c, y, xc, act.load(c), acc.v);
+  }
+  finish<Act>(acc, part);
+}
+
+/**
  * Thin shell in flux form (ts_line): thread = column (i, j), levels [k0, k0 + kc):
  *   y = |T| (d x + b (x - x_d) + c (x - x_u)) + a (ax_w (x - x_w) + ax_e (x - x_e) + ay_s (x - x_s)
  *       + ay_n (x - x_n)), with i = 0 and i = nx-1 written as the CPU peels them.
@@ -303,11 +356,13 @@ __device__ __forceinline__ void thinshell_body(const double *__restrict__ ta, co
  * gst_line, bitwise): a west wall gives the i = 0 form, an east wall the i = nx-1 form, a south or north
  * wall a zero coupling times the cell's own value. gstencil_col: one column (col, levels k0 .. k1-1) into acc.
  */
-template <typename T, class Act>
+template <typename T, class Act, bool TWOD>
 __device__ __forceinline__ void gstencil_col(const T *__restrict__ aW, const T *__restrict__ aS,
-                                             const T *__restrict__ aV, const T *__restrict__ aC, int nx, int nz,
-                                             int64_t ncols, int k0, int k1, const double *__restrict__ x,
+                                             const T *__restrict__ aV, const T *__restrict__ aC, int nx, int nz_,
+                                             int64_t ncols, int k0_, int k1_, const double *__restrict__ x,
                                              Act &act, Acc<Act> &acc, const GHalo &g, int64_t col) {
+  /* TWOD: one level (nz = 1), known to the compiler: no level loop, no vertical loads */
+  const int nz = TWOD ? 1 : nz_, k0 = TWOD ? 0 : k0_, k1 = TWOD ? 1 : k1_;
   int64_t jv, i, t, j; /* the column's row, position in it, tile and row in the tile */
   if (ncols <= (int64_t)UINT32_MAX) { /* 32-bit divisions: a 2-D grid does one cell per column */
     const uint32_t c32 = (uint32_t)col, jv32 = c32 / (uint32_t)nx, t32 = jv32 / (uint32_t)g.sny;
@@ -361,7 +416,7 @@ __device__ __forceinline__ void gstencil_col(const T *__restrict__ aW, const T *
    thread per column (the other launches keep that code: a loop there cost pipelined CG 4-5 % on an H100).
    Several ranks: an interior launch (cols 1) skips the columns that read a halo slot, an edge launch (cols 2)
    runs only them. */
-template <typename T, class Act, bool GS>
+template <typename T, class Act, bool GS, bool TWOD>
 __device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T *__restrict__ aS,
                                               const T *__restrict__ aV, const T *__restrict__ aC, int nx, int ny,
                                               int nz, int kc, const double *__restrict__ x, Act act, double *part,
@@ -376,12 +431,12 @@ __device__ __forceinline__ void gstencil_body(const T *__restrict__ aW, const T 
     for (int64_t tt = t0; tt < tn; tt += stride) {
       const int64_t col = g.cols == 2 ? g.rcols[tt] : tt;
       if (g.cols == 1 && g.rmask[col]) continue;
-      gstencil_col<T, Act>(aW, aS, aV, aC, nx, nz, ncols, k0, k1, x, act, acc, g, col);
+      gstencil_col<T, Act, TWOD>(aW, aS, aV, aC, nx, nz, ncols, k0, k1, x, act, acc, g, col);
     }
   } else {
     const int64_t col = g.cols == 2 ? (t0 < g.nrc ? g.rcols[t0] : ncols) : t0;
     if (col < ncols && !(g.cols == 1 && g.rmask[col]))
-      gstencil_col<T, Act>(aW, aS, aV, aC, nx, nz, ncols, k0, k1, x, act, acc, g, col);
+      gstencil_col<T, Act, TWOD>(aW, aS, aV, aC, nx, nz, ncols, k0, k1, x, act, acc, g, col);
   }
   finish<Act>(acc, part);
 }
@@ -407,13 +462,20 @@ template <typename T, class Act>
 __global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_stencil_minb(PKC_STENCIL_PARAMS) {
   stencil_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, h);
 }
-template <typename T, class Act, bool GS>
+template <typename T, class Act, bool GS, bool TWOD = false>
 __global__ void __launch_bounds__(PKC_BLOCK) k_gstencil(PKC_GSTENCIL_PARAMS) {
-  gstencil_body<T, Act, GS>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
+  gstencil_body<T, Act, GS, TWOD>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
 }
-template <typename T, class Act, bool GS>
+template <typename T, class Act, bool GS, bool TWOD = false>
 __global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_gstencil_minb(PKC_GSTENCIL_PARAMS) {
-  gstencil_body<T, Act, GS>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
+  gstencil_body<T, Act, GS, TWOD>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
+}
+template <typename T, class Act>
+__global__ void __launch_bounds__(PKC_BLOCK)
+    k_stencil_cells(const T *__restrict__ aW, const T *__restrict__ aS, const T *__restrict__ aV,
+                    const T *__restrict__ aC, int nx, int ny, int nz, const double *__restrict__ x, Act act,
+                    double *part) {
+  stencil_cells_body<T, Act>(aW, aS, aV, aC, nx, ny, nz, x, act, part);
 }
 template <class Act> __global__ void __launch_bounds__(PKC_BLOCK) k_thinshell(PKC_THINSHELL_PARAMS) {
   thinshell_body<Act>(ta, tb, tc, td, area, ax, ay, nx, ny, nz, kc, x, act, part, h);

@@ -14,6 +14,23 @@
 namespace {
 
 /**
+ * Cells from which a column stencil of one rank runs a thread per cell (k_stencil_cells) instead of a thread
+ * per column walking its levels (k_stencil), unless the action keeps the walk (act_columns). H100, 256 x 256
+ * x 128, us per iteration: pipelined CG 719 -> 684, with fp32 coefficients 687 -> 621; the residual kernel
+ * 303 -> 266 (ncu). Below it the column walk's launch shape (fewer, longer threads on small grids) is kept.
+ */
+constexpr int64_t PKC_CELLS_MIN = (int64_t)1 << 21;
+/**
+ * A 2-D grid stencil (one level) runs the kernels compiled for one level (k_gstencil<..., TWOD>: no level
+ * loop, 38-64 registers instead of 64-128) in CG's capped launches (op->gcap) and from this many columns.
+ * H100, barotropic with the approximate inverse, us per iteration: CG 86.7 -> 66.5 at 1024^2 (the
+ * preconditioner loop 29.9 -> 19.4, the operator loop 41.8 -> 31.6 under ncu), 593 -> 461 at 4096 x 2048,
+ * 9.86 -> 9.30 at 256^2; pipelined CG 91.4 -> 82.2 at 1024^2, 661 -> 590 at 4096 x 2048, but 9.52 -> 9.89 at
+ * 256^2 (a thread per column, latency-bound), where it keeps the general kernels.
+ */
+constexpr int64_t PKC_TWOD_MIN_COLS = (int64_t)1 << 18;
+
+/**
  * Launch act over the cells of op with input vector x; *nblocks (may be NULL) = slots written; pdl: as a
  * programmatic dependent launch (Act::begin() calls step_wait()).
  */
@@ -94,6 +111,17 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
   if (op->type == PKRYLOV_OPERATOR_STENCIL7 && op->gsny > 0) { /* a grid stencil: tiles and their edges */
     const GHalo gh = ghalo_of(op);
     const bool loop = gs.bx * PKC_BLOCK < launch_cols(op); /* a capped launch (gcap): grid-stride */
+    if (op->nz == 1 && (op->gcap || launch_cols(op) >= PKC_TWOD_MIN_COLS)) { /* the 2-D kernels */
+      auto kd = Act::MINB > 0 ? (loop ? k_gstencil_minb<double, Act, true, true> : k_gstencil_minb<double, Act, false, true>)
+                              : (loop ? k_gstencil<double, Act, true, true> : k_gstencil<double, Act, false, true>);
+      auto kf = Act::MINB > 0 ? (loop ? k_gstencil_minb<float, Act, true, true> : k_gstencil_minb<float, Act, false, true>)
+                              : (loop ? k_gstencil<float, Act, true, true> : k_gstencil<float, Act, false, true>);
+      if (op->fp32)
+        return launch_kernel(pdl, kf, grid, b, 0, s, op->aWf, op->aSf, op->aVf, op->aCf, op->nx, op->ny, op->nz,
+                             gs.kc, x, act, part, gh);
+      return launch_kernel(pdl, kd, grid, b, 0, s, op->aW, op->aS, op->aV, op->aC, op->nx, op->ny, op->nz,
+                           gs.kc, x, act, part, gh);
+    }
     auto kd = Act::MINB > 0 ? (loop ? k_gstencil_minb<double, Act, true> : k_gstencil_minb<double, Act, false>)
                             : (loop ? k_gstencil<double, Act, true> : k_gstencil<double, Act, false>);
     auto kf = Act::MINB > 0 ? (loop ? k_gstencil_minb<float, Act, true> : k_gstencil_minb<float, Act, false>)
@@ -105,6 +133,15 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
                          gs.kc, x, act, part, gh);
   }
   const Halo h = halo_of(op);
+  if constexpr (!act_columns<Act>::value) {
+    if (op->type == PKRYLOV_OPERATOR_STENCIL7 && !h.mask && !h.cols && op->n >= PKC_CELLS_MIN) {
+      if (op->fp32)
+        return launch_kernel(pdl, k_stencil_cells<float, Act>, grid, b, 0, s, op->aWf, op->aSf, op->aVf, op->aCf,
+                             op->nx, op->ny, op->nz, x, act, part);
+      return launch_kernel(pdl, k_stencil_cells<double, Act>, grid, b, 0, s, op->aW, op->aS, op->aV, op->aC,
+                           op->nx, op->ny, op->nz, x, act, part);
+    }
+  }
   if (op->type == PKRYLOV_OPERATOR_STENCIL7) {
     auto kd = Act::MINB > 0 ? k_stencil_minb<double, Act> : k_stencil<double, Act>;
     auto kf = Act::MINB > 0 ? k_stencil_minb<float, Act> : k_stencil<float, Act>;
