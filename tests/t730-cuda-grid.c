@@ -74,6 +74,9 @@ PK_TEST_CASE(cuda_product_and_ainv_match_cpu) {
   PK_TEST_END();
 }
 
+/* solve()'s extra settings on a CUDA context: the engine's CG (solver option kry.cg=1), a sync interval (> 0) */
+static int g_engine = 0, g_sync = 0;
+
 /** Solve on ctx with type/precond (ainv or column), optionally reproducible and with a launch mode; x, its. */
 static int solve(pkrylov_context ctx, const pkt_global *G, const pkt_tiling *T, const int32_t *tiles, int32_t type,
                  int repro, int fold, double *x, int32_t *its) {
@@ -94,6 +97,8 @@ static int solve(pkrylov_context ctx, const pkt_global *G, const pkt_tiling *T, 
   pkrylov_context_get_backend(ctx, &backend);
   if (backend == PKRYLOV_BACKEND_CUDA && fold >= 0 && type <= PKRYLOV_SOLVER_PIPECG)
     pk_cuda_solver_set_launch(s, fold, -1);
+  if (backend == PKRYLOV_BACKEND_CUDA && g_engine) PK_REQUIRE_OK(ctx, pkrylov_solver_set_option(s, "kry.cg", "1"));
+  if (g_sync > 0) PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, g_sync));
   double *b = malloc(sizeof(double) * (size_t)G->ncell);
   uint64_t st = 99;
   for (int64_t q = 0; q < G->ncell; q++) b[q] = G->mask[q] ? pk_test_rand(&st) : 0.0;
@@ -156,7 +161,8 @@ PK_TEST_CASE(cuda_solves_match_cpu) {
   PK_TEST_END();
 }
 
-/** The large 2-D grid (problem 4): CG and pipelined CG against the CPU, folded and unfolded the same bits. */
+/** The large 2-D grid (problem 4): CG and pipelined CG against the CPU, folded and unfolded the same bits; CG's
+ *  driver (r -= alpha q fused into the preconditioner loop) bitwise the engine's (two kernels), odd blocks too. */
 PK_TEST_CASE(cuda_large_2d_solves_match_cpu) {
   SKIP_WITHOUT_GPU();
   pkt_global G;
@@ -179,6 +185,21 @@ PK_TEST_CASE(cuda_large_2d_solves_match_cpu) {
               pk_test_rel_diff(n, xg, xc));
     PK_EXPECT(itg2 == itg, "type %d: unfolded %d iterations, folded %d", type, itg2, itg);
     pkt_same_bits("fold", "x", n, xg2, xg);
+    if (type == PKRYLOV_SOLVER_CG) {
+      /* the driver fuses r -= alpha q into the approximate inverse's loop (r alternating between two arrays,
+         swapped after odd blocks: sync interval 7); the engine runs them as two kernels: the same bits */
+      int32_t ite = -4, it7 = -5;
+      double *xe = malloc(sizeof(double) * (size_t)n), *x7 = malloc(sizeof(double) * (size_t)n);
+      g_engine = 1;
+      if (solve(cg, &G, &T, tiles, type, 0, 0, xe, &ite) != PK_PASS) pk_test_failures++;
+      g_engine = 0, g_sync = 7;
+      if (solve(cg, &G, &T, tiles, type, 0, 0, x7, &it7) != PK_PASS) pk_test_failures++;
+      g_sync = 0;
+      PK_EXPECT(ite == itg2 && it7 == itg2, "CG: engine %d, sync 7 %d, driver %d iterations", ite, it7, itg2);
+      pkt_same_bits("engine", "x", n, xe, xg2);
+      pkt_same_bits("sync 7", "x", n, x7, xg2);
+      free(xe), free(x7);
+    }
     free(xc), free(xg), free(xg2);
     pkrylov_context_destroy(&cc);
     pkrylov_context_destroy(&cg);

@@ -476,6 +476,18 @@ int pk_cuda_pipecg_none_step_e(void *stream, const pk_cuda_op *op, const pk_cuda
 /** pk_cuda_cg_scalar_sigma folded into pk_cuda_cg_precond_step (alpha_zero = 0). */
 int pk_cuda_cg_precond_step_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold, int64_t n,
                                  double *r, const double *q, double *z, double *part, int64_t *nblocks);
+/**
+ * CG's preconditioner loop with r -= alpha q fused into it, for an approximate inverse on a grid stencil of one
+ * rank (pk_cuda_cg_precond_fuses_r): reads r and q (at the stencil's neighbours), writes the new residual to
+ * rn (not r: other threads still read r) and z = M^-1 rn, sums (rn, z), (rn, rn); bitwise
+ * pk_cuda_cg_rupdate then the loop. The _fold form runs pk_cuda_cg_scalar_sigma first (alpha_zero = 0).
+ */
+int pk_cuda_cg_precond_fuses_r(const pk_cuda_pc *pc);
+int pk_cuda_cg_precond_step_r(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
+                              const double *r, double *rn, const double *q, double *z, double *part,
+                              int64_t *nblocks);
+int pk_cuda_cg_precond_step_r_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold, const double *r,
+                                   double *rn, const double *q, double *z, double *part, int64_t *nblocks);
 /** pk_cuda_cg_scalar_rho (init = 0) folded into pk_cuda_cg_operator_step (init = 0). */
 int pk_cuda_cg_operator_step_fold(void *stream, const pk_cuda_op *op, const pk_cuda_fold *fold, double *x,
                                   double *p, const double *z, double *q, double *part, int64_t *nblocks);

@@ -152,10 +152,18 @@ int cg_enqueue(Run &R, int count) {
   double **v = d->v;
   int64_t nbp = 0, nbo = 0;
   if (R.dop && !R.upc) return dist_cg_enqueue(R, count); /* a user preconditioner: below */
+  /* fuse_r: iteration i reads r from ra[i % 2] and writes the new one to ra[(i + 1) % 2] */
+  double *ra[2] = {v[D_R], v[D_U]};
   if (!R.fold) {
     for (int i = 0; i < count; i++) {
       const double *pp = d->part;
-      PK_CALL(cg_precond(R, 0, &nbp));
+      if (R.fuse_r)
+        PK_CUDA_CHECK(ctx, kSolve,
+                      pk_cuda_cg_precond_step_r(R.stream, R.pcp, d->st, 0, ra[i % 2], ra[(i + 1) % 2], v[D_Q],
+                                                v[D_Z], d->part, &nbp),
+                      "CG preconditioner loop");
+      else
+        PK_CALL(cg_precond(R, 0, &nbp));
       PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nbp) : global_part(R, &pp, &nbp, 2));
       PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, pp, nbp, R.hist, 0),
                     "CG scalar step");
@@ -171,13 +179,17 @@ int cg_enqueue(Run &R, int count) {
   pk_cuda_state *A = d->st, *B = d->st + 1;
   double *ppc = part_buf(d, 1), *pop = part_buf(d, 0);
   PK_CUDA_CHECK(ctx, kSolve,
-                pk_cuda_cg_precond_step(R.stream, R.pcp, A, 0, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
+                R.fuse_r ? pk_cuda_cg_precond_step_r(R.stream, R.pcp, A, 0, ra[0], ra[1], v[D_Q], v[D_Z], ppc, &nbp)
+                         : pk_cuda_cg_precond_step(R.stream, R.pcp, A, 0, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
                 "CG preconditioner loop");
   for (int i = 0; i < count; i++) {
     if (i > 0) {
       const pk_cuda_fold f = {B, A, pop, nbo, NULL, R.pdl};
       PK_CUDA_CHECK(ctx, kSolve,
-                    pk_cuda_cg_precond_step_fold(R.stream, R.pcp, &f, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
+                    R.fuse_r ? pk_cuda_cg_precond_step_r_fold(R.stream, R.pcp, &f, ra[i % 2], ra[(i + 1) % 2],
+                                                              v[D_Q], v[D_Z], ppc, &nbp)
+                             : pk_cuda_cg_precond_step_fold(R.stream, R.pcp, &f, R.n, v[D_R], v[D_Q], v[D_Z], ppc,
+                                                            &nbp),
                     "CG preconditioner loop (folded)");
     }
     const pk_cuda_fold g = {A, B, ppc, nbp, R.hist, R.pdl};
@@ -309,10 +321,12 @@ int run_block(Run &R, int count, int type) {
   const int dist_graph =
       R.nccl && R.dop && !R.upc && !d->dist_graph_failed && !pk_cuda_dist_instrumented(ctx) && !R.repro;
   if (count == k && k > 1 && (!R.distributed || dist_graph) && !tl_on()) {
-    const double *w = d->v[D_W];
+    /* the vector that alternates inside a block (pipelined CG without preconditioner: w; CG with fuse_r: r):
+       a graph per parity */
+    const double *w = d->v[type == PKRYLOV_SOLVER_CG ? D_R : D_W];
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
         d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist ||
-        d->graph_nccl != R.nccl || d->graph_repro != R.repro || d->graph_pnone != R.pnone ||
+        d->graph_nccl != R.nccl || d->graph_repro != R.repro || d->graph_pnone != R.pnone || d->graph_fuse_r != R.fuse_r ||
         d->graph_edge != R.edge_comm || d->graph_minres != R.minres || d->graph_rr != R.rr_on) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
       if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt), d->graph_alt = NULL;
@@ -345,7 +359,7 @@ int run_block(Run &R, int count, int type) {
       PK_CUDA_CHECK(ctx, kSolve, e, "graph capture");
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
       d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
-      d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_edge = R.edge_comm;
+      d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_edge = R.edge_comm, d->graph_fuse_r = R.fuse_r;
       d->graph_minres = R.minres, d->graph_rr = R.rr_on;
       d->graph_w = w;
     }
@@ -356,6 +370,8 @@ int run_block(Run &R, int count, int type) {
   /* the specialised pipelined CG update left the current w in v[D_M] after an odd count (when the solve
      stopped inside the block w may be the other one: nothing reads it then, a restart recomputes it) */
   if (type == PKRYLOV_SOLVER_PIPECG && R.pnone && count % 2) std::swap(d->v[D_W], d->v[D_M]);
+  /* the same for CG's r with fuse_r (a restart or a replacement writes r afresh; confirmation reads D_T) */
+  if (type == PKRYLOV_SOLVER_CG && R.fuse_r && count % 2) std::swap(d->v[D_R], d->v[D_U]);
   return state_to_host(R);
 }
 
@@ -423,6 +439,7 @@ void finish_from_state(Run &R) {
 /** CG on the device; mirrors cg.c's CG. */
 int solve_cg(Run &R) {
   pkrylov_context ctx = R.ctx;
+  R.fuse_r = !R.distributed && !R.repro && !R.uop && !R.upc && pk_cuda_cg_precond_fuses_r(R.pcp);
   pkrylov_solver s = R.s;
   double **v = R.d->v;
   const size_t bytes = sizeof(double) * (size_t)R.n;

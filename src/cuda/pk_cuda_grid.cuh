@@ -105,6 +105,19 @@ __device__ __forceinline__ bool grid_column(const Halo &h, int nx, int ny, int64
 }
 
 /**
+ * The value of the kernel's input vector at cell i as the action sees it: act.xin(x, i) when the action has
+ * one (CG's approximate-inverse loop with r -= alpha q fused in: r - alpha q read at every neighbour), else
+ * x[i]. Only the grid stencil's kernel (gstencil_col) reads through it, and only on one rank (no halo slots).
+ */
+template <class Act>
+__device__ __forceinline__ auto act_x(const Act &a, const double *x, int64_t i, int) -> decltype(a.xin(x, i)) {
+  return a.xin(x, i);
+}
+template <class Act> __device__ __forceinline__ double act_x(const Act &, const double *x, int64_t i, long) {
+  return x[i];
+}
+
+/**
  * L2 prefetch of the grid kernels (Halo::pfd = d > 0): the prologue asks for levels k0 + 1 .. k0 + d of x
  * and of the action's inputs, the step at level k for level k + d + AHEAD (AHEAD = 1 when the registers
  * already hold level k + 1).
@@ -378,27 +391,27 @@ __device__ __forceinline__ void gstencil_col(const T *__restrict__ aW, const T *
   const int64_t ns = es >= 0 ? g.nb[es] : 0, nn = en >= 0 ? g.nb[en] : 0;
   const bool has_w = ew < 0 || nw != -1, has_e = ee < 0 || ne != -1;
   int64_t c = col + ncols * k0;
-  double xc = x[c];
-  double xd = k0 > 0 ? x[c - ncols] : xc;
+  double xc = act_x(act, x, c, 0);
+  double xd = k0 > 0 ? act_x(act, x, c - ncols, 0) : xc;
   double cd = nz > 1 ? (double)aV[c] : 0.0; /* 2-D: aV holds zeros; the same product without the load */
   for (int k = k0; k < k1; k++, c += ncols) {
     const bool has_u = k < nz - 1;
-    const double xu = has_u ? x[c + ncols] : xc;
+    const double xu = has_u ? act_x(act, x, c + ncols, 0) : xc;
     const double cu = has_u ? (double)aV[c + ncols] : 0.0;
     /* the value across edge cell e whose neighbour reference is r (own value at a wall) */
-#define PKC_ACROSS(r) ((r) >= 0 ? x[(r) + ncols * k] : (r) == -1 ? xc : g.halo[(-2 - (r)) + g.nhalo * k])
-    const double cs = es < 0 ? (double)aS[c] : g.coef<T>(es, k), xs = es < 0 ? x[c - nx] : PKC_ACROSS(ns);
-    const double cn = en < 0 ? (double)aS[c + nx] : g.coef<T>(en, k), xn = en < 0 ? x[c + nx] : PKC_ACROSS(nn);
+#define PKC_ACROSS(r) ((r) >= 0 ? act_x(act, x, (r) + ncols * k, 0) : (r) == -1 ? xc : g.halo[(-2 - (r)) + g.nhalo * k])
+    const double cs = es < 0 ? (double)aS[c] : g.coef<T>(es, k), xs = es < 0 ? act_x(act, x, c - nx, 0) : PKC_ACROSS(ns);
+    const double cn = en < 0 ? (double)aS[c + nx] : g.coef<T>(en, k), xn = en < 0 ? act_x(act, x, c + nx, 0) : PKC_ACROSS(nn);
     const double ac = (double)aC[c];
     double y;
     if (!has_w) {
       double s = ac * xc + cs * xs + cn * xn + cd * xd + cu * xu;
-      if (has_e) s += ee < 0 ? (double)aW[c + 1] * x[c + 1] : g.coef<T>(ee, k) * PKC_ACROSS(ne);
+      if (has_e) s += ee < 0 ? (double)aW[c + 1] * act_x(act, x, c + 1, 0) : g.coef<T>(ee, k) * PKC_ACROSS(ne);
       y = s;
     } else {
-      const double cw = ew < 0 ? (double)aW[c] : g.coef<T>(ew, k), xw = ew < 0 ? x[c - 1] : PKC_ACROSS(nw);
+      const double cw = ew < 0 ? (double)aW[c] : g.coef<T>(ew, k), xw = ew < 0 ? act_x(act, x, c - 1, 0) : PKC_ACROSS(nw);
       if (has_e) {
-        const double ce = ee < 0 ? (double)aW[c + 1] : g.coef<T>(ee, k), xe = ee < 0 ? x[c + 1] : PKC_ACROSS(ne);
+        const double ce = ee < 0 ? (double)aW[c + 1] : g.coef<T>(ee, k), xe = ee < 0 ? act_x(act, x, c + 1, 0) : PKC_ACROSS(ne);
         y = ac * xc + cw * xw + ce * xe + cs * xs + cn * xn + cd * xd + cu * xu;
       } else {
         y = ac * xc + cw * xw + cs * xs + cn * xn + cd * xd + cu * xu;

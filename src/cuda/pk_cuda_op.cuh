@@ -31,6 +31,29 @@ constexpr int64_t PKC_CELLS_MIN = (int64_t)1 << 21;
 constexpr int64_t PKC_TWOD_MIN_COLS = (int64_t)1 << 18;
 
 /**
+ * Launch act over the cells of the 2-D grid stencil op (op->gsny > 0, op->nz == 1) on the kernels compiled for
+ * one level (k_gstencil<..., TWOD>); the blocks and cells of launch_op's other grid-stencil kernels.
+ */
+template <class Act>
+int launch_gstencil_2d(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, double *part,
+                       int64_t *nblocks, bool pdl = false) {
+  const GridShape gs = grid_shape(op);
+  if (nblocks) *nblocks = gs.bx * gs.by;
+  const dim3 grid((unsigned)gs.bx, (unsigned)gs.by), b(PKC_BLOCK);
+  const GHalo gh = ghalo_of(op);
+  const bool loop = gs.bx * PKC_BLOCK < launch_cols(op); /* a capped launch (gcap): grid-stride */
+  auto kd = Act::MINB > 0 ? (loop ? k_gstencil_minb<double, Act, true, true> : k_gstencil_minb<double, Act, false, true>)
+                          : (loop ? k_gstencil<double, Act, true, true> : k_gstencil<double, Act, false, true>);
+  auto kf = Act::MINB > 0 ? (loop ? k_gstencil_minb<float, Act, true, true> : k_gstencil_minb<float, Act, false, true>)
+                          : (loop ? k_gstencil<float, Act, true, true> : k_gstencil<float, Act, false, true>);
+  if (op->fp32)
+    return launch_kernel(pdl, kf, grid, b, 0, s, op->aWf, op->aSf, op->aVf, op->aCf, op->nx, op->ny, op->nz, gs.kc,
+                         x, act, part, gh);
+  return launch_kernel(pdl, kd, grid, b, 0, s, op->aW, op->aS, op->aV, op->aC, op->nx, op->ny, op->nz, gs.kc, x,
+                       act, part, gh);
+}
+
+/**
  * Launch act over the cells of op with input vector x; *nblocks (may be NULL) = slots written; pdl: as a
  * programmatic dependent launch (Act::begin() calls step_wait()).
  */
@@ -111,17 +134,8 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
   if (op->type == PKRYLOV_OPERATOR_STENCIL7 && op->gsny > 0) { /* a grid stencil: tiles and their edges */
     const GHalo gh = ghalo_of(op);
     const bool loop = gs.bx * PKC_BLOCK < launch_cols(op); /* a capped launch (gcap): grid-stride */
-    if (op->nz == 1 && (op->gcap || launch_cols(op) >= PKC_TWOD_MIN_COLS)) { /* the 2-D kernels */
-      auto kd = Act::MINB > 0 ? (loop ? k_gstencil_minb<double, Act, true, true> : k_gstencil_minb<double, Act, false, true>)
-                              : (loop ? k_gstencil<double, Act, true, true> : k_gstencil<double, Act, false, true>);
-      auto kf = Act::MINB > 0 ? (loop ? k_gstencil_minb<float, Act, true, true> : k_gstencil_minb<float, Act, false, true>)
-                              : (loop ? k_gstencil<float, Act, true, true> : k_gstencil<float, Act, false, true>);
-      if (op->fp32)
-        return launch_kernel(pdl, kf, grid, b, 0, s, op->aWf, op->aSf, op->aVf, op->aCf, op->nx, op->ny, op->nz,
-                             gs.kc, x, act, part, gh);
-      return launch_kernel(pdl, kd, grid, b, 0, s, op->aW, op->aS, op->aV, op->aC, op->nx, op->ny, op->nz,
-                           gs.kc, x, act, part, gh);
-    }
+    if (op->nz == 1 && (op->gcap || launch_cols(op) >= PKC_TWOD_MIN_COLS)) /* the 2-D kernels */
+      return launch_gstencil_2d(s, op, x, act, part, nblocks, pdl);
     auto kd = Act::MINB > 0 ? (loop ? k_gstencil_minb<double, Act, true> : k_gstencil_minb<double, Act, false>)
                             : (loop ? k_gstencil<double, Act, true> : k_gstencil<double, Act, false>);
     auto kf = Act::MINB > 0 ? (loop ? k_gstencil_minb<float, Act, true> : k_gstencil_minb<float, Act, false>)

@@ -71,6 +71,39 @@ template <bool ENG = false> struct ActPcCg {
   }
 };
 
+/**
+ * CG's preconditioner loop with an approximate inverse on a grid stencil of one rank, with r -= alpha q fused
+ * in: the kernel reads r_new = r - alpha q at every neighbour (xin; alpha_zero: r itself), writes rn = r_new
+ * (another array than r: the neighbours still read r) and z = M^-1 r_new; acc (r_new, z), (r_new, r_new).
+ * The scalar step of FOLD runs first, as in k_rupdate. Bitwise k_rupdate then ActPcCg.
+ */
+template <int FOLD> struct ActPcCgR {
+  static constexpr int NV = 2;
+  static constexpr int MINB = 0;
+  static constexpr bool PREFETCH = false;
+  struct In {};
+  StepInT<FOLD> sin;
+  int alpha_zero;
+  const double *q;
+  double *rn, *z;
+  double alpha;
+  __device__ bool begin() {
+    step_wait();
+    double a0, b0;
+    if (!step_scalars<FOLD>(sin, a0, b0)) return false;
+    alpha = a0;
+    return true;
+  }
+  __device__ double xin(const double *r, int64_t i) const { return alpha_zero ? r[i] : r[i] - alpha * q[i]; }
+  __device__ In load(int64_t) const { return In{}; }
+  __device__ void operator()(int64_t c, double y, double rc, const In &, double *acc) const {
+    rn[c] = rc;
+    z[c] = y;
+    acc[0] += rc * y;
+    acc[1] += rc * rc;
+  }
+};
+
 /* ---- preconditioner kernels --------------------------------------------------------------------- */
 
 /**
@@ -1012,6 +1045,30 @@ extern "C" int pk_cuda_cg_precond_step_fold(void *stream, const pk_cuda_pc *pc, 
   if (!fold) return (int)cudaErrorInvalidValue;
   return launch_pc<1, FOLD_CG_SIGMA>((cudaStream_t)stream, pc, step_in(fold), 0, n, r, q, z, part, nblocks,
                                      fold->pdl != 0);
+}
+
+/* ---- CG's approximate-inverse loop with r -= alpha q fused in (one rank, grid stencil) ------------------ */
+
+/** Whether pk_cuda_cg_precond_step_r can run pc: an approximate inverse on a 2-D grid stencil without halo. */
+extern "C" int pk_cuda_cg_precond_fuses_r(const pk_cuda_pc *pc) {
+  return pc && pc->type == PKRYLOV_PRECOND_AINV && pc->op.type == PKRYLOV_OPERATOR_STENCIL7 && pc->op.gsny > 0 &&
+         pc->op.nz == 1 && !pc->op.ghalo && !pc->op.cols;
+}
+
+extern "C" int pk_cuda_cg_precond_step_r(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
+                                         const double *r, double *rn, const double *q, double *z, double *part,
+                                         int64_t *nblocks) {
+  if (!pk_cuda_cg_precond_fuses_r(pc) || r == rn) return (int)cudaErrorInvalidValue;
+  ActPcCgR<FOLD_NONE> act{step_in(st), alpha_zero, q, rn, z, 0.0};
+  return launch_gstencil_2d((cudaStream_t)stream, &pc->op, r, act, part, nblocks);
+}
+
+extern "C" int pk_cuda_cg_precond_step_r_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold,
+                                              const double *r, double *rn, const double *q, double *z, double *part,
+                                              int64_t *nblocks) {
+  if (!fold || !pk_cuda_cg_precond_fuses_r(pc) || r == rn) return (int)cudaErrorInvalidValue;
+  ActPcCgR<FOLD_CG_SIGMA> act{step_in(fold), 0, q, rn, z, 0.0};
+  return launch_gstencil_2d((cudaStream_t)stream, &pc->op, r, act, part, nblocks, fold->pdl != 0);
 }
 
 /* ---- the CUDA engine's CG preconditioner loop (pk_cuda_kry_cg.cu): scalars from its S ---------------- */

@@ -41,7 +41,7 @@ struct SolverDev {
   pk_cuda_state *hst;     /* pinned host copy of st[0] */
   double *dsum, *hsum;    /* kPartNV sums: device, pinned host */
   cudaGraphExec_t graph;  /* one block of graph_k iterations */
-  int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl, graph_pnone, graph_edge;
+  int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl, graph_pnone, graph_edge, graph_fuse_r;
   const double *graph_w;  /* v[D_W] when the graph was captured (the pointers its kernels hold) */
   cudaGraphExec_t graph_alt; /* the same block captured with v[D_W] = graph_alt_w (the other buffer parity
                                 of the pipelined CG update without a preconditioner), or NULL */
@@ -123,6 +123,10 @@ struct Run {
      v[D_M] (w_old in one, w_new into the other), and after a block of odd length run_block swaps the two
      host pointers, so v[D_W] holds the current w between blocks */
   int pnone;
+  /* CG with an approximate inverse on a grid stencil of one rank (solve_cg sets it): r -= alpha q fused into
+     the preconditioner loop (pk_cuda_cg_precond_step_r), r alternating between v[D_R] and v[D_U] inside a
+     block like pnone's w; run_block swaps the two host pointers after a block of odd length */
+  int fuse_r;
   int minres;            /* the minimum-residual iterate (s->min_res): copy kernels after the scalar steps */
   int rr_on;             /* pipelined CG with the automatic residual replacement (PKRYLOV_REPLACE_AUTO) */
 };
