@@ -448,16 +448,12 @@ int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st) {
     if (st->its - R->recorded > len)
       return pk_error(R->s->ctx, PKRYLOV_ERR_INTERNAL, __func__, "%d iterations between polls, ring of %d",
                       st->its - R->recorded, len);
-    double *ring = malloc(sizeof(double) * (size_t)len);
-    if (!ring) return pk_error(R->s->ctx, PKRYLOV_ERR_OUT_OF_MEMORY, __func__, "ring copy");
-    int ierr = pk_kry_get(R->E, base, len, ring);
-    if (!ierr)
-      for (int32_t k = R->recorded + 1; k <= st->its; k++) {
-        int stop = pk_solver_record(R->s, &R->best, &R->stalled, k, ring[k % len]);
-        if (stop && !st->host) st->host = stop;
-      }
-    free(ring);
-    PK_CALL(ierr);
+    double *ring = R->ringbuf;
+    PK_CALL(pk_kry_get(R->E, base, len, ring));
+    for (int32_t k = R->recorded + 1; k <= st->its; k++) {
+      int stop = pk_solver_record(R->s, &R->best, &R->stalled, k, ring[k % len]);
+      if (stop && !st->host) st->host = stop;
+    }
     R->recorded = st->its;
   }
   return PKRYLOV_SUCCESS;
@@ -732,6 +728,12 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   R.recorded = -1;
   const int32_t ring = nscal - z.nscalars;
   R.ring = ring;
+  R.ringbuf = malloc(sizeof(double) * (size_t)ring);
+  if (!R.ringbuf) {
+    ierr = pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_solver_solve",
+                    "cannot allocate the residual ring (%d values)", ring);
+    goto failed;
+  }
   R.tmp = PK_KV_W0 + z.nwork;
   R.xbest = z.keep_last ? -1 : PK_KV_W0 + z.nwork + 1;
   if (!host) { /* device arrays: check them on the device; distributed: the first failing rank's error on
@@ -796,6 +798,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   }
   if ((ierr = pk_kry_unbind(E)) != PKRYLOV_SUCCESS) goto failed;
   free(x_entry);
+  free(R.ringbuf);
   res.rel_residual = res.rhs_norm > 0 ? res.final_residual / res.rhs_norm : res.final_residual;
   res.converged = res.reason > 0;
   res.solve_time_s = pk_wtime() - t0;
@@ -809,5 +812,6 @@ failed: /* only user callbacks (and backends) fail after the arguments were chec
   E->discard_x = 0;
   if (x_entry) memcpy(x, x_entry, sizeof(double) * (size_t)n);
   free(x_entry);
+  free(R.ringbuf);
   return ierr;
 }

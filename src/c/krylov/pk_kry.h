@@ -321,6 +321,7 @@ typedef struct pk_kry_run {
   int32_t restarts;    /* restarts of a driver's own (single-reduction CG: a recurrence curvature) */
   int32_t recorded;    /* iterations whose residual the host has recorded (history, monitor) */
   int32_t ring;        /* ring length (S[PK_KS_RING_LEN]) */
+  double *ringbuf;     /* the host's copy of the ring (ring values; pk_kry_poll), allocated per solve */
   pk_vid tmp;          /* the frame's work vector */
   double final_res;    /* ||b - A x|| of the returned x when have_final */
   int32_t have_final;
