@@ -31,21 +31,21 @@ constexpr int64_t PKC_CELLS_MIN = (int64_t)1 << 21;
 constexpr int64_t PKC_TWOD_MIN_COLS = (int64_t)1 << 18;
 
 /**
- * Launch act over the cells of the 2-D grid stencil op (op->gsny > 0, op->nz == 1) on the kernels compiled for
- * one level (k_gstencil<..., TWOD>); the blocks and cells of launch_op's other grid-stencil kernels.
+ * Launch act over the cells of the grid stencil op (op->gsny > 0): TWOD the kernels compiled for one level
+ * (k_gstencil<..., TWOD>, op->nz == 1), else the general ones; the same blocks and cells either way.
  */
-template <class Act>
-int launch_gstencil_2d(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, double *part,
-                       int64_t *nblocks, bool pdl = false) {
+template <bool TWOD, class Act>
+int launch_gstencil(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, double *part,
+                    int64_t *nblocks, bool pdl = false) {
   const GridShape gs = grid_shape(op);
   if (nblocks) *nblocks = gs.bx * gs.by;
   const dim3 grid((unsigned)gs.bx, (unsigned)gs.by), b(PKC_BLOCK);
   const GHalo gh = ghalo_of(op);
   const bool loop = gs.bx * PKC_BLOCK < launch_cols(op); /* a capped launch (gcap): grid-stride */
-  auto kd = Act::MINB > 0 ? (loop ? k_gstencil_minb<double, Act, true, true> : k_gstencil_minb<double, Act, false, true>)
-                          : (loop ? k_gstencil<double, Act, true, true> : k_gstencil<double, Act, false, true>);
-  auto kf = Act::MINB > 0 ? (loop ? k_gstencil_minb<float, Act, true, true> : k_gstencil_minb<float, Act, false, true>)
-                          : (loop ? k_gstencil<float, Act, true, true> : k_gstencil<float, Act, false, true>);
+  auto kd = Act::MINB > 0 ? (loop ? k_gstencil_minb<double, Act, true, TWOD> : k_gstencil_minb<double, Act, false, TWOD>)
+                          : (loop ? k_gstencil<double, Act, true, TWOD> : k_gstencil<double, Act, false, TWOD>);
+  auto kf = Act::MINB > 0 ? (loop ? k_gstencil_minb<float, Act, true, TWOD> : k_gstencil_minb<float, Act, false, TWOD>)
+                          : (loop ? k_gstencil<float, Act, true, TWOD> : k_gstencil<float, Act, false, TWOD>);
   if (op->fp32)
     return launch_kernel(pdl, kf, grid, b, 0, s, op->aWf, op->aSf, op->aVf, op->aCf, op->nx, op->ny, op->nz, gs.kc,
                          x, act, part, gh);
@@ -128,24 +128,14 @@ int launch_op(cudaStream_t s, const pk_cuda_op *op, const double *x, Act act, do
   /* the device cannot report an unknown type: refuse it here rather than run it as a thin shell */
   if (op->type != PKRYLOV_OPERATOR_STENCIL7 && op->type != PKRYLOV_OPERATOR_THINSHELL)
     return (int)cudaErrorInvalidValue;
+  if (op->type == PKRYLOV_OPERATOR_STENCIL7 && op->gsny > 0) { /* a grid stencil: tiles and their edges */
+    if (op->nz == 1 && (op->gcap || launch_cols(op) >= PKC_TWOD_MIN_COLS)) /* the 2-D kernels */
+      return launch_gstencil<true>(s, op, x, act, part, nblocks, pdl);
+    return launch_gstencil<false>(s, op, x, act, part, nblocks, pdl);
+  }
   const GridShape gs = grid_shape(op);
   if (nblocks) *nblocks = gs.bx * gs.by;
   const dim3 grid((unsigned)gs.bx, (unsigned)gs.by), b(PKC_BLOCK);
-  if (op->type == PKRYLOV_OPERATOR_STENCIL7 && op->gsny > 0) { /* a grid stencil: tiles and their edges */
-    const GHalo gh = ghalo_of(op);
-    const bool loop = gs.bx * PKC_BLOCK < launch_cols(op); /* a capped launch (gcap): grid-stride */
-    if (op->nz == 1 && (op->gcap || launch_cols(op) >= PKC_TWOD_MIN_COLS)) /* the 2-D kernels */
-      return launch_gstencil_2d(s, op, x, act, part, nblocks, pdl);
-    auto kd = Act::MINB > 0 ? (loop ? k_gstencil_minb<double, Act, true> : k_gstencil_minb<double, Act, false>)
-                            : (loop ? k_gstencil<double, Act, true> : k_gstencil<double, Act, false>);
-    auto kf = Act::MINB > 0 ? (loop ? k_gstencil_minb<float, Act, true> : k_gstencil_minb<float, Act, false>)
-                            : (loop ? k_gstencil<float, Act, true> : k_gstencil<float, Act, false>);
-    if (op->fp32)
-      return launch_kernel(pdl, kf, grid, b, 0, s, op->aWf, op->aSf, op->aVf, op->aCf, op->nx, op->ny, op->nz,
-                           gs.kc, x, act, part, gh);
-    return launch_kernel(pdl, kd, grid, b, 0, s, op->aW, op->aS, op->aV, op->aC, op->nx, op->ny, op->nz,
-                         gs.kc, x, act, part, gh);
-  }
   const Halo h = halo_of(op);
   if constexpr (!act_columns<Act>::value) {
     if (op->type == PKRYLOV_OPERATOR_STENCIL7 && !h.mask && !h.cols && op->n >= PKC_CELLS_MIN) {

@@ -1060,7 +1060,7 @@ extern "C" int pk_cuda_cg_precond_step_r(void *stream, const pk_cuda_pc *pc, con
                                          int64_t *nblocks) {
   if (!pk_cuda_cg_precond_fuses_r(pc) || r == rn) return (int)cudaErrorInvalidValue;
   ActPcCgR<FOLD_NONE> act{step_in(st), alpha_zero, q, rn, z, 0.0};
-  return launch_gstencil_2d((cudaStream_t)stream, &pc->op, r, act, part, nblocks);
+  return launch_gstencil<true>((cudaStream_t)stream, &pc->op, r, act, part, nblocks);
 }
 
 extern "C" int pk_cuda_cg_precond_step_r_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold,
@@ -1068,7 +1068,7 @@ extern "C" int pk_cuda_cg_precond_step_r_fold(void *stream, const pk_cuda_pc *pc
                                               int64_t *nblocks) {
   if (!fold || !pk_cuda_cg_precond_fuses_r(pc) || r == rn) return (int)cudaErrorInvalidValue;
   ActPcCgR<FOLD_CG_SIGMA> act{step_in(fold), 0, q, rn, z, 0.0};
-  return launch_gstencil_2d((cudaStream_t)stream, &pc->op, r, act, part, nblocks, fold->pdl != 0);
+  return launch_gstencil<true>((cudaStream_t)stream, &pc->op, r, act, part, nblocks, fold->pdl != 0);
 }
 
 /* ---- the CUDA engine's CG preconditioner loop (pk_cuda_kry_cg.cu): scalars from its S ---------------- */
