@@ -45,7 +45,7 @@ static const struct {
     {"cuda.l2pf", "1"},      {"dist.nccl", "1"},          {"dist.edge_comm", "1"},    {"dist.instrument", "0"},
     {"cuda.fold", "auto"},   {"cuda.pdl", "1"},           {"cuda.pipe_none", "1"},    {"cuda.timeline", "0"},
     {"kry.graph", "1"},      {"kry.fuse", "1"},           {"kry.profile", "0"},       {"kry.xfuse", "1"},
-    {"kry.cg", "0"},
+    {"kry.cg", "0"},         {"cuda.l2persist", "auto"},
 };
 enum { NSPEC = (int)(sizeof specs / sizeof specs[0]) };
 
@@ -78,6 +78,7 @@ PK_TEST_CASE(set_and_get) {
       {"cuda.csr_format", "csr", "csr"}, {"cuda.csr_format", "dia-nosym", "dia-nosym"},
       {"cuda.csr_format", "dia", "dia"}, {"cuda.fold", "0", "0"},        {"cuda.fold", "1", "1"},
       {"cuda.fold", "auto", "auto"},  {"cuda.bind", "none", "none"},     {"cuda.timeline", "1", "1"},
+      {"cuda.l2persist", "0", "0"},   {"cuda.l2persist", "4", "4"},      {"cuda.l2persist", "auto", "auto"},
   };
   for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     PK_EXPECT_CODE(ctx, pkrylov_context_set_option(ctx, cases[i].name, cases[i].value), PKRYLOV_SUCCESS);
@@ -111,6 +112,7 @@ PK_TEST_CASE(bad_values) {
       {"cuda.kc", "0", "1..1024, or auto"},    {"cuda.kc", "1025", "1..1024"},   {"cuda.kc", "16x", "1..1024"},
       {"cuda.kc", "", "1..1024"},              {"cuda.kc", "-3", "1..1024"},     {"cuda.kc", "99999999999999", "1..1024"},
       {"cuda.l2pf", "17", "0..16"},            {"cuda.l2pf", "-1", "0..16"},     {"cuda.l2pf", "auto", "0..16"},
+      {"cuda.l2persist", "5", "0..4"},
       {"cuda.csr_lanes", "3", "power of two"}, {"cuda.csr_lanes", "64", "power of two up to 32"},
       {"cuda.csr_format", "diag", "auto, csr, dia, dia-nosym"}, {"cuda.csr_format", "CSR", "auto, csr"},
       {"dist.nccl", "2", "0 or 1"},            {"kry.graph", "onn", "0 or 1"},   {"cuda.fold", "2", "0..1, or auto"},
@@ -266,7 +268,7 @@ PK_TEST_CASE(describe) {
         PK_EXPECT(strstr(line, def), "'%s' lacks '%s'", line, def);
         const int solver_level = !strncmp(specs[s].name, "kry.", 4) || !strcmp(specs[s].name, "cuda.fold") ||
                                  !strcmp(specs[s].name, "cuda.pdl") || !strcmp(specs[s].name, "cuda.pipe_none") ||
-                                 !strcmp(specs[s].name, "cuda.timeline");
+                                 !strcmp(specs[s].name, "cuda.timeline") || !strcmp(specs[s].name, "cuda.l2persist");
         PK_EXPECT(strstr(line, solver_level ? "solver level" : "context level"), "'%s': level", line);
         const int collective = !strncmp(specs[s].name, "dist.", 5);
         PK_EXPECT((strstr(line, "collective") != NULL) == collective, "'%s': collective flag", line);

@@ -1123,7 +1123,7 @@ PK_TEST_CASE(library_options) {
                                       "cuda.l2pf",     "dist.nccl",       "dist.edge_comm", "dist.instrument",
                                       "cuda.fold",     "cuda.pdl",        "cuda.pipe_none", "cuda.timeline",
                                       "kry.graph",     "kry.fuse",        "kry.profile",    "kry.xfuse",
-                                      "kry.cg"};
+                                      "kry.cg",        "cuda.l2persist"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char pat[64];
     snprintf(pat, sizeof pat, "\n  %s ", names[i]);

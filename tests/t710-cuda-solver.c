@@ -876,8 +876,10 @@ static int opt_solve(pkrylov_context ctx, pkrylov_operator A, int type, const ch
 
 /**
  * The options that choose kernels and launches give the same answer: on the thin shell, CG and pipelined CG
- * with the solver options cuda.fold=0 / 1, cuda.pdl=0 and cuda.pipe_none=0 bitwise equal to the default
- * solve (same iterations); an operator created with cuda.l2pf=0 (no L2 prefetch: no arithmetic changes)
+ * with the solver options cuda.fold=0 / 1, cuda.pdl=0, cuda.pipe_none=0 and cuda.l2persist=1 / 4 (CG's
+ * vectors in the L2's persisting part: a cache policy, no arithmetic changes) bitwise equal to the default
+ * solve (same iterations), and the device's persisting L2 limit as before the solves (the solve restores
+ * it); an operator created with cuda.l2pf=0 (no L2 prefetch: no arithmetic changes)
  * bitwise equal too; cuda.kc=4 (other level chunks: the partial sums are partitioned differently) converges
  * to within 1e-8 of it (launch_paths_match: GPU and CPU, whose sums differ too, agree to 1e-10). BiCGStab
  * with kry.graph=0 bitwise equal to its default solve (the same kernels in the same order). The solver
@@ -898,19 +900,26 @@ PK_TEST_CASE(options_same_answer) {
   PK_REQUIRE_OK(gpu, pkrylov_context_set_option(gpu, "cuda.kc", "auto"));
   static const char *const fold0[] = {"cuda.fold", "0", NULL}, *const fold1[] = {"cuda.fold", "1", NULL},
                            *const nopdl[] = {"cuda.fold", "1", "cuda.pdl", "0", NULL},
-                           *const general[] = {"cuda.fold", "0", "cuda.pipe_none", "0", NULL};
-  const char *const *variants[] = {fold0, fold1, nopdl, general};
+                           *const general[] = {"cuda.fold", "0", "cuda.pipe_none", "0", NULL},
+                           *const l2one[] = {"cuda.l2persist", "1", NULL},
+                           *const l2four[] = {"cuda.fold", "0", "cuda.l2persist", "4", NULL};
+  const char *const *variants[] = {fold0, fold1, nopdl, general, l2one, l2four};
+  enum { NVAR = (int)(sizeof variants / sizeof variants[0]) };
+  size_t lim0 = 0, lim = 0;
+  PK_REQUIRE(cudaDeviceGetLimit(&lim0, cudaLimitPersistingL2CacheSize) == cudaSuccess, "persisting L2 limit");
   for (int type = PKRYLOV_SOLVER_CG; type <= PKRYLOV_SOLVER_PIPECG; type++) {
     pkrylov_result r0, r;
     PK_REQUIRE_OK(gpu, opt_solve(gpu, A, type, NULL, b, x0, n, &r0));
     PK_EXPECT(r0.converged, "type %d: default solve not converged (%s)", type, pkrylov_reason_string(r0.reason));
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < NVAR; v++) {
       PK_REQUIRE_OK(gpu, opt_solve(gpu, A, type, variants[v], b, x, n, &r));
       PK_EXPECT(r.iterations == r0.iterations && memcmp(x, x0, sizeof(double) * (size_t)n) == 0,
                 "type %d, %s=%s%s%s: %d its (default %d), x differs by %.3e", type, variants[v][0],
                 variants[v][1], variants[v][2] ? " " : "", variants[v][2] ? variants[v][2] : "", r.iterations,
                 r0.iterations, pk_test_rel_diff(n, x, x0));
     }
+    PK_EXPECT(cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) == cudaSuccess && lim == lim0,
+              "type %d: the persisting L2 limit is %zu after the solves (%zu before)", type, lim, lim0);
     PK_REQUIRE_OK(gpu, opt_solve(gpu, Apf, type, NULL, b, x, n, &r));
     PK_EXPECT(r.iterations == r0.iterations && memcmp(x, x0, sizeof(double) * (size_t)n) == 0,
               "type %d, cuda.l2pf=0: %d its (default %d), x differs by %.3e", type, r.iterations, r0.iterations,

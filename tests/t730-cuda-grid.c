@@ -75,7 +75,7 @@ PK_TEST_CASE(cuda_product_and_ainv_match_cpu) {
 }
 
 /* solve()'s extra settings on a CUDA context: the engine's CG (solver option kry.cg=1), a sync interval (> 0) */
-static int g_engine = 0, g_sync = 0;
+static int g_engine = 0, g_sync = 0, g_l2 = 0; /* g_l2: the solver option cuda.l2persist=4 */
 
 /** Solve on ctx with type/precond (ainv or column), optionally reproducible and with a launch mode; x, its. */
 static int solve(pkrylov_context ctx, const pkt_global *G, const pkt_tiling *T, const int32_t *tiles, int32_t type,
@@ -99,6 +99,7 @@ static int solve(pkrylov_context ctx, const pkt_global *G, const pkt_tiling *T, 
     pk_cuda_solver_set_launch(s, fold, -1);
   if (backend == PKRYLOV_BACKEND_CUDA && g_engine) PK_REQUIRE_OK(ctx, pkrylov_solver_set_option(s, "kry.cg", "1"));
   if (g_sync > 0) PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, g_sync));
+  if (backend == PKRYLOV_BACKEND_CUDA && g_l2) PK_REQUIRE_OK(ctx, pkrylov_solver_set_option(s, "cuda.l2persist", "4"));
   double *b = malloc(sizeof(double) * (size_t)G->ncell);
   uint64_t st = 99;
   for (int64_t q = 0; q < G->ncell; q++) b[q] = G->mask[q] ? pk_test_rand(&st) : 0.0;
@@ -188,17 +189,22 @@ PK_TEST_CASE(cuda_large_2d_solves_match_cpu) {
     if (type == PKRYLOV_SOLVER_CG) {
       /* the driver fuses r -= alpha q into the approximate inverse's loop (r alternating between two arrays,
          swapped after odd blocks: sync interval 7); the engine runs them as two kernels: the same bits */
-      int32_t ite = -4, it7 = -5;
+      int32_t ite = -4, it7 = -5, itl = -6;
       double *xe = malloc(sizeof(double) * (size_t)n), *x7 = malloc(sizeof(double) * (size_t)n);
+      double *xl = malloc(sizeof(double) * (size_t)n);
       g_engine = 1;
       if (solve(cg, &G, &T, tiles, type, 0, 0, xe, &ite) != PK_PASS) pk_test_failures++;
       g_engine = 0, g_sync = 7;
       if (solve(cg, &G, &T, tiles, type, 0, 0, x7, &it7) != PK_PASS) pk_test_failures++;
-      g_sync = 0;
-      PK_EXPECT(ite == itg2 && it7 == itg2, "CG: engine %d, sync 7 %d, driver %d iterations", ite, it7, itg2);
+      g_l2 = 1; /* the same with CG's vectors in the L2's persisting part (a cache policy: the same bits) */
+      if (solve(cg, &G, &T, tiles, type, 0, 0, xl, &itl) != PK_PASS) pk_test_failures++;
+      g_sync = 0, g_l2 = 0;
+      PK_EXPECT(ite == itg2 && it7 == itg2 && itl == itg2,
+                "CG: engine %d, sync 7 %d (L2 window %d), driver %d iterations", ite, it7, itl, itg2);
       pkt_same_bits("engine", "x", n, xe, xg2);
       pkt_same_bits("sync 7", "x", n, x7, xg2);
-      free(xe), free(x7);
+      pkt_same_bits("sync 7, cuda.l2persist=4", "x", n, xl, xg2);
+      free(xe), free(x7), free(xl);
     }
     free(xc), free(xg), free(xg2);
     pkrylov_context_destroy(&cc);

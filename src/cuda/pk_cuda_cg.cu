@@ -7,6 +7,7 @@
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <utility>
@@ -305,6 +306,24 @@ cudaError_t capture_graph(Run &R, int k, int type, int *rc) {
     if (g) cudaGraphDestroy(g);
     return e != cudaSuccess ? e : cudaErrorUnknown;
   }
+  if (R.l2) { /* the L2 window on every kernel node (set on the nodes, not left to the capture) */
+    size_t nn = 0;
+    e = cudaGraphGetNodes(g, NULL, &nn);
+    cudaGraphNode_t *nodes =
+        e == cudaSuccess ? (cudaGraphNode_t *)malloc(sizeof(cudaGraphNode_t) * (nn ? nn : 1)) : NULL;
+    if (nodes && cudaGraphGetNodes(g, nodes, &nn) == cudaSuccess) {
+      cudaKernelNodeAttrValue kv;
+      memset(&kv, 0, sizeof kv);
+      kv.accessPolicyWindow = R.l2win;
+      for (size_t i = 0; i < nn; i++) {
+        cudaGraphNodeType t;
+        if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel)
+          cudaGraphKernelNodeSetAttribute(nodes[i], cudaKernelNodeAttributeAccessPolicyWindow, &kv);
+      }
+    }
+    free(nodes);
+    cudaGetLastError(); /* a node without the window only loses its effect */
+  }
   e = cudaGraphInstantiate(&d->graph, g, 0);
   cudaGraphDestroy(g);
   if (e != cudaSuccess) d->graph = NULL;
@@ -327,6 +346,7 @@ int run_block(Run &R, int count, int type) {
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
         d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist ||
         d->graph_nccl != R.nccl || d->graph_repro != R.repro || d->graph_pnone != R.pnone || d->graph_fuse_r != R.fuse_r ||
+        d->graph_l2 != R.l2 ||
         d->graph_edge != R.edge_comm || d->graph_minres != R.minres || d->graph_rr != R.rr_on) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
       if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt), d->graph_alt = NULL;
@@ -360,6 +380,7 @@ int run_block(Run &R, int count, int type) {
       d->graph_k = k, d->graph_type = type, d->graph_mixed = R.s->mixed;
       d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
       d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_edge = R.edge_comm, d->graph_fuse_r = R.fuse_r;
+      d->graph_l2 = R.l2;
       d->graph_minres = R.minres, d->graph_rr = R.rr_on;
       d->graph_w = w;
     }
@@ -439,7 +460,6 @@ void finish_from_state(Run &R) {
 /** CG on the device; mirrors cg.c's CG. */
 int solve_cg(Run &R) {
   pkrylov_context ctx = R.ctx;
-  R.fuse_r = !R.distributed && !R.repro && !R.uop && !R.upc && pk_cuda_cg_precond_fuses_r(R.pcp);
   pkrylov_solver s = R.s;
   double **v = R.d->v;
   const size_t bytes = sizeof(double) * (size_t)R.n;

@@ -58,6 +58,93 @@ constexpr int64_t kFoldMaxSlots = 256;
    fold */
 constexpr int64_t kFoldMaxGridSlots = 1024;
 
+/**
+ * The L2 window of CG on one GPU (option cuda.l2persist). Each iteration reads and writes its work vectors
+ * once or twice (q: read twice, written once; z, p, x: read and written once; r: read in one array and
+ * written to the other), and the operator's and the preconditioner's coefficients stream past them: once
+ * the vectors and the coefficients no longer fit in the L2 together, the vectors come from DRAM every time.
+ * An access policy window over the first m work vectors (v[D_Q], v[D_Z], v[D_P], v[D_X]: contiguous, the
+ * most traffic first) marks their lines persisting, and a set-aside part of the L2 as large as the window
+ * (at most the device's maximum) keeps them there from one kernel to the next. auto: the models' 2-D solve
+ * (CG with the approximate inverse fused on a 2-D grid of one rank, fuse_r), from 16 vectors' bytes above
+ * the L2's size (2^19 cells on an H100), m = 0.8 x the maximum part / the vector's bytes, at most 4 (none:
+ * no window). Measured on an H100 (50 MB L2, 32.8 MB maximum part; barotropic, 2 x 2 tiles, us per
+ * iteration, none / m = 1 / 2 / 3 / 4): 512 x 1024 35.4 / 34.4 / 33.8 / 32.7 / 32.0; 1024 x 1024 66.9 /
+ * 62.3 / 58.7 / 56.7 / 56.8; 1280 x 1024 79.3 / 71.5 / 67.9 / 68.0 / 73.4; 1536 x 1024 93.4 / 84.0 / 79.6 /
+ * 87.0 / 93.0; 2048 x 1024 122.6 / 111.5 / 114.9 / 128.9 / 140.2; 2048 x 2048 234.6 / 251.6 / 305.4 / 307.9 /
+ * 446.5: a window larger than the part (hit ratio below 1) loses, so the rule takes the largest m whose
+ * window fits in 0.8 of it. The solve then resets the persisting lines and restores the stream's window and
+ * the device's limit (the lines left behind slowed a vendor PCG run after it 1.24x): l2_begin and l2_end
+ * cost about 30 us per solve. The 3-D grids (thin shell, column stencil, 128 x 128 x 64) gained nothing
+ * from it and pipelined CG (other vectors) lost (82.1 -> 85.5 at 1024 x 1024), so auto leaves them alone.
+ */
+void l2_begin(Run &R) {
+  SolverDev *d = R.d;
+  R.l2 = 0;
+  const int opt = d->l2persist;
+  if (opt == 0 || R.distributed) return;
+  int dev = 0, maxp = 0, maxw = 0, l2size = 0;
+  size_t lim = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&maxp, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&maxw, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2size, cudaDevAttrL2CacheSize, dev) != cudaSuccess ||
+      cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) != cudaSuccess || maxp <= 0 || maxw <= 0) {
+    cudaGetLastError();
+    return;
+  }
+  const size_t vb = (size_t)(d->v[1] - d->v[0]) * sizeof(double);
+  int m = opt;
+  if (opt < 0) {
+    if (!R.fuse_r || 16 * vb <= (size_t)l2size) return;
+    m = (int)(0.8 * (double)maxp / (double)vb);
+    if (m > 4) m = 4;
+  }
+  if (m <= 0) return;
+  size_t bytes = (size_t)m * vb;
+  if (bytes > (size_t)maxw) bytes = (size_t)maxw;
+  if (cudaStreamGetAttribute(R.stream, cudaStreamAttributeAccessPolicyWindow, &R.l2_prev) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  const size_t part = bytes < (size_t)maxp ? bytes : (size_t)maxp; /* the set-aside part: the window, at most */
+  if (lim != part && cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, part) != cudaSuccess) {
+    cudaGetLastError(); /* MIG or MPS: no set-aside part */
+    return;
+  }
+  R.l2_prev_limit = lim;
+  const double ratio = (double)part / (double)bytes;
+  memset(&R.l2win, 0, sizeof R.l2win);
+  R.l2win.base_ptr = d->v[D_Q];
+  R.l2win.num_bytes = bytes;
+  R.l2win.hitRatio = (float)(ratio < 1.0 ? ratio : 1.0);
+  R.l2win.hitProp = cudaAccessPropertyPersisting;
+  R.l2win.missProp = cudaAccessPropertyStreaming;
+  cudaStreamAttrValue a;
+  memset(&a, 0, sizeof a);
+  a.accessPolicyWindow = R.l2win;
+  if (cudaStreamSetAttribute(R.stream, cudaStreamAttributeAccessPolicyWindow, &a) != cudaSuccess) {
+    cudaGetLastError();
+    if (lim != part) cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, lim);
+    cudaGetLastError();
+    return;
+  }
+  R.l2 = m;
+}
+
+/** The end of the L2 window (after the iterations): the stream's window, the lines and the limit as before. */
+void l2_end(Run &R) {
+  if (!R.l2) return;
+  cudaStreamSetAttribute(R.stream, cudaStreamAttributeAccessPolicyWindow, &R.l2_prev);
+  cudaStreamSynchronize(R.stream);
+  cudaCtxResetPersistingL2Cache();
+  size_t lim = 0;
+  if (cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) == cudaSuccess && lim != R.l2_prev_limit)
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, R.l2_prev_limit);
+  cudaGetLastError(); /* none of this changes a result */
+  R.l2 = 0;
+}
+
 /* ---- timeline (solver option cuda.timeline=1; benchmarks, not for production) ---------------------------
  * CUDA events with timing at the steps of each pipelined CG iteration, on the stream that runs the step
  * (the communication stream for the gather and the halos), for the first TL_MAXIT iterations of a solve;
@@ -648,6 +735,7 @@ extern "C" void pk_cuda_solver_options(struct pkrylov_solver_s *s) {
   d->fold_mode = s->opts.cuda_fold;
   d->pdl = s->opts.cuda_pdl;
   d->pipe_none = s->opts.cuda_pipe_none;
+  d->l2persist = s->opts.cuda_l2persist;
 }
 
 extern "C" void pk_cuda_solver_set_launch(struct pkrylov_solver_s *s, int fold, int pdl) {
@@ -825,7 +913,15 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     PK_CALL(pk_rr_init(s, res.rhs_norm, d->hrre));
     PK_CALL(rr_put(R));
   }
-  int rc = s->type == PKRYLOV_SOLVER_CG ? solve_cg(R) : solve_pipecg(R);
+  int rc;
+  if (s->type == PKRYLOV_SOLVER_CG) {
+    R.fuse_r = !R.distributed && !R.repro && !R.uop && !R.upc && pk_cuda_cg_precond_fuses_r(R.pcp);
+    l2_begin(R);
+    rc = solve_cg(R);
+    l2_end(R);
+  } else {
+    rc = solve_pipecg(R);
+  }
   if (s->type == PKRYLOV_SOLVER_PIPECG)
     tl_report(ctx, R.dop ? (R.nccl ? (R.edge_comm ? "pipecg nccl edge-comm" : "pipecg nccl") : "pipecg host")
                          : "pipecg");

@@ -21,7 +21,9 @@ extern "C" {
 
 namespace pkc_solver {
 
-enum { D_R, D_Z, D_P, D_Q, D_U, D_W, D_M, D_S, D_T, D_AT, D_B, D_X, D_NVEC };
+/* the work vectors, in the order of the work area: CG's q, z, p, x first, the L2 window's candidates (l2_begin,
+   pk_cuda_solver.cu: the most reads and writes per iteration first) */
+enum { D_Q, D_Z, D_P, D_X, D_R, D_U, D_W, D_M, D_S, D_T, D_AT, D_B, D_NVEC };
 
 /** Values per partial-sum slot the buffers hold: pipelined CG's update writes PK_RR_NV (its three dots and
  *  the automatic residual replacement's norms, pk_rr.h), every other producer fewer. Also the size of the
@@ -42,6 +44,7 @@ struct SolverDev {
   double *dsum, *hsum;    /* kPartNV sums: device, pinned host */
   cudaGraphExec_t graph;  /* one block of graph_k iterations */
   int graph_k, graph_type, graph_mixed, graph_fold, graph_pdl, graph_pnone, graph_edge, graph_fuse_r;
+  int graph_l2;           /* the L2 window's vectors on the graph's kernel nodes (Run.l2) */
   const double *graph_w;  /* v[D_W] when the graph was captured (the pointers its kernels hold) */
   cudaGraphExec_t graph_alt; /* the same block captured with v[D_W] = graph_alt_w (the other buffer parity
                                 of the pipelined CG update without a preconditioner), or NULL */
@@ -53,6 +56,7 @@ struct SolverDev {
   int graph_rr;           /* the graph's updates sum the automatic residual replacement's norms */
   int fold_mode;          /* -1 auto, 0 off, 1 on (solver option cuda.fold, pk_cuda_solver_set_launch) */
   int pdl;                /* 1: programmatic dependent launches on the folded path (option cuda.pdl) */
+  int l2persist;          /* option cuda.l2persist: -1 auto, 0 off, 1 .. 4 vectors (l2_begin) */
   int pipe_none;          /* 1: pipelined CG without a preconditioner uses the specialised update where it
                              applies (option cuda.pipe_none, pk_cuda_solver_set_pipe_none) */
   int last_pnone;         /* the last solve ran the specialised update (pk_cuda_solver_used_pipe_none) */
@@ -129,6 +133,12 @@ struct Run {
   int fuse_r;
   int minres;            /* the minimum-residual iterate (s->min_res): copy kernels after the scalar steps */
   int rr_on;             /* pipelined CG with the automatic residual replacement (PKRYLOV_REPLACE_AUTO) */
+  /* CG on one GPU: the L2 window (l2_begin / l2_end, option cuda.l2persist): its first l2 work vectors
+     (v[D_Q] ...) persisting in the L2's set-aside part, on the stream and on every kernel node of a graph */
+  int l2;
+  cudaAccessPolicyWindow l2win;
+  cudaStreamAttrValue l2_prev; /* the stream's window before the solve (restored) */
+  size_t l2_prev_limit;        /* the device's persisting limit before the solve (restored) */
 };
 
 int state_to_host(Run &R);

@@ -72,6 +72,10 @@ static const opt_desc table[] = {
      "CUDA CG and pipelined CG, folded path: programmatic dependent launches"},
     {"cuda.pipe_none", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(cuda_pipe_none),
      "CUDA pipelined CG without a preconditioner: the specialised update (0: the general one)"},
+    {"cuda.l2persist", OPT_INT, LEVEL_SOLVER, 0, -1, 0, 4, 0, "auto", -1, NULL, OFF(cuda_l2persist),
+     "CUDA CG on one GPU: how many of its work vectors (q, z, p, x in that order) its kernels keep in the L2's "
+     "persisting part (0: none); auto: as many as the part holds (up to 4) when the vectors do not all fit "
+     "in the L2 anyway and the application has set no persisting part of its own"},
     {"cuda.timeline", OPT_BOOL, LEVEL_SOLVER, 0, 0, 0, 1, 0, NULL, 0, NULL, OFF(cuda_timeline),
      "CUDA pipelined CG: events at each step of an iteration, one line of medians per solve to stderr "
      "(no graphs). Measurement only"},

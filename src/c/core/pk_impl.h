@@ -144,6 +144,7 @@ typedef struct pk_options {
   int32_t cuda_pdl;        /* programmatic dependent launches on the folded path */
   int32_t cuda_pipe_none;  /* pipelined CG without a preconditioner: the specialised update */
   int32_t cuda_timeline;   /* CUDA events at each step of pipelined CG (stderr line per solve) */
+  int32_t cuda_l2persist;  /* -1 auto, 0 off, 1..4: CUDA CG's work vectors kept in the L2's persisting part */
   int32_t kry_graph;       /* CUDA engine (BiCGStab/GMRES families, SRCG): CUDA graphs of blocks */
   int32_t kry_fuse;        /* CUDA engine: the fused Gram-Schmidt kernel, the fused CSR product + update */
   int32_t kry_xfuse;       /* CUDA engine, reproducible mode: the exact sums in the fused kernels' pass */
