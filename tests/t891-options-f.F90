@@ -82,14 +82,20 @@ program t891_options_f
     call pk_solver_get_option(s, 'cuda.kc', v)
     call expect(v == '64', 'a context-level option as the solver sees it: '//trim(v))
 
-    ! the listing: 17 options, each line starting with its name; kry.graph among them
-    call expect(pk_option_count() == 17, 'seventeen options')
+    call pk_solver_get_option(s, 'cuda.l2persist', v)
+    call expect(v == 'auto', 'the solver-level cuda.l2persist defaults to auto: '//trim(v))
+    call pk_solver_set_option(s, 'cuda.l2persist', '0', ierr)
+    call expect(ierr == PKRYLOV_SUCCESS, 'cuda.l2persist=0 on the solver')
+
+    ! the listing: 18 options, each line starting with its name; kry.graph and cuda.l2persist among them
+    call expect(pk_option_count() == 18, 'eighteen options')
     found = 0
     do i = 1, pk_option_count()
         call pk_option_describe(i, line)
         if (index(line, 'kry.graph ') == 1) found = found + 1
+        if (index(line, 'cuda.l2persist ') == 1) found = found + 10
     end do
-    call expect(found == 1, 'kry.graph listed once')
+    call expect(found == 11, 'kry.graph and cuda.l2persist listed once each')
     call pk_option_describe(pk_option_count() + 1, line, ierr)
     call expect(ierr == PKRYLOV_ERR_INDEX_OUT_OF_RANGE, 'past the last option')
 

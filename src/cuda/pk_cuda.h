@@ -332,6 +332,9 @@ int pk_cuda_cg_precond_after(void *stream, const pk_cuda_pc *pc, const pk_cuda_s
  *  init = 1: alpha = beta = 0 (p = z, q = A z, x unchanged). */
 int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init, double *x,
                              double *p, const double *z, double *q, double *part, int64_t *nblocks);
+/** pk_cuda_cg_operator_step, optionally as a programmatic dependent launch (pdl = 1). */
+int pk_cuda_cg_operator_step_pdl(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init, double *x,
+                                 double *p, const double *z, double *q, double *part, int64_t *nblocks, int pdl);
 
 /* ---- the scalar steps -----------------------------------------------------------------------------
  * The scalar recurrences of solver.c on the device. Each one reads the state `in`, adds the producer's
@@ -355,6 +358,12 @@ int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_cuda_state *
  *  finite; breakdown_it = it + 1), else sigma, alpha = rho / sigma. */
 int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
                             int64_t nblocks);
+/** The two CG steps, optionally as programmatic dependent launches (pdl = 1: the kernel's launch overlaps the
+ *  end of the loop before it; it waits for that loop's sums before it reads them). */
+int pk_cuda_cg_scalar_rho_pdl(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
+                              int64_t nblocks, double *hist, int init, int pdl);
+int pk_cuda_cg_scalar_sigma_pdl(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
+                                int64_t nblocks, int pdl);
 /** Pipelined CG: the slots (pk_cuda_pipecg_step) hold (r,u), (w,u), (r,r), with repl = 1 (the automatic
  *  residual replacement) also its norms: PK_RR_NV values each, else PK_RR_NV_BASE; the first call after a
  *  (re)start has st->first = 1. As solver.c: NaN check, with repl and st->repl the rule of pk_rr.h (pk_rr_step on *st->repl with the seven sums,
@@ -480,12 +489,15 @@ int pk_cuda_cg_precond_step_fold(void *stream, const pk_cuda_pc *pc, const pk_cu
  * CG's preconditioner loop with r -= alpha q fused into it, for an approximate inverse on a grid stencil of one
  * rank (pk_cuda_cg_precond_fuses_r): reads r and q (at the stencil's neighbours), writes the new residual to
  * rn (not r: other threads still read r) and z = M^-1 rn, sums (rn, z), (rn, rn); bitwise
- * pk_cuda_cg_rupdate then the loop. The _fold form runs pk_cuda_cg_scalar_sigma first (alpha_zero = 0).
+ * pk_cuda_cg_rupdate then the loop; pdl: a programmatic dependent launch. The _fold form runs
+ * pk_cuda_cg_scalar_sigma first (alpha_zero = 0). The drivers pass alpha_zero = 0 (a restart takes the
+ * unfused path); dropping the field from the kernel's action measured 1 % slower on an H100 (the compiler
+ * scheduled the loop differently), so it stays.
  */
 int pk_cuda_cg_precond_fuses_r(const pk_cuda_pc *pc);
 int pk_cuda_cg_precond_step_r(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
                               const double *r, double *rn, const double *q, double *z, double *part,
-                              int64_t *nblocks);
+                              int64_t *nblocks, int pdl);
 int pk_cuda_cg_precond_step_r_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold, const double *r,
                                    double *rn, const double *q, double *z, double *part, int64_t *nblocks);
 /** pk_cuda_cg_scalar_rho (init = 0) folded into pk_cuda_cg_operator_step (init = 0). */

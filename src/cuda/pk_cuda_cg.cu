@@ -156,23 +156,26 @@ int cg_enqueue(Run &R, int count) {
   /* fuse_r: iteration i reads r from ra[i % 2] and writes the new one to ra[(i + 1) % 2] */
   double *ra[2] = {v[D_R], v[D_U]};
   if (!R.fold) {
+    /* the fused 2-D loop of one rank: its 4 kernels as programmatic dependent launches (R.pdl, cuda.pdl) */
+    const int pdl = R.fuse_r && R.pdl;
     for (int i = 0; i < count; i++) {
       const double *pp = d->part;
       if (R.fuse_r)
         PK_CUDA_CHECK(ctx, kSolve,
                       pk_cuda_cg_precond_step_r(R.stream, R.pcp, d->st, 0, ra[i % 2], ra[(i + 1) % 2], v[D_Q],
-                                                v[D_Z], d->part, &nbp),
+                                                v[D_Z], d->part, &nbp, pdl && i > 0),
                       "CG preconditioner loop");
       else
         PK_CALL(cg_precond(R, 0, &nbp));
       PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nbp) : global_part(R, &pp, &nbp, 2));
-      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, pp, nbp, R.hist, 0),
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho_pdl(R.stream, d->st, d->st, pp, nbp, R.hist, 0, pdl),
                     "CG scalar step");
-      PK_CALL(cg_operator(R, 0, &nbo));
+      PK_CALL(cg_operator(R, 0, &nbo, pdl));
       PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
       pp = d->part;
       PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nbo) : global_part(R, &pp, &nbo, 1));
-      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, pp, nbo), "CG scalar step");
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma_pdl(R.stream, d->st, d->st, pp, nbo, pdl && !R.minres),
+                    "CG scalar step");
       if (R.distributed && !R.nccl && d->hst->status != PK_ST_RUNNING) break; /* the rest would do nothing */
     }
     return PKRYLOV_SUCCESS;
@@ -180,7 +183,7 @@ int cg_enqueue(Run &R, int count) {
   pk_cuda_state *A = d->st, *B = d->st + 1;
   double *ppc = part_buf(d, 1), *pop = part_buf(d, 0);
   PK_CUDA_CHECK(ctx, kSolve,
-                R.fuse_r ? pk_cuda_cg_precond_step_r(R.stream, R.pcp, A, 0, ra[0], ra[1], v[D_Q], v[D_Z], ppc, &nbp)
+                R.fuse_r ? pk_cuda_cg_precond_step_r(R.stream, R.pcp, A, 0, ra[0], ra[1], v[D_Q], v[D_Z], ppc, &nbp, 0)
                          : pk_cuda_cg_precond_step(R.stream, R.pcp, A, 0, R.n, v[D_R], v[D_Q], v[D_Z], ppc, &nbp),
                 "CG preconditioner loop");
   for (int i = 0; i < count; i++) {

@@ -1057,10 +1057,10 @@ extern "C" int pk_cuda_cg_precond_fuses_r(const pk_cuda_pc *pc) {
 
 extern "C" int pk_cuda_cg_precond_step_r(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
                                          const double *r, double *rn, const double *q, double *z, double *part,
-                                         int64_t *nblocks) {
+                                         int64_t *nblocks, int pdl) {
   if (!pk_cuda_cg_precond_fuses_r(pc) || r == rn) return (int)cudaErrorInvalidValue;
   ActPcCgR<FOLD_NONE> act{step_in(st), alpha_zero, q, rn, z, 0.0};
-  return launch_gstencil<true>((cudaStream_t)stream, &pc->op, r, act, part, nblocks);
+  return launch_gstencil<true>((cudaStream_t)stream, &pc->op, r, act, part, nblocks, pdl != 0);
 }
 
 extern "C" int pk_cuda_cg_precond_step_r_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold,

@@ -312,7 +312,7 @@ int cg_precond(Run &R, int alpha_zero, int64_t *nb) {
 }
 
 /** The CG operator loop on st[0] (unfolded); a user operator's routine first (when running). */
-int cg_operator(Run &R, int init, int64_t *nb) {
+int cg_operator(Run &R, int init, int64_t *nb, int pdl) {
   pkrylov_context ctx = R.ctx;
   SolverDev *d = R.d;
   double **v = d->v;
@@ -324,7 +324,7 @@ int cg_operator(Run &R, int init, int64_t *nb) {
   PK_CALL(halo(R, v[D_Z]));
   PK_CUDA_CHECK(
       ctx, kSolve,
-      pk_cuda_cg_operator_step(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, nb),
+      pk_cuda_cg_operator_step_pdl(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, nb, pdl),
       "CG operator loop");
   return PKRYLOV_SUCCESS;
 }
@@ -916,6 +916,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   int rc;
   if (s->type == PKRYLOV_SOLVER_CG) {
     R.fuse_r = !R.distributed && !R.repro && !R.uop && !R.upc && pk_cuda_cg_precond_fuses_r(R.pcp);
+    if (R.fuse_r && !R.fold) R.pdl = d->pdl; /* its unfolded loop's launches too (cg_enqueue) */
     l2_begin(R);
     rc = solve_cg(R);
     l2_end(R);

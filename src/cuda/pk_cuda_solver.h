@@ -159,7 +159,7 @@ int apply_op(Run &R, const double *x, double *y);
 int user_ax(Run &R, const double *x);
 int apply_pc(Run &R, const pk_cuda_state *st, const double *r, double *z);
 int cg_precond(Run &R, int alpha_zero, int64_t *nb);
-int cg_operator(Run &R, int init, int64_t *nb);
+int cg_operator(Run &R, int init, int64_t *nb, int pdl = 0);
 int sums_to_host(Run &R, int64_t nb, int nvals, double *out);
 int sums_begin(Run &R, const double *part, int64_t nb, int nvals);
 int sums_end(Run &R, int nvals, const double **gpart, int64_t *gnb);

@@ -270,8 +270,14 @@ int cg_operator_step(cudaStream_t s, const pk_cuda_op *op, const StepInT<FOLD> &
 extern "C" int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init,
                                         double *x, double *p, const double *z, double *q, double *part,
                                         int64_t *nblocks) {
+  return pk_cuda_cg_operator_step_pdl(stream, op, st, init, x, p, z, q, part, nblocks, 0);
+}
+
+extern "C" int pk_cuda_cg_operator_step_pdl(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init,
+                                            double *x, double *p, const double *z, double *q, double *part,
+                                            int64_t *nblocks, int pdl) {
   return cg_operator_step<FOLD_NONE>((cudaStream_t)stream, op, step_in(st), init, x, p, z, q, part, nblocks,
-                                     false);
+                                     pdl != 0);
 }
 
 extern "C" int pk_cuda_cg_operator_step_fold(void *stream, const pk_cuda_op *op, const pk_cuda_fold *fold,
@@ -337,13 +343,14 @@ extern "C" int pk_cuda_pipecg_step(void *stream, const pk_cuda_op *op, const pk_
 /** One-block scalar step FOLD: in -> out. */
 template <int FOLD>
 int scalar_launch(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part, int64_t nb,
-                  double *hist, int init) {
+                  double *hist, int init, bool pdl = false) {
   StepIn sin = {};
   sin.st = in;
   sin.out = out;
   sin.part = part;
   sin.nb = nb;
   sin.hist = hist;
+  if (pdl) return launch_kernel(true, k_scalar<FOLD>, dim3(1), dim3(PKC_SUM_LANES), 0, (cudaStream_t)stream, sin, init);
   k_scalar<FOLD><<<1, PKC_SUM_LANES, 0, (cudaStream_t)stream>>>(sin, init);
   return (int)cudaGetLastError();
 }
@@ -356,6 +363,16 @@ extern "C" int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_c
 extern "C" int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
                                        const double *part, int64_t nblocks) {
   return scalar_launch<FOLD_CG_SIGMA>(stream, in, out, part, nblocks, nullptr, 0);
+}
+
+extern "C" int pk_cuda_cg_scalar_rho_pdl(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
+                                         const double *part, int64_t nblocks, double *hist, int init, int pdl) {
+  return scalar_launch<FOLD_CG_RHO>(stream, in, out, part, nblocks, hist, init, pdl != 0);
+}
+
+extern "C" int pk_cuda_cg_scalar_sigma_pdl(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
+                                           const double *part, int64_t nblocks, int pdl) {
+  return scalar_launch<FOLD_CG_SIGMA>(stream, in, out, part, nblocks, nullptr, 0, pdl != 0);
 }
 
 extern "C" int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_cuda_state *out,

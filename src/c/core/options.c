@@ -69,7 +69,8 @@ static const opt_desc table[] = {
      "CUDA CG and pipelined CG: the scalar steps folded into the fused kernels (1), one-block scalar "
      "kernels (0), or chosen from the problem size (auto)"},
     {"cuda.pdl", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(cuda_pdl),
-     "CUDA CG and pipelined CG, folded path: programmatic dependent launches"},
+     "CUDA CG and pipelined CG: programmatic dependent launches on the folded path and in CG's unfolded loop "
+     "on a 2-D grid of one GPU"},
     {"cuda.pipe_none", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(cuda_pipe_none),
      "CUDA pipelined CG without a preconditioner: the specialised update (0: the general one)"},
     {"cuda.l2persist", OPT_INT, LEVEL_SOLVER, 0, -1, 0, 4, 0, "auto", -1, NULL, OFF(cuda_l2persist),
