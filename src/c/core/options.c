@@ -75,8 +75,9 @@ static const opt_desc table[] = {
      "CUDA pipelined CG without a preconditioner: the specialised update (0: the general one)"},
     {"cuda.l2persist", OPT_INT, LEVEL_SOLVER, 0, -1, 0, 4, 0, "auto", -1, NULL, OFF(cuda_l2persist),
      "CUDA CG on one GPU: how many of its work vectors (q, z, p, x in that order) its kernels keep in the L2's "
-     "persisting part (0: none); auto: as many as the part holds (up to 4) when the vectors do not all fit "
-     "in the L2 anyway and the application has set no persisting part of its own"},
+     "persisting part (0: none); auto: for the 2-D solve (approximate inverse on a 2-D grid) once its vectors "
+     "and coefficients no longer fit in the L2, as many as fit in 0.8 of the largest part (up to 4); the "
+     "device's limit and the stream's window are restored after each solve"},
     {"cuda.timeline", OPT_BOOL, LEVEL_SOLVER, 0, 0, 0, 1, 0, NULL, 0, NULL, OFF(cuda_timeline),
      "CUDA pipelined CG: events at each step of an iteration, one line of medians per solve to stderr "
      "(no graphs). Measurement only"},
