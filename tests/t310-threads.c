@@ -555,7 +555,40 @@ PK_TEST_CASE(cuda_context_one_solve_at_a_time) {
 #endif
 }
 
+/**
+ * CUDA: CG solves of three contexts in three threads at once, each with the L2 window (the solver option
+ * cuda.l2persist=4 or 1; the device's persisting limit belongs to the process): x and the iterations bitwise
+ * the solves one after another, and the limit as before once all are done.
+ */
+PK_TEST_CASE(cuda_l2_windows_at_once) {
+#ifndef PK_TEST_HAVE_CUDART
+  return PK_SKIP;
+#else
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return PK_SKIP;
+  size_t lim0 = 0, lim = 0;
+  PK_REQUIRE(cudaDeviceGetLimit(&lim0, cudaLimitPersistingL2CacheSize) == cudaSuccess, "persisting L2 limit");
+  pkrylov_context ctx[3];
+  system_t sys[3];
+  for (int k = 0; k < 3; k++) {
+    PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx[k]));
+    PK_REQUIRE_OK(ctx[k], make_system(&sys[k], ctx[k], NULL, NULL, 32 - 2 * k, 24, 16, PKRYLOV_SOLVER_CG,
+                                      300 + (uint64_t)k));
+    PK_REQUIRE_OK(ctx[k], pkrylov_solver_set_option(sys[k].s, "cuda.l2persist", k == 2 ? "1" : "4"));
+  }
+  const int rc = concurrent_vs_sequential(sys, 3);
+  PK_EXPECT(cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) == cudaSuccess && lim == lim0,
+            "the persisting L2 limit is %zu after the solves (%zu before)", lim, lim0);
+  for (int k = 0; k < 3; k++) {
+    free_system(&sys[k]);
+    pkrylov_context_destroy(&ctx[k]);
+  }
+  return rc == PK_PASS && !pk_test_failures ? PK_PASS : PK_FAIL;
+#endif
+}
+
 PK_TEST_MAIN(PK_TEST_ENTRY(default_count_follows_affinity), PK_TEST_ENTRY(explicit_count_and_bad_input),
              PK_TEST_ENTRY(one_thread_inside_a_parallel_region), PK_TEST_ENTRY(concurrent_separate_contexts),
              PK_TEST_ENTRY(concurrent_solvers_one_context), PK_TEST_ENTRY(same_solver_two_threads_busy),
-             PK_TEST_ENTRY(callback_calling_back_busy), PK_TEST_ENTRY(cuda_context_one_solve_at_a_time))
+             PK_TEST_ENTRY(callback_calling_back_busy), PK_TEST_ENTRY(cuda_context_one_solve_at_a_time),
+             PK_TEST_ENTRY(cuda_l2_windows_at_once))

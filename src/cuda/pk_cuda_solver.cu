@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <mutex>
 #include <utility>
 
 extern "C" {
@@ -73,11 +74,22 @@ constexpr int64_t kFoldMaxGridSlots = 1024;
  * 62.3 / 58.7 / 56.7 / 56.8; 1280 x 1024 79.3 / 71.5 / 67.9 / 68.0 / 73.4; 1536 x 1024 93.4 / 84.0 / 79.6 /
  * 87.0 / 93.0; 2048 x 1024 122.6 / 111.5 / 114.9 / 128.9 / 140.2; 2048 x 2048 234.6 / 251.6 / 305.4 / 307.9 /
  * 446.5: a window larger than the part (hit ratio below 1) loses, so the rule takes the largest m whose
- * window fits in 0.8 of it. The solve then resets the persisting lines and restores the stream's window and
- * the device's limit (the lines left behind slowed a vendor PCG run after it 1.24x): l2_begin and l2_end
+ * window fits in 0.8 of it. The solve then restores the stream's window, and the last of the windows open on
+ * the device at once (solves in several threads) resets the persisting lines and restores the device's
+ * limit (the lines left behind slowed a vendor PCG run after it 1.24x): l2_begin and l2_end
  * cost about 30 us per solve. The 3-D grids (thin shell, column stencil, 128 x 128 x 64) gained nothing
  * from it and pipelined CG (other vectors) lost (82.1 -> 85.5 at 1024 x 1024), so auto leaves them alone.
  */
+/* The device's persisting limit while windows are open (threads of one process solving at once on one
+   device, each with its own context): the first window saves the limit, each one raises it to its part if
+   smaller, the last one resets the lines and restores the saved limit. */
+constexpr int kL2Devices = 64;
+std::mutex g_l2_mu;
+int g_l2_open[kL2Devices];
+size_t g_l2_saved[kL2Devices];
+
+void l2_end(Run &R);
+
 void l2_begin(Run &R) {
   SolverDev *d = R.d;
   R.l2 = 0;
@@ -85,7 +97,7 @@ void l2_begin(Run &R) {
   if (opt == 0 || R.distributed) return;
   int dev = 0, maxp = 0, maxw = 0, l2size = 0;
   size_t lim = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kL2Devices ||
       cudaDeviceGetAttribute(&maxp, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&maxw, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&l2size, cudaDevAttrL2CacheSize, dev) != cudaSuccess ||
@@ -108,11 +120,17 @@ void l2_begin(Run &R) {
     return;
   }
   const size_t part = bytes < (size_t)maxp ? bytes : (size_t)maxp; /* the set-aside part: the window, at most */
-  if (lim != part && cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, part) != cudaSuccess) {
-    cudaGetLastError(); /* MIG or MPS: no set-aside part */
-    return;
+  {
+    std::lock_guard<std::mutex> lock(g_l2_mu);
+    if (cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) != cudaSuccess) lim = 0;
+    const size_t want = g_l2_open[dev] > 0 && lim > part ? lim : part; /* another window open: the larger part */
+    if (lim != want && cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want) != cudaSuccess) {
+      cudaGetLastError(); /* MIG or MPS: no set-aside part */
+      return;
+    }
+    if (g_l2_open[dev]++ == 0) g_l2_saved[dev] = lim;
   }
-  R.l2_prev_limit = lim;
+  R.l2_dev = dev;
   const double ratio = (double)part / (double)bytes;
   memset(&R.l2win, 0, sizeof R.l2win);
   R.l2win.base_ptr = d->v[D_Q];
@@ -123,13 +141,11 @@ void l2_begin(Run &R) {
   cudaStreamAttrValue a;
   memset(&a, 0, sizeof a);
   a.accessPolicyWindow = R.l2win;
+  R.l2 = m;
   if (cudaStreamSetAttribute(R.stream, cudaStreamAttributeAccessPolicyWindow, &a) != cudaSuccess) {
     cudaGetLastError();
-    if (lim != part) cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, lim);
-    cudaGetLastError();
-    return;
+    l2_end(R);
   }
-  R.l2 = m;
 }
 
 /** The end of the L2 window (after the iterations): the stream's window, the lines and the limit as before. */
@@ -137,10 +153,15 @@ void l2_end(Run &R) {
   if (!R.l2) return;
   cudaStreamSetAttribute(R.stream, cudaStreamAttributeAccessPolicyWindow, &R.l2_prev);
   cudaStreamSynchronize(R.stream);
-  cudaCtxResetPersistingL2Cache();
-  size_t lim = 0;
-  if (cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) == cudaSuccess && lim != R.l2_prev_limit)
-    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, R.l2_prev_limit);
+  {
+    std::lock_guard<std::mutex> lock(g_l2_mu);
+    if (--g_l2_open[R.l2_dev] == 0) { /* the last window of the device */
+      cudaCtxResetPersistingL2Cache();
+      size_t lim = 0;
+      if (cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) == cudaSuccess && lim != g_l2_saved[R.l2_dev])
+        cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, g_l2_saved[R.l2_dev]);
+    }
+  }
   cudaGetLastError(); /* none of this changes a result */
   R.l2 = 0;
 }

@@ -138,7 +138,7 @@ struct Run {
   int l2;
   cudaAccessPolicyWindow l2win;
   cudaStreamAttrValue l2_prev; /* the stream's window before the solve (restored) */
-  size_t l2_prev_limit;        /* the device's persisting limit before the solve (restored) */
+  int l2_dev;                  /* the device whose count of open windows it holds (l2_begin) */
 };
 
 int state_to_host(Run &R);
