@@ -96,12 +96,10 @@ void l2_begin(Run &R) {
   const int opt = d->l2persist;
   if (opt == 0 || R.distributed) return;
   int dev = 0, maxp = 0, maxw = 0, l2size = 0;
-  size_t lim = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kL2Devices ||
       cudaDeviceGetAttribute(&maxp, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&maxw, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&l2size, cudaDevAttrL2CacheSize, dev) != cudaSuccess ||
-      cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) != cudaSuccess || maxp <= 0 || maxw <= 0) {
+      cudaDeviceGetAttribute(&l2size, cudaDevAttrL2CacheSize, dev) != cudaSuccess || maxp <= 0 || maxw <= 0) {
     cudaGetLastError();
     return;
   }
@@ -122,6 +120,7 @@ void l2_begin(Run &R) {
   const size_t part = bytes < (size_t)maxp ? bytes : (size_t)maxp; /* the set-aside part: the window, at most */
   {
     std::lock_guard<std::mutex> lock(g_l2_mu);
+    size_t lim = 0;
     if (cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) != cudaSuccess) lim = 0;
     const size_t want = g_l2_open[dev] > 0 && lim > part ? lim : part; /* another window open: the larger part */
     if (lim != want && cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want) != cudaSuccess) {

@@ -350,9 +350,7 @@ int scalar_launch(void *stream, const pk_cuda_state *in, pk_cuda_state *out, con
   sin.part = part;
   sin.nb = nb;
   sin.hist = hist;
-  if (pdl) return launch_kernel(true, k_scalar<FOLD>, dim3(1), dim3(PKC_SUM_LANES), 0, (cudaStream_t)stream, sin, init);
-  k_scalar<FOLD><<<1, PKC_SUM_LANES, 0, (cudaStream_t)stream>>>(sin, init);
-  return (int)cudaGetLastError();
+  return launch_kernel(pdl, k_scalar<FOLD>, dim3(1), dim3(PKC_SUM_LANES), 0, (cudaStream_t)stream, sin, init);
 }
 
 extern "C" int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
