@@ -115,8 +115,17 @@ namespace {
 constexpr int PKC_BLOCK = 256;
 /** Cap on the blocks of the grid-stride kernels (1-D, columns): bounds the partial-sum slots. */
 constexpr int64_t PKC_MAX_BLOCKS = 4096;
-/* blocks of a 2-D grid-stencil launch at most (grid_shape; 8 per SM of an H100), each thread a few columns */
+/* blocks of a 2-D grid-stencil launch at most (pk_cuda_grid2d_cap; grid_shape), each thread a few columns */
 constexpr int64_t PKC_GRID2D_BLOCKS = 1024;
+/* CG's 2-D loops (the approximate inverse's and the operator's, 58 to 64 registers) keep 4 blocks of PKC_BLOCK
+   threads per multiprocessor resident: pk_cuda_grid2d_cap launches one wave of them up to PKC_GRID2D_WAVE_CELLS
+   cells and four waves above. H100, barotropic CG with the approximate inverse, us per iteration, blocks
+   528 (one wave) / 1024 (before) / 1056 / 2112 (four waves): 1024^2 51.6 / 53.7 / 54.0 / 56.5, 2048^2 230.2
+   / 233.1 / 234.8 / 232.6, 4096 x 2048 460.8 / 454.4 / 457.5 / 448.9; 512^2 (folded: every block adds the
+   slots) 31.5 -> 21.8 with one wave. Asking the compiler for 5 or 6 blocks per SM (48 or 40 registers, spills
+   at 6) was slower (55.2, 72.4 at 1024^2 with 1024 blocks; 51.6, 71.7 with one wave). */
+constexpr int PKC_GRID2D_PER_SM = 4;
+constexpr int64_t PKC_GRID2D_WAVE_CELLS = (int64_t)1 << 22;
 /**
  * Levels per thread of the grid operators before the block cap is considered: PKC_KC_TS for the thin shell,
  * PKC_KC for the column stencil (pk_cuda_op.kc, the option cuda.kc, overrides both, for tuning runs). Measured on an H200
@@ -164,11 +173,11 @@ GridShape grid_shape(const pk_cuda_op *op) {
   const int nz = op->nz;
   GridShape g;
   g.bx = (ncols + PKC_BLOCK - 1) / PKC_BLOCK;
-  /* a 2-D grid stencil (one level) in CG's loops (op->gcap): at most PKC_GRID2D_BLOCKS blocks, each thread a
+  /* a 2-D grid stencil (one level) in CG's loops (op->gcap): at most gcap blocks, each thread a
      few columns (the block sums then stay few enough for the folded scalar steps). H100, barotropic with the
      approximate inverse, us per iteration: CG 99.1 -> 88.2 at 1024^2, 735 -> 605 at 4096 x 2048; pipelined
      CG 91.7 -> 94.4 at 1024^2 (it keeps a thread per column) */
-  if (op->gsny > 0 && nz == 1 && op->gcap && g.bx > PKC_GRID2D_BLOCKS) g.bx = PKC_GRID2D_BLOCKS;
+  if (op->gsny > 0 && nz == 1 && op->gcap > 0 && g.bx > op->gcap) g.bx = op->gcap;
   if (g.bx < 1) g.bx = 1;
   const int kcl = op->kc > 0 && op->kc <= 1024 ? op->kc /* option cuda.kc (0: the type's) */
                   : op->type == PKRYLOV_OPERATOR_THINSHELL ? PKC_KC_TS : PKC_KC;

@@ -668,7 +668,7 @@ int kd_create(pk_kry *E) {
     D->pc.layout = PKRYLOV_LAYOUT_KSLOW;
   }
   if (s->type == PKRYLOV_SOLVER_CG) /* 2-D grid stencils: grid-stride launches, as the CG driver's views */
-    D->op.gcap = D->op64.gcap = D->pc.op.gcap = 1;
+    D->op.gcap = D->op64.gcap = D->pc.op.gcap = pk_cuda_grid2d_cap(n);
   const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;
   const size_t vbytes = sizeof(double) * nvec * (size_t)E->ld;
   const int32_t ns = E->nscalars > 0 ? E->nscalars : 1;

@@ -125,6 +125,18 @@ extern "C" int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_p
   return m;
 }
 
+extern "C" int32_t pk_cuda_grid2d_cap(int64_t n) {
+  int dev = 0, nsm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      nsm < 1) {
+    cudaGetLastError();
+    return (int32_t)PKC_GRID2D_BLOCKS;
+  }
+  const int64_t wave = (int64_t)nsm * PKC_GRID2D_PER_SM;
+  if (n > PKC_GRID2D_WAVE_CELLS) return (int32_t)(4 * wave); /* unfolded: the slots are sized by n */
+  return (int32_t)(wave < PKC_GRID2D_BLOCKS ? wave : PKC_GRID2D_BLOCKS);
+}
+
 extern "C" int pk_cuda_op_apply(void *stream, const pk_cuda_op *op, const double *x, double *y) {
   ActApply act;
   act.y = y;

@@ -690,7 +690,7 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   int rc = pk_cuda_operator_view(s->A, 0, &op);
   if (!rc && s->M) rc = pk_cuda_precond_view(s->M, 0, &pc);
   if (rc) return rc;
-  if (s->type == PKRYLOV_SOLVER_CG) op.gcap = pc.op.gcap = 1; /* as the solves set it (solve_views) */
+  if (s->type == PKRYLOV_SOLVER_CG) op.gcap = pc.op.gcap = pk_cuda_grid2d_cap(n); /* as the solves set it */
   d->nslots = pk_cuda_partials_needed(&op, s->M ? &pc : NULL);
   if (d->nslots < 1) d->nslots = 1;
   pk_cuda_solver_options(s); /* cuda.fold, cuda.pdl, cuda.pipe_none */
@@ -872,7 +872,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   }
   R.pcp = &R.pc;
   if (s->type == PKRYLOV_SOLVER_CG) /* 2-D grid stencils: grid-stride launches (pk_cuda_op gcap; setup sized) */
-    R.op.gcap = R.op64.gcap = R.op_in.gcap = R.op_edge.gcap = R.pc.op.gcap = 1;
+    R.op.gcap = R.op64.gcap = R.op_in.gcap = R.op_edge.gcap = R.pc.op.gcap = pk_cuda_grid2d_cap(n);
   if (s->history_on || s->monitor || s->stag_window > 0) { /* else the kernels record nothing */
     const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
     if (cap > d->hist_cap) {
