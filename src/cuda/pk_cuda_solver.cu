@@ -54,9 +54,9 @@ constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
 constexpr int64_t kFoldMaxSlots = 256;
 /* grid operators also stop folding past kFoldMaxGridSlots slots (H100, barotropic 1024 x 1024 with the
    approximate inverse launched a thread per cell, 4096 slots: CG 244 us per iteration folded, the slots' sums
-   dominating); in CG 2-D grid stencils launch at most PKC_GRID2D_BLOCKS (1024) blocks, grid-stride (pk_cuda_op
-   gcap), and 3-D grids up to kFoldMaxCells fill the GPU with about PKC_FILL_BLOCKS (512) to 1024 blocks: both
-   fold */
+   dominating); in CG 2-D grid stencils launch one wave of blocks, grid-stride (pk_cuda_op gcap,
+   pk_cuda_grid2d_cap: 528 on an H100), and 3-D grids up to kFoldMaxCells fill the GPU with about
+   PKC_FILL_BLOCKS (512) to 1024 blocks: both fold */
 constexpr int64_t kFoldMaxGridSlots = 1024;
 
 /**
