@@ -139,7 +139,8 @@ typedef struct {
   const int64_t *grcols;
   const uint8_t *grmask;
   /* 2-D grid stencils (nz = 1): > 0 = launch at most gcap blocks, each thread a few columns (set by CG on its
-     views to pk_cuda_grid2d_cap(): fewer partial sums, folded scalar steps, one wave); 0 = a thread per column */
+     views to pk_cuda_grid2d_cap(): fewer partial sums, folded scalar steps, one wave); 0 = a thread
+     per column */
   int32_t gcap;
   /* Grid kernels (thin shell, column stencil), from the context's options when the operator is uploaded:
      kc levels per thread before the block cap (option cuda.kc; 0 = the type's default, PKC_KC_TS / PKC_KC),
@@ -267,7 +268,8 @@ const char *pk_cuda_csr_format_name(int32_t format);
 /** Number of partial-sum slots (blocks) the fused launchers below write for n cells / this pc. */
 int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_pc *pc);
 /** The block cap of CG's 2-D grid-stencil launches over n cells on the current device (pk_cuda_op.gcap): one
- *  wave of its two loops' kernels (at most PKC_GRID2D_BLOCKS) up to PKC_GRID2D_WAVE_CELLS cells, four above. */
+ *  wave of its two loops' kernels (at most PKC_GRID2D_BLOCKS) up to PKC_GRID2D_WAVE_CELLS cells, four
+ *  above. */
 int32_t pk_cuda_grid2d_cap(int64_t n);
 
 /* ---- building blocks (used outside the iteration and by the public apply calls) ------------------- */

@@ -127,8 +127,8 @@ extern "C" int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_p
 
 extern "C" int32_t pk_cuda_grid2d_cap(int64_t n) {
   int dev = 0, nsm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      nsm < 1) {
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || nsm < 1) {
     cudaGetLastError();
     return (int32_t)PKC_GRID2D_BLOCKS;
   }

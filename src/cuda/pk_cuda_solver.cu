@@ -937,10 +937,10 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   int rc;
   if (s->type == PKRYLOV_SOLVER_CG) {
     R.fuse_r = !R.distributed && !R.repro && !R.uop && !R.upc && pk_cuda_cg_precond_fuses_r(R.pcp);
-    /* the fused 2-D loop folds its scalar steps only while its loops write at most kFoldMaxSlots slots, as CSR
-       (H100, barotropic with the approximate inverse, us per iteration unfolded / folded: 128^2 7.82 / 6.34,
-       256^2 8.83 / 8.11, 384^2 13.22 / 19.29, 512^2 15.42 / 21.98, the loops one wave of 528 blocks from
-       384^2: every folded block adds them all) */
+    /* the fused 2-D loop folds its scalar steps only while its loops write at most kFoldMaxSlots slots, as
+       CSR (H100, barotropic with the approximate inverse, us per iteration unfolded / folded: 128^2 7.82
+       / 6.34, 256^2 8.83 / 8.11, 384^2 13.22 / 19.29, 512^2 15.42 / 21.98, the loops one wave of 528 blocks
+       from 384^2: every folded block adds them all) */
     if (R.fuse_r && d->fold_mode < 0 && d->nslots > kFoldMaxSlots) R.fold = 0;
     if (R.fuse_r && !R.fold) R.pdl = d->pdl; /* its unfolded loop's launches too (cg_enqueue) */
     l2_begin(R);
