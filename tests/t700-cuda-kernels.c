@@ -381,7 +381,7 @@ static void check_cg_op(const char *tag, const struct pkrylov_operator_s *A, con
   double *dp = init ? dnew(n) : dup_dev(p0, n), *dq = init ? dnew(n) : dup_dev(q0, n);
   /* init must ignore the state's scalars */
   pk_cuda_state *st = init ? dstate(1e300, -7.0, PK_ST_RUNNING) : dstate(alpha, beta, PK_ST_RUNNING);
-  CK(pk_cuda_cg_operator_step(NULL, v, st, init, dx, dp, dz, dq, part, &nb));
+  CK(pk_cuda_cg_operator_step(NULL, v, st, init, dx, dp, dz, dq, part, &nb, 0));
   SYNC();
   check_nb(tag, nb, cap);
   double *rs = row_scale(A, v, z0);
@@ -1133,7 +1133,7 @@ PK_TEST_CASE(csr_long_rows) {
       int64_t cap = pk_cuda_partials_needed(&v, NULL), nb;
       double *part = dnew(PART_NV * cap);
       pk_cuda_state *st = dstate(0.5, 0.25, PK_ST_CONVERGED);
-      CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb));
+      CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb, 0));
       CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb, 1));
       SYNC();
       for (int i = 0; i < 9; i++) pkt_dev_same("long csr stopped state", "vector", n, d[i], h[i]);
@@ -1446,8 +1446,8 @@ PK_TEST_CASE(stopped_state_noop) {
         CK(pk_cuda_cg_precond_step(NULL, &pv[i], st, 1, n, d[0], d[2], d[1], part, &nb));
       }
       CK(pk_cuda_cg_precond_step(NULL, NULL, st, 0, n, d[0], d[2], d[1], part, &nb));
-      CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb));
-      CK(pk_cuda_cg_operator_step(NULL, &v, st, 1, d[3], d[4], d[1], d[2], part, &nb));
+      CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, d[3], d[4], d[1], d[2], part, &nb, 0));
+      CK(pk_cuda_cg_operator_step(NULL, &v, st, 1, d[3], d[4], d[1], d[2], part, &nb, 0));
       CK(pk_cuda_pipecg_step(NULL, &v, st, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], part, &nb, 1));
       SYNC();
       cudaFree(st);
@@ -1518,7 +1518,7 @@ PK_TEST_CASE(partials_needed_bounds) {
     v.n = (int64_t)v.nx * v.ny * v.nz;
     const int64_t cap = pk_cuda_partials_needed(&v, NULL);
     int64_t nb1 = -1, nb2 = -1;
-    CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, NULL, NULL, NULL, NULL, NULL, &nb1));
+    CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, NULL, NULL, NULL, NULL, NULL, &nb1, 0));
     CK(pk_cuda_pipecg_step(NULL, &v, st, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &nb2, 0));
     check_nb("grid shape", nb1, cap);
     PK_EXPECT(nb1 == nb2, "operator launches disagree: %lld vs %lld", (long long)nb1, (long long)nb2);
@@ -1543,13 +1543,13 @@ PK_TEST_CASE(partials_needed_bounds) {
       int64_t nb = -1;
       CK(pk_cuda_cg_precond_step(NULL, &pc[i], st, 0, ns[t], NULL, NULL, NULL, NULL, &nb));
       check_nb("precond shape", nb, cap);
-      CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, NULL, NULL, NULL, NULL, NULL, &nb));
+      CK(pk_cuda_cg_operator_step(NULL, &v, st, 0, NULL, NULL, NULL, NULL, NULL, &nb, 0));
       check_nb("csr shape", nb, cap);
       for (int L = 2; L <= 32; L *= 2) { /* the vector kernel: more threads per row */
         pk_cuda_op vl = v;
         vl.csr_lanes = L;
         const int64_t capl = pk_cuda_partials_needed(&vl, &pc[i]);
-        CK(pk_cuda_cg_operator_step(NULL, &vl, st, 0, NULL, NULL, NULL, NULL, NULL, &nb));
+        CK(pk_cuda_cg_operator_step(NULL, &vl, st, 0, NULL, NULL, NULL, NULL, NULL, &nb, 0));
         check_nb("csr vector shape", nb, capl);
         PK_EXPECT(nb == pk_cuda_op_partials(&vl), "csr vector shape: %lld slots, op_partials %lld", (long long)nb,
                   (long long)pk_cuda_op_partials(&vl));
@@ -1632,8 +1632,8 @@ PK_TEST_CASE(scalar_steps) {
             seen[ref.status]++;
             double *dhist = dnew(16);
             pk_cuda_state *din = dstate_of(&in), *dout = inplace ? din : dstate_poison();
-            if (which < 2) CK(pk_cuda_cg_scalar_rho(NULL, din, dout, dslots, nb, dhist, which));
-            if (which == 2) CK(pk_cuda_cg_scalar_sigma(NULL, din, dout, dslots, nb));
+            if (which < 2) CK(pk_cuda_cg_scalar_rho(NULL, din, dout, dslots, nb, dhist, which, 0));
+            if (which == 2) CK(pk_cuda_cg_scalar_sigma(NULL, din, dout, dslots, nb, 0));
             if (which == 3) CK(pk_cuda_pipecg_scalar(NULL, din, dout, e0 ? dslots : dslots3, nb, dhist, e0 != NULL));
             SYNC();
             state_same(tag, "state", dout, &ref);

@@ -278,7 +278,7 @@ static void check_products(const char *tag, pkrylov_operator Ag, pkrylov_operato
     double *dp = init ? dnew(n) : ddup(p0, n), *dq = init ? dnew(n) : ddup(q0, n);
     pk_cuda_state *st = init ? dstate(1e300, -7.0) : dstate(alpha, beta);
     int64_t nb = -1;
-    CK(pk_cuda_cg_operator_step(NULL, &v, st, init, dxx, dp, dz, dq, part, &nb));
+    CK(pk_cuda_cg_operator_step(NULL, &v, st, init, dxx, dp, dz, dq, part, &nb, 0));
     CK(cudaDeviceSynchronize());
     pkt_dev_same(tag, init ? "CG operator loop (init): x" : "CG operator loop: x", n, dxx, xx);
     pkt_dev_same(tag, init ? "CG operator loop (init): p" : "CG operator loop: p", n, dp, p);

@@ -76,6 +76,7 @@ PK_TEST_CASE(cuda_product_and_ainv_match_cpu) {
 
 /* solve()'s extra settings on a CUDA context: the engine's CG (solver option kry.cg=1), a sync interval (> 0) */
 static int g_engine = 0, g_sync = 0, g_l2 = 0; /* g_l2: the solver option cuda.l2persist=4 */
+static int g_minres = 0;                      /* the minimum-residual iterate (pkrylov_solver_set_min_residual) */
 
 /** Solve on ctx with type/precond (ainv or column), optionally reproducible and with a launch mode; x, its. */
 static int solve(pkrylov_context ctx, const pkt_global *G, const pkt_tiling *T, const int32_t *tiles, int32_t type,
@@ -99,6 +100,7 @@ static int solve(pkrylov_context ctx, const pkt_global *G, const pkt_tiling *T, 
     pk_cuda_solver_set_launch(s, fold, -1);
   if (backend == PKRYLOV_BACKEND_CUDA && g_engine) PK_REQUIRE_OK(ctx, pkrylov_solver_set_option(s, "kry.cg", "1"));
   if (g_sync > 0) PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, g_sync));
+  if (g_minres) PK_REQUIRE_OK(ctx, pkrylov_solver_set_min_residual(s, 1));
   if (backend == PKRYLOV_BACKEND_CUDA && g_l2) PK_REQUIRE_OK(ctx, pkrylov_solver_set_option(s, "cuda.l2persist", "4"));
   double *b = malloc(sizeof(double) * (size_t)G->ncell);
   uint64_t st = 99;
@@ -204,6 +206,19 @@ PK_TEST_CASE(cuda_large_2d_solves_match_cpu) {
       pkt_same_bits("engine", "x", n, xe, xg2);
       pkt_same_bits("sync 7", "x", n, x7, xg2);
       pkt_same_bits("sync 7, cuda.l2persist=4", "x", n, xl, xg2);
+      /* the minimum-residual iterate: unfolded (its copy kernel between the operator loop and the sigma step,
+         programmatic launches) the bits of folded, and the CPU's to rounding */
+      int32_t itmu = -7, itmf = -8, itmc = -9;
+      g_minres = 1;
+      if (solve(cg, &G, &T, tiles, type, 0, 0, xe, &itmu) != PK_PASS) pk_test_failures++;
+      if (solve(cg, &G, &T, tiles, type, 0, 1, x7, &itmf) != PK_PASS) pk_test_failures++;
+      if (solve(cc, &G, &T, tiles, type, 0, -1, xl, &itmc) != PK_PASS) pk_test_failures++;
+      g_minres = 0;
+      PK_EXPECT(itmu == itmf && abs(itmu - itmc) <= 1, "CG minres: unfolded %d, folded %d, CPU %d iterations",
+                itmu, itmf, itmc);
+      pkt_same_bits("minres, unfolded against folded", "x", n, xe, x7);
+      PK_EXPECT(pk_test_rel_diff(n, xe, xl) < 1e-8, "CG minres: GPU and CPU differ by %.3g",
+                pk_test_rel_diff(n, xe, xl));
       free(xe), free(x7), free(xl);
     }
     free(xc), free(xg), free(xg2);

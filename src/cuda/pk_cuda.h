@@ -334,12 +334,9 @@ int pk_cuda_cg_rupdate(void *stream, const pk_cuda_state *st, int alpha_zero, in
 int pk_cuda_cg_precond_after(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, double *r, double *z,
                              double *part, int64_t *nblocks);
 /** CG operator loop: x += alpha p; p = z + beta p; q = A z + beta q; partial (p, q) (1 per block).
- *  init = 1: alpha = beta = 0 (p = z, q = A z, x unchanged). */
+ *  init = 1: alpha = beta = 0 (p = z, q = A z, x unchanged). pdl = 1: as a programmatic dependent launch. */
 int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init, double *x,
-                             double *p, const double *z, double *q, double *part, int64_t *nblocks);
-/** pk_cuda_cg_operator_step, optionally as a programmatic dependent launch (pdl = 1). */
-int pk_cuda_cg_operator_step_pdl(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init, double *x,
-                                 double *p, const double *z, double *q, double *part, int64_t *nblocks, int pdl);
+                             double *p, const double *z, double *q, double *part, int64_t *nblocks, int pdl);
 
 /* ---- the scalar steps -----------------------------------------------------------------------------
  * The scalar recurrences of solver.c on the device. Each one reads the state `in`, adds the producer's
@@ -358,17 +355,13 @@ int pk_cuda_cg_operator_step_pdl(void *stream, const pk_cuda_op *op, const pk_cu
  *  convergence / maxit 0 only when it == 0, rho set, sign check, no beta; min_on: min_rr = rr, min_it = it,
  *  improved = 1: a (re)start keeps its x). */
 int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
-                          int64_t nblocks, double *hist, int init);
+                          int64_t nblocks, double *hist, int init, int pdl);
 /** CG, after the operator loop (1 value (p, A p)): sigma sign check (BREAKDOWN_MATRIX, or NAN when not
- *  finite; breakdown_it = it + 1), else sigma, alpha = rho / sigma. */
+ *  finite; breakdown_it = it + 1), else sigma, alpha = rho / sigma. For both CG steps pdl = 1 launches the
+ *  kernel as a programmatic dependent launch (its launch overlaps the end of the loop before it; it waits for
+ *  that loop's sums before it reads them). */
 int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
-                            int64_t nblocks);
-/** The two CG steps, optionally as programmatic dependent launches (pdl = 1: the kernel's launch overlaps the
- *  end of the loop before it; it waits for that loop's sums before it reads them). */
-int pk_cuda_cg_scalar_rho_pdl(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
-                              int64_t nblocks, double *hist, int init, int pdl);
-int pk_cuda_cg_scalar_sigma_pdl(void *stream, const pk_cuda_state *in, pk_cuda_state *out, const double *part,
-                                int64_t nblocks, int pdl);
+                            int64_t nblocks, int pdl);
 /** Pipelined CG: the slots (pk_cuda_pipecg_step) hold (r,u), (w,u), (r,r), with repl = 1 (the automatic
  *  residual replacement) also its norms: PK_RR_NV values each, else PK_RR_NV_BASE; the first call after a
  *  (re)start has st->first = 1. As solver.c: NaN check, with repl and st->repl the rule of pk_rr.h (pk_rr_step on *st->repl with the seven sums,

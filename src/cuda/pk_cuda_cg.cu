@@ -40,16 +40,16 @@ int dist_cg_enqueue(Run &R, int count) {
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z], R.nccl));
       PK_CALL(sums_end(R, 2, &gp, &gnb));
     }
-    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, gp, gnb, R.hist, 0),
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, gp, gnb, R.hist, 0, 0),
                   "CG scalar step");
-    PK_CUDA_CHECK(
-        ctx, kSolve,
-        pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, &nb1),
-        "CG operator loop");
+    PK_CUDA_CHECK(ctx, kSolve,
+                  pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                           d->part, &nb1, 0),
+                  "CG operator loop");
     PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
     PK_CUDA_CHECK(ctx, kSolve,
                   pk_cuda_cg_operator_step(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
-                                           d->part + nb1, &nb2),
+                                           d->part + nb1, &nb2, 0),
                   "CG operator loop (tile edges)");
     PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
     if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
@@ -59,7 +59,7 @@ int dist_cg_enqueue(Run &R, int count) {
       PK_CALL(sums_begin(R, d->part, nb1 + nb2, 1));
       PK_CALL(sums_end(R, 1, &gp, &gnb));
     }
-    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, gp, gnb), "CG scalar step");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, gp, gnb, 0), "CG scalar step");
     /* host path: stopped at the rho step or before (the state copied with the sums): the rest does nothing.
        NCCL: the host does not see the state inside a block; the kernels of a stopped solve do nothing. */
     if (!R.nccl && d->hst->status != PK_ST_RUNNING) break;
@@ -168,13 +168,13 @@ int cg_enqueue(Run &R, int count) {
       else
         PK_CALL(cg_precond(R, 0, &nbp));
       PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nbp) : global_part(R, &pp, &nbp, 2));
-      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho_pdl(R.stream, d->st, d->st, pp, nbp, R.hist, 0, pdl),
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, pp, nbp, R.hist, 0, pdl),
                     "CG scalar step");
       PK_CALL(cg_operator(R, 0, &nbo, pdl));
       PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
       pp = d->part;
       PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nbo) : global_part(R, &pp, &nbo, 1));
-      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma_pdl(R.stream, d->st, d->st, pp, nbo, pdl && !R.minres),
+      PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, pp, nbo, pdl),
                     "CG scalar step");
       if (R.distributed && !R.nccl && d->hst->status != PK_ST_RUNNING) break; /* the rest would do nothing */
     }
@@ -203,7 +203,7 @@ int cg_enqueue(Run &R, int count) {
         "CG operator loop (folded)");
     PK_CALL(keep_min(R, R.stream, B)); /* the folded rho step's state */
   }
-  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, B, A, pop, nbo), "CG scalar step");
+  PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, B, A, pop, nbo, 0), "CG scalar step");
   return PKRYLOV_SUCCESS;
 }
 
@@ -480,14 +480,15 @@ restart:
     PK_CALL(cg_precond(R, 1, &nb));
     const double *pp = R.d->part;
     PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nb) : global_part(R, &pp, &nb, 2));
-    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, pp, nb, R.hist, 1),
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, pp, nb, R.hist, 1, 0),
                   "CG scalar step");
     PK_CUDA_CHECK(ctx, kSolve, cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
     PK_CALL(cg_operator(R, 1, &nb));
     PK_CALL(keep_min(R, R.stream, R.d->st)); /* a (re)start keeps its x */
     pp = R.d->part;
     PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nb) : global_part(R, &pp, &nb, 1));
-    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, pp, nb), "CG scalar step");
+    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, pp, nb, 0),
+                  "CG scalar step");
     PK_CALL(state_to_host(R));
   }
   if (it == 0) {

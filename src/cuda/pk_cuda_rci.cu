@@ -155,8 +155,8 @@ extern "C" int pk_cuda_rci_cg_update(pk_cuda_rci *d, double alpha, double beta, 
   PK_CALL(rci_state(d, alpha, beta));
   const pk_cuda_op u = pre_view(d->n, t);
   int64_t nb;
-  PK_CUDA_CHECK(d->ctx, d->func, pk_cuda_cg_operator_step(d->stream, &u, d->st, 0, x, p, z, q, d->part, &nb),
-                "CG update");
+  PK_CUDA_CHECK(d->ctx, d->func,
+                pk_cuda_cg_operator_step(d->stream, &u, d->st, 0, x, p, z, q, d->part, &nb, 0), "CG update");
   return rci_sums(d, nb, 1, pq);
 }
 

@@ -343,10 +343,10 @@ int cg_operator(Run &R, int init, int64_t *nb, int pdl) {
     if (running) PK_CALL(user_ax(R, v[D_Z]));
   }
   PK_CALL(halo(R, v[D_Z]));
-  PK_CUDA_CHECK(
-      ctx, kSolve,
-      pk_cuda_cg_operator_step_pdl(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q], d->part, nb, pdl),
-      "CG operator loop");
+  PK_CUDA_CHECK(ctx, kSolve,
+                pk_cuda_cg_operator_step(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                         d->part, nb, pdl),
+                "CG operator loop");
   return PKRYLOV_SUCCESS;
 }
 
@@ -691,7 +691,8 @@ extern "C" int pk_cuda_solver_setup(struct pkrylov_solver_s *s) {
   int rc = pk_cuda_operator_view(s->A, 0, &op);
   if (!rc && s->M) rc = pk_cuda_precond_view(s->M, 0, &pc);
   if (rc) return rc;
-  if (s->type == PKRYLOV_SOLVER_CG) op.gcap = pc.op.gcap = pk_cuda_grid2d_cap(n); /* as the solves set it */
+  if (s->type == PKRYLOV_SOLVER_CG)
+    d->gcap = op.gcap = pc.op.gcap = pk_cuda_grid2d_cap(n); /* the solves' cap */
   d->nslots = pk_cuda_partials_needed(&op, s->M ? &pc : NULL);
   if (d->nslots < 1) d->nslots = 1;
   pk_cuda_solver_options(s); /* cuda.fold, cuda.pdl, cuda.pipe_none */
@@ -872,8 +873,9 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     R.pc.layout = PKRYLOV_LAYOUT_KSLOW;
   }
   R.pcp = &R.pc;
-  if (s->type == PKRYLOV_SOLVER_CG) /* 2-D grid stencils: grid-stride launches (pk_cuda_op gcap; setup sized) */
-    R.op.gcap = R.op64.gcap = R.op_in.gcap = R.op_edge.gcap = R.pc.op.gcap = pk_cuda_grid2d_cap(n);
+  /* CG's 2-D grid stencils: grid-stride launches of the cap the setup sized the slots for (pk_cuda_op gcap)
+   */
+  R.op.gcap = R.op64.gcap = R.op_in.gcap = R.op_edge.gcap = R.pc.op.gcap = d->gcap;
   if (s->history_on || s->monitor || s->stag_window > 0) { /* else the kernels record nothing */
     const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
     if (cap > d->hist_cap) {

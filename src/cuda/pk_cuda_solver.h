@@ -37,6 +37,7 @@ struct SolverDev {
   double *v[D_NVEC];
   double *part;           /* partial sums: 2 buffers of kPartNV * nslots (buffer 0: the host's) */
   int64_t nslots;
+  int32_t gcap;           /* CG's 2-D block cap (pk_cuda_op gcap) as nslots was sized; 0 other solvers */
   double *hist;           /* maxit + 1 */
   int32_t hist_cap;
   pk_cuda_state *st;      /* device: 3 states; st[0] is the current one between blocks */

@@ -269,13 +269,7 @@ int cg_operator_step(cudaStream_t s, const pk_cuda_op *op, const StepInT<FOLD> &
 
 extern "C" int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init,
                                         double *x, double *p, const double *z, double *q, double *part,
-                                        int64_t *nblocks) {
-  return pk_cuda_cg_operator_step_pdl(stream, op, st, init, x, p, z, q, part, nblocks, 0);
-}
-
-extern "C" int pk_cuda_cg_operator_step_pdl(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init,
-                                            double *x, double *p, const double *z, double *q, double *part,
-                                            int64_t *nblocks, int pdl) {
+                                        int64_t *nblocks, int pdl) {
   return cg_operator_step<FOLD_NONE>((cudaStream_t)stream, op, step_in(st), init, x, p, z, q, part, nblocks,
                                      pdl != 0);
 }
@@ -354,22 +348,12 @@ int scalar_launch(void *stream, const pk_cuda_state *in, pk_cuda_state *out, con
 }
 
 extern "C" int pk_cuda_cg_scalar_rho(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
-                                     const double *part, int64_t nblocks, double *hist, int init) {
-  return scalar_launch<FOLD_CG_RHO>(stream, in, out, part, nblocks, hist, init);
-}
-
-extern "C" int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
-                                       const double *part, int64_t nblocks) {
-  return scalar_launch<FOLD_CG_SIGMA>(stream, in, out, part, nblocks, nullptr, 0);
-}
-
-extern "C" int pk_cuda_cg_scalar_rho_pdl(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
-                                         const double *part, int64_t nblocks, double *hist, int init, int pdl) {
+                                     const double *part, int64_t nblocks, double *hist, int init, int pdl) {
   return scalar_launch<FOLD_CG_RHO>(stream, in, out, part, nblocks, hist, init, pdl != 0);
 }
 
-extern "C" int pk_cuda_cg_scalar_sigma_pdl(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
-                                           const double *part, int64_t nblocks, int pdl) {
+extern "C" int pk_cuda_cg_scalar_sigma(void *stream, const pk_cuda_state *in, pk_cuda_state *out,
+                                       const double *part, int64_t nblocks, int pdl) {
   return scalar_launch<FOLD_CG_SIGMA>(stream, in, out, part, nblocks, nullptr, 0, pdl != 0);
 }
 
