@@ -16,17 +16,10 @@
 
 #include "pk_cuda.h"
 #include "pk_impl.h"
+#ifndef PK_TEST_HAVE_CUDART
+#define PK_TEST_HAVE_CUDART 1 /* pk_test.h's CUDA helpers (SKIP_WITHOUT_GPU) */
+#endif
 #include "pk_test.h"
-
-/** Skip the case (PK_SKIP) without a device. */
-#define SKIP_WITHOUT_GPU()                                    \
-  do {                                                        \
-    int nd_ = 0;                                              \
-    if (cudaGetDeviceCount(&nd_) != cudaSuccess || nd_ < 1) { \
-      cudaGetLastError();                                     \
-      return PK_SKIP;                                         \
-    }                                                         \
-  } while (0)
 
 /** A launcher or CUDA call must return cudaSuccess (0). */
 #define CK(call)                                                                                             \

@@ -155,3 +155,18 @@ int pk_test_msg_has(pkrylov_context ctx, const char *needle);
 int pk_test_system(const char *cmd);
 
 #endif /* PK_TEST_H */
+
+/* outside the guard: a source that includes this header before pk_cuda_test.h (which defines
+   PK_TEST_HAVE_CUDART) gets it at the second inclusion */
+#if defined(PK_TEST_HAVE_CUDART) && !defined(SKIP_WITHOUT_GPU) /* tests linked with the CUDA runtime */
+#include <cuda_runtime_api.h>
+/** Skip the case (PK_SKIP) without a device. */
+#define SKIP_WITHOUT_GPU()                                    \
+  do {                                                        \
+    int nd_ = 0;                                              \
+    if (cudaGetDeviceCount(&nd_) != cudaSuccess || nd_ < 1) { \
+      cudaGetLastError();                                     \
+      return PK_SKIP;                                         \
+    }                                                         \
+  } while (0)
+#endif

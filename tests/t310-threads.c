@@ -499,8 +499,7 @@ PK_TEST_CASE(cuda_context_one_solve_at_a_time) {
 #ifndef PK_TEST_HAVE_CUDART
   return PK_SKIP;
 #else
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return PK_SKIP;
+  SKIP_WITHOUT_GPU();
   pkrylov_context ctx, cpu;
   pkrylov_operator T, Au, Tc;
   PK_REQUIRE_OK(NULL, pkrylov_context_create(PKRYLOV_BACKEND_CUDA, &ctx));
@@ -564,8 +563,7 @@ PK_TEST_CASE(cuda_l2_windows_at_once) {
 #ifndef PK_TEST_HAVE_CUDART
   return PK_SKIP;
 #else
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return PK_SKIP;
+  SKIP_WITHOUT_GPU();
   size_t lim0 = 0, lim = 0;
   PK_REQUIRE(cudaDeviceGetLimit(&lim0, cudaLimitPersistingL2CacheSize) == cudaSuccess, "persisting L2 limit");
   pkrylov_context ctx[3];
