@@ -479,8 +479,11 @@ template <typename T, class Act, bool GS, bool TWOD = false>
 __global__ void __launch_bounds__(PKC_BLOCK) k_gstencil(PKC_GSTENCIL_PARAMS) {
   gstencil_body<T, Act, GS, TWOD>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
 }
+/* the capped 2-D launches (GS, TWOD) keep the PKC_GRID2D_PER_SM blocks per multiprocessor that their cap
+   (pk_cuda_grid2d_cap: one wave) counts on (CG's operator loop: 58 registers without the bound, 56 with it) */
 template <typename T, class Act, bool GS, bool TWOD = false>
-__global__ void __launch_bounds__(PKC_BLOCK, Act::MINB) k_gstencil_minb(PKC_GSTENCIL_PARAMS) {
+__global__ void __launch_bounds__(PKC_BLOCK, (GS && TWOD) ? PKC_GRID2D_PER_SM : Act::MINB)
+    k_gstencil_minb(PKC_GSTENCIL_PARAMS) {
   gstencil_body<T, Act, GS, TWOD>(aW, aS, aV, aC, nx, ny, nz, kc, x, act, part, g);
 }
 template <typename T, class Act>
