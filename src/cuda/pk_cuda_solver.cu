@@ -873,8 +873,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     R.pc.layout = PKRYLOV_LAYOUT_KSLOW;
   }
   R.pcp = &R.pc;
-  /* CG's 2-D grid stencils: grid-stride launches of the cap the setup sized the slots for (pk_cuda_op gcap)
-   */
+  /* CG's 2-D grid stencils: grid-stride launches of the cap the slots were sized for (pk_cuda_op gcap) */
   R.op.gcap = R.op64.gcap = R.op_in.gcap = R.op_edge.gcap = R.pc.op.gcap = d->gcap;
   if (s->history_on || s->monitor || s->stag_window > 0) { /* else the kernels record nothing */
     const int32_t cap = s->maxit < INT32_MAX - 1 ? s->maxit + 1 : INT32_MAX;
