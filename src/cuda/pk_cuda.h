@@ -268,9 +268,14 @@ const char *pk_cuda_csr_format_name(int32_t format);
 /** Number of partial-sum slots (blocks) the fused launchers below write for n cells / this pc. */
 int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_pc *pc);
 /** The block cap of CG's 2-D grid-stencil launches over n cells on the current device (pk_cuda_op.gcap): one
- *  wave of its two loops' kernels (at most PKC_GRID2D_BLOCKS) up to PKC_GRID2D_WAVE_CELLS cells, four
- *  above. */
+ *  wave of its two loops' kernels (at most PKC_GRID2D_BLOCKS) up to PKC_GRID2D_WAVE_CELLS cells,
+ *  PKC_GRID2D_WAVES_ABOVE waves above. */
 int32_t pk_cuda_grid2d_cap(int64_t n);
+/** The automatic choice of CG's and pipelined CG's folded scalar steps (solver option cuda.fold=auto), for
+ * the CUDA driver and the vector engine alike (pk_cuda_solver.cu): 1 = fold, for a CSR operator (csr) or a
+ * grid operator of n unknowns whose loops write nslots partial-sum slots; fused_2d: CG's fused loop on a 2-D
+ * grid (pk_cuda_cg_precond_step_r), which folds only up to the CSR operators' slots. */
+int pk_cuda_fold_auto(int csr, int64_t n, int64_t nslots, int fused_2d);
 
 /* ---- building blocks (used outside the iteration and by the public apply calls) ------------------- */
 

@@ -120,14 +120,16 @@ constexpr int64_t PKC_GRID2D_BLOCKS = 1024;
 /* CG's 2-D loops (the operator's 56 registers under its launch bound, k_gstencil_minb; the approximate
    inverse's 64 by the compiler's choice) keep 4 blocks of PKC_BLOCK threads per multiprocessor resident:
    pk_cuda_grid2d_cap launches one wave of them up to
-   PKC_GRID2D_WAVE_CELLS cells and four waves above. H100, barotropic CG with the approximate inverse, us per
-   iteration, blocks 528 (one wave) / 1024 (before) / 1056 / 2112 (four waves): 1024^2 51.6 / 53.7 / 54.0
-   / 56.5, 2048^2 230.2 / 233.1 / 234.8 / 232.6, 4096 x 2048 460.8 / 454.4 / 457.5 / 448.9; 512^2 (folded:
-   every block adds the slots) 31.5 -> 21.8 with one wave. Asking the compiler for 5 or 6 blocks per SM (48 or
-   40 registers, spills at 6) was slower (55.2, 72.4 at 1024^2 with 1024 blocks; 51.6, 71.7 with one wave);
-   4 for the operator loop alone is faster (52.0 -> 50.3), for the approximate inverse's loop too, slower. */
+   PKC_GRID2D_WAVE_CELLS cells and PKC_GRID2D_WAVES_ABOVE waves above. H100, barotropic CG with the
+   approximate inverse, us per iteration, blocks 528 (one wave) / 1024 (before) / 1056 / 2112 (four waves):
+   1024^2 51.6 / 53.7 / 54.0 / 56.5, 2048^2 230.2 / 233.1 / 234.8 / 232.6, 4096 x 2048 460.8 / 454.4 / 457.5 /
+   448.9; 512^2 (folded: every block adds the slots) 31.5 -> 21.8 with one wave. Asking the compiler for 5 or
+   6 blocks per SM (48 or 40 registers, spills at 6) was slower (55.2, 72.4 at 1024^2 with 1024
+   blocks; 51.6, 71.7 with one wave); 4 for the operator loop alone is faster (52.0 -> 50.3), for the
+   approximate inverse's loop too, slower. */
 constexpr int PKC_GRID2D_PER_SM = 4;
 constexpr int64_t PKC_GRID2D_WAVE_CELLS = (int64_t)1 << 22;
+constexpr int PKC_GRID2D_WAVES_ABOVE = 4;
 /**
  * Levels per thread of the grid operators before the block cap is considered: PKC_KC_TS for the thin shell,
  * PKC_KC for the column stencil (pk_cuda_op.kc, the option cuda.kc, overrides both, for tuning runs). Measured on an H200

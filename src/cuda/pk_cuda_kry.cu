@@ -569,13 +569,8 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
 
 void kd_destroy(pk_kry *E);
 
-/* The CG driver's rule for its folded steps (pk_cuda_solver.cu, kFoldMaxCells and the slots' limits): grid
-   operators up to 2^20 unknowns and 1024 partial-sum slots, CSR operators up to 256 slots. */
-constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
-constexpr int64_t kFoldMaxSlots = 256;
-constexpr int64_t kFoldMaxGridSlots = 1024;
-
-/** CG and pipelined CG: the folded steps (cuda.fold: -1 the rule above, 0 off, 1 on; off with user routines,
+/** CG and pipelined CG: the folded steps (cuda.fold: -1 the CG driver's rule, pk_cuda_fold_auto, which the
+ *  engine takes without the driver's fused 2-D loop; 0 off, 1 on; off with user routines,
  *  several ranks), their programmatic dependent launches (cuda.pdl) and buffers (allocated here, outside any
  *  capture: the other scalar buffers and the second partial-sum buffer). */
 int fold_setup(pk_kry *E) {
@@ -599,9 +594,7 @@ int fold_setup(pk_kry *E) {
   if (nslots < 1)
     nslots = 1;
   const int fm = s->opts.cuda_fold;
-  D->fold = fm >= 0                                 ? fm != 0
-            : s->A->type == PKRYLOV_OPERATOR_CSR ? nslots <= kFoldMaxSlots
-                                                  : E->n <= kFoldMaxCells && nslots <= kFoldMaxGridSlots;
+  D->fold = fm >= 0 ? fm != 0 : pk_cuda_fold_auto(s->A->type == PKRYLOV_OPERATOR_CSR, E->n, nslots, 0) != 0;
   if (!D->fold)
     return PKRYLOV_SUCCESS;
   D->pdl = s->opts.cuda_pdl != 0;

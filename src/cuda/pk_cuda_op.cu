@@ -133,7 +133,7 @@ extern "C" int32_t pk_cuda_grid2d_cap(int64_t n) {
     return (int32_t)PKC_GRID2D_BLOCKS;
   }
   const int64_t wave = (int64_t)nsm * PKC_GRID2D_PER_SM;
-  if (n > PKC_GRID2D_WAVE_CELLS) return (int32_t)(4 * wave); /* unfolded: the slots are sized by n */
+  if (n > PKC_GRID2D_WAVE_CELLS) return (int32_t)(PKC_GRID2D_WAVES_ABOVE * wave); /* unfolded: slots by n */
   return (int32_t)(wave < PKC_GRID2D_BLOCKS ? wave : PKC_GRID2D_BLOCKS);
 }
 

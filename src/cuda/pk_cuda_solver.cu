@@ -36,29 +36,35 @@ extern "C" {
 #include "pk_cuda.h"
 #include "pk_cuda_solver.h"
 
-namespace pkc_solver {
-
 /**
  * The folded launchers are used (fold = -1, the automatic choice) for grid operators up to kFoldMaxCells
  * unknowns and for CSR operators and CG's fused 2-D loop (fuse_r) while the steps write at most kFoldMaxSlots
- * partial-sum slots. Every block
- * of a folded kernel first adds all the producer's slots, a cost that grows with (number of blocks)^2: it
- * pays for small problems, which are latency-bound and save a kernel launch per scalar step, and not once
- * the grids have many blocks (the grid operators use one thread per column and level chunk, CSR one thread
- * per row, so CSR reaches that point at smaller sizes). Measured on an H200 (us per iteration,
- * one-block / folded with programmatic dependent launches): thin shell, column preconditioner, CG 32^3
- * 11.4 / 7.4, 64^3 18.1 / 15.2, 128^2 x 64 40.9 / 40.8, 256^2 x 128 272 / 278; pipelined CG 32^3 10.2 /
- * 7.9, 64^3 20.6 / 19.6; CSR 7-point Laplacian 64^3 (1024 slots: one thread per row), CG 17.6 / 36.1,
- * pipelined CG 19.2 / 29.0.
+ * partial-sum slots. Every block of a folded kernel first adds all the producer's slots, a cost that grows
+ * with (number of blocks)^2: it pays for small problems, which are latency-bound and save a kernel launch per
+ * scalar step, and not once the grids have many blocks (the grid operators use one thread per column and
+ * level chunk, CSR one thread per row, so CSR reaches that point at smaller sizes). Measured on an H200 (us
+ * per iteration, one-block / folded with programmatic dependent launches): thin shell, column
+ * preconditioner, CG 32^3 11.4 / 7.4, 64^3 18.1 / 15.2, 128^2 x 64 40.9 / 40.8, 256^2 x 128 272 / 278;
+ * pipelined CG 32^3 10.2 / 7.9, 64^3 20.6 / 19.6; CSR 7-point Laplacian 64^3 (1024 slots: one thread per
+ * row), CG 17.6 / 36.1, pipelined CG 19.2 / 29.0. The fused 2-D loop (H100, barotropic with the approximate
+ * inverse, us per iteration unfolded / folded): 128^2 7.82 / 6.34, 256^2 8.83 / 8.11, 384^2 13.22 / 19.29,
+ * 512^2 15.42 / 21.98, the loops one wave of 528 blocks from 384^2: every folded block adds them all.
  */
-constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
-constexpr int64_t kFoldMaxSlots = 256;
+static constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
+static constexpr int64_t kFoldMaxSlots = 256;
 /* grid operators also stop folding past kFoldMaxGridSlots slots (H100, barotropic 1024 x 1024 with the
    approximate inverse launched a thread per cell, 4096 slots: CG 244 us per iteration folded, the slots' sums
    dominating); in CG 2-D grid stencils launch one wave of blocks, grid-stride (pk_cuda_op gcap,
    pk_cuda_grid2d_cap: 528 on an H100), and 3-D grids up to kFoldMaxCells fill the GPU with about
    PKC_FILL_BLOCKS (512) to 1024 blocks: both fold */
-constexpr int64_t kFoldMaxGridSlots = 1024;
+static constexpr int64_t kFoldMaxGridSlots = 1024;
+
+extern "C" int pk_cuda_fold_auto(int csr, int64_t n, int64_t nslots, int fused_2d) {
+  if (csr || fused_2d) return nslots <= kFoldMaxSlots && (csr || n <= kFoldMaxCells);
+  return n <= kFoldMaxCells && nslots <= kFoldMaxGridSlots;
+}
+
+namespace pkc_solver {
 
 /**
  * The L2 window of CG on one GPU (option cuda.l2persist). Each iteration reads and writes its work vectors
@@ -802,9 +808,8 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.stream = stream_of(ctx);
   R.best = INFINITY;
   R.k = (s->monitor || s->stag_window > 0) ? 1 : s->sync_interval;
-  R.fold = d->fold_mode >= 0 ? d->fold_mode
-          : s->A->type == PKRYLOV_OPERATOR_CSR ? d->nslots <= kFoldMaxSlots
-                                               : n <= kFoldMaxCells && d->nslots <= kFoldMaxGridSlots;
+  const int csr = s->A->type == PKRYLOV_OPERATOR_CSR;
+  R.fold = d->fold_mode >= 0 ? d->fold_mode : pk_cuda_fold_auto(csr, n, d->nslots, 0);
   /* a halo-exchange stencil runs like a user operator: its exchange is a host call between the kernels */
   R.uop = s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange ? s->A : NULL;
   R.upc = s->M && s->M->type == PKRYLOV_PRECOND_USER ? s->M : NULL;
@@ -938,11 +943,9 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   int rc;
   if (s->type == PKRYLOV_SOLVER_CG) {
     R.fuse_r = !R.distributed && !R.repro && !R.uop && !R.upc && pk_cuda_cg_precond_fuses_r(R.pcp);
-    /* the fused 2-D loop folds its scalar steps only while its loops write at most kFoldMaxSlots slots, as
-       CSR (H100, barotropic with the approximate inverse, us per iteration unfolded / folded: 128^2 7.82
-       / 6.34, 256^2 8.83 / 8.11, 384^2 13.22 / 19.29, 512^2 15.42 / 21.98, the loops one wave of 528 blocks
-       from 384^2: every folded block adds them all) */
-    if (R.fuse_r && d->fold_mode < 0 && d->nslots > kFoldMaxSlots) R.fold = 0;
+    /* the fused 2-D loop's own automatic rule (pk_cuda_fold_auto): fuse_r is known only here (reproducible
+       mode, several ranks), after the choice above, which it can only turn off */
+    if (R.fuse_r && d->fold_mode < 0 && R.fold) R.fold = pk_cuda_fold_auto(csr, n, d->nslots, 1);
     if (R.fuse_r && !R.fold) R.pdl = d->pdl; /* its unfolded loop's launches too (cg_enqueue) */
     l2_begin(R);
     rc = solve_cg(R);
