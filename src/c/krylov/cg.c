@@ -1,7 +1,8 @@
 /**
  * @file cg.c
- * @brief CG and pipelined CG on the vector engine (pk_kry.h): every backend (on CUDA by default; the solver
- * option kry.cg=0 still selects its own driver, pk_cuda_solver.cu, being retired: pk_kry_serves). Blocks of
+ * @brief CG and pipelined CG on the vector engine (pk_kry.h): every backend without a CG driver of its own (the
+ * CPU); on CUDA with the solver option kry.cg=1, the driver of pk_cuda_solver.cu staying the default until the
+ * engine is as fast at every size (pk_kry_serves). Blocks of
  * pk_kry_sync_interval() iterations (1 on the CPU) between host reads; see cg_run and pc_run.
  *
  * CG is the two-loop form of Mueller et al.: a "preconditioner loop" (r -= alpha q; z = M^-1 r; (r,z), (r,r):

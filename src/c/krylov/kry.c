@@ -31,8 +31,8 @@ int pk_kry_serves(pkrylov_context ctx, const pk_options *opts, int32_t type) {
   const pk_kry_backend *be = ctx->be->kry;
   if (type != PKRYLOV_SOLVER_CG && type != PKRYLOV_SOLVER_PIPECG) return 0;
   if (!be || !be->cg_precond || !be->cg_operator || !be->pipecg_update) return 0;
-  /* a backend with a CG driver of its own (CUDA, being retired) runs the engine unless the option kry.cg=0
-     asks for that driver (the A/B switch of issue 15; default 1) */
+  /* a backend with a CG driver of its own (CUDA) runs the engine when the option kry.cg=1 asks for it (the
+     A/B switch of issue 15; default 0, the driver, until the engine is as fast at every size) */
   return !ctx->be->solver_solve || (opts && opts->kry_cg != 0);
 }
 
