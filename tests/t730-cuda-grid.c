@@ -147,8 +147,20 @@ PK_TEST_CASE(cuda_solves_match_cpu) {
         if (solve(cg, &G, &T, tiles, types[a], 0, 0, xg2, &itg2) != PK_PASS) pk_test_failures++;
         PK_EXPECT(itg2 == itg, "unfolded %d iterations, folded %d", itg2, itg);
         pkt_same_bits("fold", "x", n, xg2, xg);
-        /* reproducible: CG's iterates are the CPU's bit for bit */
         if (types[a] == PKRYLOV_SOLVER_CG) {
+          /* CG on the engine (its fused 2-D loop on the 2-D problem), unfolded, in blocks of 7 and folded:
+             the driver's bits */
+          const int syncs[3] = {0, 7, 0}, folds[3] = {0, 0, 1};
+          for (int k = 0; k < 3; k++) {
+            int32_t ite = -4;
+            g_engine = 1, g_sync = syncs[k];
+            if (solve(cg, &G, &T, tiles, types[a], 0, folds[k], xc, &ite) != PK_PASS) pk_test_failures++;
+            g_engine = 0, g_sync = 0;
+            PK_EXPECT(ite == itg, "problem %d, engine (sync %d, fold %d): %d iterations, driver %d", which, syncs[k],
+                      folds[k], ite, itg);
+            pkt_same_bits("engine", "x", n, xc, xg);
+          }
+          /* reproducible: CG's iterates are the CPU's bit for bit */
           if (solve(cc, &G, &T, tiles, types[a], 1, -1, xc, &itc) != PK_PASS) pk_test_failures++;
           if (solve(cg, &G, &T, tiles, types[a], 1, -1, xg, &itg) != PK_PASS) pk_test_failures++;
           PK_EXPECT(itg == itc, "reproducible: %d iterations on the GPU, %d on the CPU", itg, itc);
@@ -196,6 +208,21 @@ PK_TEST_CASE(cuda_large_2d_solves_match_cpu) {
       double *xl = malloc(sizeof(double) * (size_t)n);
       g_engine = 1;
       if (solve(cg, &G, &T, tiles, type, 0, 0, xe, &ite) != PK_PASS) pk_test_failures++;
+      {
+        /* the engine's fused 2-D loop too (r in two arrays: blocks of 7 iterations replay graphs of both
+           parities), unfolded and folded: the driver's bits */
+        int32_t ite7 = -11, itef = -12;
+        double *xe7 = malloc(sizeof(double) * (size_t)n), *xef = malloc(sizeof(double) * (size_t)n);
+        g_sync = 7;
+        if (solve(cg, &G, &T, tiles, type, 0, 0, xe7, &ite7) != PK_PASS) pk_test_failures++;
+        g_sync = 0;
+        if (solve(cg, &G, &T, tiles, type, 0, 1, xef, &itef) != PK_PASS) pk_test_failures++;
+        PK_EXPECT(ite7 == itg2 && itef == itg2, "CG: engine sync 7 %d, engine folded %d, driver %d iterations", ite7,
+                  itef, itg2);
+        pkt_same_bits("engine, sync 7", "x", n, xe7, xg2);
+        pkt_same_bits("engine, folded", "x", n, xef, xg2);
+        free(xe7), free(xef);
+      }
       g_engine = 0, g_sync = 7;
       if (solve(cg, &G, &T, tiles, type, 0, 0, x7, &it7) != PK_PASS) pk_test_failures++;
       g_l2 = 1; /* the same with CG's vectors in the L2's persisting part (a cache policy: the same bits) */

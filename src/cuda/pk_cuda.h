@@ -435,7 +435,7 @@ int pk_cuda_cg_rupdate_e(void *stream, const pk_cuda_escal *e, int64_t n, double
 int pk_cuda_cg_precond_after_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, double *r,
                                double *z, double *part, int64_t *nblocks);
 int pk_cuda_cg_operator_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, double *x,
-                               double *p, const double *z, double *q, double *part, int64_t *nblocks);
+                               double *p, const double *z, double *q, double *part, int64_t *nblocks, int pdl);
 int pk_cuda_pipecg_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, const double *m,
                           double *z, double *q, double *s, double *p, double *x, double *r, double *u, double *w,
                           double *part, int64_t *nblocks, int norms, int pdl);
@@ -472,6 +472,13 @@ int pk_cuda_psum_step_e(void *stream, int id, int nv, int out, const pk_cuda_efo
 int pk_cuda_cg_precond_step_ef(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e,
                                const pk_cuda_efold *f, int64_t n, double *r, const double *q, double *z,
                                double *part, int64_t *nblocks);
+/** The engine's CG preconditioner loop with r -= alpha q fused in (the driver's pk_cuda_cg_precond_step_r, its
+ *  scalars from the engine's S; rn another array than r), unfolded and with PK_KSS_CG_SIGMA folded in. */
+int pk_cuda_cg_precond_step_r_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, const double *r,
+                                double *rn, const double *q, double *z, double *part, int64_t *nblocks, int pdl);
+int pk_cuda_cg_precond_step_r_ef(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e,
+                                 const pk_cuda_efold *f, const double *r, double *rn, const double *q, double *z,
+                                 double *part, int64_t *nblocks);
 /** The engine's CG operator loop with PK_KSS_CG_ITER folded in (pk_cuda_cg_operator_step_e). */
 int pk_cuda_cg_operator_step_ef(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e,
                                 const pk_cuda_efold *f, double *x, double *p, const double *z, double *q,

@@ -163,26 +163,6 @@ int sync_checked(pk_kry *E, const char *what) {
  * The graphs hold device pointers of this engine's buffers (vectors, S, partial sums): they are dropped when
  * the partial-sum buffer is reallocated and when the engine is destroyed. */
 
-enum {
-  OP_MATVEC = 1,
-  OP_PRECOND,
-  OP_RESIDUAL,
-  OP_UPDATE,
-  OP_BLOCK_DOTS,
-  OP_BASIS_DOTS,
-  OP_AXPY,
-  OP_GEMM,
-  OP_SCALAR,
-  OP_SET,
-  OP_COPY,
-  OP_AXPY_DOTS,
-  OP_WAIT,
-  OP_MATVEC_UPDATE,
-  OP_CG_PRECOND,
-  OP_CG_OPERATOR,
-  OP_PIPECG,
-  OP_COUNT
-};
 const char *const op_names[OP_COUNT] = {"",           "matvec",    "precond",    "residual",
                                         "update",     "block_dots", "basis_dots", "basis_axpy",
                                         "basis_gemm", "scalar",     "set",        "copy",
@@ -335,6 +315,7 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base, int sout = -1
   const int type = r[0];
   const int32_t *p = r + 2;
   const bool prof = D->prof && !graph;
+  D->prev_op = D->cur_op, D->cur_op = type; /* (the unfolded fused 2-D loop's programmatic launches) */
   /* a CG loop's pending sums (pk_cuda_kry_cg.cu) before an operation that reads or writes S or the partial
      sums; the products in between (pipelined CG's m = M^-1 w, n = A m) leave them for the step after them;
      the scalars a folded step left in S2 / S3 back in S (sout >= 0: a folded loop, which takes both; pipelined
@@ -471,6 +452,7 @@ int exec_op(pk_kry *E, const int32_t *r, bool graph, int32_t base, int sout = -1
 int play(pk_kry *E, const std::vector<int32_t> &log, bool graph, int32_t base) {
   KryDev *D = dev_of(E);
   std::vector<FoldPlan> plan;
+  D->cur_op = 0; /* a graph's first kernel has no kernel before it */
   fold_plan(E, log, plan); /* CG's folded steps (pk_cuda_kry_cg.cu) */
   bool folds = false;
   for (const FoldPlan &f : plan)
@@ -560,6 +542,7 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
     D->fs_on = 0;
     D->Sc = D->S;
     D->halo_begun = nullptr;
+    D->ralt_on = D->ralt0;
   }
   cudaGetLastError();
   return x;
@@ -594,7 +577,9 @@ int fold_setup(pk_kry *E) {
   if (nslots < 1)
     nslots = 1;
   const int fm = s->opts.cuda_fold;
-  D->fold = fm >= 0 ? fm != 0 : pk_cuda_fold_auto(s->A->type == PKRYLOV_OPERATOR_CSR, E->n, nslots, 0) != 0;
+  /* with CG's fused 2-D loop (KryDev.ralt) that loop's rule, as the CG driver's */
+  D->fold = fm >= 0 ? fm != 0
+                    : pk_cuda_fold_auto(s->A->type == PKRYLOV_OPERATOR_CSR, E->n, nslots, D->ralt != nullptr) != 0;
   if (!D->fold)
     return PKRYLOV_SUCCESS;
   D->pdl = s->opts.cuda_pdl != 0;
@@ -611,6 +596,15 @@ int fold_setup(pk_kry *E) {
   }
   return PKRYLOV_SUCCESS;
 }
+
+/**
+ * Cells up to which CG on the engine runs the CG driver's fused 2-D loop (KryDev.ralt). H100, barotropic with
+ * the approximate inverse, us per iteration, the engine's two kernels -> the fused loop (unfolded loops as
+ * programmatic launches, folded up to the driver's rule): 256^2 10.49 -> 9.21, 512^2 25.43 -> 17.96, 1024^2
+ * 65.60 -> 65.04, but 2048^2 229.93 -> 232.44 (and 232.19 -> 234.12 in another run), where the driver's own
+ * fused loop runs at 223.5: above it the engine keeps its two kernels until it matches the driver there.
+ */
+constexpr int64_t kFuseRMaxCells = (int64_t)1 << 21;
 
 int kd_create(pk_kry *E) {
   pkrylov_solver s = E->s;
@@ -715,6 +709,16 @@ int kd_create(pk_kry *E) {
     cap = bd;
   PK_CALL(ensure_part(E, cap));
   D->p2_part = D->part;
+  D->ralt_vid = -1;
+  if (s->type == PKRYLOV_SOLVER_CG && !D->dist && !D->uop && !D->upc && n <= kFuseRMaxCells &&
+      pk_cuda_cg_precond_fuses_r(&D->pc)) {
+    /* CG's fused 2-D loop (the CG driver's fuse_r): the second array of r */
+    e = cudaMalloc((void **)&D->ralt, sizeof(double) * (size_t)E->ld);
+    if (e == cudaSuccess)
+      e = cudaMemsetAsync(D->ralt, 0, sizeof(double) * (size_t)E->ld, D->st);
+    if (e != cudaSuccess)
+      return pk_cuda_error(ctx, fn, (int)e, "allocating the CUDA engine (the second array of r)", NULL);
+  }
   return fold_setup(E);
 }
 
@@ -737,6 +741,7 @@ void kd_destroy(pk_kry *E) {
                 tot > 0 ? 100.0 * D->prof_ms[t] / tot : 0.0);
   }
   cudaFree(D->vec);
+  cudaFree(D->ralt);
   cudaFree(D->S);
   cudaFree(D->S2);
   cudaFree(D->S3);
@@ -780,6 +785,10 @@ int kd_bind(pk_kry *E, int32_t x_zero) {
   if (repro != D->repro)
     drop_graphs(E); /* they hold the other mode's kernels */
   D->repro = repro;
+  D->fuse_r = D->ralt && !repro; /* CG's fused 2-D loop: not with the exact sums (the driver's rule) */
+  /* its unfolded loops and one-block steps as programmatic dependent launches (cuda.pdl), as the driver's */
+  D->upd_pdl = D->fuse_r && !D->fold && E->s->opts.cuda_pdl != 0;
+  D->cur_op = 0;
   if (repro) /* the largest sums the drivers ask for at once; more are made room for when asked */
     PK_CALL(ensure_xacc(E, (size_t)(E->nbasis + 2 > PK_KRY_MAXPAIRS ? E->nbasis + 2 : PK_KRY_MAXPAIRS)));
   if (D->dist && D->dop) { /* the path of this solve (the option dist.nccl is read per solve, collectively) */
@@ -1059,6 +1068,7 @@ int kd_block_begin(pk_kry *E) {
                                sums of several ranks are not captured */
   D->rec_on = 1;
   D->rec_pend0 = D->q_pend;
+  D->ralt0 = D->ralt_on;
   D->have_base = 0;
   D->base = 0;
   D->log.clear();
@@ -1081,7 +1091,7 @@ int kd_block_end(pk_kry *E) {
   }
   GraphEntry *g = nullptr;
   for (GraphEntry &c : D->graphs)
-    if (c.sig == D->log) {
+    if (c.sig == D->log && c.ralt0 == D->ralt0) {
       g = &c;
       break;
     }
@@ -1091,6 +1101,7 @@ int kd_block_end(pk_kry *E) {
     ne.sig = D->log;
     ne.exec = NULL;
     ne.failed = 0;
+    ne.ralt0 = D->ralt0;
     if (D->graphs.size() < KGRAPH_CACHE) {
       D->graphs.push_back(ne);
     } else {
@@ -1104,11 +1115,17 @@ int kd_block_end(pk_kry *E) {
     }
     rc = play(E, D->log, false, D->base);
   } else {
+    bool played = false; /* the capture ran the records (on the host): r's array flipped as they did */
     if (!g->exec && !g->failed) {
       g->exec = capture(E, D->log);
       g->failed = g->exec == NULL;
+      played = g->exec != NULL;
     }
     if (g->exec) {
+      if (D->fuse_r && !played) /* a replay: r ends in the array the graph's fused loops leave it in */
+        for (size_t o = 0; o < D->log.size(); o += (size_t)D->log[o + 1])
+          if (D->log[o] == OP_CG_PRECOND)
+            D->ralt_on ^= 1;
       k_setbase<<<1, 1, 0, D->st>>>(D->argbase, D->base);
       cudaError_t e = cudaGetLastError();
       if (e == cudaSuccess)

@@ -32,6 +32,7 @@ struct GraphEntry {
   std::vector<int32_t> sig;
   cudaGraphExec_t exec; /* NULL: seen once (run directly), or the capture failed (failed = 1) */
   int failed;
+  int ralt0;            /* KryDev.ralt_on when the block began (the graph holds that parity's arrays) */
 };
 
 /** Buffers of one global sum of a distributed engine: the rank's sums (device, pinned host copy), all
@@ -120,6 +121,19 @@ struct KryDev {
      stream (context option dist.edge_comm) */
   const double *halo_begun;
   cudaEvent_t ev_scal, ev_edge;
+  /* CG's fused 2-D loop on one GPU (the CG driver's fuse_r; pk_cuda_kry_cg.cu do_cg_precond): the approximate
+     inverse's loop reads r - alpha q at every neighbour and writes the new r to the other of two arrays, so
+     vector ralt_vid lives in ralt while ralt_on (vp); each such loop flips ralt_on, a replayed graph of a block
+     by the parity of its loops (kd_block_end) */
+  int fuse_r;
+  int ralt_on, ralt0; /* ralt0: ralt_on when the block being recorded began */
+  /* unfolded: the two loops and the one-block steps after them as programmatic dependent launches when the
+     record before was the kernel they follow (prev_op, cur_op: the record types run last, 0 at a block's
+     start), so that no programmatic launch follows a copy or a set in a graph */
+  int upd_pdl;
+  int prev_op, cur_op;
+  pk_vid ralt_vid;
+  double *ralt;
 };
 
 /** A record's part in a block's folded steps (play's plan, pk_cuda_kry_cg.cu). */
@@ -127,6 +141,28 @@ struct FoldPlan {
   int8_t act;  /* FP_* */
   int8_t sout; /* the scalar buffer the folded kernel writes (0: S, 1: S2, 2: S3) */
 };
+/** The record types of the operations (pk_cuda_kry.cu, "operations: records"). */
+enum {
+  OP_MATVEC = 1,
+  OP_PRECOND,
+  OP_RESIDUAL,
+  OP_UPDATE,
+  OP_BLOCK_DOTS,
+  OP_BASIS_DOTS,
+  OP_AXPY,
+  OP_GEMM,
+  OP_SCALAR,
+  OP_SET,
+  OP_COPY,
+  OP_AXPY_DOTS,
+  OP_WAIT,
+  OP_MATVEC_UPDATE,
+  OP_CG_PRECOND,
+  OP_CG_OPERATOR,
+  OP_PIPECG,
+  OP_COUNT
+};
+
 enum { FP_NONE = 0, FP_DEFER = 1, FP_HOST = 2, FP_SKIP = 3, FP_HALO = 4 };
 
 inline KryDev *dev_of(pk_kry *E) {
@@ -136,8 +172,8 @@ inline KryDev *dev_of(pk_kry *E) {
 /* the public function the engine serves, for pk_cuda_error / PK_CUDA_CHECK (pk_cuda.h) */
 constexpr const char *kSolve = "pkrylov_solver_solve";
 
-/** Device pointer of vector id v (ids were checked by the front end). */
-inline double *vp(pk_kry *E, pk_vid v) {
+/** Device pointer of vector id v in its own place (ids were checked by the front end). */
+inline double *vp_home(pk_kry *E, pk_vid v) {
   KryDev *D = dev_of(E);
   if (v == PK_KV_X)
     return D->x;
@@ -146,6 +182,11 @@ inline double *vp(pk_kry *E, pk_vid v) {
   if (v >= PK_KV_V0)
     return D->vec + (size_t)(E->nwork + (v - PK_KV_V0)) * (size_t)E->ld;
   return D->vec + (size_t)(v - PK_KV_W0) * (size_t)E->ld;
+}
+/** Device pointer of vector id v: in KryDev.ralt while CG's fused 2-D loop has moved it there. */
+inline double *vp(pk_kry *E, pk_vid v) {
+  KryDev *D = dev_of(E);
+  return D->ralt_on && v == D->ralt_vid ? D->ralt : vp_home(E, v);
 }
 /** Basis vector j. */
 inline double *bp(pk_kry *E, int32_t j) {

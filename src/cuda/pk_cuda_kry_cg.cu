@@ -79,6 +79,7 @@ int psum_launch(pk_kry *E, int id, int arg, const int *base) {
     f.Sin = Sin, f.Sout = D->S, f.Shome = D->S;
     f.part = pp, f.nb = D->p2_nb;
     f.base = base, f.arg = arg;
+    f.pdl = D->upd_pdl && (D->prev_op == OP_CG_PRECOND || D->prev_op == OP_CG_OPERATOR);
     const int e = pk_cuda_psum_step_e(D->st, id, D->p2_nv, D->p2_out, &f);
     if (e != (int)cudaErrorNotSupported) {
       PK_CUDA_CHECK(E->ctx, kSolve, (cudaError_t)e, "summing partials");
@@ -191,6 +192,32 @@ int do_cg_precond(pk_kry *E, pk_vid r, pk_vid q, pk_vid z, pk_coef alpha, int32_
   const pk_cuda_escal e = escal(E, alpha, pk_c(PK_S_ZERO), flags);
   const double *a[2] = {rv, rv}, *b[2] = {zv, rv};
   int64_t nb = 0;
+  if (D->fuse_r) { /* one GPU, an approximate inverse on a 2-D grid: r -= alpha q in the loop (KryDev.ralt) */
+    if (D->ralt_vid != r) {
+      if (D->ralt_on)
+        return pk_error(E->ctx, PKRYLOV_ERR_INTERNAL, "pk_kry", "CUDA engine: the fused loop's r changed");
+      D->ralt_vid = r;
+    }
+    double *rn = rv == D->ralt ? vp_home(E, r) : D->ralt;
+    const double *an[2] = {rn, rn}, *bn[2] = {zv, rn};
+    if (sout >= 0) {
+      pk_cuda_efold f;
+      double *wpart;
+      PK_CALL(fold_take(E, PK_KSS_CG_SIGMA, 1, PK_CG_PQ, sout, &f, &wpart));
+      PK_CUDA_CHECK(E->ctx, kSolve,
+                    pk_cuda_cg_precond_step_r_ef(D->st, &D->pc, &e, &f, rv, rn, qv, zv, wpart, &nb),
+                    "CG preconditioner loop (folded)");
+      D->Sc = f.Sout;
+      D->ralt_on ^= 1;
+      return loop_sums(E, nb, 2, an, bn, out, async, wpart);
+    }
+    const int pdl = D->upd_pdl && D->prev_op == OP_SCALAR;
+    PK_CUDA_CHECK(E->ctx, kSolve,
+                  pk_cuda_cg_precond_step_r_e(D->st, &D->pc, &e, rv, rn, qv, zv, D->part, &nb, pdl),
+                  "CG preconditioner loop");
+    D->ralt_on ^= 1;
+    return loop_sums(E, nb, 2, an, bn, out, async);
+  }
   if (sout >= 0) { /* the operator loop's SIGMA step folded in (the plan: one GPU, no routine) */
     pk_cuda_efold f;
     double *wpart;
@@ -257,14 +284,15 @@ int do_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef al
     if (D->halo_begun != zv)
       PK_CALL(pk_cuda_dist_halo_begin(D->dop, zv, D->nccl));
     D->halo_begun = nullptr;
-    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_operator_step_e(D->st, &D->op_in, &e, xv, pv, zv, qv, D->part, &nb),
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_operator_step_e(D->st, &D->op_in, &e, xv, pv, zv, qv, D->part, &nb, 0),
                   "CG operator loop");
     PK_CALL(pk_cuda_dist_halo_end(D->dop, D->nccl));
     PK_CUDA_CHECK(E->ctx, kSolve,
-                  pk_cuda_cg_operator_step_e(D->st, &D->op_edge, &e, xv, pv, zv, qv, D->part + nb, &nb2),
+                  pk_cuda_cg_operator_step_e(D->st, &D->op_edge, &e, xv, pv, zv, qv, D->part + nb, &nb2, 0),
                   "CG operator loop (tile edges)");
   } else {
-    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_operator_step_e(D->st, &D->op, &e, xv, pv, zv, qv, D->part, &nb),
+    const int pdl = D->upd_pdl && D->prev_op == OP_SCALAR;
+    PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_operator_step_e(D->st, &D->op, &e, xv, pv, zv, qv, D->part, &nb, pdl),
                   "CG operator loop");
   }
   return loop_sums(E, nb + nb2, 1, a, b, out, async);

@@ -1073,6 +1073,23 @@ extern "C" int pk_cuda_cg_precond_step_r_fold(void *stream, const pk_cuda_pc *pc
 
 /* ---- the CUDA engine's CG preconditioner loop (pk_cuda_kry_cg.cu): scalars from its S ---------------- */
 
+extern "C" int pk_cuda_cg_precond_step_r_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e,
+                                           const double *r, double *rn, const double *q, double *z, double *part,
+                                           int64_t *nblocks, int pdl) {
+  if (!e || !e->S || !pk_cuda_cg_precond_fuses_r(pc) || r == rn) return (int)cudaErrorInvalidValue;
+  ActPcCgR<FOLD_E_NONE> act{step_in(e), 0, q, rn, z, 0.0};
+  return launch_gstencil<true>((cudaStream_t)stream, &pc->op, r, act, part, nblocks, pdl != 0);
+}
+
+extern "C" int pk_cuda_cg_precond_step_r_ef(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e,
+                                            const pk_cuda_efold *f, const double *r, double *rn, const double *q,
+                                            double *z, double *part, int64_t *nblocks) {
+  if (!e || !f || f->Sin == f->Sout || !pk_cuda_cg_precond_fuses_r(pc) || r == rn)
+    return (int)cudaErrorInvalidValue;
+  ActPcCgR<FOLD_E_CG_SIGMA> act{step_in(e, f), 0, q, rn, z, 0.0};
+  return launch_gstencil<true>((cudaStream_t)stream, &pc->op, r, act, part, nblocks, f->pdl != 0);
+}
+
 extern "C" int pk_cuda_cg_precond_step_e(void *stream, const pk_cuda_pc *pc, const pk_cuda_escal *e, int64_t n,
                                          double *r, const double *q, double *z, double *part, int64_t *nblocks) {
   if (!e || !e->S) return (int)cudaErrorInvalidValue;

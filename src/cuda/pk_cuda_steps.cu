@@ -219,6 +219,7 @@ template <int FOLD> __global__ void __launch_bounds__(PKC_SUM_LANES) k_epsum(pk_
   constexpr int NS = EFold<FOLD>::NS, OUT = EFold<FOLD>::OUT, NV = FoldNV<FOLD>::NV;
   double v[NV], w[PK_RR_NV - PK_RR_NV_BASE];
   (void)w;
+  step_wait(); /* launched programmatically (f.pdl): the loop before has written the sums */
   block_sums<NV, FoldNV<FOLD>::S>(f.part, f.nb, v);
   if constexpr (FOLD == FOLD_E_PIPE_RR) /* the rule's norms (each value summed on its own, as above) */
     block_sums<PK_RR_NV - PK_RR_NV_BASE, PK_RR_NV>(f.part + PK_RR_NV_BASE, f.nb, w);
@@ -243,10 +244,10 @@ extern "C" int pk_cuda_psum_step_e(void *stream, int id, int nv, int out, const 
   const cudaStream_t st = (cudaStream_t)stream;
   const dim3 g(1), b(PKC_SUM_LANES);
   if (id == PK_KSS_CG_SIGMA && nv == 1 && out == PK_CG_PQ)
-    k_epsum<FOLD_E_CG_SIGMA><<<g, b, 0, st>>>(*f);
-  else if (id == PK_KSS_CG_ITER && nv == 2 && out == PK_CG_RZ)
-    k_epsum<FOLD_E_CG_ITER><<<g, b, 0, st>>>(*f);
-  else if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV_BASE && out == PK_PCG_GAMMA)
+    return launch_kernel(f->pdl != 0, k_epsum<FOLD_E_CG_SIGMA>, g, b, 0, st, *f);
+  if (id == PK_KSS_CG_ITER && nv == 2 && out == PK_CG_RZ)
+    return launch_kernel(f->pdl != 0, k_epsum<FOLD_E_CG_ITER>, g, b, 0, st, *f);
+  if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV_BASE && out == PK_PCG_GAMMA)
     k_epsum<FOLD_E_PIPE><<<g, b, 0, st>>>(*f);
   else if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV && out == PK_PCG_GAMMA)
     k_epsum<FOLD_E_PIPE_RR><<<g, b, 0, st>>>(*f);
@@ -366,9 +367,10 @@ extern "C" int pk_cuda_pipecg_scalar(void *stream, const pk_cuda_state *in, pk_c
 /* ---- the CUDA engine's CG operator loop and pipelined-CG update (pk_cuda_kry_cg.cu): scalars from its S -- */
 
 extern "C" int pk_cuda_cg_operator_step_e(void *stream, const pk_cuda_op *op, const pk_cuda_escal *e, double *x,
-                                          double *p, const double *z, double *q, double *part, int64_t *nblocks) {
+                                          double *p, const double *z, double *q, double *part, int64_t *nblocks,
+                                          int pdl) {
   if (!e || !e->S) return (int)cudaErrorInvalidValue;
-  return cg_operator_step<FOLD_E_NONE>((cudaStream_t)stream, op, step_in(e), 0, x, p, z, q, part, nblocks, false);
+  return cg_operator_step<FOLD_E_NONE>((cudaStream_t)stream, op, step_in(e), 0, x, p, z, q, part, nblocks, pdl != 0);
 }
 
 namespace {
