@@ -221,6 +221,11 @@ PK_TEST_CASE(cuda_large_2d_solves_match_cpu) {
                   itef, itg2);
         pkt_same_bits("engine, sync 7", "x", n, xe7, xg2);
         pkt_same_bits("engine, folded", "x", n, xef, xg2);
+        g_l2 = 1; /* its L2 window (q, p, z in the persisting part): a cache policy, the same bits */
+        if (solve(cg, &G, &T, tiles, type, 0, 0, xef, &itef) != PK_PASS) pk_test_failures++;
+        g_l2 = 0;
+        PK_EXPECT(itef == itg2, "CG: engine with cuda.l2persist=4 %d iterations, driver %d", itef, itg2);
+        pkt_same_bits("engine, cuda.l2persist=4", "x", n, xef, xg2);
         free(xe7), free(xef);
       }
       g_engine = 0, g_sync = 7;

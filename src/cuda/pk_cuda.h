@@ -31,6 +31,7 @@
 #ifndef PK_CUDA_H
 #define PK_CUDA_H
 
+#include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -276,6 +277,23 @@ int32_t pk_cuda_grid2d_cap(int64_t n);
  * grid operator of n unknowns whose loops write nslots partial-sum slots; fused_2d: CG's fused loop on a 2-D
  * grid (pk_cuda_cg_precond_step_r), which folds only up to the CSR operators' slots. */
 int pk_cuda_fold_auto(int csr, int64_t n, int64_t nslots, int fused_2d);
+
+/** An open L2 window (option cuda.l2persist, pk_cuda_solver.cu): CG on one GPU keeps its most-read work vectors
+ *  in the L2's persisting part, the CG driver's and the vector engine's alike; m = 0: none open. */
+typedef struct pk_cuda_l2 {
+  int m, dev;
+  struct cudaAccessPolicyWindow win;
+  cudaStreamAttrValue prev; /* the stream's window before (restored) */
+} pk_cuda_l2;
+/** The vectors of vbytes a window holds for option opt (-1 auto, 0 none, 1 ... 4): auto only for CG's fused
+ *  2-D loop (fused_2d) once 16 vectors exceed the L2, as many as fit in 0.8 of the largest part; at most maxm. */
+int pk_cuda_l2_vectors(int opt, int fused_2d, size_t vbytes, int maxm);
+/** Open the window over m vectors of vbytes from base on stream (w->m = 0 where the device refuses one). */
+void pk_cuda_l2_open(pk_cuda_l2 *w, void *stream, const void *base, int m, size_t vbytes);
+/** Close it: the stream's window, the persisting lines (the device's last window) and the limit as before. */
+void pk_cuda_l2_close(pk_cuda_l2 *w, void *stream);
+/** The window on every kernel node of a captured graph (its nodes do not take the stream's). */
+void pk_cuda_l2_nodes(const pk_cuda_l2 *w, cudaGraph_t g);
 
 /* ---- building blocks (used outside the iteration and by the public apply calls) ------------------- */
 

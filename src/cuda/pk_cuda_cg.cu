@@ -309,24 +309,7 @@ cudaError_t capture_graph(Run &R, int k, int type, int *rc) {
     if (g) cudaGraphDestroy(g);
     return e != cudaSuccess ? e : cudaErrorUnknown;
   }
-  if (R.l2) { /* the L2 window on every kernel node (set on the nodes, not left to the capture) */
-    size_t nn = 0;
-    e = cudaGraphGetNodes(g, NULL, &nn);
-    cudaGraphNode_t *nodes =
-        e == cudaSuccess ? (cudaGraphNode_t *)malloc(sizeof(cudaGraphNode_t) * (nn ? nn : 1)) : NULL;
-    if (nodes && cudaGraphGetNodes(g, nodes, &nn) == cudaSuccess) {
-      cudaKernelNodeAttrValue kv;
-      memset(&kv, 0, sizeof kv);
-      kv.accessPolicyWindow = R.l2win;
-      for (size_t i = 0; i < nn; i++) {
-        cudaGraphNodeType t;
-        if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel)
-          cudaGraphKernelNodeSetAttribute(nodes[i], cudaKernelNodeAttributeAccessPolicyWindow, &kv);
-      }
-    }
-    free(nodes);
-    cudaGetLastError(); /* a node without the window only loses its effect */
-  }
+  if (R.l2) pk_cuda_l2_nodes(&R.l2w, g); /* the L2 window on every kernel node (not left to the capture) */
   e = cudaGraphInstantiate(&d->graph, g, 0);
   cudaGraphDestroy(g);
   if (e != cudaSuccess) d->graph = NULL;

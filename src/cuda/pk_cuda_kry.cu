@@ -531,8 +531,10 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
   if (rc == PKRYLOV_SUCCESS) /* a block's pending sums are the block's: the graph adds them */
     rc = psum_flush(E);
   cudaError_t e = cudaStreamEndCapture(D->st, &g);
-  if (rc == PKRYLOV_SUCCESS && e == cudaSuccess && g)
+  if (rc == PKRYLOV_SUCCESS && e == cudaSuccess && g) {
+    pk_cuda_l2_nodes(&D->l2w, g); /* (none open: nothing) */
     e = cudaGraphInstantiate(&x, g, 0);
+  }
   if (g)
     cudaGraphDestroy(g);
   if (rc != PKRYLOV_SUCCESS || e != cudaSuccess)
@@ -727,6 +729,7 @@ void kd_destroy(pk_kry *E) {
   if (!D)
     return;
   cudaStreamSynchronize(D->st); /* queued work may still use the buffers */
+  pk_cuda_l2_close(&D->l2w, D->st);
   drop_graphs(E);
   if (D->prof) {
     double tot = 0.0;
@@ -789,6 +792,7 @@ int kd_bind(pk_kry *E, int32_t x_zero) {
   /* its unfolded loops and one-block steps as programmatic dependent launches (cuda.pdl), as the driver's */
   D->upd_pdl = D->fuse_r && !D->fold && E->s->opts.cuda_pdl != 0;
   D->cur_op = 0;
+  D->l2_tried = 0;
   if (repro) /* the largest sums the drivers ask for at once; more are made room for when asked */
     PK_CALL(ensure_xacc(E, (size_t)(E->nbasis + 2 > PK_KRY_MAXPAIRS ? E->nbasis + 2 : PK_KRY_MAXPAIRS)));
   if (D->dist && D->dop) { /* the path of this solve (the option dist.nccl is read per solve, collectively) */
@@ -828,6 +832,7 @@ int kd_unbind(pk_kry *E) {
                         E->mem == PKRYLOV_MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost,
                         D->st),
         "copying x back");
+  pk_cuda_l2_close(&D->l2w, D->st); /* (synchronises the stream) */
   PK_CALL(frc);
   PK_CALL(sync_checked(E, "finishing the solve"));
   const size_t nvec = (size_t)E->nwork + (size_t)E->nbasis + 2;

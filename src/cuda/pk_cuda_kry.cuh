@@ -132,6 +132,10 @@ struct KryDev {
      start), so that no programmatic launch follows a copy or a set in a graph */
   int upd_pdl;
   int prev_op, cur_op;
+  /* its L2 window (option cuda.l2persist, the driver's rule): q, p, z, opened by the solve's first operator
+     loop outside a capture when the three are consecutive vectors, closed by unbind */
+  pk_cuda_l2 l2w;
+  int l2_tried;
   pk_vid ralt_vid;
   double *ralt;
 };

@@ -291,6 +291,19 @@ int do_cg_operator(pk_kry *E, pk_vid x, pk_vid p, pk_vid z, pk_vid q, pk_coef al
                   pk_cuda_cg_operator_step_e(D->st, &D->op_edge, &e, xv, pv, zv, qv, D->part + nb, &nb2, 0),
                   "CG operator loop (tile edges)");
   } else {
+    if (D->fuse_r && !D->l2_tried) { /* the L2 window, once per solve, outside a capture (l2_tried) */
+      cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+      const double *vz = vp_home(E, z), *vpp = vp_home(E, p), *vq = vp_home(E, q);
+      if (cudaStreamIsCapturing(D->st, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone) {
+        D->l2_tried = 1;
+        const size_t vb = sizeof(double) * (size_t)E->ld;
+        if (vpp == vz + E->ld && vq == vpp + E->ld) { /* z, p, q consecutive: q first, then p, z */
+          const int m = pk_cuda_l2_vectors(E->s->opts.cuda_l2persist, 1, vb, 3);
+          pk_cuda_l2_open(&D->l2w, D->st, vq - (size_t)(m > 0 ? m - 1 : 0) * (size_t)E->ld, m, vb);
+        }
+      }
+      cudaGetLastError();
+    }
     const int pdl = D->upd_pdl && D->prev_op == OP_SCALAR;
     PK_CUDA_CHECK(E->ctx, kSolve, pk_cuda_cg_operator_step_e(D->st, &D->op, &e, xv, pv, zv, qv, D->part, &nb, pdl),
                   "CG operator loop");

@@ -95,32 +95,41 @@ std::mutex g_l2_mu;
 int g_l2_open[kL2Devices];
 size_t g_l2_saved[kL2Devices];
 
-void l2_end(Run &R);
+} // namespace pkc_solver
 
-void l2_begin(Run &R) {
-  SolverDev *d = R.d;
-  R.l2 = 0;
-  const int opt = d->l2persist;
-  if (opt == 0 || R.distributed) return;
-  int dev = 0, maxp = 0, maxw = 0, l2size = 0;
+extern "C" int pk_cuda_l2_vectors(int opt, int fused_2d, size_t vbytes, int maxm) {
+  if (opt == 0 || vbytes == 0) return 0;
+  int dev = 0, maxp = 0, l2size = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&maxp, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2size, cudaDevAttrL2CacheSize, dev) != cudaSuccess || maxp <= 0) {
+    cudaGetLastError();
+    return 0;
+  }
+  int m = opt;
+  if (opt < 0) {
+    if (!fused_2d || 16 * vbytes <= (size_t)l2size) return 0;
+    m = (int)(0.8 * (double)maxp / (double)vbytes);
+  }
+  return m < 0 ? 0 : m > maxm ? maxm : m;
+}
+
+extern "C" void pk_cuda_l2_open(pk_cuda_l2 *w, void *stream, const void *base, int m, size_t vbytes) {
+  using namespace pkc_solver;
+  const cudaStream_t st = (cudaStream_t)stream;
+  w->m = 0;
+  if (m <= 0) return;
+  int dev = 0, maxp = 0, maxw = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kL2Devices ||
       cudaDeviceGetAttribute(&maxp, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&maxw, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&l2size, cudaDevAttrL2CacheSize, dev) != cudaSuccess || maxp <= 0 || maxw <= 0) {
+      cudaDeviceGetAttribute(&maxw, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess || maxp <= 0 ||
+      maxw <= 0) {
     cudaGetLastError();
     return;
   }
-  const size_t vb = (size_t)(d->v[1] - d->v[0]) * sizeof(double);
-  int m = opt;
-  if (opt < 0) {
-    if (!R.fuse_r || 16 * vb <= (size_t)l2size) return;
-    m = (int)(0.8 * (double)maxp / (double)vb);
-    if (m > 4) m = 4;
-  }
-  if (m <= 0) return;
-  size_t bytes = (size_t)m * vb;
+  size_t bytes = (size_t)m * vbytes;
   if (bytes > (size_t)maxw) bytes = (size_t)maxw;
-  if (cudaStreamGetAttribute(R.stream, cudaStreamAttributeAccessPolicyWindow, &R.l2_prev) != cudaSuccess) {
+  if (cudaStreamGetAttribute(st, cudaStreamAttributeAccessPolicyWindow, &w->prev) != cudaSuccess) {
     cudaGetLastError();
     return;
   }
@@ -136,39 +145,77 @@ void l2_begin(Run &R) {
     }
     if (g_l2_open[dev]++ == 0) g_l2_saved[dev] = lim;
   }
-  R.l2_dev = dev;
+  w->dev = dev;
   const double ratio = (double)part / (double)bytes;
-  memset(&R.l2win, 0, sizeof R.l2win);
-  R.l2win.base_ptr = d->v[D_Q];
-  R.l2win.num_bytes = bytes;
-  R.l2win.hitRatio = (float)(ratio < 1.0 ? ratio : 1.0);
-  R.l2win.hitProp = cudaAccessPropertyPersisting;
-  R.l2win.missProp = cudaAccessPropertyStreaming;
+  memset(&w->win, 0, sizeof w->win);
+  w->win.base_ptr = (void *)base;
+  w->win.num_bytes = bytes;
+  w->win.hitRatio = (float)(ratio < 1.0 ? ratio : 1.0);
+  w->win.hitProp = cudaAccessPropertyPersisting;
+  w->win.missProp = cudaAccessPropertyStreaming;
   cudaStreamAttrValue a;
   memset(&a, 0, sizeof a);
-  a.accessPolicyWindow = R.l2win;
-  R.l2 = m;
-  if (cudaStreamSetAttribute(R.stream, cudaStreamAttributeAccessPolicyWindow, &a) != cudaSuccess) {
+  a.accessPolicyWindow = w->win;
+  w->m = m;
+  if (cudaStreamSetAttribute(st, cudaStreamAttributeAccessPolicyWindow, &a) != cudaSuccess) {
     cudaGetLastError();
-    l2_end(R);
+    pk_cuda_l2_close(w, stream);
   }
+}
+
+extern "C" void pk_cuda_l2_close(pk_cuda_l2 *w, void *stream) {
+  using namespace pkc_solver;
+  if (!w->m) return;
+  const cudaStream_t st = (cudaStream_t)stream;
+  cudaStreamSetAttribute(st, cudaStreamAttributeAccessPolicyWindow, &w->prev);
+  cudaStreamSynchronize(st);
+  {
+    std::lock_guard<std::mutex> lock(g_l2_mu);
+    if (--g_l2_open[w->dev] == 0) { /* the last window of the device */
+      cudaCtxResetPersistingL2Cache();
+      size_t lim = 0;
+      if (cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) == cudaSuccess && lim != g_l2_saved[w->dev])
+        cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, g_l2_saved[w->dev]);
+    }
+  }
+  cudaGetLastError(); /* none of this changes a result */
+  w->m = 0;
+}
+
+extern "C" void pk_cuda_l2_nodes(const pk_cuda_l2 *w, cudaGraph_t g) {
+  if (!w->m) return;
+  size_t nn = 0;
+  cudaError_t e = cudaGraphGetNodes(g, NULL, &nn);
+  cudaGraphNode_t *nodes = e == cudaSuccess ? (cudaGraphNode_t *)malloc(sizeof(cudaGraphNode_t) * (nn ? nn : 1)) : NULL;
+  if (nodes && cudaGraphGetNodes(g, nodes, &nn) == cudaSuccess) {
+    cudaKernelNodeAttrValue kv;
+    memset(&kv, 0, sizeof kv);
+    kv.accessPolicyWindow = w->win;
+    for (size_t i = 0; i < nn; i++) {
+      cudaGraphNodeType t;
+      if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel)
+        cudaGraphKernelNodeSetAttribute(nodes[i], cudaKernelNodeAttributeAccessPolicyWindow, &kv);
+    }
+  }
+  free(nodes);
+  cudaGetLastError(); /* a node without the window only loses its effect */
+}
+
+namespace pkc_solver {
+
+/** CG's window (option cuda.l2persist): its first m work vectors from v[D_Q] (q, z, p, x). */
+void l2_begin(Run &R) {
+  SolverDev *d = R.d;
+  R.l2 = 0;
+  if (R.distributed) return;
+  const size_t vb = (size_t)(d->v[1] - d->v[0]) * sizeof(double);
+  pk_cuda_l2_open(&R.l2w, R.stream, d->v[D_Q], pk_cuda_l2_vectors(d->l2persist, R.fuse_r, vb, 4), vb);
+  R.l2 = R.l2w.m;
 }
 
 /** The end of the L2 window (after the iterations): the stream's window, the lines and the limit as before. */
 void l2_end(Run &R) {
-  if (!R.l2) return;
-  cudaStreamSetAttribute(R.stream, cudaStreamAttributeAccessPolicyWindow, &R.l2_prev);
-  cudaStreamSynchronize(R.stream);
-  {
-    std::lock_guard<std::mutex> lock(g_l2_mu);
-    if (--g_l2_open[R.l2_dev] == 0) { /* the last window of the device */
-      cudaCtxResetPersistingL2Cache();
-      size_t lim = 0;
-      if (cudaDeviceGetLimit(&lim, cudaLimitPersistingL2CacheSize) == cudaSuccess && lim != g_l2_saved[R.l2_dev])
-        cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, g_l2_saved[R.l2_dev]);
-    }
-  }
-  cudaGetLastError(); /* none of this changes a result */
+  pk_cuda_l2_close(&R.l2w, R.stream);
   R.l2 = 0;
 }
 

@@ -137,9 +137,7 @@ struct Run {
   /* CG on one GPU: the L2 window (l2_begin / l2_end, option cuda.l2persist): its first l2 work vectors
      (v[D_Q] ...) persisting in the L2's set-aside part, on the stream and on every kernel node of a graph */
   int l2;
-  cudaAccessPolicyWindow l2win;
-  cudaStreamAttrValue l2_prev; /* the stream's window before the solve (restored) */
-  int l2_dev;                  /* the device whose count of open windows it holds (l2_begin) */
+  pk_cuda_l2 l2w;
 };
 
 int state_to_host(Run &R);
