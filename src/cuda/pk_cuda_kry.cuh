@@ -127,6 +127,8 @@ struct KryDev {
      by the parity of its loops (kd_block_end) */
   int fuse_r;
   int ralt_on, ralt0; /* ralt0: ralt_on when the block being recorded began */
+  pk_vid ralt_vid;
+  double *ralt;
   /* unfolded: the two loops and the one-block steps after them as programmatic dependent launches when the
      record before was the kernel they follow (prev_op, cur_op: the record types run last, 0 at a block's
      start), so that no programmatic launch follows a copy or a set in a graph */
@@ -136,8 +138,6 @@ struct KryDev {
      loop outside a capture when the three are consecutive vectors, closed by unbind */
   pk_cuda_l2 l2w;
   int l2_tried;
-  pk_vid ralt_vid;
-  double *ralt;
 };
 
 /** A record's part in a block's folded steps (play's plan, pk_cuda_kry_cg.cu). */

@@ -243,15 +243,12 @@ extern "C" int pk_cuda_psum_step_e(void *stream, int id, int nv, int out, const 
   if (!f) return (int)cudaErrorInvalidValue;
   const cudaStream_t st = (cudaStream_t)stream;
   const dim3 g(1), b(PKC_SUM_LANES);
-  if (f->pdl && id == PK_KSS_CG_SIGMA && nv == 1 && out == PK_CG_PQ) /* CG's fused 2-D loop, unfolded */
-    return launch_kernel(true, k_epsum<FOLD_E_CG_SIGMA>, g, b, 0, st, *f);
-  if (f->pdl && id == PK_KSS_CG_ITER && nv == 2 && out == PK_CG_RZ)
-    return launch_kernel(true, k_epsum<FOLD_E_CG_ITER>, g, b, 0, st, *f);
+  /* f->pdl: CG's fused 2-D loop, unfolded (launch_kernel without it is the plain launch) */
   if (id == PK_KSS_CG_SIGMA && nv == 1 && out == PK_CG_PQ)
-    k_epsum<FOLD_E_CG_SIGMA><<<g, b, 0, st>>>(*f);
-  else if (id == PK_KSS_CG_ITER && nv == 2 && out == PK_CG_RZ)
-    k_epsum<FOLD_E_CG_ITER><<<g, b, 0, st>>>(*f);
-  else if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV_BASE && out == PK_PCG_GAMMA)
+    return launch_kernel(f->pdl != 0, k_epsum<FOLD_E_CG_SIGMA>, g, b, 0, st, *f);
+  if (id == PK_KSS_CG_ITER && nv == 2 && out == PK_CG_RZ)
+    return launch_kernel(f->pdl != 0, k_epsum<FOLD_E_CG_ITER>, g, b, 0, st, *f);
+  if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV_BASE && out == PK_PCG_GAMMA)
     k_epsum<FOLD_E_PIPE><<<g, b, 0, st>>>(*f);
   else if (id == PK_KSS_PCG_SUMS && nv == PK_RR_NV && out == PK_PCG_GAMMA)
     k_epsum<FOLD_E_PIPE_RR><<<g, b, 0, st>>>(*f);
