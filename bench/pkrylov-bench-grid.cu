@@ -4,7 +4,7 @@
  *        free-surface (barotropic) solve with the approximate-inverse preconditioner against a vendor PCG,
  *        the 3-D thin shell in column-stencil form on several tiles against one tile, and the cube sphere.
  *
- *   pkrylov-bench-grid [--problems LIST] [--iters K] [--repeat R] [--maxit N] [--json FILE] [--no-cpu]
+ *   pkrylov-bench-grid [--problems LIST] [--iters K] [--repeat R] [--maxit N] [--json FILE] [--no-cpu] [--repro]
  *
  * LIST, separated by ';': baro:NX,NY (the barotropic basin, pkrylov_barotropic_coefficients; pkrylov on 2 x 2
  * tiles of one GPU), ts:NX,NY,NZ (the thin shell as a column stencil: one tile through
@@ -20,6 +20,10 @@
  * q, ||r||, z = P r (the same approximate inverse as a CSR matrix, SpMV), (r, z), p = z + beta p. Bandwidth
  * fractions are of the copy bandwidth measured at the start (bench_gpu_common.cuh), with the byte model
  * printed in the table (words of 8 bytes per cell and iteration).
+ *
+ * --repro: each pkrylov GPU row of baro and ts again in reproducible mode (pkrylov_context_set_reproducible on
+ * the same context, operator and preconditioner), impl "... repro", right after the default row, so the ratio
+ * of the two is from the same run; kry.xfuse=0 through PKRYLOV_OPTIONS gives the exact sums' second pass.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -56,6 +60,7 @@ struct Row {
 struct Config {
   int K = 200, R = 5, maxit = 5000;
   bool cpu = true;
+  bool repro = false; /* --repro */
   double copy_bw = 0;
 };
 
@@ -347,8 +352,10 @@ int main(int argc, char **argv) {
     else if (o == "--maxit" && a + 1 < argc) cf.maxit = atoi(argv[++a]);
     else if (o == "--json" && a + 1 < argc) json = argv[++a];
     else if (o == "--no-cpu") cf.cpu = false;
+    else if (o == "--repro") cf.repro = true;
     else {
-      fprintf(stderr, "usage: %s [--problems LIST] [--iters K] [--repeat R] [--maxit N] [--json FILE] [--no-cpu]\n",
+      fprintf(stderr,
+              "usage: %s [--problems LIST] [--iters K] [--repeat R] [--maxit N] [--json FILE] [--no-cpu] [--repro]\n",
               argv[0]);
       return 2;
     }
@@ -417,6 +424,13 @@ int main(int argc, char **argv) {
         r.impl = "pkrylov-cuda 2x2 tiles", r.solver = solver_name(st), r.words = words(st, true);
         rows.push_back(pk_row(r, gctx, A, M, st, PKRYLOV_MEM_DEVICE, db, dx, cf));
         print_row(rows.back(), cf.copy_bw);
+        if (cf.repro) {
+          pkrylov_context_set_reproducible(gctx, 1);
+          r.impl = "pkrylov-cuda 2x2 tiles repro";
+          rows.push_back(pk_row(r, gctx, A, M, st, PKRYLOV_MEM_DEVICE, db, dx, cf));
+          print_row(rows.back(), cf.copy_bw);
+          pkrylov_context_set_reproducible(gctx, 0);
+        }
       }
       /* the vendor PCG on the same matrix (the CPU grid operator's CSR export) and preconditioner */
       if (!grid_op(cctx, nx, ny, 1, ntx, nty, PKRYLOV_PERIODIC_X, w.data(), s.data(), NULL, c.data(), mask.data(),
@@ -488,6 +502,13 @@ int main(int argc, char **argv) {
             r.solver = solver_name(st), r.words = words(st, false);
             rows.push_back(pk_row(r, gctx, A, M, st, PKRYLOV_MEM_DEVICE, db, dx, cf));
             print_row(rows.back(), cf.copy_bw);
+            if (cf.repro && variant != 1) {
+              pkrylov_context_set_reproducible(gctx, 1);
+              r.impl += " repro";
+              rows.push_back(pk_row(r, gctx, A, M, st, PKRYLOV_MEM_DEVICE, db, dx, cf));
+              print_row(rows.back(), cf.copy_bw);
+              pkrylov_context_set_reproducible(gctx, 0);
+            }
           }
         }
         pkrylov_precond_destroy(&M), pkrylov_operator_destroy(&A), pkrylov_grid_destroy(&g);

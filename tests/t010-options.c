@@ -44,7 +44,7 @@ static const struct {
     {"cuda.bind", "auto"},   {"cuda.csr_format", "auto"}, {"cuda.csr_lanes", "auto"}, {"cuda.kc", "auto"},
     {"cuda.l2pf", "1"},      {"dist.nccl", "1"},          {"dist.edge_comm", "1"},    {"dist.instrument", "0"},
     {"cuda.fold", "auto"},   {"cuda.pdl", "1"},           {"cuda.pipe_none", "1"},    {"cuda.timeline", "0"},
-    {"kry.graph", "1"},      {"kry.fuse", "1"},           {"kry.profile", "0"},       {"kry.xfuse", "1"},
+    {"kry.graph", "1"},      {"kry.fuse", "1"},           {"kry.profile", "0"},       {"kry.xfuse", "auto"},
     {"kry.cg", "0"},         {"cuda.l2persist", "auto"},
 };
 enum { NSPEC = (int)(sizeof specs / sizeof specs[0]) };

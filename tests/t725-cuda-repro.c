@@ -22,7 +22,11 @@
  *    max |x|), and the residual ||b - A x|| recomputed on the CPU meets the tolerance.
  *  - cpu_gpu_bitwise: the same solves bitwise equal to the CPU backend's reproducible ones (the GPU's
  *    vector updates and operator products are the CPU's expressions without contraction, t700, and the
- *    sums are now the same exact sums, so the iterations are the same bit for bit).
+ *    sums are now the same exact sums, so the iterations are the same bit for bit); at this size (2^17
+ *    values or fewer, kry.xfuse=auto) the exact sums are added in the pass of the loops that read the
+ *    vectors (CG's operator loop and its Jacobi and unpreconditioned loops, pipelined CG's update;
+ *    pk_cuda_xsum.cuh); cpu_gpu_bitwise_two_pass: the same with every exact sum in a second pass (solver
+ *    option kry.xfuse=0).
  *  - exact_dots_dd: the exact products and double-double rounding of pk_cuda_xacc_dots_ex /
  *    pk_cuda_xacc_round_ex (the Gram matrices of CA-GMRES) against reduce.c (accumulators and (hi, lo)
  *    bitwise) and the big-integer reference of the exact products p + fma(x, y, -p);
@@ -409,6 +413,7 @@ typedef struct {
    CSR_NX x CSR_NY x CSR_NZ cells (the CUDA engine's fused CSR matvec_update, pk_cuda_kry_fused.cu; a size
    that is not a multiple of the block, over a hundred blocks) */
 static int g_csr = 0;
+static int g_two_pass = 0; /* the CUDA solves with the solver option kry.xfuse=0 (the exact sums' second pass) */
 enum { CSR_NX = 41, CSR_NY = 37, CSR_NZ = 23 };
 static int make_op(pkrylov_context ctx, const pkrylov_thinshell_params *p, pkrylov_operator *A) {
   if (!g_csr)
@@ -435,6 +440,8 @@ static int solve_once(int32_t backend, const pkrylov_thinshell_params *p, int32_
   PK_REQUIRE_OK(ctx, pkrylov_solver_set_history(s, 1));
   if (backend == PKRYLOV_BACKEND_CUDA)
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, sync));
+  if (backend == PKRYLOV_BACKEND_CUDA && g_two_pass)
+    PK_REQUIRE_OK(ctx, pkrylov_solver_set_option(s, "kry.xfuse", "0"));
   if (type == PKRYLOV_SOLVER_PIPECG)
     PK_REQUIRE_OK(ctx, pkrylov_solver_set_residual_replacement(s, 20));
   if (type == PKRYLOV_SOLVER_GMRES || type == PKRYLOV_SOLVER_FGMRES || type == PKRYLOV_SOLVER_PIPEGMRES ||
@@ -474,9 +481,12 @@ static void diff_run(const char *tag, const run_out *a, const run_out *b, int64_
       a->res.final_residual, b->res.final_residual);
 }
 
-/* CG and pipelined CG (the fused solvers, pk_cuda_solver.cu, pk_cuda_cg.cu) */
-static const int32_t cg_cases[4][2] = {{PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUMN},
+/* CG and pipelined CG (the fused solvers, pk_cuda_solver.cu, pk_cuda_cg.cu): the exact sums in the loops' pass
+   (CG's operator loop, its Jacobi and unpreconditioned loops, pipelined CG's update) and after the column
+   sweeps in a second pass */
+static const int32_t cg_cases[5][2] = {{PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_COLUMN},
                                        {PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_JACOBI},
+                                       {PKRYLOV_SOLVER_CG, PKRYLOV_PRECOND_NONE},
                                        {PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_COLUMN},
                                        {PKRYLOV_SOLVER_PIPECG, PKRYLOV_PRECOND_NONE}};
 
@@ -574,8 +584,15 @@ static int solves(const int32_t (*cases)[2], int ncases, int bitwise, int its_sl
   PK_TEST_END();
 }
 
-PK_TEST_CASE(solve_bitwise) { return solves(cg_cases, 4, 0, 0, 1e-12); }
-PK_TEST_CASE(cpu_gpu_bitwise) { return solves(cg_cases, 4, 1, 0, 0.0); }
+PK_TEST_CASE(solve_bitwise) { return solves(cg_cases, 5, 0, 0, 1e-12); }
+PK_TEST_CASE(cpu_gpu_bitwise) { return solves(cg_cases, 5, 1, 0, 0.0); }
+/* the same with the exact sums in a second pass after every loop (kry.xfuse=0): the same bits */
+PK_TEST_CASE(cpu_gpu_bitwise_two_pass) {
+  g_two_pass = 1;
+  const int rc = solves(cg_cases, 5, 1, 0, 0.0);
+  g_two_pass = 0;
+  return rc;
+}
 PK_TEST_CASE(kry_solve_bitwise) { return solves(kry_cases, 8, 0, 1, 1e-10); }
 PK_TEST_CASE(kry_cpu_gpu_bitwise) { return solves(kry_cases, 8, 1, 0, 0.0); }
 /* the non-SPD solvers on a non-symmetric CSR matrix (the fused CSR matvec_update of the engine) */
@@ -646,6 +663,6 @@ PK_TEST_CASE(kry_mode_switch) {
 }
 
 PK_TEST_MAIN(PK_TEST_ENTRY(exact_dots), PK_TEST_ENTRY(exact_dots_dd), PK_TEST_ENTRY(solve_bitwise),
-             PK_TEST_ENTRY(cpu_gpu_bitwise), PK_TEST_ENTRY(kry_solve_bitwise),
+             PK_TEST_ENTRY(cpu_gpu_bitwise), PK_TEST_ENTRY(cpu_gpu_bitwise_two_pass), PK_TEST_ENTRY(kry_solve_bitwise),
              PK_TEST_ENTRY(kry_cpu_gpu_bitwise), PK_TEST_ENTRY(kry_csr_cpu_gpu_bitwise),
              PK_TEST_ENTRY(kry_mode_switch))

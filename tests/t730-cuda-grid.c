@@ -4,7 +4,8 @@
  *        bitwise (rectangle with walls, doubly periodic, cube sphere; several tiles in any order), solves with
  *        CG, pipelined CG and the vector engine (folded and unfolded launchers: the same bits), reproducible
  *        CG bitwise the CPU's, halo'd device arrays in place, coefficient updates between solves (the
- *        captured graphs see the new values), a 2-D grid of 2^18 columns and more with CG and pipelined CG.
+ *        captured graphs see the new values), a 2-D grid of 2^18 columns and more with CG and pipelined CG
+ *        (reproducible too: the exact sums in the loops' pass and in a second pass, the CPU's bits).
  *        Skips without a GPU.
  */
 #include <cuda_runtime_api.h>
@@ -77,6 +78,8 @@ PK_TEST_CASE(cuda_product_and_ainv_match_cpu) {
 /* solve()'s extra settings on a CUDA context: the engine's CG (solver option kry.cg=1), a sync interval (> 0) */
 static int g_engine = 0, g_sync = 0, g_l2 = 0; /* g_l2: the solver option cuda.l2persist=4 */
 static int g_minres = 0;                      /* the minimum-residual iterate (pkrylov_solver_set_min_residual) */
+static const char *g_xfuse = NULL; /* the solver option kry.xfuse ("1": reproducible mode's exact sums in the
+                                       loops' pass, "0": in a second pass; NULL: the default, auto) */
 
 /** Solve on ctx with type/precond (ainv or column), optionally reproducible and with a launch mode; x, its. */
 static int solve(pkrylov_context ctx, const pkt_global *G, const pkt_tiling *T, const int32_t *tiles, int32_t type,
@@ -102,6 +105,7 @@ static int solve(pkrylov_context ctx, const pkt_global *G, const pkt_tiling *T, 
   if (g_sync > 0) PK_REQUIRE_OK(ctx, pkrylov_solver_set_sync_interval(s, g_sync));
   if (g_minres) PK_REQUIRE_OK(ctx, pkrylov_solver_set_min_residual(s, 1));
   if (backend == PKRYLOV_BACKEND_CUDA && g_l2) PK_REQUIRE_OK(ctx, pkrylov_solver_set_option(s, "cuda.l2persist", "4"));
+  if (backend == PKRYLOV_BACKEND_CUDA && g_xfuse) PK_REQUIRE_OK(ctx, pkrylov_solver_set_option(s, "kry.xfuse", g_xfuse));
   double *b = malloc(sizeof(double) * (size_t)G->ncell);
   uint64_t st = 99;
   for (int64_t q = 0; q < G->ncell; q++) b[q] = G->mask[q] ? pk_test_rand(&st) : 0.0;
@@ -200,6 +204,27 @@ PK_TEST_CASE(cuda_large_2d_solves_match_cpu) {
               pk_test_rel_diff(n, xg, xc));
     PK_EXPECT(itg2 == itg, "type %d: unfolded %d iterations, folded %d", type, itg2, itg);
     pkt_same_bits("fold", "x", n, xg2, xg);
+    {
+      /* reproducible: the CPU's bits, with the exact sums in the loops' pass (kry.xfuse=1; CG: the fused 2-D
+         loop's and the operator loop's, blocks of the default length and of 7; pipelined CG: the update's,
+         from the second iteration of a block) and in a second pass (the default at this size, 2^18 values and
+         more: kry.xfuse=auto) */
+      int32_t itrc = -21, itr = -22;
+      double *xr = malloc(sizeof(double) * (size_t)n);
+      if (solve(cc, &G, &T, tiles, type, 1, -1, xc, &itrc) != PK_PASS) pk_test_failures++;
+      for (int k = 0; k < 3; k++) {
+        g_xfuse = k < 2 ? "1" : NULL, g_sync = k == 1 ? 7 : 0;
+        if (solve(cg, &G, &T, tiles, type, 1, -1, xr, &itr) != PK_PASS) pk_test_failures++;
+        g_xfuse = NULL, g_sync = 0;
+        PK_EXPECT(itr == itrc, "type %d, reproducible (%s): %d iterations on the GPU, %d on the CPU", type,
+                  k == 0 ? "one pass" : k == 1 ? "one pass, sync 7" : "two passes", itr, itrc);
+        pkt_same_bits(k == 0 ? "reproducible" : k == 1 ? "reproducible, sync 7" : "reproducible, two passes", "x", n,
+                      xr, xc);
+      }
+      free(xr);
+      pkrylov_context_set_reproducible(cg, 0);
+      pkrylov_context_set_reproducible(cc, 0);
+    }
     if (type == PKRYLOV_SOLVER_CG) {
       /* the driver fuses r -= alpha q into the approximate inverse's loop (r alternating between two arrays,
          swapped after odd blocks: sync interval 7); the engine runs them as two kernels: the same bits */

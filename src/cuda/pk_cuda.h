@@ -798,6 +798,34 @@ int pk_cuda_xacc_round_ex(void *stream, const int64_t *acc, int nv, int dd, doub
  *  j < nv, on the device (e.g. after the ranks' accumulators were added). Returns a cudaError_t. */
 int pk_cuda_xacc_round(void *stream, const int64_t *acc, int nv, double *out);
 /**
+ * The nb blocks' canonical accumulators of a one-pass loop below (blk: block b's nv accumulators at
+ * blk + b * nv * PK_XACC_LEN) added into acc[j * PK_XACC_LEN ...] (canonical), j < nv (any count), and when
+ * out is not NULL rounded to out[j]: the accumulators pk_cuda_xacc_dots gives for the same products.
+ */
+int pk_cuda_xacc_blocks(void *stream, const int64_t *blk, int64_t nb, int nv, int64_t *acc, double *out);
+/*
+ * Reproducible mode in one pass (the CG drivers, pk_cuda_solver.cu): the loops below are the unfolded CG
+ * preconditioner loop (none, Jacobi, the approximate inverse; pk_cuda_cg_precond_x_ok), the fused 2-D loop,
+ * the CG operator loop and the pipelined-CG update with their sums added exactly in the loop's pass
+ * (pk_cuda_xsum.cuh): the same vectors and iterates as the launchers without _x, and in xblk each block's
+ * canonical accumulators of the loop's sums ((r, z), (r, r); (p, q); (r, u), (w, u), (r, r) and with norms
+ * the rule's four), *nblocks blocks, for pk_cuda_xacc_blocks. xblk holds *nblocks * sums * PK_XACC_LEN int64;
+ * a block must cover at most 2^26 values (the accumulators' headroom: true for n <= 2^26).
+ */
+int pk_cuda_cg_precond_x_ok(const pk_cuda_pc *pc);
+int pk_cuda_cg_precond_step_x(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
+                              int64_t n, double *r, const double *q, double *z, int64_t *xblk, int64_t *nblocks);
+int pk_cuda_cg_precond_after_x(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, double *r, double *z,
+                               int64_t *xblk, int64_t *nblocks);
+int pk_cuda_cg_precond_step_r_x(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, int alpha_zero,
+                                const double *r, double *rn, const double *q, double *z, int64_t *xblk,
+                                int64_t *nblocks, int pdl);
+int pk_cuda_cg_operator_step_x(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init, double *x,
+                               double *p, const double *z, double *q, int64_t *xblk, int64_t *nblocks);
+int pk_cuda_pipecg_step_x(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m, double *z,
+                          double *q, double *s, double *p, double *x, double *r, double *u, double *w,
+                          int64_t *xblk, int64_t *nblocks, int norms);
+/**
  * buf[0..count) := the sum over the ranks (ncclSum on ncclInt64: exact) of the device int64 array buf, on A's
  * communication stream in the order of the context's stream (the work enqueued after waits for it), as
  * pk_cuda_dist_allgather. Reproducible mode's global sums on the NCCL path.

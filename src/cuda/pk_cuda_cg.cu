@@ -33,7 +33,8 @@ int dist_cg_enqueue(Run &R, int count) {
     const double *gp;
     PK_CALL(cg_precond(R, 0, &nbp));
     if (R.repro) {
-      PK_CALL(exact_cg_rho(R, &gp, &gnb));
+      gnb = nbp;
+      PK_CALL(cg_rho_sums(R, &gp, &gnb));
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_Z], R.nccl));
     } else {
       PK_CALL(sums_begin(R, d->part, nbp, 2));
@@ -43,18 +44,24 @@ int dist_cg_enqueue(Run &R, int count) {
     PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, gp, gnb, R.hist, 0, 0),
                   "CG scalar step");
     PK_CUDA_CHECK(ctx, kSolve,
-                  pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
-                                           d->part, &nb1, 0),
+                  R.xone ? pk_cuda_cg_operator_step_x(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                                      d->xloop, &nb1)
+                         : pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                                    d->part, &nb1, 0),
                   "CG operator loop");
     PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
+    if (nb1 >= d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
     PK_CUDA_CHECK(ctx, kSolve,
-                  pk_cuda_cg_operator_step(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
-                                           d->part + nb1, &nb2, 0),
+                  R.xone ? pk_cuda_cg_operator_step_x(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z],
+                                                      v[D_Q], d->xloop + nb1 * PK_XACC_LEN, &nb2)
+                         : pk_cuda_cg_operator_step(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                                    d->part + nb1, &nb2, 0),
                   "CG operator loop (tile edges)");
     PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
     if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
     if (R.repro) {
-      PK_CALL(exact_cg_sigma(R, &gp, &gnb));
+      gnb = nb1 + nb2;
+      PK_CALL(cg_sigma_sums(R, &gp, &gnb));
     } else {
       PK_CALL(sums_begin(R, d->part, nb1 + nb2, 1));
       PK_CALL(sums_end(R, 1, &gp, &gnb));
@@ -84,13 +91,17 @@ int dist_pipecg_enqueue(Run &R, int count) {
   SolverDev *d = R.d;
   double **v = d->v;
   cudaStream_t comm = (cudaStream_t)pk_cuda_dist_comm_stream(R.dop); /* (the timeline's marks) */
+  int64_t nbx = 0; /* one pass: the blocks the last update wrote to d->xloop */
   for (int i = 0; i < count; i++) {
     const double *gp = d->part;
     int64_t gnb = d->nslots, nb1 = 0, nb2 = 0;
     /* all nslots slots: the update's and zeros beyond (pipecg_replace), the same calls every iteration */
     tl_mark(R.stream, 0);
-    if (R.repro) { /* the exact sums of r, u, w first (not overlapped) */
-      PK_CALL(exact_pipecg(R, &gp, &gnb));
+    if (R.repro) { /* the exact sums of r, u, w first (not overlapped; one pass: the update before added them) */
+      if (R.xone && i > 0)
+        PK_CALL(exact_blocks(R, nbx, pipe_nv(R), &gp, &gnb));
+      else
+        PK_CALL(exact_pipecg(R, &gp, &gnb));
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
       PK_CALL(pk_cuda_dist_halo_begin(R.dop, v[D_M], R.nccl));
     } else {
@@ -116,17 +127,32 @@ int dist_pipecg_enqueue(Run &R, int count) {
         PK_CUDA_CHECK(ctx, kSolve, cudaStreamWaitEvent((cudaStream_t)ecomm, d->ev_scal, 0), "event");
       }
     }
-    PK_CUDA_CHECK(ctx, kSolve,
-                  pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
-                                      v[D_X], v[D_R], v[D_U], v[D_W], d->part, &nb1, R.rr_on),
-                  "pipelined CG update");
-    tl_mark(R.stream, 7);
-    if (!R.edge_comm) PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
-    PK_CUDA_CHECK(ctx, kSolve,
-                  pk_cuda_pipecg_step(ecomm ? ecomm : R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q],
-                                      v[D_S], v[D_P], v[D_X], v[D_R], v[D_U], v[D_W],
-                                      d->part + pipe_nv(R) * nb1, &nb2, R.rr_on),
-                  "pipelined CG update (tile edges)");
+    if (R.xone) { /* (no edge_comm in reproducible mode) */
+      PK_CUDA_CHECK(ctx, kSolve,
+                    pk_cuda_pipecg_step_x(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
+                                          v[D_X], v[D_R], v[D_U], v[D_W], d->xloop, &nb1, R.rr_on),
+                    "pipelined CG update");
+      PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
+      if (nb1 >= d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
+      PK_CUDA_CHECK(ctx, kSolve,
+                    pk_cuda_pipecg_step_x(R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
+                                          v[D_X], v[D_R], v[D_U], v[D_W], d->xloop + nb1 * pipe_nv(R) * PK_XACC_LEN,
+                                          &nb2, R.rr_on),
+                    "pipelined CG update (tile edges)");
+      nbx = nb1 + nb2;
+    } else {
+      PK_CUDA_CHECK(ctx, kSolve,
+                    pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
+                                        v[D_X], v[D_R], v[D_U], v[D_W], d->part, &nb1, R.rr_on),
+                    "pipelined CG update");
+      tl_mark(R.stream, 7);
+      if (!R.edge_comm) PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
+      PK_CUDA_CHECK(ctx, kSolve,
+                    pk_cuda_pipecg_step(ecomm ? ecomm : R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q],
+                                        v[D_S], v[D_P], v[D_X], v[D_R], v[D_U], v[D_W],
+                                        d->part + pipe_nv(R) * nb1, &nb2, R.rr_on),
+                    "pipelined CG update (tile edges)");
+    }
     if (ecomm) { /* what follows on the context's stream (the next sums, m = M^-1 w) waits for the edges */
       PK_CUDA_CHECK(ctx, kSolve, cudaEventRecord(d->ev_edge, (cudaStream_t)ecomm), "event");
       PK_CUDA_CHECK(ctx, kSolve, cudaStreamWaitEvent(R.stream, d->ev_edge, 0), "event");
@@ -162,18 +188,20 @@ int cg_enqueue(Run &R, int count) {
       const double *pp = d->part;
       if (R.fuse_r)
         PK_CUDA_CHECK(ctx, kSolve,
-                      pk_cuda_cg_precond_step_r(R.stream, R.pcp, d->st, 0, ra[i % 2], ra[(i + 1) % 2], v[D_Q],
-                                                v[D_Z], d->part, &nbp, pdl && i > 0),
+                      R.xrho ? pk_cuda_cg_precond_step_r_x(R.stream, R.pcp, d->st, 0, ra[i % 2], ra[(i + 1) % 2],
+                                                           v[D_Q], v[D_Z], d->xloop, &nbp, pdl && i > 0)
+                             : pk_cuda_cg_precond_step_r(R.stream, R.pcp, d->st, 0, ra[i % 2], ra[(i + 1) % 2],
+                                                         v[D_Q], v[D_Z], d->part, &nbp, pdl && i > 0),
                       "CG preconditioner loop");
       else
         PK_CALL(cg_precond(R, 0, &nbp));
-      PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nbp) : global_part(R, &pp, &nbp, 2));
+      PK_CALL(cg_rho_sums(R, &pp, &nbp));
       PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, pp, nbp, R.hist, 0, pdl),
                     "CG scalar step");
       PK_CALL(cg_operator(R, 0, &nbo, pdl));
       PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
       pp = d->part;
-      PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nbo) : global_part(R, &pp, &nbo, 1));
+      PK_CALL(cg_sigma_sums(R, &pp, &nbo));
       PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, d->st, d->st, pp, nbo, pdl),
                     "CG scalar step");
       if (R.distributed && !R.nccl && d->hst->status != PK_ST_RUNNING) break; /* the rest would do nothing */
@@ -246,7 +274,9 @@ int pipecg_enqueue(Run &R, int count) {
       tl_mark(R.stream, 3);
       const double *gp = d->part;
       int64_t gnb = d->nslots;
-      if (R.repro) {
+      if (R.xone && i > 0) { /* the sums the update before added exactly (a block's first: a second pass) */
+        PK_CALL(exact_blocks(R, nb, pipe_nv(R), &gp, &gnb));
+      } else if (R.repro) {
         PK_CALL(exact_pipecg(R, &gp, &gnb));
       } else if (R.distributed) {
         gnb = R.nb_update;
@@ -263,8 +293,10 @@ int pipecg_enqueue(Run &R, int count) {
       }
       PK_CALL(halo(R, v[D_M]));
       PK_CUDA_CHECK(ctx, kSolve,
-                    pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
-                                        v[D_X], v[D_R], v[D_U], v[D_W], d->part, &nb, R.rr_on),
+                    R.xone ? pk_cuda_pipecg_step_x(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
+                                                   v[D_X], v[D_R], v[D_U], v[D_W], d->xloop, &nb, R.rr_on)
+                           : pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
+                                                 v[D_X], v[D_R], v[D_U], v[D_W], d->part, &nb, R.rr_on),
                     "pipelined CG update");
       tl_mark(R.stream, 7);
       if (nb > d->nslots)
@@ -332,7 +364,7 @@ int run_block(Run &R, int count, int type) {
     if (!d->graph || d->graph_k != k || d->graph_type != type || d->graph_mixed != R.s->mixed ||
         d->graph_fold != R.fold || d->graph_pdl != R.pdl || d->graph_hist != R.hist ||
         d->graph_nccl != R.nccl || d->graph_repro != R.repro || d->graph_pnone != R.pnone || d->graph_fuse_r != R.fuse_r ||
-        d->graph_l2 != R.l2 ||
+        d->graph_l2 != R.l2 || d->graph_xone != 2 * R.xone + R.xrho ||
         d->graph_edge != R.edge_comm || d->graph_minres != R.minres || d->graph_rr != R.rr_on) {
       if (d->graph) cudaGraphExecDestroy(d->graph), d->graph = NULL;
       if (d->graph_alt) cudaGraphExecDestroy(d->graph_alt), d->graph_alt = NULL;
@@ -367,6 +399,7 @@ int run_block(Run &R, int count, int type) {
       d->graph_fold = R.fold, d->graph_pdl = R.pdl, d->graph_hist = R.hist, d->graph_nccl = R.nccl;
       d->graph_repro = R.repro, d->graph_pnone = R.pnone, d->graph_edge = R.edge_comm, d->graph_fuse_r = R.fuse_r;
       d->graph_l2 = R.l2;
+      d->graph_xone = 2 * R.xone + R.xrho;
       d->graph_minres = R.minres, d->graph_rr = R.rr_on;
       d->graph_w = w;
     }
@@ -462,14 +495,14 @@ restart:
     PK_CUDA_CHECK(ctx, kSolve, cudaMemsetAsync(v[D_Q], 0, bytes, R.stream), "memset");
     PK_CALL(cg_precond(R, 1, &nb));
     const double *pp = R.d->part;
-    PK_CALL(R.repro ? exact_cg_rho(R, &pp, &nb) : global_part(R, &pp, &nb, 2));
+    PK_CALL(cg_rho_sums(R, &pp, &nb));
     PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, R.d->st, R.d->st, pp, nb, R.hist, 1, 0),
                   "CG scalar step");
     PK_CUDA_CHECK(ctx, kSolve, cudaMemsetAsync(v[D_P], 0, bytes, R.stream), "memset");
     PK_CALL(cg_operator(R, 1, &nb));
     PK_CALL(keep_min(R, R.stream, R.d->st)); /* a (re)start keeps its x */
     pp = R.d->part;
-    PK_CALL(R.repro ? exact_cg_sigma(R, &pp, &nb) : global_part(R, &pp, &nb, 1));
+    PK_CALL(cg_sigma_sums(R, &pp, &nb));
     PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_sigma(R.stream, R.d->st, R.d->st, pp, nb, 0),
                   "CG scalar step");
     PK_CALL(state_to_host(R));

@@ -628,7 +628,7 @@ int kd_create(pk_kry *E) {
   D->upc = s->M && s->M->type == PKRYLOV_PRECOND_USER;
   D->graph_on = s->opts.kry_graph; /* the solver's options kry.graph, kry.fuse, kry.profile */
   D->fuse_on = s->opts.kry_fuse;
-  D->xfuse_on = s->opts.kry_xfuse;
+  D->xfuse_on = s->opts.kry_xfuse != 0; /* auto: one pass */
   D->prof = s->opts.kry_profile;
   D->dist = pk_distributed(ctx);
   D->nranks = D->dist ? ctx->size : 1;

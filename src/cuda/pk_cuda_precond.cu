@@ -21,9 +21,16 @@
 #include "pk_cuda_dev.cuh"
 #include "pk_cuda_op.cuh"
 #include "pk_cuda_scalar.cuh"
+#include "pk_cuda_xsum.cuh"
 #include "pkrylov.h"
 
+using namespace pkc_xsum;
+
 namespace {
+
+/* reproducible mode, one pass: the block's exact accumulators of CG's preconditioner loops with XR set
+   ((r, z), (r, r); pk_cuda_xsum.cuh; only their kernels reference it) */
+__shared__ xslot pcx_sh[2 * PK_XACC_LEN];
 
 /**
  * z = M^-1 r of an approximate-inverse preconditioner (its 5-point stencil applied to r, pk_cuda_pc.op):
@@ -46,9 +53,11 @@ template <int FOLD> struct ActPcApply {
 };
 
 /** CG's preconditioner loop with an approximate inverse, after r -= alpha q (k_rupdate): z = M^-1 r;
- *  acc (r, z), (r, r) (cpu_kernels.c's whole-vector path). st NULL: always runs. */
-template <bool ENG = false> struct ActPcCg {
-  static constexpr int NV = 2;
+ *  acc (r, z), (r, r) (cpu_kernels.c's whole-vector path). st NULL: always runs. XR_: the sums exact in
+ *  the same pass (reproducible mode, pk_cuda_xsum.cuh; not ENG). */
+template <bool ENG = false, bool XR_ = false> struct ActPcCg {
+  static constexpr bool XR = XR_;
+  static constexpr int NV = XR ? 2 * XS_K : 2;
   static constexpr int MINB = 0;
   static constexpr bool PREFETCH = false;
   struct In {};
@@ -56,6 +65,7 @@ template <bool ENG = false> struct ActPcCg {
   double *z;
   pk_cuda_escal e; /* ENG: the CUDA engine's scalars (st NULL) */
   __device__ bool begin() {
+    if constexpr (XR) xs_begin(pcx_sh, 2);
     step_wait();
     if constexpr (ENG) {
       double a, b;
@@ -66,8 +76,11 @@ template <bool ENG = false> struct ActPcCg {
   __device__ In load(int64_t) const { return In{}; }
   __device__ void operator()(int64_t c, double y, double rc, const In &, double *acc) const {
     z[c] = y;
-    acc[0] += rc * y;
-    acc[1] += rc * rc;
+    xs_acc<XR>(acc, 0, rc, y, pcx_sh);
+    xs_acc<XR>(acc, 1, rc, rc, pcx_sh);
+  }
+  static __device__ __forceinline__ void xfinish(const double *acc, double *part) {
+    xs_end<2>(acc, pcx_sh, part, block_slot());
   }
 };
 
@@ -77,8 +90,9 @@ template <bool ENG = false> struct ActPcCg {
  * (another array than r: the neighbours still read r) and z = M^-1 r_new; acc (r_new, z), (r_new, r_new).
  * The scalar step of FOLD runs first, as in k_rupdate. Bitwise k_rupdate then ActPcCg.
  */
-template <int FOLD> struct ActPcCgR {
-  static constexpr int NV = 2;
+template <int FOLD, bool XR_ = false> struct ActPcCgR {
+  static constexpr bool XR = XR_; /* the sums exact in the same pass (reproducible mode; FOLD_NONE) */
+  static constexpr int NV = XR ? 2 * XS_K : 2;
   static constexpr int MINB = 0;
   static constexpr bool PREFETCH = false;
   struct In {};
@@ -88,6 +102,7 @@ template <int FOLD> struct ActPcCgR {
   double *rn, *z;
   double alpha;
   __device__ bool begin() {
+    if constexpr (XR) xs_begin(pcx_sh, 2);
     step_wait();
     double a0, b0;
     if (!step_scalars<FOLD>(sin, a0, b0)) return false;
@@ -99,8 +114,11 @@ template <int FOLD> struct ActPcCgR {
   __device__ void operator()(int64_t c, double y, double rc, const In &, double *acc) const {
     rn[c] = rc;
     z[c] = y;
-    acc[0] += rc * y;
-    acc[1] += rc * rc;
+    xs_acc<XR>(acc, 0, rc, y, pcx_sh);
+    xs_acc<XR>(acc, 1, rc, rc, pcx_sh);
+  }
+  static __device__ __forceinline__ void xfinish(const double *acc, double *part) {
+    xs_end<2>(acc, pcx_sh, part, block_slot());
   }
 };
 
@@ -109,17 +127,19 @@ template <int FOLD> struct ActPcCgR {
 /**
  * One thread per cell (grid-stride), none (T = void: z = r) or Jacobi (z = dinv r).
  * STEP = 0: z = M^-1 r. STEP = 1: CG preconditioner loop r -= alpha q; z = M^-1 r; acc (r, z), (r, r)
- * (alpha_zero: r unchanged and q not read).
+ * (alpha_zero: r unchanged and q not read). XR (STEP 1): the sums exact in the same pass, part the blocks'
+ * accumulators (reproducible mode, pk_cuda_xsum.cuh).
  */
-template <typename T, int STEP, int FOLD>
+template <typename T, int STEP, int FOLD, bool XR = false>
 __global__ void __launch_bounds__(PKC_BLOCK)
     k_pointwise(const T *__restrict__ dinv, int64_t n, StepInT<FOLD> sin, int alpha_zero, double *__restrict__ r,
                 const double *__restrict__ q, double *__restrict__ z, double *part) {
+  if constexpr (XR) xs_begin(pcx_sh, 2);
   step_wait();
   double a0, b0;
   if (!step_scalars<FOLD>(sin, a0, b0)) return;
   const double alpha = (STEP && !alpha_zero) ? a0 : 0.0;
-  double acc[2] = {0.0, 0.0};
+  double acc[XR ? 2 * XS_K : 2] = {};
   const int64_t stride = (int64_t)gridDim.x * PKC_BLOCK;
   for (int64_t i = (int64_t)blockIdx.x * PKC_BLOCK + threadIdx.x; i < n; i += stride) {
     double ri = r[i];
@@ -134,11 +154,14 @@ __global__ void __launch_bounds__(PKC_BLOCK)
       zi = (double)dinv[i] * ri;
     z[i] = zi;
     if (STEP) {
-      acc[0] += ri * zi;
-      acc[1] += ri * ri;
+      xs_acc<XR>(acc, 0, ri, zi, pcx_sh);
+      xs_acc<XR>(acc, 1, ri, ri, pcx_sh);
     }
   }
-  if (STEP) block_store<2>(acc, part, blockIdx.x);
+  if constexpr (XR)
+    xs_end<2>(acc, pcx_sh, part, blockIdx.x);
+  else if (STEP)
+    block_store<2>(acc, part, blockIdx.x);
 }
 
 /**
@@ -904,9 +927,15 @@ __global__ void __launch_bounds__(PKC_BLOCK)
  * run first (FOLD_NONE, FOLD_CG_SIGMA with STEP 1, FOLD_PIPE with STEP 0); pdl: as a programmatic
  * dependent launch.
  */
-template <int STEP, int FOLD>
+template <int STEP, int FOLD, bool XR = false>
 int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepInT<FOLD> &sin, int alpha_zero, int64_t n, double *r,
               const double *q, double *z, double *part, int64_t *nblocks, bool pdl = false) {
+  static_assert(!XR || (STEP == 1 && FOLD == FOLD_NONE), "the one-pass exact sums: CG's unfolded loop");
+  if constexpr (XR) { /* the column sweeps keep their own sums: pk_cuda_cg_precond_x_ok */
+    if (pc && pc->type != PKRYLOV_PRECOND_AINV && pc->type != PKRYLOV_PRECOND_NONE &&
+        pc->type != PKRYLOV_PRECOND_JACOBI)
+      return (int)cudaErrorNotSupported;
+  }
   if (pc && pc->type == PKRYLOV_PRECOND_AINV) { /* a stencil on r: r must be complete before it */
     if constexpr (STEP == 0) {
       ActPcApply<FOLD> act{sin, z};
@@ -916,7 +945,7 @@ int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepInT<FOLD> &sin, in
       const int rc = launch_kernel(pdl, k_rupdate<FOLD>, dim3((unsigned)nb1), dim3(PKC_BLOCK), 0, s, n, sin,
                                    alpha_zero, r, q);
       if (rc) return rc;
-      ActPcCg<FOLD == FOLD_E_NONE || FOLD >= FOLD_E_CG_SIGMA> act{FOLD == FOLD_NONE ? sin.st : sin.out, z};
+      ActPcCg<FOLD == FOLD_E_NONE || FOLD >= FOLD_E_CG_SIGMA, XR> act{FOLD == FOLD_NONE ? sin.st : sin.out, z};
       if constexpr (FOLD >= FOLD_E_CG_SIGMA) { /* the engine's: the scalars the folded step wrote */
         act.st = nullptr;
         act.e = sin.e;
@@ -933,14 +962,15 @@ int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepInT<FOLD> &sin, in
     if (nblocks) *nblocks = nb;
     const dim3 g((unsigned)nb), b(PKC_BLOCK);
     if (!pc || pc->type == PKRYLOV_PRECOND_NONE)
-      return launch_kernel(pdl, k_pointwise<char, STEP, FOLD>, g, b, 0, s, (const char *)nullptr, n, sin,
+      return launch_kernel(pdl, k_pointwise<char, STEP, FOLD, XR>, g, b, 0, s, (const char *)nullptr, n, sin,
                            alpha_zero, r, q, z, part);
     if (pc->fp32)
-      return launch_kernel(pdl, k_pointwise<float, STEP, FOLD>, g, b, 0, s, pc->dinvf, n, sin, alpha_zero, r,
+      return launch_kernel(pdl, k_pointwise<float, STEP, FOLD, XR>, g, b, 0, s, pc->dinvf, n, sin, alpha_zero, r,
                            q, z, part);
-    return launch_kernel(pdl, k_pointwise<double, STEP, FOLD>, g, b, 0, s, pc->dinv, n, sin, alpha_zero, r, q,
+    return launch_kernel(pdl, k_pointwise<double, STEP, FOLD, XR>, g, b, 0, s, pc->dinv, n, sin, alpha_zero, r, q,
                          z, part);
   }
+  if constexpr (XR) return (int)cudaErrorNotSupported; /* (the column sweeps: refused above) */
   if (pc->type != PKRYLOV_PRECOND_COLUMN) /* an unknown type (or a user view): never run as a column solve */
     return (int)cudaErrorInvalidValue;
   const bool kslow = pc->layout == PKRYLOV_LAYOUT_KSLOW;
@@ -1025,6 +1055,28 @@ extern "C" int pk_cuda_cg_precond_step(void *stream, const pk_cuda_pc *pc, const
                                  nblocks);
 }
 
+/* ---- reproducible mode, one pass: CG's unfolded preconditioner loops with (r, z), (r, r) exact ---------- */
+
+extern "C" int pk_cuda_cg_precond_x_ok(const pk_cuda_pc *pc) {
+  return pc && (pc->type == PKRYLOV_PRECOND_NONE || pc->type == PKRYLOV_PRECOND_JACOBI ||
+                pc->type == PKRYLOV_PRECOND_AINV);
+}
+
+extern "C" int pk_cuda_cg_precond_step_x(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st,
+                                         int alpha_zero, int64_t n, double *r, const double *q, double *z,
+                                         int64_t *xblk, int64_t *nblocks) {
+  if (!pk_cuda_cg_precond_x_ok(pc) || !xblk) return (int)cudaErrorInvalidValue;
+  return launch_pc<1, FOLD_NONE, true>((cudaStream_t)stream, pc, step_in(st), alpha_zero, n, r, q, z,
+                                       (double *)xblk, nblocks);
+}
+
+extern "C" int pk_cuda_cg_precond_after_x(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st, double *r,
+                                          double *z, int64_t *xblk, int64_t *nblocks) {
+  if (!pc || pc->type != PKRYLOV_PRECOND_AINV || !xblk) return (int)cudaErrorInvalidValue;
+  ActPcCg<false, true> act{st, z};
+  return launch_op((cudaStream_t)stream, &pc->op, r, act, (double *)xblk, nblocks, false);
+}
+
 extern "C" int pk_cuda_cg_rupdate(void *stream, const pk_cuda_state *st, int alpha_zero, int64_t n, double *r,
                                   const double *q) {
   k_rupdate<FOLD_NONE><<<(unsigned)blocks_1d(n), PKC_BLOCK, 0, (cudaStream_t)stream>>>(n, step_in(st), alpha_zero,
@@ -1061,6 +1113,14 @@ extern "C" int pk_cuda_cg_precond_step_r(void *stream, const pk_cuda_pc *pc, con
   if (!pk_cuda_cg_precond_fuses_r(pc) || r == rn) return (int)cudaErrorInvalidValue;
   ActPcCgR<FOLD_NONE> act{step_in(st), alpha_zero, q, rn, z, 0.0};
   return launch_gstencil<true>((cudaStream_t)stream, &pc->op, r, act, part, nblocks, pdl != 0);
+}
+
+extern "C" int pk_cuda_cg_precond_step_r_x(void *stream, const pk_cuda_pc *pc, const pk_cuda_state *st,
+                                           int alpha_zero, const double *r, double *rn, const double *q, double *z,
+                                           int64_t *xblk, int64_t *nblocks, int pdl) {
+  if (!pk_cuda_cg_precond_fuses_r(pc) || r == rn || !xblk) return (int)cudaErrorInvalidValue;
+  ActPcCgR<FOLD_NONE, true> act{step_in(st), alpha_zero, q, rn, z, 0.0};
+  return launch_gstencil<true>((cudaStream_t)stream, &pc->op, r, act, (double *)xblk, nblocks, pdl != 0);
 }
 
 extern "C" int pk_cuda_cg_precond_step_r_fold(void *stream, const pk_cuda_pc *pc, const pk_cuda_fold *fold,

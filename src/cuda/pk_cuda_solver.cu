@@ -367,13 +367,18 @@ int cg_precond(Run &R, int alpha_zero, int64_t *nb) {
     PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_rupdate(R.stream, d->st, alpha_zero, R.n, v[D_R], v[D_Q]),
                   "CG preconditioner loop");
     PK_CALL(halo(R, v[D_R]));
-    PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_precond_after(R.stream, R.pcp, d->st, v[D_R], v[D_Z], d->part, nb),
+    PK_CUDA_CHECK(ctx, kSolve,
+                  R.xrho ? pk_cuda_cg_precond_after_x(R.stream, R.pcp, d->st, v[D_R], v[D_Z], d->xloop, nb)
+                         : pk_cuda_cg_precond_after(R.stream, R.pcp, d->st, v[D_R], v[D_Z], d->part, nb),
                   "CG preconditioner loop");
     return PKRYLOV_SUCCESS;
   }
   PK_CUDA_CHECK(
       ctx, kSolve,
-      pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, alpha_zero, R.n, v[D_R], v[D_Q], v[D_Z], d->part, nb),
+      R.xrho ? pk_cuda_cg_precond_step_x(R.stream, R.pcp, d->st, alpha_zero, R.n, v[D_R], v[D_Q], v[D_Z], d->xloop,
+                                         nb)
+             : pk_cuda_cg_precond_step(R.stream, R.pcp, d->st, alpha_zero, R.n, v[D_R], v[D_Q], v[D_Z], d->part,
+                                       nb),
       "CG preconditioner loop");
   if (!R.upc) return PKRYLOV_SUCCESS;
   int running;
@@ -397,8 +402,10 @@ int cg_operator(Run &R, int init, int64_t *nb, int pdl) {
   }
   PK_CALL(halo(R, v[D_Z]));
   PK_CUDA_CHECK(ctx, kSolve,
-                pk_cuda_cg_operator_step(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q],
-                                         d->part, nb, pdl),
+                R.xone ? pk_cuda_cg_operator_step_x(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                                    d->xloop, nb)
+                       : pk_cuda_cg_operator_step(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                                  d->part, nb, pdl),
                 "CG operator loop");
   return PKRYLOV_SUCCESS;
 }
@@ -536,7 +543,25 @@ int global_part(Run &R, const double **part, int64_t *nb, int nvals) {
  * loop, (p, q) after its operator loop, (r, u), (w, u), (r, r) before pipelined CG's scalar step, (r, r)
  * of the true residual, (b, b) and the curvature (t, A t). The results depend neither on the rank count nor
  * on the decomposition; the fused partial sums of the launchers are computed and ignored. No folded
- * launchers; graphs on one GPU only. */
+ * launchers; graphs on one GPU only. In one pass (Run.xone: kry.xfuse, by default up to kXOneAuto local
+ * values) the loops add the same products exactly themselves (the _x launchers, pk_cuda_xsum.cuh) and
+ * exact_blocks adds their blocks' accumulators: CG's operator loop, its preconditioner loop except the
+ * column sweeps (Run.xrho), pipelined CG's update (read by the next iteration of the block; a block's first
+ * iteration and the residuals keep the second pass). */
+
+int exact_reduce(Run &R, int nv, const double **gp, int64_t *gnb);
+
+/**
+ * Local values up to which the CG drivers add reproducible mode's exact sums in their loops' pass (option
+ * kry.xfuse=auto; pk_cuda_xsum.cuh's four-term expansions) rather than in a second pass (k_xacc_dots' digit
+ * windows). H100, 2026-11-28, us per iteration, one pass against two (the same build, one run): thin shell
+ * 32^3 CG 51.1 / 57.9, pipelined CG 24.2 / 43.8; barotropic 256^2 33.4 / 65.8, 26.2 / 48.1: the iteration is
+ * launch-bound there and one pass saves two kernels per sum. Above it the loops' exact accumulation costs
+ * more than the second pass in most rows: 64^3 98.2 / 79.2, 120.3 / 68.5; 128^2 x 64 157.7 / 141.0, 191.3 /
+ * 152.6; barotropic 512^2 108.2 / 88.5 (pipelined CG 49.1 / 75.4), 1024^2 173.4 / 167.3 (153.5 / 174.4),
+ * 2048^2 355.5 / 403.1 (525.9 / 464.6); thin shell 256^2 x 128 850.8 / 712.2, 1023.2 / 865.7.
+ */
+constexpr int64_t kXOneAuto = (int64_t)1 << 17;
 
 /** The exact-sum buffers (first reproducible solve). */
 int xacc_alloc(Run &R) {
@@ -564,6 +589,19 @@ int xacc_alloc(Run &R) {
   return PKRYLOV_SUCCESS;
 }
 
+/** The one-pass loops' block accumulators (Run.xone): every launch of the solve writes at most d->nslots
+ *  blocks of at most nv sums each (CG 2, pipelined CG pipe_nv). */
+int xloop_alloc(Run &R, int nv) {
+  SolverDev *d = R.d;
+  const int64_t len = d->nslots * nv * PK_XACC_LEN;
+  if (d->xloop && d->xloop_len >= len) return PKRYLOV_SUCCESS;
+  cudaFree(d->xloop);
+  d->xloop = NULL, d->xloop_len = 0;
+  PK_CUDA_CHECK(R.ctx, kSolve, cudaMalloc(&d->xloop, sizeof(int64_t) * (size_t)len), "allocating the exact sums");
+  d->xloop_len = len;
+  return PKRYLOV_SUCCESS;
+}
+
 /** The exact global dots (x[j], y[j]), j < nv <= kPartNV, into d->xs (device); (*gp, *gnb) = (d->xs, 1)
  *  when gp is not NULL. Host-staged: the device state comes to the host with the accumulators, as in
  *  sums_begin. */
@@ -580,6 +618,41 @@ int exact_sums(Run &R, int nv, const double *const *x, const double *const *y, c
                                     d->xacc + (size_t)g0 * PK_XACC_LEN, R.distributed ? NULL : d->xs + g0),
                   "exact sums");
   }
+  return exact_reduce(R, nv, gp, gnb);
+}
+
+/** The nv exact sums of the nb blocks' accumulators a one-pass loop wrote to d->xloop (Run.xone), into d->xs
+ *  as exact_sums. */
+int exact_blocks(Run &R, int64_t nb, int nv, const double **gp, int64_t *gnb) {
+  SolverDev *d = R.d;
+  if (nv > kPartNV || nb * nv * PK_XACC_LEN > d->xloop_len)
+    return pk_error(R.ctx, PKRYLOV_ERR_INTERNAL, __func__, "%lld blocks of %d exact sums: more than sized",
+                    (long long)nb, nv);
+  PK_CUDA_CHECK(R.ctx, kSolve, pk_cuda_xacc_blocks(R.stream, d->xloop, nb, nv, d->xacc, R.distributed ? NULL : d->xs),
+                "exact sums");
+  return exact_reduce(R, nv, gp, gnb);
+}
+
+/** CG's sums after the preconditioner loop (nb: the slots or blocks it wrote): the scalar step's part and
+ *  slots, one-pass, exact or plain. */
+int cg_rho_sums(Run &R, const double **gp, int64_t *gnb) {
+  if (R.xrho) return exact_blocks(R, *gnb, 2, gp, gnb);
+  if (R.repro) return exact_cg_rho(R, gp, gnb);
+  return global_part(R, gp, gnb, 2);
+}
+
+/** CG's (p, q) after the operator loop, as cg_rho_sums. */
+int cg_sigma_sums(Run &R, const double **gp, int64_t *gnb) {
+  if (R.xone) return exact_blocks(R, *gnb, 1, gp, gnb);
+  if (R.repro) return exact_cg_sigma(R, gp, gnb);
+  return global_part(R, gp, gnb, 1);
+}
+
+/** The accumulators d->xacc[0 .. nv) of this rank added over the ranks and rounded into d->xs (one rank:
+ *  rounded already); (*gp, *gnb) = (d->xs, 1) when gp is not NULL. */
+int exact_reduce(Run &R, int nv, const double **gp, int64_t *gnb) {
+  pkrylov_context ctx = R.ctx;
+  SolverDev *d = R.d;
   if (R.distributed) {
     const int cnt = nv * PK_XACC_LEN;
     if (R.nccl) {
@@ -786,6 +859,7 @@ extern "C" void pk_cuda_solver_free(struct pkrylov_solver_s *s) {
   cudaFree(d->gath);
   cudaFreeHost(d->hgath);
   cudaFree(d->xblk);
+  cudaFree(d->xloop);
   cudaFree(d->xacc);
   cudaFreeHost(d->hxacc);
   cudaFree(d->xs);
@@ -892,6 +966,10 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   if (R.repro) { /* the exact sums (pk_cuda_xacc.cu) between the launchers: no folded steps */
     R.fold = 0;
     PK_CALL(xacc_alloc(R));
+    /* one pass (the accumulators' headroom: a block covers at most 2^26 values); auto: up to kXOneAuto */
+    const int xf = s->opts.kry_xfuse;
+    R.xone = (xf > 0 || (xf < 0 && n <= kXOneAuto)) && n <= ((int64_t)1 << 26);
+    if (R.xone) PK_CALL(xloop_alloc(R, s->type == PKRYLOV_SOLVER_CG ? 2 : PK_RR_NV));
   }
   R.pdl = R.fold && d->pdl;
   PK_CALL(pk_cuda_operator_view(s->A, 0, &R.op64));
@@ -925,6 +1003,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
     R.pc.layout = PKRYLOV_LAYOUT_KSLOW;
   }
   R.pcp = &R.pc;
+  R.xrho = R.xone && s->type == PKRYLOV_SOLVER_CG && !R.upc && pk_cuda_cg_precond_x_ok(R.pcp);
   /* CG's 2-D grid stencils: grid-stride launches of the cap the slots were sized for (pk_cuda_op gcap) */
   R.op.gcap = R.op64.gcap = R.op_in.gcap = R.op_edge.gcap = R.pc.op.gcap = d->gcap;
   if (s->history_on || s->monitor || s->stag_window > 0) { /* else the kernels record nothing */
@@ -989,7 +1068,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   }
   int rc;
   if (s->type == PKRYLOV_SOLVER_CG) {
-    R.fuse_r = !R.distributed && !R.repro && !R.uop && !R.upc && pk_cuda_cg_precond_fuses_r(R.pcp);
+    R.fuse_r = !R.distributed && (!R.repro || R.xrho) && !R.uop && !R.upc && pk_cuda_cg_precond_fuses_r(R.pcp);
     /* the fused 2-D loop's own automatic rule (pk_cuda_fold_auto): fuse_r is known only here (reproducible
        mode, several ranks), after the choice above, which it can only turn off */
     if (R.fuse_r && d->fold_mode < 0 && R.fold) R.fold = pk_cuda_fold_auto(csr, n, d->nslots, 1);

@@ -75,7 +75,10 @@ struct SolverDev {
   int64_t xblk_len;
   int64_t *xacc, *hxacc;  /* kPartNV accumulators: device; pinned host (MPI) */
   double *xs;             /* kPartNV rounded exact sums (device): the scalar steps' one partial slot */
+  int64_t *xloop;         /* one pass (Run.xone): the blocks' accumulators the loops write (xloop_len int64) */
+  int64_t xloop_len;
   int graph_repro;        /* the graph's blocks use the exact sums */
+  int graph_xone;         /* ... in one pass: 2 Run.xone + Run.xrho */
   pk_rr_est *rre, *hrre;  /* pipelined CG's automatic residual replacement: its estimate (device, what
                              pk_cuda_state.repl points to; pinned host image), allocated with the solver */
 };
@@ -119,6 +122,11 @@ struct Run {
   int64_t nb_update;     /* pipelined CG: slots the last update wrote (local sums) */
   void *nccl;            /* NCCL communicator (distributed grid operator, pk_mpi_nccl), NULL: host-staged */
   int repro;             /* reproducible mode: every global sum the iteration reads is an exact one */
+  /* reproducible mode in one pass (solver option kry.xfuse, the default; n <= 2^26): the operator loop and
+     pipelined CG's update add their sums exactly in their own pass (the _x launchers, d->xloop), and so does
+     CG's preconditioner loop where it can (xrho: none, Jacobi, the approximate inverse; not a user one);
+     the rest (the column sweeps, pipelined CG's first step of a block, the residuals) a second pass */
+  int xone, xrho;
   int edge_comm;         /* NCCL path, pipelined CG: the edge-column update on the communication stream, after
                             the halos and the scalar step, concurrent with the interior update (default;
                             option dist.edge_comm=0: on the context's stream after it) */
@@ -167,6 +175,9 @@ int exact_sums_host(Run &R, int nv, const double *const *x, const double *const 
 int exact_cg_rho(Run &R, const double **gp, int64_t *gnb);
 int exact_cg_sigma(Run &R, const double **gp, int64_t *gnb);
 int exact_pipecg(Run &R, const double **gp, int64_t *gnb);
+int exact_blocks(Run &R, int64_t nb, int nv, const double **gp, int64_t *gnb);
+int cg_rho_sums(Run &R, const double **gp, int64_t *gnb);
+int cg_sigma_sums(Run &R, const double **gp, int64_t *gnb);
 int true_residual(Run &R, double *r, double *res);
 int copy_small(Run &R, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, int sync,
                const char *what);

@@ -16,9 +16,16 @@
 #include "pk_cuda_dev.cuh"
 #include "pk_cuda_op.cuh"
 #include "pk_cuda_scalar.cuh"
+#include "pk_cuda_xsum.cuh"
 #include "pkrylov.h"
 
+using namespace pkc_xsum;
+
 namespace {
+
+/* reproducible mode, one pass: the block's exact accumulators of the XR actions below (pk_cuda_xsum.cuh;
+   only their kernels reference it) */
+__shared__ xslot cgx_sh[PK_RR_NV * PK_XACC_LEN];
 
 /** One-block scalar step: in.st -> in.out (may be the same), PKC_SUM_LANES threads. */
 template <int FOLD> __global__ void __launch_bounds__(PKC_SUM_LANES) k_scalar(StepInT<FOLD> in, int init) {
@@ -52,10 +59,12 @@ template <int FOLD> __global__ void __launch_bounds__(PKC_SUM_LANES) k_scalar(St
 /**
  * CG operator loop (pk_cpu_cg_operator_step): x += alpha p; p = z + beta p; q = A z + beta q; acc (p, q).
  * init: alpha = beta = 0 with p and q not read (the CPU's zeroed p, q: p = z + 0, q = A z + 0) and x not
- * touched. FOLD_CG_RHO: the scalar step after the preconditioner loop first (beta from it).
+ * touched. FOLD_CG_RHO: the scalar step after the preconditioner loop first (beta from it). XR_: (p, q)
+ * summed exactly in the same pass (reproducible mode, pk_cuda_xsum.cuh; FOLD_NONE only).
  */
-template <int FOLD> struct ActCgOp {
-  static constexpr int NV = 1;
+template <int FOLD, bool XR_ = false> struct ActCgOp {
+  static constexpr bool XR = XR_;
+  static constexpr int NV = XR ? XS_K : 1;
   /* measured on an H200 (thin shell; 32^3, 64^3, 128^2 x 64, 256^2 x 128 cells, us): no prefetch and the
      default budget (74 registers) 2.97 6.9 17.5 177; no prefetch, 4 blocks (64) 2.99 5.1 11.8 154;
      prefetch, 2 blocks (110) 2.53 5.7 13.6 148; prefetch, 3 blocks (80 + spills) 3.09 7.5 19.4 148 */
@@ -73,6 +82,7 @@ template <int FOLD> struct ActCgOp {
   double *x, *p, *q;
   double alpha, beta;
   __device__ bool begin() {
+    if constexpr (XR) xs_begin(cgx_sh, 1);
     step_wait();
     double a, b;
     if (!step_scalars<FOLD>(sin, a, b)) return false;
@@ -101,7 +111,10 @@ template <int FOLD> struct ActCgOp {
     }
     p[c] = pn;
     q[c] = qn;
-    acc[0] += pn * qn;
+    xs_acc<XR>(acc, 0, pn, qn, cgx_sh);
+  }
+  static __device__ __forceinline__ void xfinish(const double *acc, double *part) {
+    xs_end<1>(acc, cgx_sh, part, block_slot());
   }
 };
 
@@ -112,8 +125,10 @@ template <int FOLD> struct ActCgOp {
  * more cost registers and a fifth of the update's time at small sizes, and slots of 7 read at a stride of 7
  * a tenth of the folded barotropic iteration at 256^2: only the automatic rule has them).
  */
-template <bool NORMS, bool ENG = false> struct ActPipe {
-  static constexpr int NV = NORMS ? PK_RR_NV : PK_RR_NV_BASE;
+template <bool NORMS, bool ENG = false, bool XR_ = false> struct ActPipe {
+  static constexpr bool XR = XR_; /* the sums exact in the same pass (reproducible mode; not ENG) */
+  static constexpr int NS = NORMS ? PK_RR_NV : PK_RR_NV_BASE;
+  static constexpr int NV = XR ? XS_K * NS : NS;
   static constexpr int MINB = PKC_MINB_HEAVY;
   static constexpr bool PREFETCH = false; /* 8 inputs: ahead they would cost 16 more registers (spills) */
   struct In {};
@@ -122,6 +137,7 @@ template <bool NORMS, bool ENG = false> struct ActPipe {
   double alpha, beta;
   pk_cuda_escal e; /* ENG: the CUDA engine's scalars */
   __device__ bool begin() {
+    if constexpr (XR) xs_begin(cgx_sh, NS);
     step_wait();
     if constexpr (ENG) return escal_read(e, alpha, beta);
     if (st->status != PK_ST_RUNNING) return false;
@@ -147,15 +163,18 @@ template <bool NORMS, bool ENG = false> struct ActPipe {
     const double xi = x[c] + alpha * pi;
     x[c] = xi;
     r[c] = ri, u[c] = ui, w[c] = wi;
-    acc[0] += ri * ui;
-    acc[1] += wi * ui;
-    acc[2] += ri * ri;
+    xs_acc<XR>(acc, 0, ri, ui, cgx_sh);
+    xs_acc<XR>(acc, 1, wi, ui, cgx_sh);
+    xs_acc<XR>(acc, 2, ri, ri, cgx_sh);
     if constexpr (NORMS) {
-      acc[3] += xi * xi; /* the automatic residual replacement's norms (pk_rr.h) */
-      acc[4] += pi * pi;
-      acc[5] += ui * ui;
-      acc[6] += qi * qi;
+      xs_acc<XR>(acc, 3, xi, xi, cgx_sh); /* the automatic residual replacement's norms (pk_rr.h) */
+      xs_acc<XR>(acc, 4, pi, pi, cgx_sh);
+      xs_acc<XR>(acc, 5, ui, ui, cgx_sh);
+      xs_acc<XR>(acc, 6, qi, qi, cgx_sh);
     }
+  }
+  static __device__ __forceinline__ void xfinish(const double *acc, double *part) {
+    xs_end<NS>(acc, cgx_sh, part, block_slot());
   }
 };
 
@@ -257,11 +276,11 @@ extern "C" int pk_cuda_psum_step_e(void *stream, int id, int nv, int out, const 
   return (int)cudaGetLastError();
 }
 
-/** The CG operator loop with the scalar step FOLD first. */
-template <int FOLD>
+/** The CG operator loop with the scalar step FOLD first; XR: (p, q) exact (part: the blocks' accumulators). */
+template <int FOLD, bool XR = false>
 int cg_operator_step(cudaStream_t s, const pk_cuda_op *op, const StepInT<FOLD> &sin, int init, double *x, double *p,
                      const double *z, double *q, double *part, int64_t *nblocks, bool pdl) {
-  ActCgOp<FOLD> act;
+  ActCgOp<FOLD, XR> act;
   act.sin = sin;
   act.init = init;
   act.x = x, act.p = p, act.q = q;
@@ -276,6 +295,14 @@ extern "C" int pk_cuda_cg_operator_step(void *stream, const pk_cuda_op *op, cons
                                      pdl != 0);
 }
 
+extern "C" int pk_cuda_cg_operator_step_x(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, int init,
+                                          double *x, double *p, const double *z, double *q, int64_t *xblk,
+                                          int64_t *nblocks) {
+  if (!st || !xblk) return (int)cudaErrorInvalidValue;
+  return cg_operator_step<FOLD_NONE, true>((cudaStream_t)stream, op, step_in(st), init, x, p, z, q, (double *)xblk,
+                                           nblocks, false);
+}
+
 extern "C" int pk_cuda_cg_operator_step_fold(void *stream, const pk_cuda_op *op, const pk_cuda_fold *fold,
                                              double *x, double *p, const double *z, double *q, double *part,
                                              int64_t *nblocks) {
@@ -285,11 +312,11 @@ extern "C" int pk_cuda_cg_operator_step_fold(void *stream, const pk_cuda_op *op,
 }
 
 namespace {
-template <bool NORMS>
+template <bool NORMS, bool XR = false>
 int pipecg_step(cudaStream_t stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m, double *z,
                 double *q, double *s, double *p, double *x, double *r, double *u, double *w, double *part,
                 int64_t *nblocks, bool pdl) {
-  ActPipe<NORMS> act;
+  ActPipe<NORMS, false, XR> act;
   act.st = st;
   act.z = z, act.q = q, act.s = s, act.p = p, act.x = x, act.r = r, act.u = u, act.w = w;
   act.alpha = act.beta = 0.0;
@@ -318,6 +345,16 @@ extern "C" int pk_cuda_pipecg_step_pdl(void *stream, const pk_cuda_op *op, const
                                    pdl != 0)
                : pipecg_step<false>((cudaStream_t)stream, op, st, m, z, q, s, p, x, r, u, w, part, nblocks,
                                     pdl != 0);
+}
+
+extern "C" int pk_cuda_pipecg_step_x(void *stream, const pk_cuda_op *op, const pk_cuda_state *st, const double *m,
+                                     double *z, double *q, double *s, double *p, double *x, double *r, double *u,
+                                     double *w, int64_t *xblk, int64_t *nblocks, int norms) {
+  if (!st || !xblk) return (int)cudaErrorInvalidValue;
+  return norms ? pipecg_step<true, true>((cudaStream_t)stream, op, st, m, z, q, s, p, x, r, u, w, (double *)xblk,
+                                         nblocks, false)
+               : pipecg_step<false, true>((cudaStream_t)stream, op, st, m, z, q, s, p, x, r, u, w, (double *)xblk,
+                                          nblocks, false);
 }
 
 extern "C" int pk_cuda_pipecg_none_step(void *stream, const pk_cuda_op *op, const pk_cuda_state *st,

@@ -147,15 +147,37 @@ __global__ void __launch_bounds__(kBlock) k_xacc_dots(int64_t n, XPairs pr, int6
   }
 }
 
-/** acc[j] = sum over the nb blocks of blk (canonical), normalised; out[j] its rounding when out != NULL. */
+/**
+ * The first stage of a sum over many blocks' accumulators, in place: block g adds the len values of rows
+ * [g R, (g + 1) R) of blk (row b at blk + b * bstride; fewer at the end) and writes the sums over row g R.
+ * Each thread owns its digits (it reads and writes only those), and each row it reads has at most 8 loads
+ * in flight per round. The sums are not canonical (R canonical digits each: below R 2^32), which
+ * k_xacc_finish's headroom takes. A single block adding hundreds of rows one load after another was the
+ * cost of the exact sums' finish: 20 us per sum for 528 blocks, 85 us for 4096 (H100, ncu).
+ */
+constexpr int64_t kRowsPerBlock = 16;
+__global__ void __launch_bounds__(kBlock)
+    k_xacc_rows(int64_t *blk, int64_t nb, int64_t bstride, int len) {
+  const int64_t b0 = (int64_t)blockIdx.x * kRowsPerBlock;
+  const int64_t b1 = b0 + kRowsPerBlock < nb ? b0 + kRowsPerBlock : nb;
+  for (int q = threadIdx.x; q < len; q += blockDim.x) {
+    int64_t s = 0;
+#pragma unroll 8
+    for (int64_t b = b0; b < b1; b++) s += blk[b * bstride + q];
+    blk[b0 * bstride + q] = s;
+  }
+}
+
+/** acc[j] = sum over the nb blocks of blk (block b's at blk + b * bstride; canonical, or k_xacc_rows' sums),
+ *  normalised; out[j] its rounding when out != NULL. */
 __global__ void __launch_bounds__(kFinishThreads)
-    k_xacc_finish(const int64_t *blk, int64_t nb, int nv, int64_t *acc, double *out) {
+    k_xacc_finish(const int64_t *blk, int64_t nb, int64_t bstride, int nv, int64_t *acc, double *out) {
   __shared__ int64_t sh[PKC_XACC_MAXV * PK_XACC_LEN];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int len = nv * PK_XACC_LEN;
   for (int q = warp; q < len; q += nw) {
     int64_t s = 0;
-    for (int64_t b = lane; b < nb; b += 32) s += blk[b * len + q];
+    for (int64_t b = lane; b < nb; b += 32) s += blk[b * bstride + q];
     for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
     if (lane == 0) sh[q] = s;
   }
@@ -235,7 +257,26 @@ extern "C" int pk_cuda_xacc_dots_ex(void *stream, int64_t n, int nv, const doubl
     default: k_xacc_dots<4, true><<<(unsigned)grid, kBlock, 0, st>>>(n, pr, blk); break;
     }
   }
-  k_xacc_finish<<<1, kFinishThreads, 0, st>>>(blk, grid, nv, acc, out);
+  return pk_cuda_xacc_blocks(stream, blk, grid, nv, acc, out);
+}
+
+extern "C" int pk_cuda_xacc_blocks(void *stream, const int64_t *cblk, int64_t nb, int nv, int64_t *acc, double *out) {
+  int64_t *blk = (int64_t *)cblk; /* scratch: groups of rows added in place (pk_cuda.h) */
+  /* the headroom: nb canonical accumulators (digits below 2^32) added as int64 */
+  if (nv < 1 || nb < 1 || nb > ((int64_t)1 << 30)) return (int)cudaErrorInvalidValue;
+  cudaStream_t st = (cudaStream_t)stream;
+  int64_t bstride = (int64_t)nv * PK_XACC_LEN;
+  if (nb > 2 * kRowsPerBlock) { /* the rows in groups first, in place: the finisher adds one row per group */
+    const int64_t g = (nb + kRowsPerBlock - 1) / kRowsPerBlock;
+    k_xacc_rows<<<(unsigned)g, kBlock, 0, st>>>(blk, nb, bstride, nv * PK_XACC_LEN);
+    nb = g;
+    bstride *= kRowsPerBlock;
+  }
+  for (int g0 = 0; g0 < nv; g0 += PKC_XACC_MAXV) { /* groups of PKC_XACC_MAXV (the finisher's shared sums) */
+    const int gn = nv - g0 < PKC_XACC_MAXV ? nv - g0 : PKC_XACC_MAXV;
+    k_xacc_finish<<<1, kFinishThreads, 0, st>>>(blk + (int64_t)g0 * PK_XACC_LEN, nb, bstride, gn,
+                                               acc + (int64_t)g0 * PK_XACC_LEN, out ? out + g0 : nullptr);
+  }
   return (int)cudaGetLastError();
 }
 

@@ -165,6 +165,79 @@ __device__ __forceinline__ void xs_store(xslot *sh, int nacc, int64_t *out) {
     out[q] = (int64_t)sh[q];
 }
 
+/* ---- the CG drivers' loops (pk_cuda_steps.cu, pk_cuda_precond.cu) ---------------------------------------
+ * An action's sum j of products, written once for both modes: acc[j] += a b (the default mode: the same
+ * expression as before, bitwise), or with XR the one-pass exact sum in a four-term expansion (acc[XS_K j ..
+ * XS_K j + 3]; the block's accumulator sh + j * PK_XACC_LEN). The operator loops' sums cancel (q = A p has
+ * both signs), so the two terms of xs_add overflow into the accumulator's atomics often (H100, thin shell
+ * 256 x 256 x 128: the operator loop 340 -> 600 us); the third and fourth terms take what the first two
+ * cannot hold (xs_add4) and are touched only then. An XR action zeroes sh in begin() (xs_begin, every
+ * thread) and its finish (xs_end, every thread) writes the block's NS canonical accumulators to its slot. */
+
+constexpr int XS_K = 4; /* terms of an XR action's expansion per sum */
+
+/** (a0, a1, a2, a3) += p exactly, the excess into the accumulator sh (xs_add with two more terms). */
+__device__ __forceinline__ void xs_add4(double *a, double p, xslot *sh) {
+  double s0, e0, s1, e1;
+  xs_two_sum(a[0], p, s0, e0);
+  xs_two_sum(a[1], e0, s1, e1);
+  if (__builtin_expect(e1 == 0.0, 1)) {
+    a[0] = s0, a[1] = s1;
+    return;
+  }
+  if (!isfinite(e1)) { /* p non-finite or an overflow: the expansion as it was, p to the accumulator */
+    xs_put(sh, p);
+    return;
+  }
+  a[0] = s0, a[1] = s1;
+  double s2, e2, s3, e3;
+  xs_two_sum(a[2], e1, s2, e2);
+  if (!isfinite(e2)) { /* (cannot happen with |e1| below an ulp of a0; kept exact anyway) */
+    xs_put(sh, e1);
+    return;
+  }
+  a[2] = s2;
+  if (e2 == 0.0)
+    return;
+  xs_two_sum(a[3], e2, s3, e3);
+  if (!isfinite(e3)) {
+    xs_put(sh, e2);
+    return;
+  }
+  a[3] = s3;
+  if (e3 != 0.0)
+    xs_put(sh, e3);
+}
+
+template <bool XR>
+__device__ __forceinline__ void xs_acc(double *acc, int j, double a, double b, xslot *sh) {
+  if constexpr (XR)
+    xs_add4(acc + XS_K * j, __dmul_rn(a, b), sh + j * PK_XACC_LEN);
+  else
+    acc[j] += a * b;
+}
+
+/** The XR action's begin: its NS accumulators zeroed (every thread, before anything else of the action). */
+__device__ __forceinline__ void xs_begin(xslot *sh, int ns) {
+  xs_zero(sh, ns);
+  __syncthreads();
+}
+
+/** The XR action's finish: every lane's expansions flushed (the third and fourth terms directly, mostly 0),
+ *  the block's NS accumulators to slot `slot` of part (read as int64: NS * PK_XACC_LEN per block). */
+template <int NS> __device__ __forceinline__ void xs_end(const double *acc, xslot *sh, double *part, int64_t slot) {
+#pragma unroll
+  for (int j = 0; j < NS; j++) {
+    const double *a = acc + XS_K * j;
+    if (a[2] != 0.0)
+      xs_put(sh + j * PK_XACC_LEN, a[2]);
+    if (a[3] != 0.0)
+      xs_put(sh + j * PK_XACC_LEN, a[3]);
+    xs_flush(a[0], a[1], sh + j * PK_XACC_LEN);
+  }
+  xs_store(sh, NS, (int64_t *)part + slot * NS * PK_XACC_LEN);
+}
+
 } // namespace pkc_xsum
 
 #endif /* PK_CUDA_XSUM_CUH */

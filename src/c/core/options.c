@@ -86,9 +86,10 @@ static const opt_desc table[] = {
     {"kry.fuse", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(kry_fuse),
      "CUDA BiCGStab/GMRES families: the fused Gram-Schmidt kernel and the CSR product fused with the "
      "update after it (0: two kernels each)"},
-    {"kry.xfuse", OPT_BOOL, LEVEL_SOLVER, 0, 1, 0, 1, 0, NULL, 0, NULL, OFF(kry_xfuse),
-     "CUDA BiCGStab/GMRES families and SRCG, reproducible mode: the exact sums added in the pass of the fused "
-     "kernels that read the vectors (0: a second pass over the vectors after each kernel, for comparison)"},
+    {"kry.xfuse", OPT_INT, LEVEL_SOLVER, 0, -1, 0, 1, 0, "auto", -1, NULL, OFF(kry_xfuse),
+     "CUDA reproducible mode: the exact sums added in the pass of the fused kernels that read the vectors (1), "
+     "or in a second pass over the vectors after each kernel (0); auto: 1 for the BiCGStab/GMRES families and "
+     "SRCG, and for CG and pipelined CG up to 2^17 values per GPU"},
     {"kry.profile", OPT_BOOL, LEVEL_SOLVER, 0, 0, 0, 1, 0, NULL, 0, NULL, OFF(kry_profile),
      "CUDA BiCGStab/GMRES families and SRCG: every operation timed, a profile per solve to stderr "
      "(no graphs). Measurement only"},

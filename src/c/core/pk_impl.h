@@ -147,7 +147,7 @@ typedef struct pk_options {
   int32_t cuda_l2persist;  /* -1 auto, 0 off, 1..4: CUDA CG's work vectors kept in the L2's persisting part */
   int32_t kry_graph;       /* CUDA engine (BiCGStab/GMRES families, SRCG): CUDA graphs of blocks */
   int32_t kry_fuse;        /* CUDA engine: the fused Gram-Schmidt kernel, the fused CSR product + update */
-  int32_t kry_xfuse;       /* CUDA engine, reproducible mode: the exact sums in the fused kernels' pass */
+  int32_t kry_xfuse;       /* CUDA reproducible mode: the exact sums in the fused kernels' pass (-1 auto) */
   int32_t kry_profile;     /* CUDA engine: per-operation timing to stderr */
   int32_t kry_cg;          /* CUDA CG / pipelined CG on the vector engine (1) or their own driver (0) */
 } pk_options;
