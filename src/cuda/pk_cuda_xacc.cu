@@ -168,6 +168,93 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+/* ---- one accumulator's carry pass and rounding by a warp (k_xacc_finish) --------------------------------
+ * pk_xacc_normalize and pk_xacc_value run by one thread took about 10 us per call on an H100 (68 dependent
+ * steps through shared and local memory), most of the finishing kernel's time. Here lane l holds the
+ * digits 3l .. 3l + 2 (lanes 0 .. 22 hold the 67): each round every lane propagates the carry coming in
+ * from the lane below through its digits and hands its carry out up, until no lane has one (two or three
+ * rounds: the first leaves carries below 2^14, the second at most 1, then only chains of full digits).
+ * The digits end canonical (digits 0 .. 65 in [0, 2^32), the carries in the top one): the one
+ * representation of the value, so pk_xacc_normalize's digits; the rounding is pk_xacc_value's sequence on
+ * them (the top three nonzero digits of the magnitude, the same roundings), so the same double. */
+
+constexpr int kTop = PK_XACC_DIGITS - 1; /* the top digit: keeps its carries */
+
+/** The canonical digits of the value held 3 per lane (d[k] = digit 3 lane + k; 0 beyond the top). */
+__device__ __forceinline__ void warp_carry(int64_t (&d)[3], int lane) {
+  int64_t cin = 0;
+  for (;;) {
+    int64_t c = cin;
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+      const int i = 3 * lane + k;
+      if (i < kTop) {
+        const int64_t v = d[k] + c;
+        c = (v - (v & 0xffffffff)) / ((int64_t)1 << 32); /* floor(v / 2^32), as pk_xacc_normalize */
+        d[k] = v & 0xffffffff;
+      } else if (i == kTop) {
+        d[k] += c;
+        c = 0;
+      }
+    }
+    const bool more = __any_sync(0xffffffffu, c != 0);
+    cin = __shfl_up_sync(0xffffffffu, c, 1);
+    if (lane == 0) cin = 0;
+    if (!more) break;
+  }
+}
+
+/** Digit i (0 <= i <= kTop, warp-uniform) of the digits held 3 per lane. */
+__device__ __forceinline__ int64_t warp_digit(const int64_t (&d)[3], int i) {
+  const int64_t a = __shfl_sync(0xffffffffu, d[0], i / 3), b = __shfl_sync(0xffffffffu, d[1], i / 3),
+                c = __shfl_sync(0xffffffffu, d[2], i / 3);
+  return i % 3 == 0 ? a : i % 3 == 1 ? b : c;
+}
+
+/** The accumulator a (shared, any carries) made canonical in place by the warp; *out (lane 0, when out is
+ *  not NULL) its rounding: pk_xacc_normalize then pk_xacc_value, bitwise. */
+__device__ void warp_finish(int64_t *a, double *out, int lane) {
+  int64_t d[3];
+#pragma unroll
+  for (int k = 0; k < 3; k++) d[k] = 3 * lane + k <= kTop ? a[3 * lane + k] : 0;
+  warp_carry(d, lane);
+  __syncwarp();
+#pragma unroll
+  for (int k = 0; k < 3; k++)
+    if (3 * lane + k <= kTop) a[3 * lane + k] = d[k];
+  if (!out) return;
+  double v;
+  if (a[PK_XACC_DIGITS] != 0) {
+    v = __longlong_as_double(0x7ff8000000000000LL); /* a non-finite term */
+  } else {
+    double sign = 1.0;
+    if (warp_digit(d, kTop) < 0) { /* the magnitude of a negative value */
+#pragma unroll
+      for (int k = 0; k < 3; k++) d[k] = -d[k];
+      warp_carry(d, lane);
+      sign = -1.0;
+    }
+    int hi = -1;
+#pragma unroll
+    for (int k = 0; k < 3; k++)
+      if (3 * lane + k <= kTop && d[k] != 0) hi = 3 * lane + k;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const int t = __shfl_xor_sync(0xffffffffu, hi, o);
+      hi = t > hi ? t : hi;
+    }
+    if (hi < 0) {
+      v = 0.0;
+    } else {
+      double r = (double)warp_digit(d, hi);
+      const int low = hi >= 2 ? hi - 2 : 0;
+      for (int i = hi - 1; i >= low; i--) r = pk_xacc_addd(pk_xacc_mul(r, 4294967296.0), (double)warp_digit(d, i));
+      v = pk_xacc_mul(sign, ldexp(r, 32 * low - 1074));
+    }
+  }
+  if (lane == 0) *out = v;
+}
+
 /** acc[j] = sum over the nb blocks of blk (block b's at blk + b * bstride; canonical, or k_xacc_rows' sums),
  *  normalised; out[j] its rounding when out != NULL. */
 __global__ void __launch_bounds__(kFinishThreads)
@@ -182,11 +269,7 @@ __global__ void __launch_bounds__(kFinishThreads)
     if (lane == 0) sh[q] = s;
   }
   __syncthreads();
-  if (threadIdx.x < nv) {
-    int64_t *a = sh + threadIdx.x * PK_XACC_LEN;
-    pk_xacc_normalize(a);
-    if (out) out[threadIdx.x] = pk_xacc_value(a);
-  }
+  if (warp < nv) warp_finish(sh + warp * PK_XACC_LEN, out ? out + warp : nullptr, lane);
   __syncthreads();
   for (int q = threadIdx.x; q < len; q += blockDim.x) acc[q] = sh[q];
 }
