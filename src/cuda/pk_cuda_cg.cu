@@ -50,7 +50,7 @@ int dist_cg_enqueue(Run &R, int count) {
                                                     d->part, &nb1, 0),
                   "CG operator loop");
     PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
-    if (nb1 >= d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
+    if (nb1 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
     PK_CUDA_CHECK(ctx, kSolve,
                   R.xone ? pk_cuda_cg_operator_step_x(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z],
                                                       v[D_Q], d->xloop + nb1 * PK_XACC_LEN, &nb2)
@@ -133,7 +133,7 @@ int dist_pipecg_enqueue(Run &R, int count) {
                                           v[D_X], v[D_R], v[D_U], v[D_W], d->xloop, &nb1, R.rr_on),
                     "pipelined CG update");
       PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
-      if (nb1 >= d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
+      if (nb1 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
       PK_CUDA_CHECK(ctx, kSolve,
                     pk_cuda_pipecg_step_x(R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
                                           v[D_X], v[D_R], v[D_U], v[D_W], d->xloop + nb1 * pipe_nv(R) * PK_XACC_LEN,
