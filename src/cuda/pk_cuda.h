@@ -800,9 +800,10 @@ int pk_cuda_xacc_round(void *stream, const int64_t *acc, int nv, double *out);
 /**
  * The nb blocks' canonical accumulators of a one-pass loop below (blk: block b's nv accumulators at
  * blk + b * nv * PK_XACC_LEN) added into acc[j * PK_XACC_LEN ...] (canonical), j < nv (any count), and when
- * out is not NULL rounded to out[j]: the accumulators pk_cuda_xacc_dots gives for the same products.
+ * out is not NULL rounded to out[j]: the accumulators pk_cuda_xacc_dots gives for the same products. blk is
+ * scratch: groups of its rows are added in place first.
  */
-int pk_cuda_xacc_blocks(void *stream, const int64_t *blk, int64_t nb, int nv, int64_t *acc, double *out);
+int pk_cuda_xacc_blocks(void *stream, int64_t *blk, int64_t nb, int nv, int64_t *acc, double *out);
 /*
  * Reproducible mode in one pass (the CG drivers, pk_cuda_solver.cu): the loops below are the unfolded CG
  * preconditioner loop (none, Jacobi, the approximate inverse; pk_cuda_cg_precond_x_ok), the fused 2-D loop,

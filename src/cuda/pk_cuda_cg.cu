@@ -43,20 +43,9 @@ int dist_cg_enqueue(Run &R, int count) {
     }
     PK_CUDA_CHECK(ctx, kSolve, pk_cuda_cg_scalar_rho(R.stream, d->st, d->st, gp, gnb, R.hist, 0, 0),
                   "CG scalar step");
-    PK_CUDA_CHECK(ctx, kSolve,
-                  R.xone ? pk_cuda_cg_operator_step_x(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
-                                                      d->xloop, &nb1)
-                         : pk_cuda_cg_operator_step(R.stream, &R.op_in, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
-                                                    d->part, &nb1, 0),
-                  "CG operator loop");
+    PK_CALL(cg_operator_on(R, &R.op_in, 0, 0, &nb1, 0, "CG operator loop"));
     PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
-    if (nb1 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
-    PK_CUDA_CHECK(ctx, kSolve,
-                  R.xone ? pk_cuda_cg_operator_step_x(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z],
-                                                      v[D_Q], d->xloop + nb1 * PK_XACC_LEN, &nb2)
-                         : pk_cuda_cg_operator_step(R.stream, &R.op_edge, d->st, 0, v[D_X], v[D_P], v[D_Z], v[D_Q],
-                                                    d->part + nb1, &nb2, 0),
-                  "CG operator loop (tile edges)");
+    PK_CALL(cg_operator_on(R, &R.op_edge, 0, nb1, &nb2, 0, "CG operator loop (tile edges)"));
     PK_CALL(keep_min(R, R.stream, d->st)); /* x is the iterate of the rho step */
     if (nb1 + nb2 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
     if (R.repro) {
@@ -91,15 +80,14 @@ int dist_pipecg_enqueue(Run &R, int count) {
   SolverDev *d = R.d;
   double **v = d->v;
   cudaStream_t comm = (cudaStream_t)pk_cuda_dist_comm_stream(R.dop); /* (the timeline's marks) */
-  int64_t nbx = 0; /* one pass: the blocks the last update wrote to d->xloop */
   for (int i = 0; i < count; i++) {
     const double *gp = d->part;
     int64_t gnb = d->nslots, nb1 = 0, nb2 = 0;
     /* all nslots slots: the update's and zeros beyond (pipecg_replace), the same calls every iteration */
     tl_mark(R.stream, 0);
     if (R.repro) { /* the exact sums of r, u, w first (not overlapped; one pass: the update before added them) */
-      if (R.xone && i > 0)
-        PK_CALL(exact_blocks(R, nbx, pipe_nv(R), &gp, &gnb));
+      if (R.xone && i > 0) /* R.nb_update: the blocks the update before wrote */
+        PK_CALL(exact_blocks(R, R.nb_update, pipe_nv(R), &gp, &gnb));
       else
         PK_CALL(exact_pipecg(R, &gp, &gnb));
       PK_CALL(apply_pc(R, d->st, v[D_W], v[D_M]));
@@ -127,32 +115,10 @@ int dist_pipecg_enqueue(Run &R, int count) {
         PK_CUDA_CHECK(ctx, kSolve, cudaStreamWaitEvent((cudaStream_t)ecomm, d->ev_scal, 0), "event");
       }
     }
-    if (R.xone) { /* (no edge_comm in reproducible mode) */
-      PK_CUDA_CHECK(ctx, kSolve,
-                    pk_cuda_pipecg_step_x(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
-                                          v[D_X], v[D_R], v[D_U], v[D_W], d->xloop, &nb1, R.rr_on),
-                    "pipelined CG update");
-      PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
-      if (nb1 > d->nslots) return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
-      PK_CUDA_CHECK(ctx, kSolve,
-                    pk_cuda_pipecg_step_x(R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
-                                          v[D_X], v[D_R], v[D_U], v[D_W], d->xloop + nb1 * pipe_nv(R) * PK_XACC_LEN,
-                                          &nb2, R.rr_on),
-                    "pipelined CG update (tile edges)");
-      nbx = nb1 + nb2;
-    } else {
-      PK_CUDA_CHECK(ctx, kSolve,
-                    pk_cuda_pipecg_step(R.stream, &R.op_in, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
-                                        v[D_X], v[D_R], v[D_U], v[D_W], d->part, &nb1, R.rr_on),
-                    "pipelined CG update");
-      tl_mark(R.stream, 7);
-      if (!R.edge_comm) PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
-      PK_CUDA_CHECK(ctx, kSolve,
-                    pk_cuda_pipecg_step(ecomm ? ecomm : R.stream, &R.op_edge, d->st, v[D_M], v[D_Z], v[D_Q],
-                                        v[D_S], v[D_P], v[D_X], v[D_R], v[D_U], v[D_W],
-                                        d->part + pipe_nv(R) * nb1, &nb2, R.rr_on),
-                    "pipelined CG update (tile edges)");
-    }
+    PK_CALL(pipecg_update_on(R, R.stream, &R.op_in, 0, &nb1, "pipelined CG update"));
+    tl_mark(R.stream, 7);
+    if (!R.edge_comm) PK_CALL(pk_cuda_dist_halo_end(R.dop, R.nccl));
+    PK_CALL(pipecg_update_on(R, ecomm ? ecomm : R.stream, &R.op_edge, nb1, &nb2, "pipelined CG update (tile edges)"));
     if (ecomm) { /* what follows on the context's stream (the next sums, m = M^-1 w) waits for the edges */
       PK_CUDA_CHECK(ctx, kSolve, cudaEventRecord(d->ev_edge, (cudaStream_t)ecomm), "event");
       PK_CUDA_CHECK(ctx, kSolve, cudaStreamWaitEvent(R.stream, d->ev_edge, 0), "event");
@@ -292,12 +258,7 @@ int pipecg_enqueue(Run &R, int count) {
         if (running) PK_CALL(user_ax(R, v[D_M]));
       }
       PK_CALL(halo(R, v[D_M]));
-      PK_CUDA_CHECK(ctx, kSolve,
-                    R.xone ? pk_cuda_pipecg_step_x(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
-                                                   v[D_X], v[D_R], v[D_U], v[D_W], d->xloop, &nb, R.rr_on)
-                           : pk_cuda_pipecg_step(R.stream, &R.op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P],
-                                                 v[D_X], v[D_R], v[D_U], v[D_W], d->part, &nb, R.rr_on),
-                    "pipelined CG update");
+      PK_CALL(pipecg_update_on(R, R.stream, &R.op, 0, &nb, "pipelined CG update"));
       tl_mark(R.stream, 7);
       if (nb > d->nslots)
         return pk_error(ctx, PKRYLOV_ERR_INTERNAL, __func__, "more partial slots than sized");

@@ -401,12 +401,33 @@ int cg_operator(Run &R, int init, int64_t *nb, int pdl) {
     if (running) PK_CALL(user_ax(R, v[D_Z]));
   }
   PK_CALL(halo(R, v[D_Z]));
-  PK_CUDA_CHECK(ctx, kSolve,
-                R.xone ? pk_cuda_cg_operator_step_x(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q],
-                                                    d->xloop, nb)
-                       : pk_cuda_cg_operator_step(R.stream, &R.op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q],
-                                                  d->part, nb, pdl),
-                "CG operator loop");
+  return cg_operator_on(R, &R.op, init, 0, nb, pdl, "CG operator loop");
+}
+
+int cg_operator_on(Run &R, const pk_cuda_op *op, int init, int64_t slot, int64_t *nb, int pdl, const char *what) {
+  SolverDev *d = R.d;
+  double **v = d->v;
+  if (slot > d->nslots) return pk_error(R.ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
+  PK_CUDA_CHECK(R.ctx, kSolve,
+                R.xone ? pk_cuda_cg_operator_step_x(R.stream, op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                                    d->xloop + slot * PK_XACC_LEN, nb)
+                       : pk_cuda_cg_operator_step(R.stream, op, d->st, init, v[D_X], v[D_P], v[D_Z], v[D_Q],
+                                                  d->part + slot, nb, pdl),
+                what);
+  return PKRYLOV_SUCCESS;
+}
+
+int pipecg_update_on(Run &R, void *stream, const pk_cuda_op *op, int64_t slot, int64_t *nb, const char *what) {
+  SolverDev *d = R.d;
+  double **v = d->v;
+  const int nv = pipe_nv(R);
+  if (slot > d->nslots) return pk_error(R.ctx, PKRYLOV_ERR_INTERNAL, __func__, "more slots than sized");
+  PK_CUDA_CHECK(R.ctx, kSolve,
+                R.xone ? pk_cuda_pipecg_step_x(stream, op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X],
+                                               v[D_R], v[D_U], v[D_W], d->xloop + slot * nv * PK_XACC_LEN, nb, R.rr_on)
+                       : pk_cuda_pipecg_step(stream, op, d->st, v[D_M], v[D_Z], v[D_Q], v[D_S], v[D_P], v[D_X],
+                                             v[D_R], v[D_U], v[D_W], d->part + (int64_t)nv * slot, nb, R.rr_on),
+                what);
   return PKRYLOV_SUCCESS;
 }
 

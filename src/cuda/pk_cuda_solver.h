@@ -167,6 +167,11 @@ int user_ax(Run &R, const double *x);
 int apply_pc(Run &R, const pk_cuda_state *st, const double *r, double *z);
 int cg_precond(Run &R, int alpha_zero, int64_t *nb);
 int cg_operator(Run &R, int init, int64_t *nb, int pdl = 0);
+/** CG's operator loop on op (R.op; distributed: R.op_in, R.op_edge) on st[0], writing its sums from slot `slot`
+ *  on: the blocks' exact accumulators in d->xloop (Run.xone) or the partial sums in d->part; *nb slots. */
+int cg_operator_on(Run &R, const pk_cuda_op *op, int init, int64_t slot, int64_t *nb, int pdl, const char *what);
+/** Pipelined CG's update on op on stream, its sums from slot `slot` on, as cg_operator_on. */
+int pipecg_update_on(Run &R, void *stream, const pk_cuda_op *op, int64_t slot, int64_t *nb, const char *what);
 int sums_to_host(Run &R, int64_t nb, int nvals, double *out);
 int sums_begin(Run &R, const double *part, int64_t nb, int nvals);
 int sums_end(Run &R, int nvals, const double **gpart, int64_t *gnb);

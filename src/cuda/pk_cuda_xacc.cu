@@ -343,8 +343,7 @@ extern "C" int pk_cuda_xacc_dots_ex(void *stream, int64_t n, int nv, const doubl
   return pk_cuda_xacc_blocks(stream, blk, grid, nv, acc, out);
 }
 
-extern "C" int pk_cuda_xacc_blocks(void *stream, const int64_t *cblk, int64_t nb, int nv, int64_t *acc, double *out) {
-  int64_t *blk = (int64_t *)cblk; /* scratch: groups of rows added in place (pk_cuda.h) */
+extern "C" int pk_cuda_xacc_blocks(void *stream, int64_t *blk, int64_t nb, int nv, int64_t *acc, double *out) {
   /* the headroom: nb canonical accumulators (digits below 2^32) added as int64 */
   if (nv < 1 || nb < 1 || nb > ((int64_t)1 << 30)) return (int)cudaErrorInvalidValue;
   cudaStream_t st = (cudaStream_t)stream;

@@ -171,7 +171,9 @@ __device__ __forceinline__ void xs_store(xslot *sh, int nacc, int64_t *out) {
  * XS_K j + 3]; the block's accumulator sh + j * PK_XACC_LEN). The operator loops' sums cancel (q = A p has
  * both signs), so the two terms of xs_add overflow into the accumulator's atomics often (H100, thin shell
  * 256 x 256 x 128: the operator loop 340 -> 600 us); the third and fourth terms take what the first two
- * cannot hold (xs_add4) and are touched only then. An XR action zeroes sh in begin() (xs_begin, every
+ * cannot hold (xs_add4) and are touched only then. They did not make those loops fast (divergent overflows
+ * remain: docs/notes/performance-history.md), so the drivers take one pass only on small problems
+ * (kXOneAuto, pk_cuda_solver.cu). An XR action zeroes sh in begin() (xs_begin, every
  * thread) and its finish (xs_end, every thread) writes the block's NS canonical accumulators to its slot. */
 
 constexpr int XS_K = 4; /* terms of an XR action's expansion per sum */
