@@ -116,6 +116,7 @@ PK_TEST_CASE(bad_values) {
       {"cuda.csr_lanes", "3", "power of two"}, {"cuda.csr_lanes", "64", "power of two up to 32"},
       {"cuda.csr_format", "diag", "auto, csr, dia, dia-nosym"}, {"cuda.csr_format", "CSR", "auto, csr"},
       {"dist.nccl", "2", "0 or 1"},            {"kry.graph", "onn", "0 or 1"},   {"cuda.fold", "2", "0..1, or auto"},
+      {"kry.xfuse", "2", "0..1, or auto"},     {"kry.xfuse", "-1", "0..1, or auto"},
       {"cuda.bind", "yes", "none, auto"},
   };
   for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
