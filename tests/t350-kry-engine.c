@@ -492,6 +492,23 @@ PK_TEST_CASE(bad_ids_and_counts) {
   PK_EXPECT_CODE(ctx, pk_kry_residual(E, PK_KV_X, PK_KV_W0, 256), PKRYLOV_ERR_INTERNAL);
   PK_EXPECT_CODE(ctx, pk_kry_get(E, 250, 7, (double[7]){0}), PKRYLOV_ERR_INTERNAL);
   PK_EXPECT_CODE(ctx, pk_kry_set(E, -1, 1, (double[1]){0}), PKRYLOV_ERR_INTERNAL);
+  { /* several ranges in one read: each checked, none read when one is bad */
+    double a[3] = {-1, -1, -1}, b[2] = {-1, -1};
+    const double v[3] = {1.5, 2.5, 3.5};
+    PK_REQUIRE_OK(ctx, pk_kry_set(E, 10, 3, v));
+    const pk_krange bad[2] = {{10, 3, a}, {255, 2, b}};
+    PK_EXPECT_CODE(ctx, pk_kry_getv(E, 2, bad), PKRYLOV_ERR_INTERNAL);
+    PK_EXPECT(a[0] == -1 && b[0] == -1, "nothing read when a range is bad");
+    const pk_krange nul[2] = {{10, 3, a}, {20, 1, NULL}};
+    PK_EXPECT_CODE(ctx, pk_kry_getv(E, 2, nul), PKRYLOV_ERR_INTERNAL);
+    PK_EXPECT(pk_test_msg_has(ctx, "NULL"), "message names the NULL array");
+    const pk_krange many[5] = {{10, 1, a}, {10, 1, a}, {10, 1, a}, {10, 1, a}, {10, 1, a}};
+    PK_EXPECT_CODE(ctx, pk_kry_getv(E, 5, many), PKRYLOV_ERR_INTERNAL);
+    PK_EXPECT(pk_test_msg_has(ctx, "5 ranges"), "message names the count");
+    const pk_krange ok[3] = {{10, 3, a}, {11, 2, b}, {30, 0, NULL}}; /* overlapping; an empty one */
+    PK_REQUIRE_OK(ctx, pk_kry_getv(E, 3, ok));
+    PK_EXPECT(a[0] == 1.5 && a[1] == 2.5 && a[2] == 3.5 && b[0] == 2.5 && b[1] == 3.5, "ranges read");
+  }
   pk_kupd u;
   memset(&u, 0, sizeof u);
   u.y = PK_KV_W0;

@@ -619,6 +619,14 @@ PK_TEST_CASE(operator_ops_match_cpu) {
     PK_REQUIRE_OK(NULL, pk_kry_set(P.E[1], 3, 70, vals));
     PK_REQUIRE_OK(NULL, pk_kry_get(P.E[1], 3, 70, back));
     PK_EXPECT(memcmp(vals, back, sizeof vals) == 0, "get/set round trip");
+    { /* several ranges with one wait, overlapping (the poll's header, ring and a driver's scalars) */
+      double g1[8], g2[20], g3[5];
+      const pk_krange rg[3] = {{3, 8, g1}, {40, 20, g2}, {5, 5, g3}};
+      PK_REQUIRE_OK(NULL, pk_kry_getv(P.E[1], 3, rg));
+      PK_EXPECT(memcmp(g1, vals, sizeof g1) == 0 && memcmp(g2, vals + 37, sizeof g2) == 0 &&
+                    memcmp(g3, vals + 2, sizeof g3) == 0,
+                "getv ranges");
+    }
     /* first_nonfinite */
     double *h = rand_vec(n, 5);
     const int64_t i1 = n / 2, i2 = n > 3 ? n - 2 : i1;

@@ -1032,17 +1032,16 @@ int kd_wait(pk_kry *E) {
   return submit(E, r);
 }
 
-int kd_get(pk_kry *E, int32_t first, int32_t count, double *host) {
+int kd_getv(pk_kry *E, int32_t n, const pk_krange *r) {
   KryDev *D = dev_of(E);
-  if (count <= 0)
-    return PKRYLOV_SUCCESS;
   PK_CALL(flush(E));
-  PK_CUDA_CHECK(
-      E->ctx, kSolve,
-      cudaMemcpyAsync(D->hbuf, D->S + first, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, D->st),
-      "reading the scalars");
+  for (int32_t i = 0; i < n; i++) /* hbuf mirrors S (nscalars), so ranges may overlap */
+    PK_CUDA_CHECK(E->ctx, kSolve,
+                  cudaMemcpyAsync(D->hbuf + r[i].first, D->S + r[i].first, sizeof(double) * (size_t)r[i].count,
+                                  cudaMemcpyDeviceToHost, D->st),
+                  "reading the scalars");
   PK_CALL(sync_checked(E, "reading the scalars"));
-  memcpy(host, D->hbuf, sizeof(double) * (size_t)count);
+  for (int32_t i = 0; i < n; i++) memcpy(r[i].host, D->hbuf + r[i].first, sizeof(double) * (size_t)r[i].count);
   return PKRYLOV_SUCCESS;
 }
 
@@ -1151,7 +1150,7 @@ int kd_block_end(pk_kry *E) {
 extern "C" const pk_kry_backend pk_kry_cuda_backend = {
     kd_create,  kd_destroy,  kd_bind,   kd_unbind,     kd_copy,       kd_first_nonfinite, kd_matvec,
     kd_precond, kd_residual, kd_update, kd_block_dots, kd_basis_dots, kd_basis_axpy,      kd_basis_gemm,
-    kd_scalar,  kd_wait,     kd_get,    kd_set,        kd_sync,       kd_basis_axpy_dots, kd_block_begin,
+    kd_scalar,  kd_wait,     kd_getv,   kd_set,        kd_sync,       kd_basis_axpy_dots, kd_block_begin,
     kd_block_end,
     kd_cg_precond,
     kd_cg_operator,

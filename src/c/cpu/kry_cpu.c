@@ -593,8 +593,8 @@ static int cpu_wait(pk_kry *E) {
   return pk_allreduce_end(E->ctx, &P->req);
 }
 
-static int cpu_get(pk_kry *E, int32_t first, int32_t count, double *host) {
-  memcpy(host, P_(E)->S + first, sizeof(double) * (size_t)count);
+static int cpu_getv(pk_kry *E, int32_t n, const pk_krange *r) {
+  for (int32_t i = 0; i < n; i++) memcpy(r[i].host, P_(E)->S + r[i].first, sizeof(double) * (size_t)r[i].count);
   return PKRYLOV_SUCCESS;
 }
 
@@ -611,7 +611,7 @@ static int cpu_sync(pk_kry *E) {
 const pk_kry_backend pk_kry_cpu_backend = {
     cpu_create,   cpu_destroy,    cpu_bind,       cpu_unbind,     cpu_copy,       cpu_first_nonfinite,
     cpu_matvec,   cpu_precond,    cpu_residual,   cpu_update,     cpu_block_dots, cpu_basis_dots,
-    cpu_basis_axpy, cpu_basis_gemm, cpu_scalar,   cpu_wait,       cpu_get,        cpu_set,
+    cpu_basis_axpy, cpu_basis_gemm, cpu_scalar,   cpu_wait,       cpu_getv,        cpu_set,
     cpu_sync,
     NULL /* basis_axpy_dots: the front end runs basis_axpy, then basis_dots */,
     NULL /* block_begin: blocks are a CUDA matter */,

@@ -86,7 +86,10 @@ int pk_cg_sizes(pkrylov_solver s, pk_kry_sizes *z) {
 /** Scalars the CG driver reads after a step (PK_CG_IT .. PK_CG_TAKE). */
 enum { CG_H_IT, CG_H_MAXIT, CG_H_LAST_RR, CG_H_MIN_ON, CG_H_MIN_RR, CG_H_MIN_IT, CG_H_TAKE, CG_H_N };
 
-static int cg_read(pk_kry *E, double *h) { return pk_kry_get(E, PK_CG_IT, CG_H_N, h); }
+/** pk_kry_poll, reading the driver's scalars h (CG_H_*) in the same read. */
+static int cg_poll(pk_kry_run *R, int32_t first, pk_kry_status *st, double *h) {
+  return pk_kry_poll_read(R, first, st, PK_CG_IT, CG_H_N, h);
+}
 
 /** Iterations per block: the engine's sync interval (1 on the CPU), 1 with a monitor or a stagnation window
  *  (they see every residual before the next iteration runs). */
@@ -122,8 +125,7 @@ static int cg_run(pk_kry_run *R, pkrylov_result *res) {
     PK_CALL(pk_kry_update(E, 1, &q0, 0, NULL, 0, 0));
     PK_CALL(pk_kry_cg_precond(E, CG_R, CG_Q, CG_Z, zero, PK_CG_RZ, 0));
     PK_CALL(pk_kry_scalar(E, PK_KSS_CG_INIT, restart));
-    PK_CALL(pk_kry_poll(R, !restart, &st));
-    PK_CALL(cg_read(E, h));
+    PK_CALL(cg_poll(R, !restart, &st, h));
     if (st.code == PKRYLOV_DIVERGED_NAN) {
       res->reason = PKRYLOV_DIVERGED_NAN;
       res->breakdown_iteration = st.code_it;
@@ -176,8 +178,7 @@ static int cg_run(pk_kry_run *R, pkrylov_result *res) {
         }
       }
       PK_CALL(pk_kry_block_end(E));
-      PK_CALL(pk_kry_poll(R, 0, &st));
-      PK_CALL(cg_read(E, h));
+      PK_CALL(cg_poll(R, 0, &st, h));
       it = (int32_t)h[CG_H_IT];
       res->iterations = it;
       if (!st.code && !st.host) { /* a whole block: x and r are at iteration it */
@@ -402,8 +403,7 @@ static int pc_run(pk_kry_run *R, pkrylov_result *res, const pc_vecs *V) {
         }
         PK_CALL(pk_kry_block_end(E));
       }
-      PK_CALL(pk_kry_poll(R, 0, &st));
-      PK_CALL(pk_kry_get(E, PK_PCG_CURV, PC_H_N, h));
+      PK_CALL(pk_kry_poll_read(R, 0, &st, PK_PCG_CURV, PC_H_N, h));
       if (nb > 0) { /* the updates that ran: x is iterate IT (after a running step, IT counts the next one) */
         const int32_t it_before = it;
         it = (int32_t)h[PC_H_IT] - (!repl_end && !st.code ? 1 : 0);

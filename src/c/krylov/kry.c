@@ -412,10 +412,23 @@ int pk_kry_wait(pk_kry *E) {
 }
 
 int pk_kry_get(pk_kry *E, int32_t first, int32_t count, double *host) {
-  if (!E || !host) return KRY_BAD(E, __func__, "NULL engine or host array");
-  PK_CALL(check_range(E, __func__, "get", first, count));
-  if (count == 0) return PKRYLOV_SUCCESS;
-  return E->be->get(E, first, count, host);
+  const pk_krange r = {first, count, host};
+  return pk_kry_getv(E, 1, &r);
+}
+
+int pk_kry_getv(pk_kry *E, int32_t n, const pk_krange *r) {
+  enum { MAXR = 4 };
+  if (!E || (n > 0 && !r)) return KRY_BAD(E, __func__, "NULL engine or ranges");
+  if (n < 0 || n > MAXR) return KRY_BAD(E, __func__, "%d ranges (0..%d)", n, (int)MAXR);
+  pk_krange v[MAXR];
+  int32_t m = 0;
+  for (int32_t i = 0; i < n; i++) {
+    PK_CALL(check_range(E, __func__, "get", r[i].first, r[i].count));
+    if (r[i].count == 0) continue;
+    if (!r[i].host) return KRY_BAD(E, __func__, "NULL host array");
+    v[m++] = r[i];
+  }
+  return m ? E->be->getv(E, m, v) : PKRYLOV_SUCCESS;
 }
 
 int pk_kry_set(pk_kry *E, int32_t first, int32_t count, const double *host) {
@@ -436,20 +449,26 @@ int pk_kry_sync(pk_kry *E) {
 int pk_kry_converged(const pk_kry_run *R, double v) { return pk_solver_converged(R->s, R->tol, v); }
 
 int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st) {
+  return pk_kry_poll_read(R, first, st, 0, 0, NULL);
+}
+
+int pk_kry_poll_read(pk_kry_run *R, int32_t first, pk_kry_status *st, int32_t vfirst, int32_t vcount,
+                     double *vals) {
   (void)first;
   double h[PK_KS_DRIVER];
-  PK_CALL(pk_kry_get(R->E, 0, PK_KS_DRIVER, h));
+  /* the header, the ring and the driver's scalars in one read (one host round trip per block on CUDA) */
+  const pk_krange rg[3] = {{0, PK_KS_DRIVER, h}, {R->ring_base, R->ring, R->ringbuf}, {vfirst, vcount, vals}};
+  PK_CALL(pk_kry_getv(R->E, vals && vcount > 0 ? 3 : 2, rg));
   st->its = (int32_t)h[PK_KS_ITS];
   st->code = (int32_t)h[PK_KS_STOP];
   st->code_it = (int32_t)h[PK_KS_STOP_IT];
   st->host = 0;
   if (st->its > R->recorded) {
-    const int32_t base = (int32_t)h[PK_KS_RING_BASE], len = R->ring;
+    const int32_t len = R->ring;
     if (st->its - R->recorded > len)
       return pk_error(R->s->ctx, PKRYLOV_ERR_INTERNAL, __func__, "%d iterations between polls, ring of %d",
                       st->its - R->recorded, len);
-    double *ring = R->ringbuf;
-    PK_CALL(pk_kry_get(R->E, base, len, ring));
+    const double *ring = R->ringbuf;
     for (int32_t k = R->recorded + 1; k <= st->its; k++) {
       int stop = pk_solver_record(R->s, &R->best, &R->stalled, k, ring[k % len]);
       if (stop && !st->host) st->host = stop;
@@ -728,6 +747,7 @@ int pk_kry_solve(pkrylov_solver s, int32_t mem, const double *b, double *x) {
   R.recorded = -1;
   const int32_t ring = nscal - z.nscalars;
   R.ring = ring;
+  R.ring_base = z.nscalars;
   R.ringbuf = malloc(sizeof(double) * (size_t)ring);
   if (!R.ringbuf) {
     ierr = pk_error(ctx, PKRYLOV_ERR_OUT_OF_MEMORY, "pkrylov_solver_solve",

@@ -258,6 +258,14 @@ int pk_kry_scalar(pk_kry *E, int32_t id, int32_t arg);
 int pk_kry_wait(pk_kry *E);
 /** host[0..count) = S[first..first+count) (waits for the device on CUDA). */
 int pk_kry_get(pk_kry *E, int32_t first, int32_t count, double *host);
+/** A range of S to read: host[0..count) = S[first..first+count). */
+typedef struct {
+  int32_t first, count;
+  double *host;
+} pk_krange;
+/** Read n ranges of S with one wait for the device (pk_kry_poll: the header, the ring and a driver's
+ *  scalars in one host round trip per block). */
+int pk_kry_getv(pk_kry *E, int32_t n, const pk_krange *r);
 /** S[first..first+count) = host[0..count). */
 int pk_kry_set(pk_kry *E, int32_t first, int32_t count, const double *host);
 /** Wait until all queued work is done (timings; a no-op on the CPU). */
@@ -321,6 +329,7 @@ typedef struct pk_kry_run {
   int32_t restarts;    /* restarts of a driver's own (single-reduction CG: a recurrence curvature) */
   int32_t recorded;    /* iterations whose residual the host has recorded (history, monitor) */
   int32_t ring;        /* ring length (S[PK_KS_RING_LEN]) */
+  int32_t ring_base;   /* its first scalar (S[PK_KS_RING_BASE]) */
   double *ringbuf;     /* the host's copy of the ring (ring values; pk_kry_poll), allocated per solve */
   pk_vid tmp;          /* the frame's work vector */
   double final_res;    /* ||b - A x|| of the returned x when have_final */
@@ -354,6 +363,9 @@ typedef struct {
  * inside a block applies at the end of the block (on the CPU, where blocks are one iteration, at once).
  */
 int pk_kry_poll(pk_kry_run *R, int32_t first, pk_kry_status *st);
+/** pk_kry_poll, reading vals[0..vcount) = S[vfirst..vfirst+vcount) (a driver's scalars) in the same read. */
+int pk_kry_poll_read(pk_kry_run *R, int32_t first, pk_kry_status *st, int32_t vfirst, int32_t vcount,
+                     double *vals);
 /**
  * The steps say converged: r = b - A x into R->tmp (S[PK_KS_TRUE] = ||r||^2); *accept = the converged reason
  * (PKRYLOV_CONVERGED_RTOL / _ATOL) when it meets the tolerance too, else 0 and the driver restarts from x
@@ -467,7 +479,7 @@ typedef struct pk_kry_backend {
   int (*basis_gemm)(pk_kry *E, int32_t a0, int32_t kin, int32_t t0, int32_t ldt, int32_t b1, int32_t kout);
   int (*scalar)(pk_kry *E, int32_t id, int32_t arg);
   int (*wait)(pk_kry *E);
-  int (*get)(pk_kry *E, int32_t first, int32_t count, double *host);
+  int (*getv)(pk_kry *E, int32_t n, const pk_krange *r); /* ranges checked, counts > 0 */
   int (*set)(pk_kry *E, int32_t first, int32_t count, const double *host);
   int (*sync)(pk_kry *E);
   /* optional (NULL: the front end composes basis_axpy and basis_dots; blocks are ignored) */
