@@ -53,17 +53,22 @@ struct StepIn {
   double *hist;
 };
 
-/** What a kernel of the CUDA engine gets (FOLD_E_NONE, FOLD_E_*): its own type, so that the CG driver's kernels
- *  (StepIn) keep their parameters and code. */
+/** What a kernel of the CUDA engine gets (FOLD_E_NONE): its own type, so that the CG driver's kernels (StepIn)
+ *  keep their parameters and code. */
 struct StepInE : StepIn {
-  pk_cuda_escal e; /* FOLD_E_NONE: the engine's scalars instead of st; FOLD_E_* (folded): the coefficients
-                      and the stop slot (e.S unused) */
-  pk_cuda_efold f; /* FOLD_E_*: the engine's folded step */
+  pk_cuda_escal e; /* the engine's scalars instead of st */
+};
+/** What a folded kernel of the CUDA engine gets (FOLD_E_*). The unfolded kernels do not carry the fold's
+ *  fields: with them in the kernel's parameters, CG's fused 2-D loop (ActPcCgR) was compiled to 48 registers
+ *  instead of the driver's 64 and took 28.3-28.9 us against 25.7-26.6 at 1024^2 (H200, ncu). */
+struct StepInEF : StepInE {
+  pk_cuda_efold f; /* the engine's folded step (e: the coefficients and the stop slot, e.S unused) */
 };
 
 /** The StepIn type of FOLD. */
 template <int FOLD>
-using StepInT = std::conditional_t<(FOLD < 0 || FOLD >= FOLD_E_CG_SIGMA), StepInE, StepIn>;
+using StepInT =
+    std::conditional_t<(FOLD < 0), StepInE, std::conditional_t<(FOLD >= FOLD_E_CG_SIGMA), StepInEF, StepIn>>;
 
 /** A coefficient of the engine's scalars (pk_coef_value: index -1 is 1, -2 is 0). */
 __device__ __forceinline__ double escal_value(const double *S, int32_t i, int32_t neg) {
@@ -94,8 +99,8 @@ StepInE step_in(const pk_cuda_escal *e) {
 }
 
 /** StepIn of a folded kernel of the CUDA engine (FOLD_E_*). */
-StepInE step_in(const pk_cuda_escal *e, const pk_cuda_efold *f) {
-  StepInE in = {};
+StepInEF step_in(const pk_cuda_escal *e, const pk_cuda_efold *f) {
+  StepInEF in = {};
   in.e = *e;
   in.f = *f;
   return in;
@@ -375,6 +380,19 @@ __device__ __forceinline__ void efold_step(double (&loc)[NS], const pk_cuda_efol
   const double ring_len = loc[PK_KS_RING_LEN], its0 = loc[PK_KS_ITS];
   const int it0 = CG ? 0 : (int)loc[PK_PCG_IT];
   const bool first0 = !CG && loc[PK_PCG_FIRST] != 0.0, run0 = loc[PK_KS_STOP] == 0.0;
+  /* pipelined CG without the rule (FOLD_E_PIPE): the writer copies the scalars before the step and after it
+     writes only those the step changed, compared bitwise with the copy (the compiler drops the test for the
+     entries the step never writes, so those hold no register across it): its preconditioner kernel on a 2-D
+     grid 164 -> 124 registers (the driver's FOLD_PIPE: 124). With the rule (FOLD_E_PIPE_RR) the same took 80
+     -> 215 (the estimate's entries live across the step), and CG's steps were unchanged (80): those write
+     every scalar after the step */
+  constexpr bool COPY_FIRST = FOLD == FOLD_E_PIPE;
+  double orig[NS];
+#pragma unroll
+  for (int i = 0; i < NS; i++) orig[i] = loc[i];
+  if (COPY_FIRST && writer)
+#pragma unroll
+    for (int i = 0; i < NS; i++) f.Sout[i] = orig[i];
   loc[PK_KS_RING_LEN] = 0.0;
   const int arg = f.arg + (f.base ? *f.base : 0);
   if constexpr (FOLD == FOLD_E_CG_SIGMA)
@@ -386,7 +404,8 @@ __device__ __forceinline__ void efold_step(double (&loc)[NS], const pk_cuda_efol
   loc[PK_KS_RING_LEN] = ring_len;
   if (writer) {
 #pragma unroll
-    for (int i = 0; i < NS; i++) f.Sout[i] = loc[i];
+    for (int i = 0; i < NS; i++)
+      if (!COPY_FIRST || __double_as_longlong(loc[i]) != __double_as_longlong(orig[i])) f.Sout[i] = loc[i];
     const int len = (int)ring_len;
     if (FOLD != FOLD_E_CG_SIGMA && len > 0) {
       const double rr = loc[CG ? (int)PK_CG_RR : (int)PK_PCG_RR], rn = sqrt(rr);
@@ -412,7 +431,7 @@ template <int FOLD> struct EFold {
 };
 
 template <int FOLD>
-__device__ __forceinline__ bool efold_scalars(const StepInE &in, double &alpha, double &beta) {
+__device__ __forceinline__ bool efold_scalars(const StepInEF &in, double &alpha, double &beta) {
   constexpr bool CG = EFold<FOLD>::CG;
   constexpr int NS = EFold<FOLD>::NS, OUT = EFold<FOLD>::OUT;
   constexpr int NV = FoldNV<FOLD>::NV;
