@@ -554,8 +554,8 @@ cudaGraphExec_t capture(pk_kry *E, const std::vector<int32_t> &log) {
 
 void kd_destroy(pk_kry *E);
 
-/** CG and pipelined CG: the folded steps (cuda.fold: -1 the CG driver's rule, pk_cuda_fold_auto, which the
- *  engine takes without the driver's fused 2-D loop; 0 off, 1 on; off with user routines,
+/** CG and pipelined CG: the folded steps (cuda.fold: -1 the CG driver's rule, pk_cuda_fold_auto; 0 off, 1 on;
+ *  off with user routines,
  *  several ranks), their programmatic dependent launches (cuda.pdl) and buffers (allocated here, outside any
  *  capture: the other scalar buffers and the second partial-sum buffer). */
 int fold_setup(pk_kry *E) {
@@ -579,9 +579,10 @@ int fold_setup(pk_kry *E) {
   if (nslots < 1)
     nslots = 1;
   const int fm = s->opts.cuda_fold;
-  /* with CG's fused 2-D loop (KryDev.ralt) that loop's rule, as the CG driver's */
-  D->fold = fm >= 0 ? fm != 0
-                    : pk_cuda_fold_auto(s->A->type == PKRYLOV_OPERATOR_CSR, E->n, nslots, D->ralt != nullptr) != 0;
+  /* the CG driver's rule: the flat one for a grid of one level (CG's fused 2-D loop, KryDev.ralt, among them) */
+  const int csr = s->A->type == PKRYLOV_OPERATOR_CSR;
+  const int flat = !csr && (D->ralt != nullptr || D->op.nz == 1);
+  D->fold = fm >= 0 ? fm != 0 : pk_cuda_fold_auto(csr, E->n, nslots, flat) != 0;
   if (!D->fold)
     return PKRYLOV_SUCCESS;
   D->pdl = s->opts.cuda_pdl != 0;

@@ -42,13 +42,17 @@ extern "C" {
  * partial-sum slots. Every block of a folded kernel first adds all the producer's slots, a cost that grows
  * with (number of blocks)^2: it pays for small problems, which are latency-bound and save a kernel launch per
  * scalar step, and not once the grids have many blocks (the grid operators use one thread per column and
- * level chunk, CSR one thread per row, so CSR reaches that point at smaller sizes). Measured on an H200 (us
+ * level chunk, CSR one thread per row, so CSR and the grids of one level, a thread per cell, reach that point
+ * at smaller sizes: the flat rule). Measured on an H200 (us
  * per iteration, one-block / folded with programmatic dependent launches): thin shell, column
  * preconditioner, CG 32^3 11.4 / 7.4, 64^3 18.1 / 15.2, 128^2 x 64 40.9 / 40.8, 256^2 x 128 272 / 278;
  * pipelined CG 32^3 10.2 / 7.9, 64^3 20.6 / 19.6; CSR 7-point Laplacian 64^3 (1024 slots: one thread per
  * row), CG 17.6 / 36.1, pipelined CG 19.2 / 29.0. The fused 2-D loop (H100, barotropic with the approximate
  * inverse, us per iteration unfolded / folded): 128^2 7.82 / 6.34, 256^2 8.83 / 8.11, 384^2 13.22 / 19.29,
  * 512^2 15.42 / 21.98, the loops one wave of 528 blocks from 384^2: every folded block adds them all.
+ * Pipelined CG on the same grids (a thread per cell, 1024 slots at 512^2), H200, the CUDA engine's kernels,
+ * folded / not: 256^2 10.44 / 10.83, 512^2 30.89 / 17.46 (the driver's folded: 25.66): the flat rule for
+ * every grid of one level since 2026-11-28 (before, only for CG's fused loop).
  */
 static constexpr int64_t kFoldMaxCells = (int64_t)1 << 20;
 static constexpr int64_t kFoldMaxSlots = 256;
@@ -59,8 +63,8 @@ static constexpr int64_t kFoldMaxSlots = 256;
    PKC_FILL_BLOCKS (512) to 1024 blocks: both fold */
 static constexpr int64_t kFoldMaxGridSlots = 1024;
 
-extern "C" int pk_cuda_fold_auto(int csr, int64_t n, int64_t nslots, int fused_2d) {
-  if (csr || fused_2d) return nslots <= kFoldMaxSlots && (csr || n <= kFoldMaxCells);
+extern "C" int pk_cuda_fold_auto(int csr, int64_t n, int64_t nslots, int flat) {
+  if (csr || flat) return nslots <= kFoldMaxSlots && (csr || n <= kFoldMaxCells);
   return n <= kFoldMaxCells && nslots <= kFoldMaxGridSlots;
 }
 
@@ -951,7 +955,8 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.best = INFINITY;
   R.k = (s->monitor || s->stag_window > 0) ? 1 : s->sync_interval;
   const int csr = s->A->type == PKRYLOV_OPERATOR_CSR;
-  R.fold = d->fold_mode >= 0 ? d->fold_mode : pk_cuda_fold_auto(csr, n, d->nslots, 0);
+  /* a grid of one level runs a thread per cell (CG's fused 2-D loop among them): the flat rule */
+  R.fold = d->fold_mode >= 0 ? d->fold_mode : pk_cuda_fold_auto(csr, n, d->nslots, !csr && s->A->nz == 1);
   /* a halo-exchange stencil runs like a user operator: its exchange is a host call between the kernels */
   R.uop = s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange ? s->A : NULL;
   R.upc = s->M && s->M->type == PKRYLOV_PRECOND_USER ? s->M : NULL;
@@ -1090,9 +1095,6 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   int rc;
   if (s->type == PKRYLOV_SOLVER_CG) {
     R.fuse_r = !R.distributed && (!R.repro || R.xrho) && !R.uop && !R.upc && pk_cuda_cg_precond_fuses_r(R.pcp);
-    /* the fused 2-D loop's own automatic rule (pk_cuda_fold_auto): fuse_r is known only here (reproducible
-       mode, several ranks), after the choice above, which it can only turn off */
-    if (R.fuse_r && d->fold_mode < 0 && R.fold) R.fold = pk_cuda_fold_auto(csr, n, d->nslots, 1);
     if (R.fuse_r && !R.fold) R.pdl = d->pdl; /* its unfolded loop's launches too (cg_enqueue) */
     l2_begin(R);
     rc = solve_cg(R);
