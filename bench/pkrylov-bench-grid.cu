@@ -7,7 +7,8 @@
  *   pkrylov-bench-grid [--problems LIST] [--iters K] [--repeat R] [--maxit N] [--json FILE] [--no-cpu] [--repro]
  *
  * LIST, separated by ';': baro:NX,NY (the barotropic basin, pkrylov_barotropic_coefficients; pkrylov on 2 x 2
- * tiles of one GPU), ts:NX,NY,NZ (the thin shell as a column stencil: one tile through
+ * tiles of one GPU; baro:NX,NY:jacobi the pkrylov rows with the Jacobi preconditioner, no vendor or CPU
+ * row), ts:NX,NY,NZ (the thin shell as a column stencil: one tile through
  * pkrylov_operator_create_stencil7, one tile and 2 x 2 tiles through the grid), cube:N,NZ (the thin shell on
  * the six faces of the cube, one tile per face). Default: baro:256,256, baro:1024,1024, baro:4096,2048,
  * ts:256,256,128, cube:256,64.
@@ -388,7 +389,14 @@ int main(int argc, char **argv) {
     pos = end + 1;
     if (p.empty()) continue;
     int a1 = 0, a2 = 0, a3 = 0;
-    if (sscanf(p.c_str(), "baro:%d,%d", &a1, &a2) == 2) {
+    char pcname[16] = "";
+    if (sscanf(p.c_str(), "baro:%d,%d:%15s", &a1, &a2, pcname) >= 2) {
+      const bool jacobi = std::string(pcname) == "jacobi";
+      if (pcname[0] && !jacobi) {
+        fprintf(stderr, "%s: unknown preconditioner '%s' (jacobi, or none for the approximate inverse)\n",
+                p.c_str(), pcname);
+        continue;
+      }
       const int64_t nx = a1, ny = a2, n = nx * ny;
       std::vector<double> w((size_t)n), s((size_t)n), c((size_t)n), b((size_t)n);
       std::vector<int32_t> mask((size_t)n);
@@ -405,7 +413,9 @@ int main(int argc, char **argv) {
       pkrylov_precond M = NULL, Mc = NULL;
       int rc = grid_op(gctx, nx, ny, 1, ntx, nty, PKRYLOV_PERIODIC_X, w.data(), s.data(), NULL, c.data(),
                        mask.data(), &g, &A);
-      if (!rc) rc = pkrylov_precond_create_ainv(gctx, A, 0.51, &M);
+      if (!rc)
+        rc = jacobi ? pkrylov_precond_create(gctx, A, PKRYLOV_PRECOND_JACOBI, 0, PKRYLOV_LAYOUT_KSLOW, &M)
+                    : pkrylov_precond_create_ainv(gctx, A, 0.51, &M);
       if (rc) {
         fprintf(stderr, "%s: %s\n", p.c_str(), pk_msg(gctx, rc).c_str());
         continue;
@@ -418,7 +428,7 @@ int main(int argc, char **argv) {
       CK_CUDA(cudaMalloc(&dx, sizeof(double) * n));
       CK_CUDA(cudaMemcpy(db, bc.data(), sizeof(double) * n, cudaMemcpyHostToDevice));
       Row proto;
-      proto.problem = p, proto.n = n, proto.precond = "ainv";
+      proto.problem = p, proto.n = n, proto.precond = jacobi ? "jacobi" : "ainv";
       for (int st : {PKRYLOV_SOLVER_CG, PKRYLOV_SOLVER_PIPECG}) {
         Row r = proto;
         r.impl = "pkrylov-cuda 2x2 tiles", r.solver = solver_name(st), r.words = words(st, true);
@@ -433,8 +443,8 @@ int main(int argc, char **argv) {
         }
       }
       /* the vendor PCG on the same matrix (the CPU grid operator's CSR export) and preconditioner */
-      if (!grid_op(cctx, nx, ny, 1, ntx, nty, PKRYLOV_PERIODIC_X, w.data(), s.data(), NULL, c.data(), mask.data(),
-                   &gc, &Ac)) {
+      if (!jacobi && !grid_op(cctx, nx, ny, 1, ntx, nty, PKRYLOV_PERIODIC_X, w.data(), s.data(), NULL, c.data(),
+                              mask.data(), &gc, &Ac)) {
         HostCsr mats[2];
         if (!export_csr(Ac, mats[0])) {
           ainv_csr(mats[0], 0.51, mats[1]);
