@@ -274,9 +274,9 @@ int64_t pk_cuda_partials_needed(const pk_cuda_op *op, const pk_cuda_pc *pc);
 int32_t pk_cuda_grid2d_cap(int64_t n);
 /** The automatic choice of CG's and pipelined CG's folded scalar steps (solver option cuda.fold=auto), for
  * the CUDA driver and the vector engine alike (pk_cuda_solver.cu): 1 = fold, for a CSR operator (csr) or a
- * grid operator of n unknowns whose loops write nslots partial-sum slots; flat: a grid of one level (a thread
- * per cell, CG's fused 2-D loop among them), which folds only up to the CSR operators' slots. */
-int pk_cuda_fold_auto(int csr, int64_t n, int64_t nslots, int flat);
+ * grid operator of nz levels and n unknowns whose loops write nslots partial-sum slots; a grid of one level
+ * (a thread per cell, CG's fused 2-D loop among them) folds only up to the CSR operators' slots. */
+int pk_cuda_fold_auto(int csr, int64_t n, int64_t nslots, int32_t nz);
 
 /** An open L2 window (option cuda.l2persist, pk_cuda_solver.cu): CG on one GPU keeps its most-read work vectors
  *  in the L2's persisting part, the CG driver's and the vector engine's alike; m = 0: none open. */

@@ -579,10 +579,9 @@ int fold_setup(pk_kry *E) {
   if (nslots < 1)
     nslots = 1;
   const int fm = s->opts.cuda_fold;
-  /* the CG driver's rule: the flat one for a grid of one level (CG's fused 2-D loop, KryDev.ralt, among them) */
-  const int csr = s->A->type == PKRYLOV_OPERATOR_CSR;
-  const int flat = !csr && (D->ralt != nullptr || D->op.nz == 1);
-  D->fold = fm >= 0 ? fm != 0 : pk_cuda_fold_auto(csr, E->n, nslots, flat) != 0;
+  /* the CG driver's rule (with CG's fused 2-D loop, KryDev.ralt, the operator has one level) */
+  D->fold = fm >= 0 ? fm != 0
+                    : pk_cuda_fold_auto(s->A->type == PKRYLOV_OPERATOR_CSR, E->n, nslots, s->A->nz) != 0;
   if (!D->fold)
     return PKRYLOV_SUCCESS;
   D->pdl = s->opts.cuda_pdl != 0;

@@ -64,8 +64,8 @@ static constexpr int64_t kFoldMaxSlots = 256;
    PKC_FILL_BLOCKS (512) to 1024 blocks: both fold */
 static constexpr int64_t kFoldMaxGridSlots = 1024;
 
-extern "C" int pk_cuda_fold_auto(int csr, int64_t n, int64_t nslots, int flat) {
-  if (csr || flat) return nslots <= kFoldMaxSlots && (csr || n <= kFoldMaxCells);
+extern "C" int pk_cuda_fold_auto(int csr, int64_t n, int64_t nslots, int32_t nz) {
+  if (csr || nz == 1) return nslots <= kFoldMaxSlots && (csr || n <= kFoldMaxCells); /* the flat rule */
   return n <= kFoldMaxCells && nslots <= kFoldMaxGridSlots;
 }
 
@@ -956,8 +956,7 @@ extern "C" int pk_cuda_solver_solve(struct pkrylov_solver_s *s, int32_t mem, con
   R.best = INFINITY;
   R.k = (s->monitor || s->stag_window > 0) ? 1 : s->sync_interval;
   const int csr = s->A->type == PKRYLOV_OPERATOR_CSR;
-  /* a grid of one level runs a thread per cell (CG's fused 2-D loop among them): the flat rule */
-  R.fold = d->fold_mode >= 0 ? d->fold_mode : pk_cuda_fold_auto(csr, n, d->nslots, !csr && s->A->nz == 1);
+  R.fold = d->fold_mode >= 0 ? d->fold_mode : pk_cuda_fold_auto(csr, n, d->nslots, s->A->nz);
   /* a halo-exchange stencil runs like a user operator: its exchange is a host call between the kernels */
   R.uop = s->A->type == PKRYLOV_OPERATOR_USER || s->A->halo.exchange ? s->A : NULL;
   R.upc = s->M && s->M->type == PKRYLOV_PRECOND_USER ? s->M : NULL;
