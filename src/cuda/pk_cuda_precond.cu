@@ -931,11 +931,6 @@ template <int STEP, int FOLD, bool XR = false>
 int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepInT<FOLD> &sin, int alpha_zero, int64_t n, double *r,
               const double *q, double *z, double *part, int64_t *nblocks, bool pdl = false) {
   static_assert(!XR || (STEP == 1 && FOLD == FOLD_NONE), "the one-pass exact sums: CG's unfolded loop");
-  if constexpr (XR) { /* the column sweeps keep their own sums: pk_cuda_cg_precond_x_ok */
-    if (pc && pc->type != PKRYLOV_PRECOND_AINV && pc->type != PKRYLOV_PRECOND_NONE &&
-        pc->type != PKRYLOV_PRECOND_JACOBI)
-      return (int)cudaErrorNotSupported;
-  }
   if (pc && pc->type == PKRYLOV_PRECOND_AINV) { /* a stencil on r: r must be complete before it */
     if constexpr (STEP == 0) {
       ActPcApply<FOLD> act{sin, z};
@@ -970,7 +965,8 @@ int launch_pc(cudaStream_t s, const pk_cuda_pc *pc, const StepInT<FOLD> &sin, in
     return launch_kernel(pdl, k_pointwise<double, STEP, FOLD, XR>, g, b, 0, s, pc->dinv, n, sin, alpha_zero, r, q,
                          z, part);
   }
-  if constexpr (XR) return (int)cudaErrorNotSupported; /* (the column sweeps: refused above) */
+  if constexpr (XR) /* the column sweeps keep their own sums (pk_cuda_cg_precond_x_ok) */
+    return (int)cudaErrorNotSupported;
   if (pc->type != PKRYLOV_PRECOND_COLUMN) /* an unknown type (or a user view): never run as a column solve */
     return (int)cudaErrorInvalidValue;
   const bool kslow = pc->layout == PKRYLOV_LAYOUT_KSLOW;
