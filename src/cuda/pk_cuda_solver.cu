@@ -397,9 +397,7 @@ int cg_precond(Run &R, int alpha_zero, int64_t *nb) {
 
 /** The CG operator loop on st[0] (unfolded); a user operator's routine first (when running). */
 int cg_operator(Run &R, int init, int64_t *nb, int pdl) {
-  pkrylov_context ctx = R.ctx;
-  SolverDev *d = R.d;
-  double **v = d->v;
+  double **v = R.d->v;
   if (R.uop) {
     int running;
     PK_CALL(still_running(R, &running));
